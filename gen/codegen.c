@@ -1,0 +1,203 @@
+/* codegen.c - calls the Lua generator (gen/generate.lua) and packs weights
+ * into the layout it planned. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "codegen.h"
+#include "ff_runtime.h"
+
+/* ---- functions the generator calls ------------------------------------- */
+
+/* ff_sha256(s) -> 64 hex characters */
+static int l_sha256(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  char hex[65];
+  ff_sha256_hex(s, len, hex);
+  lua_pushstring(L, hex);
+  return 1;
+}
+
+/* ff_read_template("templates/x.c") -> the file's text, from the binary */
+static int l_read_template(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  const ff_embedded_file *f = ff_embedded_find(path);
+  if (!f) return luaL_error(L, "template '%s' is not built into fixformer", path);
+  lua_pushlstring(L, (const char *)f->data, f->size);
+  return 1;
+}
+
+static int push_spec(void *ctx, const ff_weight_spec *s) {
+  lua_State *L = ctx;
+  static const char *const stacks[] = {"none", "encoder", "decoder"};
+  lua_createtable(L, 0, 6);
+  lua_pushstring(L, s->name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, stacks[s->stack]);
+  lua_setfield(L, -2, "stack");
+  lua_pushinteger(L, s->layer);
+  lua_setfield(L, -2, "layer");
+  lua_pushstring(L, s->role);
+  lua_setfield(L, -2, "role");
+  lua_pushinteger(L, s->shape[0]);
+  lua_setfield(L, -2, "rows");
+  lua_pushinteger(L, s->rank == 2 ? s->shape[1] : 0);
+  lua_setfield(L, -2, "cols");
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  return 0;
+}
+
+/* ff_weight_specs() -> the runtime's list of tensors for the loaded config */
+static int l_weight_specs(lua_State *L) {
+  const ff_config *c = lua_touserdata(L, lua_upvalueindex(1));
+  lua_newtable(L);
+  ff_rt_visit_weights(c, NULL, push_spec, L);
+  return 1;
+}
+
+/* ---- reading the result ---------------------------------------------------- */
+
+static char *dup_field(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  size_t n;
+  const char *s = lua_tolstring(L, -1, &n);
+  char *d = s ? malloc(n + 1) : NULL;
+  if (d) memcpy(d, s, n + 1);
+  lua_pop(L, 1);
+  return d;
+}
+
+static double num_field(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  double v = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static int read_program(lua_State *L, int t, ff_program *p, ff_error *err) {
+  p->header = dup_field(L, t, "header");
+  p->source = dup_field(L, t, "source");
+  char *hash = dup_field(L, t, "layout_hash");
+  p->layout_hash = hash ? strtoull(hash, NULL, 16) : 0;
+  free(hash);
+  p->weight_floats = (size_t)num_field(L, t, "weight_floats");
+  p->state_bytes = (size_t)num_field(L, t, "state_bytes");
+  p->flops = num_field(L, t, "flops");
+  lua_getfield(L, t, "layout");
+  int n = (int)lua_rawlen(L, -1);
+  p->layout = calloc((size_t)n + 1, sizeof *p->layout);
+  if (!p->header || !p->source || !p->layout) {
+    lua_pop(L, 1);
+    return ff_fail(err, FF_ENOMEM, "out of memory for the generated program");
+  }
+  for (int i = 0; i < n; i++, p->n_layout++) {
+    ff_layout_entry *e = &p->layout[i];
+    lua_rawgeti(L, -1, i + 1);
+    int et = lua_gettop(L);
+    e->name = dup_field(L, et, "name");
+    e->offset = (size_t)num_field(L, et, "offset");
+    e->rows = (int)num_field(L, et, "rows");
+    e->cols = (int)num_field(L, et, "cols");
+    lua_getfield(L, et, "transposed");
+    e->transposed = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+    if (!e->name) {
+      lua_pop(L, 1);
+      return ff_fail(err, FF_ENOMEM, "out of memory for the weight layout");
+    }
+  }
+  lua_pop(L, 1);
+  return 0;
+}
+
+int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err) {
+  lua_State *L = ff_lua_state(h);
+  int top = lua_gettop(L), rc;
+  memset(out, 0, sizeof *out);
+  lua_pushlightuserdata(L, (void *)c);
+  lua_pushcclosure(L, l_weight_specs, 1);
+  lua_setglobal(L, "ff_weight_specs");
+  lua_register(L, "ff_sha256", l_sha256);
+  lua_register(L, "ff_read_template", l_read_template);
+
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "generate");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) goto lua_failed;
+  lua_getfield(L, LUA_REGISTRYINDEX, "ff.config");
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, o->source);
+  lua_setfield(L, -2, "source");
+  lua_pushstring(L, o->command);
+  lua_setfield(L, -2, "command");
+  lua_getfield(L, LUA_REGISTRYINDEX, "ff.sha256");
+  lua_setfield(L, -2, "sha256");
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) goto lua_failed;
+  rc = read_program(L, lua_gettop(L), out, err);
+  lua_settop(L, top);
+  if (rc) ff_program_free(out);
+  return rc;
+lua_failed:
+  rc = ff_fail(err, FF_EINVAL, "generator: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+  lua_settop(L, top);
+  return rc;
+}
+
+void ff_program_free(ff_program *p) {
+  if (!p) return;
+  free(p->header);
+  free(p->source);
+  for (int i = 0; p->layout && i < p->n_layout; i++) free(p->layout[i].name);
+  free(p->layout);
+  memset(p, 0, sizeof *p);
+}
+
+/* ---- packing ------------------------------------------------------------ */
+
+static void put_u64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err) {
+  size_t data_bytes, total;
+  *blob = NULL;
+  if (ff_size_mul(p->weight_floats, sizeof(float), &data_bytes) || ff_size_add(data_bytes, FF_BLOB_HEADER, &total))
+    return ff_fail(err, FF_ENOMEM, "weights too large");
+  unsigned char *b = NULL;
+  if (posix_memalign((void **)&b, 64, total ? total : 64)) return ff_fail(err, FF_ENOMEM, "out of memory for weights");
+  memset(b, 0, total);
+  memcpy(b, "FFWEIGHT", 8);
+  put_u64(b + 8, 1 | (uint64_t)FF_BLOB_HEADER << 32); /* u32 version, u32 header bytes */
+  put_u64(b + 16, p->layout_hash);
+  put_u64(b + 24, data_bytes);
+  float *data = (float *)(void *)(b + FF_BLOB_HEADER);
+  for (int i = 0; i < p->n_layout; i++) {
+    const ff_layout_entry *e = &p->layout[i];
+    const ff_tensor *t = ff_tensor_file_find(f, e->name);
+    size_t n = (size_t)e->rows * (size_t)(e->cols > 0 ? e->cols : 1);
+    if (!t || t->numel != n) {
+      free(b);
+      return ff_fail(err, FF_EMISSING, "tensor '%s' missing or of the wrong size while packing", e->name);
+    }
+    float *dst = data + e->offset;
+    if (e->transposed) /* W [rows, cols] -> W^T [cols, rows] */
+      for (int r = 0; r < e->rows; r++)
+        for (int c = 0; c < e->cols; c++) dst[(size_t)c * e->rows + r] = t->data[(size_t)r * e->cols + c];
+    else
+      memcpy(dst, t->data, n * sizeof *dst);
+  }
+  *blob = b;
+  *bytes = total;
+  return 0;
+}
+
+/* ---- compiled code ------------------------------------------------------ */
+
+void *ff_jit_symbol(ff_jit *j, const char *name) { return j->symbol(j->handle, name); }
+
+void ff_jit_free(ff_jit *j) {
+  if (!j) return;
+  j->close(j->handle);
+  free(j);
+}

@@ -1,0 +1,67 @@
+/* codegen.h - running the Lua generator and packing weights into its layout,
+ * and the two JIT backends.  Private to gen/. */
+#ifndef FF_CODEGEN_H
+#define FF_CODEGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ff_config.h"
+#include "ff_error.h"
+#include "ff_io.h"
+#include "host.h"
+
+typedef struct {
+  char *name;       /* PyTorch name */
+  size_t offset;    /* floats into the data */
+  int rows, cols;   /* cols 0 for vectors */
+  int transposed;   /* stored [cols, rows] */
+} ff_layout_entry;
+
+/* A generated program: the C text and the weight layout it expects. */
+typedef struct {
+  char *header, *source;     /* NAME.h, NAME.c */
+  ff_layout_entry *layout;
+  int n_layout;
+  size_t weight_floats;
+  size_t state_bytes;
+  uint64_t layout_hash;
+  double flops;              /* one sequence at T = max_seq */
+} ff_program;
+
+typedef struct {
+  const char *source;        /* the description path as given */
+  const char *command;       /* recorded in the header comment */
+} ff_gen_options;
+
+/* Plans and emits the loaded description (its config table is in the
+ * state's registry) for config c. */
+int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err);
+void ff_program_free(ff_program *p);
+
+#define FF_BLOB_HEADER 64
+
+/* Packs bound tensors into the program's layout: a blob of FF_BLOB_HEADER
+ * bytes ("FFWEIGHT", version 1, header size, layout hash, data bytes) and the
+ * floats, 64-byte aligned.  Free with free(). */
+int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err);
+
+/* ---- backends ---------------------------------------------------------- */
+
+/* Compiled code: a handle and how to look up a symbol in it and close it. */
+typedef struct ff_jit {
+  void *handle;
+  void *(*symbol)(void *handle, const char *name);
+  void (*close)(void *handle);
+} ff_jit;
+
+/* Compiles C text in memory with libtcc; the math and memory functions the
+ * generated code uses are handed over with tcc_add_symbol. */
+int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err);
+/* Compiles C text with $CC (default cc) -O3 -march=native into a shared
+ * object cached by source hash, and dlopens it. */
+int ff_jit_cc(const char *text, ff_jit **out, ff_error *err);
+void *ff_jit_symbol(ff_jit *j, const char *name);
+void ff_jit_free(ff_jit *j);
+
+#endif

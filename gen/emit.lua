@@ -1,0 +1,224 @@
+-- emit.lua: a plan -> C text: NAME.c (kernels, layout, stages, API) and
+-- NAME.h (shapes, sizes, status codes, declarations).  Deterministic: the
+-- same description and options give byte-identical text.
+
+local template = require("template")
+local ops = require("ops")
+
+local M = {}
+
+M.VERSION = "0.1.0"
+
+-- a float constant that round-trips through float32
+local function float_lit(x)
+  local f = string.unpack("<f", string.pack("<f", x))
+  local s = string.format("%.9g", f)
+  if not s:find("[%.eEn]") then s = s .. ".0" end
+  return s .. "f"
+end
+
+local function double_lit(x)
+  local s = string.format("%.17g", x)
+  if not s:find("[%.eEn]") then s = s .. ".0" end
+  return s
+end
+
+-- numbers grouped like 12,345,678
+local function grouped(n)
+  local s = string.format("%.0f", n)
+  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
+end
+
+-- 8 constants per line, indented
+local function table_lines(values, fmt)
+  local lines, row = {}, {}
+  for i, v in ipairs(values) do
+    row[#row + 1] = fmt(v)
+    if #row == 8 or i == #values then
+      lines[#lines + 1] = "  " .. table.concat(row, ", ") .. ","
+      row = {}
+    end
+  end
+  return table.concat(lines, "\n")
+end
+
+local function summary(c, P)
+  local parts = { string.format("%s: %s, d_model %d, %d heads (d_k %d), d_ff %d", c.name, c.arch, c.d_model,
+    c.heads, P.dk, c.d_ff) }
+  if c.arch == "encoder-decoder" then
+    parts[#parts + 1] = string.format("%d+%d layers", c.encoder_layers, c.decoder_layers)
+  else
+    parts[#parts + 1] = string.format("%d layers", c.encoder_layers + c.decoder_layers)
+  end
+  parts[#parts + 1] = string.format("%s-norm %s%s", c.norm, c.norm_kind, c.final_norm and " + final norms" or "")
+  parts[#parts + 1] = c.activation
+  parts[#parts + 1] = c.positional .. " positions"
+  if c.vocab then
+    parts[#parts + 1] = string.format("vocab %d%s", c.vocab, c.tie_embeddings and " (tied head)" or "")
+  else
+    parts[#parts + 1] = "float inputs"
+  end
+  if not c.bias then parts[#parts + 1] = "no biases" end
+  return table.concat(parts, ", ")
+end
+
+-- The params of one kernel instance, as template variables.
+local function kernel_vars(k, c)
+  local p, v = k.kernel and k.kernel.params or k.params, { FN = k.fn }
+  for name, value in pairs(p) do
+    if type(value) == "number" and math.type(value) == "float" then v[name] = float_lit(value)
+    else v[name] = value end
+  end
+  if k.kind == "embed" then v.SCALE = float_lit(p.SCALE) end
+  if k.kind == "attention" then
+    v.D = c.d_model
+    v.SCALE = float_lit(1 / math.sqrt(p.DK))
+    v.CAUSAL_DOC = p.CAUSAL and " and keys j > q_pos0 + t (causal)" or ""
+  end
+  if k.kind == "layernorm" or k.kind == "rmsnorm" then v.EPS = double_lit(p.EPS) end
+  if k.kind == "sinusoidal" then
+    v.HALF = (p.D + 1) // 2
+    v.ODD = p.D % 2 == 1
+    local f = {}
+    for i = 0, v.HALF - 1 do f[#f + 1] = 1 / 10000 ^ (2 * i / p.D) end
+    v.FREQS = table_lines(f, double_lit)
+  end
+  if k.kind == "rope" then
+    v.HALF = p.DK // 2
+    v.D = c.d_model
+    v.D2 = 2 * c.d_model
+    v.HEADS2 = 2 * p.HEADS
+    v.THETA_DOC = double_lit(p.THETA)
+    local f = {}
+    for i = 0, v.HALF - 1 do f[#f + 1] = 1 / p.THETA ^ (2 * i / p.DK) end
+    v.FREQS = table_lines(f, float_lit)
+  end
+  if k.kind == "kv_store" then v.KV = 2 * p.D end
+  if k.kind == "swiglu" then v.N2 = 2 * p.N end
+  return v
+end
+
+local function section_of(k)
+  local p = k.params
+  if k.kind == "layernorm" or k.kind == "rmsnorm" then return (p.RESIDUAL and "residual_" or "") .. k.kind end
+  if k.kind == "activation" then return p.ACT end
+  return k.kind
+end
+
+-- Kernels in the order the program first uses them.
+function M.kernels(P)
+  local out = {}
+  for _, k in ipairs(P.kernels) do
+    out[#out + 1] = template.render(ops.kinds[k.kind].file, section_of(k), kernel_vars(k, P.config))
+  end
+  return table.concat(out, "\n")
+end
+
+-- opts: source (description path as given), sha256, command, layout_hash
+function M.emit(P, opts)
+  local c = P.config
+  local uname = c.name:upper()
+  local common = {
+    NAME = c.name, UNAME = uname, GUARD = uname .. "_H", VERSION = M.VERSION, SOURCE = opts.source,
+    SHA256 = opts.sha256, COMMAND = opts.command, SUMMARY = summary(c, P), MAX_SEQ = c.max_seq,
+    FLOPS = grouped(P.flops), WEIGHT_FLOATS = P.weight_floats, WEIGHT_BYTES = 4 * P.weight_floats,
+    STATE_BYTES = 4 * P.arena_floats, ARENA_BYTES = 4 * P.arena_floats, NAIVE_BYTES = 4 * P.arena_naive_floats,
+    LAYOUT_HASH = opts.layout_hash, D_MODEL = c.d_model, HEADS = c.heads, D_K = P.dk, D_FF = c.d_ff,
+    ENCODER_LAYERS = c.encoder_layers, DECODER_LAYERS = c.decoder_layers, VOCAB = c.vocab or 0,
+    OUT_DIM = P.out_dim, OUT_DOC = c.vocab and "logits" or "hidden states", TOKENS = c.vocab ~= nil,
+    IN_DIM = c.vocab and 1 or c.d_model,
+    INPUT_TYPE = c.vocab and "const int32_t" or "const float",
+    INPUT_DOC = c.vocab and "token ids" or string.format("float inputs (x %d)", c.d_model),
+  }
+  local function vars(extra)
+    local v = {}
+    for k, x in pairs(common) do v[k] = x end
+    for k, x in pairs(extra or {}) do v[k] = x end
+    return v
+  end
+  local input_name = c.vocab and "tokens" or "input"
+  common.INPUT = input_name
+  common.INPUT_DECL = common.INPUT_TYPE .. " *" .. input_name
+  common.SRC_DECL = common.INPUT_TYPE .. " *src"
+  common.TGT_DECL = common.INPUT_TYPE .. " *tgt"
+
+  -- header
+  local decl
+  if c.arch == "encoder-decoder" then
+    decl = string.format([[
+/* Translates a batch: source %s [batch, S] with src_lengths [batch] (NULL: all S),
+ * target %s [batch, T] (causally masked) -> out [batch, T, %d] from the decoder.
+ * Returns 0 or a negative status; nothing is computed on error. */
+int %s_forward(const %s_weights *w, void *state, %s, int batch, int S, const int32_t *src_lengths,
+               %s, int T, float *out);]], common.INPUT_DOC, common.INPUT_DOC, P.out_dim, c.name, c.name,
+      common.SRC_DECL, common.TGT_DECL)
+  else
+    decl = string.format([[
+/* %s a batch: %s [batch, T], lengths [batch] (NULL: all T; the rest is
+ * padding, masked out as keys) -> out [batch, T, %d].  Padded rows are computed
+ * but carry no meaning.  Returns 0 or a negative status; nothing is computed on error. */
+int %s_forward(const %s_weights *w, void *state, %s, int batch, int T, const int32_t *lengths,
+               float *out);]], c.arch == "encoder" and "Encodes" or "Runs the causal stack over",
+      common.INPUT_DOC, P.out_dim, c.name, c.name, common.INPUT_DECL)
+  end
+  local header = template.render("model.h", "header", vars({ FORWARD_DECL = decl }), { lines = false })
+
+  -- source
+  local parts = { template.render("model.c", "prelude", vars(), { lines = false }) }
+  parts[#parts + 1] = "/* ---- kernels (templates/) ---- */\n"
+  parts[#parts + 1] = M.kernels(P)
+  -- what follows is plan text, not template text: point #line back at this file
+  local so_far = table.concat(parts, "\n")
+  local _, lines = so_far:gsub("\n", "")
+  parts[#parts + 1] = string.format('#line %d "%s.c"\n', lines + 3, c.name)
+  local wl, width = {}, 0
+  for _, w in ipairs(P.weights) do width = math.max(width, #w.macro) end
+  for _, w in ipairs(P.weights) do
+    local shape = w.cols > 0 and string.format("[%d, %d]", w.rows, w.cols) or string.format("[%d]", w.rows)
+    if w.packing == "transposed" then shape = string.format("[%d, %d] stored transposed", w.rows, w.cols) end
+    wl[#wl + 1] = string.format("  %-" .. width .. "s = %d, /* %s %s */", w.macro, w.offset, w.name, shape)
+  end
+  local vl = {}
+  width = 0
+  local sorted = {}
+  for _, v in ipairs(P.values) do
+    sorted[#sorted + 1] = v
+    width = math.max(width, #v.macro)
+  end
+  for _, v in ipairs(sorted) do
+    vl[#vl + 1] = string.format("  %-" .. width .. "s = %d, /* [%d, %d] %s%s */", v.macro, v.offset, v.rows, v.cols,
+      v.doc, v.persistent and "" or string.format(", ops %d..%d", v.first, v.last))
+  end
+  parts[#parts + 1] = template.render("model.c", "layout",
+    vars({ WEIGHT_ENUM = table.concat(wl, "\n"), VALUE_ENUM = table.concat(vl, "\n") }), { lines = false })
+  for _, st in ipairs(P.stages) do
+    local body, uses_w = {}, false
+    for _, o in ipairs(st.ops) do
+      local call = o.kernel.fn .. "(" .. table.concat(o.args, ", ") .. ")"
+      if call:find("w %+") then uses_w = true end
+      body[#body + 1] = template.render("model.c", "op",
+        { OP = o.name, SHAPE = o.shape, OPDOC = o.doc, CALL = call }, { lines = false })
+    end
+    if not uses_w then table.insert(body, 1, "  (void)w;\n") end
+    parts[#parts + 1] = template.render("model.c", "stage",
+      vars({ FN = st.name, DOC = st.doc, PARAMS = st.params, BODY = table.concat(body) }), { lines = false })
+  end
+  parts[#parts + 1] = template.render("model.c", "checks", vars(), { lines = false })
+  parts[#parts + 1] = template.render("model.c", "bind", vars(), { lines = false })
+  local fwd = ({ encoder = "forward_encoder", ["decoder-only"] = "forward_decoder",
+    ["encoder-decoder"] = "forward_encdec" })[c.arch]
+  parts[#parts + 1] = template.render("model.c", fwd, vars({ STAGE_CALL = "encode" }), { lines = false })
+  return { header = header, source = table.concat(parts, "\n") }
+end
+
+-- The canonical text of the weight layout; its sha256 is the layout hash.
+function M.layout_text(P)
+  local lines = { "fixformer weight layout 1" }
+  for _, w in ipairs(P.weights) do
+    lines[#lines + 1] = string.format("%s %d %d %d %s", w.name, w.offset, w.rows, w.cols, w.packing)
+  end
+  lines[#lines + 1] = "total " .. P.weight_floats
+  return table.concat(lines, "\n") .. "\n"
+end
+
+return M

@@ -1,0 +1,53 @@
+/* fixformer.h - the public C API: open a model description, bind its
+ * weights, prepare an engine, run forward passes.  The `fixformer` command
+ * line is built on exactly this API.
+ *
+ *   ff_error err;
+ *   ff_model *m = ff_model_open("models/tiny.lua", &err);
+ *   if (!m || ff_model_load_weights(m, "tiny.safetensors", &err) ||
+ *       ff_model_prepare(m, FF_ENGINE_RUNTIME, &err) ||
+ *       ff_model_forward(m, &input, out, &err))
+ *     fprintf(stderr, "%s\n", err.msg);
+ *   ff_model_close(m);
+ */
+#ifndef FIXFORMER_H
+#define FIXFORMER_H
+
+#include "ff_config.h"
+#include "ff_error.h"
+#include "ff_runtime.h"
+
+#define FF_VERSION "0.1.0"
+
+typedef struct ff_model ff_model;
+
+enum ff_engine {
+  FF_ENGINE_RUNTIME, /* the shape-generic reference runtime */
+  FF_ENGINE_TCC,     /* generated C compiled in memory by libtcc */
+  FF_ENGINE_CC       /* generated C compiled by $CC into a shared object */
+};
+
+/* Loads a description in the sandbox and validates it.  NULL on error. */
+ff_model *ff_model_open(const char *description_path, ff_error *err);
+/* The resolved config of an open model. */
+const ff_config *ff_model_config(const ff_model *m);
+/* Reads a safetensors file and binds it by PyTorch names (strict). */
+int ff_model_load_weights(ff_model *m, const char *safetensors_path, ff_error *err);
+/* Makes the engine ready (compiles the generated code for tcc / cc). */
+int ff_model_prepare(ff_model *m, enum ff_engine engine, ff_error *err);
+/* One forward pass; out holds batch * T * ff_config_out_dim floats. */
+int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *err);
+/* The generated C for the model: header and source text, owned by m.
+ * command is recorded in the header comment. */
+int ff_model_generate(ff_model *m, const char *command, const char **header, const char **source, ff_error *err);
+/* The loaded weights packed into the generated code's layout: a blob with a
+ * 64-byte header (magic, version, layout hash, size), owned by m. */
+int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error *err);
+/* Frees everything; NULL is fine. */
+void ff_model_close(ff_model *m);
+
+/* Name of an engine ("runtime", "tcc", "cc") and back; -1 if unknown. */
+const char *ff_engine_name(enum ff_engine e);
+int ff_engine_parse(const char *name);
+
+#endif

@@ -1,0 +1,40 @@
+/* host.h - the embedded Lua 5.4 the generator runs in: a state with a
+ * memory limit, the project's Lua modules compiled into the binary, and the
+ * sandboxed loader for model descriptions.  Private to gen/. */
+#ifndef FF_HOST_H
+#define FF_HOST_H
+
+#include <lua.h>
+
+#include "ff_config.h"
+#include "ff_error.h"
+
+typedef struct ff_lua ff_lua;
+
+/* A new Lua state with base, string, table, math and utf8 (no io, os,
+ * package or debug), `require` for the embedded modules only, and a memory
+ * limit through its allocator. */
+ff_lua *ff_lua_open(ff_error *err);
+lua_State *ff_lua_state(ff_lua *h);
+void ff_lua_close(ff_lua *h);
+
+/* Runs the description at path in a sandbox (empty environment, text chunks
+ * only, an instruction budget and a memory limit), validates it and fills
+ * *out.  Keeps the resolved config table and the sha256 of the file in the
+ * registry ("ff.config", "ff.sha256") for the generator. */
+int ff_lua_load_config(ff_lua *h, const char *path, ff_config *out, ff_error *err);
+
+/* sha256 of data as 64 hex characters and a NUL (OpenSSL's libcrypto). */
+void ff_sha256_hex(const void *data, size_t len, char hex[65]);
+
+/* Embedded files (the Lua modules of gen/ and templates/), made by the build. */
+typedef struct {
+  const char *name; /* path relative to the source tree, e.g. "gen/validate.lua" */
+  const unsigned char *data;
+  unsigned long size;
+} ff_embedded_file;
+extern const ff_embedded_file ff_embedded_files[];
+extern const int ff_embedded_count;
+const ff_embedded_file *ff_embedded_find(const char *name);
+
+#endif

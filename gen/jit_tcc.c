@@ -1,0 +1,60 @@
+/* jit_tcc.c - the libtcc backend: generated C compiled in memory.  The only
+ * file that includes libtcc.h.  The code is compiled with FIXFORMER_JIT and
+ * -nostdlib: it includes no system header and links against nothing but
+ * the functions handed over here, so it needs no file at run time. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libtcc.h>
+
+#include "codegen.h"
+
+typedef struct {
+  char msg[FF_ERROR_MAX];
+} tcc_errors;
+
+static void on_error(void *opaque, const char *msg) {
+  tcc_errors *e = opaque;
+  if (!e->msg[0]) snprintf(e->msg, sizeof e->msg, "%s", msg); /* keep the first */
+}
+
+static void *tcc_symbol(void *s, const char *name) { return tcc_get_symbol(s, name); }
+static void tcc_close(void *s) { tcc_delete(s); }
+
+int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err) {
+  static const struct {
+    const char *name;
+    void *fn;
+  } symbols[] = {
+      {"expf", (void *)expf}, {"erff", (void *)erff}, {"tanhf", (void *)tanhf}, {"sinf", (void *)sinf},
+      {"cosf", (void *)cosf}, {"sin", (void *)sin},   {"cos", (void *)cos},     {"sqrt", (void *)sqrt},
+      {"memcpy", (void *)memcpy}, {"memset", (void *)memset}, {"memmove", (void *)memmove},
+  };
+  tcc_errors errors = {""};
+  *out = NULL;
+  TCCState *s = tcc_new();
+  if (!s) return ff_fail(err, FF_ENOMEM, "tcc: cannot create a compiler state");
+  tcc_set_error_func(s, &errors, on_error);
+  tcc_set_options(s, "-nostdlib");
+  tcc_set_output_type(s, TCC_OUTPUT_MEMORY);
+  tcc_define_symbol(s, "FIXFORMER_JIT", "1");
+  if (tcc_compile_string(s, text) < 0) goto failed;
+  for (size_t i = 0; i < sizeof symbols / sizeof *symbols; i++) tcc_add_symbol(s, symbols[i].name, symbols[i].fn);
+  if (tcc_relocate(s, TCC_RELOCATE_AUTO) < 0) goto failed;
+  ff_jit *j = calloc(1, sizeof *j);
+  if (!j) {
+    tcc_delete(s);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  j->handle = s;
+  j->symbol = tcc_symbol;
+  j->close = tcc_close;
+  *out = j;
+  return 0;
+failed:
+  tcc_delete(s);
+  return ff_fail(err, FF_EINVAL, "tcc: %s", errors.msg[0] ? errors.msg : "compilation failed");
+}
+

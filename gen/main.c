@@ -1,0 +1,449 @@
+/* main.c - the `fixformer` command line.  Each subcommand parses its flags,
+ * calls the public API (fixformer.h) and returns a status; only main turns a
+ * status into an exit code and prints the one-line error. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixformer.h"
+
+/* ---- flags ------------------------------------------------------------- */
+
+typedef struct {
+  const char *name;   /* "--weights" */
+  const char *alias;  /* "-o" or NULL */
+  const char *value;  /* set when given; "1" for switches */
+  int takes_value;
+} flag;
+
+typedef struct {
+  const char *name;
+  const char *usage;  /* printed by --help */
+  int (*run)(const char *model, flag *flags, ff_error *err);
+  flag *flags;
+} command;
+
+static const char *value_of(const flag *flags, const char *name) {
+  for (const flag *f = flags; f->name; f++)
+    if (!strcmp(f->name, name)) return f->value;
+  return NULL;
+}
+
+/* Parses argv into flags and the one positional MODEL argument. */
+static int parse_args(const command *cmd, int argc, char **argv, const char **model, ff_error *err) {
+  *model = NULL;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] == '-' && a[1]) {
+      flag *f = cmd->flags;
+      for (; f->name; f++)
+        if (!strcmp(a, f->name) || (f->alias && !strcmp(a, f->alias))) break;
+      if (!f->name)
+        return ff_fail(err, FF_EINVAL, "%s: unknown option '%s' (see fixformer %s --help)", cmd->name, a,
+                       cmd->name);
+      if (f->takes_value) {
+        if (i + 1 >= argc) return ff_fail(err, FF_EINVAL, "%s: %s needs a value", cmd->name, f->name);
+        f->value = argv[++i];
+      } else {
+        f->value = "1";
+      }
+    } else if (!*model) {
+      *model = a;
+    } else {
+      return ff_fail(err, FF_EINVAL, "%s: unexpected argument '%s'", cmd->name, a);
+    }
+  }
+  if (!*model) return ff_fail(err, FF_EINVAL, "%s: missing MODEL.lua (see fixformer %s --help)", cmd->name, cmd->name);
+  return 0;
+}
+
+static int require_flag(const char *cmd, const flag *flags, const char *name, const char **out, ff_error *err) {
+  *out = value_of(flags, name);
+  if (!*out) return ff_fail(err, FF_EINVAL, "%s: %s is required", cmd, name);
+  return 0;
+}
+
+/* ---- info ---------------------------------------------------------------- */
+
+static const char *const arch_names[] = {"encoder", "decoder-only", "encoder-decoder"};
+static const char *const place_names[] = {"post", "pre"};
+static const char *const kind_names[] = {"layernorm", "rmsnorm"};
+static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "swiglu"};
+static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rope"};
+
+static int print_weight(void *ctx, const ff_weight_spec *s) {
+  (void)ctx;
+  if (s->rank == 2)
+    printf("--   %-56s [%d, %d]\n", s->name, s->shape[0], s->shape[1]);
+  else
+    printf("--   %-56s [%d]\n", s->name, s->shape[0]);
+  return 0;
+}
+
+static int cmd_info(const char *path, flag *flags, ff_error *err) {
+  (void)flags;
+  ff_model *m = ff_model_open(path, err);
+  if (!m) return err->code;
+  const ff_config *c = ff_model_config(m);
+  printf("-- %s, resolved (defaults filled in)\nreturn {\n", path);
+  printf("  name = \"%s\",\n  arch = \"%s\",\n", c->name, arch_names[c->arch]);
+  printf("  d_model = %d,\n  heads = %d,  -- d_k = %d\n  d_ff = %d,\n", c->d_model, c->heads,
+         c->d_model / c->heads, c->d_ff);
+  if (c->arch == FF_ARCH_ENCODER_DECODER)
+    printf("  encoder_layers = %d,\n  decoder_layers = %d,\n", c->encoder_layers, c->decoder_layers);
+  else
+    printf("  layers = %d,\n", c->encoder_layers + c->decoder_layers);
+  printf("  norm = \"%s\",\n  norm_kind = \"%s\",\n  final_norm = %s,\n  eps = %g,\n", place_names[c->norm],
+         kind_names[c->norm_kind], c->final_norm ? "true" : "false", (double)c->eps);
+  printf("  activation = \"%s\",\n  bias = %s,\n", act_names[c->activation], c->bias ? "true" : "false");
+  if (c->vocab > 0) printf("  vocab = %d,\n", c->vocab);
+  else printf("  vocab = nil,  -- float inputs [B,T,%d]\n", c->d_model);
+  printf("  positional = \"%s\",\n", pos_names[c->positional]);
+  if (c->positional == FF_POS_ROPE) printf("  rope_theta = %g,\n", (double)c->rope_theta);
+  printf("  scale_embeddings = %s,\n  tie_embeddings = %s,\n  max_seq = %d,\n  prefix = \"%s\",\n",
+         c->scale_embeddings ? "true" : "false", c->tie_embeddings ? "true" : "false", c->max_seq, c->prefix);
+  printf("}\n");
+  size_t tensors, params;
+  ff_rt_count_weights(c, &tensors, &params);
+  printf("-- weights: %zu tensors, %zu parameters (%.2f MB float32)\n", tensors, params, params * 4.0 / 1e6);
+  ff_rt_visit_weights(c, NULL, print_weight, NULL);
+  int T = c->max_seq;
+  printf("-- FLOPs per token: %.0f at T = 1, %.0f averaged over T = max_seq = %d\n",
+         ff_rt_forward_flops(c, 1, 1), ff_rt_forward_flops(c, T, T) / T, T);
+  printf("-- output per position: %d %s\n", ff_config_out_dim(c), c->vocab > 0 ? "logits" : "hidden states");
+  ff_model_close(m);
+  return 0;
+}
+
+/* ---- init ---------------------------------------------------------------- */
+
+static int cmd_init(const char *path, flag *flags, ff_error *err) {
+  const char *out, *seed_s = value_of(flags, "--seed");
+  int rc = require_flag("init", flags, "-o", &out, err);
+  if (rc) return rc;
+  unsigned long long seed = 0;
+  if (seed_s) {
+    char *end;
+    errno = 0;
+    seed = strtoull(seed_s, &end, 10);
+    if (errno || *end || !*seed_s || seed_s[0] == '-')
+      return ff_fail(err, FF_EINVAL, "init: --seed: '%s' is not a non-negative integer", seed_s);
+  }
+  ff_model *m = ff_model_open(path, err);
+  if (!m) return err->code;
+  rc = ff_rt_init_weights(ff_model_config(m), seed, out, err);
+  ff_model_close(m);
+  return rc;
+}
+
+/* ---- run ----------------------------------------------------------------- */
+
+/* Token ids from an int32 or int64 array of rank 2 -> int32 [B, T]. */
+static int tokens_from(const char *what, const char *path, const ff_array *a, int32_t **out, ff_error *err) {
+  if (a->dtype == FF_F32)
+    return ff_fail(err, FF_ESHAPE, "%s %s: float32, but the model takes int token ids [B,T]", what, path);
+  if (a->rank != 2)
+    return ff_fail(err, FF_ESHAPE, "%s %s: rank %d, token ids must be [B,T]", what, path, a->rank);
+  *out = malloc((a->numel ? a->numel : 1) * sizeof **out);
+  if (!*out) return ff_fail(err, FF_ENOMEM, "out of memory");
+  for (size_t i = 0; i < a->numel; i++) {
+    int64_t v = a->dtype == FF_I32 ? ((const int32_t *)a->data)[i] : ((const int64_t *)a->data)[i];
+    if (v < -2147483647 || v > 2147483647) v = -1; /* reported as out of vocabulary */
+    (*out)[i] = (int32_t)v;
+  }
+  return 0;
+}
+
+/* "5 17 42, 7 7" -> a right-padded batch [B, T] of ids (padding 0) and the
+ * lengths [B]: sequences separated by commas, ids by spaces. */
+static int parse_token_list(const char *flagname, const char *text, ff_array *a, int32_t **lengths,
+                            ff_error *err) {
+  int B = 1, T = 0, n = 0;
+  for (const char *p = text; *p; p++) B += *p == ',';
+  int32_t *len = calloc((size_t)B, sizeof *len);
+  int32_t *ids = malloc((strlen(text) / 2 + 1) * sizeof *ids); /* at most one id per 2 chars */
+  if (!len || !ids) {
+    free(len);
+    free(ids);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  const char *p = text;
+  for (int b = 0; b < B; b++) {
+    for (;;) {
+      while (*p == ' ' || *p == '\t') p++;
+      if (!*p || *p == ',') break;
+      char *end;
+      errno = 0;
+      long v = strtol(p, &end, 10);
+      if (end == p || errno || v < -2147483647 || v > 2147483647 || (*end && *end != ' ' && *end != ',' && *end != '\t')) {
+        free(len);
+        free(ids);
+        return ff_fail(err, FF_EINVAL, "%s: '%s' is not a list of integer token ids", flagname, text);
+      }
+      ids[n++] = (int32_t)v;
+      len[b]++;
+      p = end;
+    }
+    if (len[b] == 0) {
+      free(len);
+      free(ids);
+      return ff_fail(err, FF_ELENGTH, "%s: sequence %d is empty", flagname, b);
+    }
+    if (len[b] > T) T = len[b];
+    if (*p == ',') p++;
+  }
+  a->dtype = FF_I32;
+  a->rank = 2;
+  a->shape[0] = B;
+  a->shape[1] = T;
+  a->numel = (size_t)B * T;
+  a->data = calloc(a->numel, sizeof(int32_t));
+  if (!a->data) {
+    free(len);
+    free(ids);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  for (int b = 0, at = 0; b < B; at += len[b], b++)
+    memcpy((int32_t *)a->data + (size_t)b * T, ids + at, (size_t)len[b] * sizeof *ids);
+  free(ids);
+  if (lengths) *lengths = len;
+  else free(len);
+  return 0;
+}
+
+/* Without --output: the argmax id per position (logits) or the first hidden
+ * values, for the valid positions of each sequence. */
+static void print_output(const ff_config *c, const float *out, int B, int T, const int32_t *lengths) {
+  int dim = ff_config_out_dim(c);
+  for (int b = 0; b < B; b++) {
+    int n = lengths && c->arch != FF_ARCH_ENCODER_DECODER ? lengths[b] : T;
+    printf("sequence %d:", b);
+    for (int t = 0; t < n; t++) {
+      const float *row = out + ((size_t)b * T + t) * dim;
+      if (c->vocab > 0) {
+        int best = 0;
+        for (int i = 1; i < dim; i++)
+          if (row[i] > row[best]) best = i;
+        printf(" %d", best);
+      } else {
+        printf("\n  [%d] %9.5f %9.5f %9.5f %9.5f ...", t, (double)row[0], (double)row[dim > 1], (double)row[dim > 2 ? 2 : 0],
+               (double)row[dim > 3 ? 3 : 0]);
+      }
+    }
+    printf("%s\n", c->vocab > 0 ? "   (argmax of the logits per position)" : "");
+  }
+}
+
+static int check_floats(const char *what, const char *path, const ff_array *a, int d, ff_error *err) {
+  if (a->dtype != FF_F32)
+    return ff_fail(err, FF_ESHAPE, "%s %s: integer ids, but the model has no vocab and takes float32 [B,T,%d]",
+                   what, path, d);
+  if (a->rank != 3 || a->shape[2] != d)
+    return ff_fail(err, FF_ESHAPE, "%s %s: must be float32 [B,T,%d], got rank %d%s", what, path, d, a->rank,
+                   a->rank == 3 ? " with another last dimension" : "");
+  return 0;
+}
+
+static int cmd_run(const char *path, flag *flags, ff_error *err) {
+  const char *weights, *input = value_of(flags, "--input"), *output = value_of(flags, "--output"),
+                      *tokens = value_of(flags, "--tokens"), *tgt_tokens = value_of(flags, "--target-tokens"),
+                      *tgt_path = value_of(flags, "--target-input"), *len_path = value_of(flags, "--lengths"),
+                      *engine_s = value_of(flags, "--engine");
+  int rc;
+  if ((rc = require_flag("run", flags, "--weights", &weights, err))) return rc;
+  if (!input == !tokens) return ff_fail(err, FF_EINVAL, "run: give one of --input IN.npy or --tokens \"ids\"");
+  if (tgt_path && tgt_tokens) return ff_fail(err, FF_EINVAL, "run: give one of --target-input or --target-tokens");
+  if (tokens && len_path) return ff_fail(err, FF_EINVAL, "run: --tokens sets the lengths; --lengths is for --input");
+  if (tgt_tokens) tgt_path = "--target-tokens";
+  int engine = ff_engine_parse(engine_s ? engine_s : "runtime");
+  if (engine < 0)
+    return ff_fail(err, FF_EINVAL, "run: --engine: '%s' is not one of runtime, tcc, cc", engine_s);
+
+  ff_model *m = ff_model_open(path, err);
+  if (!m) return err->code;
+  const ff_config *c = ff_model_config(m);
+  ff_array src = {0}, tgt = {0}, lens = {0};
+  int32_t *src_tok = NULL, *tgt_tok = NULL, *lengths = NULL;
+  float *out = NULL;
+  ff_rt_input in;
+  memset(&in, 0, sizeof in);
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  if (!encdec && tgt_path) {
+    rc = ff_fail(err, FF_EINVAL, "run: --target-input is only for encoder-decoder models");
+    goto done;
+  }
+  if (encdec && !tgt_path) {
+    rc = ff_fail(err, FF_EINVAL, "run: --target-input is required for an encoder-decoder model");
+    goto done;
+  }
+  if (tokens && c->vocab == 0) {
+    rc = ff_fail(err, FF_EINVAL, "run: --tokens needs a model with a vocab; this one takes float --input");
+    goto done;
+  }
+  if (tokens) {
+    input = "--tokens";
+    rc = parse_token_list("--tokens", tokens, &src, &lengths, err);
+  } else {
+    rc = ff_npy_read(input, &src, err);
+  }
+  if (rc) goto done;
+  if (c->vocab > 0) rc = tokens_from("input", input, &src, &src_tok, err);
+  else rc = check_floats("input", input, &src, c->d_model, err);
+  if (rc) goto done;
+  in.batch = (int)src.shape[0];
+  in.src_len = (int)src.shape[1];
+  if (src.shape[0] > 1 << 24 || src.shape[1] > 1 << 24) {
+    rc = ff_fail(err, FF_ELENGTH, "input %s: shape too large", input);
+    goto done;
+  }
+  in.src_tokens = src_tok;
+  in.src_embeds = c->vocab > 0 ? NULL : src.data;
+  if (encdec) {
+    rc = tgt_tokens ? parse_token_list("--target-tokens", tgt_tokens, &tgt, NULL, err)
+                    : ff_npy_read(tgt_path, &tgt, err);
+    if (rc) goto done;
+    if (c->vocab > 0) rc = tokens_from("target input", tgt_path, &tgt, &tgt_tok, err);
+    else rc = check_floats("target input", tgt_path, &tgt, c->d_model, err);
+    if (rc) goto done;
+    if (tgt.shape[0] != src.shape[0] || tgt.shape[1] > 1 << 24) {
+      rc = ff_fail(err, FF_ESHAPE, "target input %s: batch %lld, but the input has batch %lld", tgt_path,
+                   (long long)tgt.shape[0], (long long)src.shape[0]);
+      goto done;
+    }
+    in.tgt_len = (int)tgt.shape[1];
+    in.tgt_tokens = tgt_tok;
+    in.tgt_embeds = c->vocab > 0 ? NULL : tgt.data;
+  }
+  if (len_path) {
+    if ((rc = ff_npy_read(len_path, &lens, err))) goto done;
+    if (lens.dtype == FF_F32 || lens.rank != 1 || lens.shape[0] != src.shape[0]) {
+      rc = ff_fail(err, FF_ESHAPE, "lengths %s: must be int32 or int64 [%lld] (one per sequence)", len_path,
+                   (long long)src.shape[0]);
+      goto done;
+    }
+    lengths = malloc((lens.numel + 1) * sizeof *lengths);
+    if (!lengths) {
+      rc = ff_fail(err, FF_ENOMEM, "out of memory");
+      goto done;
+    }
+    for (size_t i = 0; i < lens.numel; i++) {
+      int64_t v = lens.dtype == FF_I32 ? ((const int32_t *)lens.data)[i] : ((const int64_t *)lens.data)[i];
+      lengths[i] = v < 0 || v > 1 << 30 ? 0 : (int32_t)v; /* 0: reported as out of range */
+    }
+  }
+  in.lengths = lengths;
+  if ((rc = ff_rt_check_input(c, &in, err))) goto done;
+  if ((rc = ff_model_load_weights(m, weights, err)) || (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
+    goto done;
+  int T = encdec ? in.tgt_len : in.src_len, out_dim = ff_config_out_dim(c);
+  ff_array result = {FF_F32, 3, {in.batch, T, out_dim}, (size_t)in.batch * T * out_dim, NULL};
+  out = malloc(result.numel * sizeof *out);
+  if (!out) {
+    rc = ff_fail(err, FF_ENOMEM, "out of memory for the output [%d,%d,%d]", in.batch, T, out_dim);
+    goto done;
+  }
+  if ((rc = ff_model_forward(m, &in, out, err))) goto done;
+  result.data = out;
+  if (output)
+    rc = ff_npy_write(output, &result, err);
+  else
+    print_output(c, out, in.batch, T, lengths);
+done:
+  ff_array_free(&src);
+  ff_array_free(&tgt);
+  ff_array_free(&lens);
+  free(src_tok);
+  free(tgt_tok);
+  free(lengths);
+  free(out);
+  ff_model_close(m);
+  return rc;
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+static flag info_flags[] = {{"--help", "-h", NULL, 0}, {NULL, NULL, NULL, 0}};
+static flag init_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 1}, {"--seed", NULL, NULL, 1},
+                            {NULL, NULL, NULL, 0}};
+static flag run_flags[] = {{"--help", "-h", NULL, 0},      {"--weights", NULL, NULL, 1},
+                           {"--input", NULL, NULL, 1},     {"--target-input", NULL, NULL, 1},
+                           {"--lengths", NULL, NULL, 1},   {"--output", "-o", NULL, 1},
+                           {"--engine", NULL, NULL, 1},    {"--tokens", NULL, NULL, 1},
+                           {"--target-tokens", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+
+static const command commands[] = {
+    {"info",
+     "usage: fixformer info MODEL.lua\n"
+     "Prints the resolved description (defaults filled in), the weight tensors\n"
+     "with their shapes, the parameter count and the FLOPs per token.\n",
+     cmd_info, info_flags},
+    {"init",
+     "usage: fixformer init MODEL.lua -o W.safetensors [--seed N]\n"
+     "Writes deterministic random weights with PyTorch's default initialisation\n"
+     "(same seed, same bytes; default seed 0) under the model's PyTorch names.\n",
+     cmd_init, init_flags},
+    {"run",
+     "usage: fixformer run MODEL.lua --weights W.safetensors --input IN.npy [--output OUT.npy]\n"
+     "                     [--lengths LEN.npy] [--target-input TGT.npy] [--engine runtime|tcc|cc]\n"
+     "       fixformer run MODEL.lua --weights W.safetensors --tokens \"5 17 42, 7 7\" [...]\n"
+     "One forward pass.\n"
+     "  --input IN.npy          int32/int64 token ids [B,T], or float32 [B,T,d_model] for a\n"
+     "                          model without vocab (encoder-decoder: the source)\n"
+     "  --tokens \"ids, ids\"     instead of --input: sequences of ids separated by commas,\n"
+     "                          right-padded into a batch, lengths set from them\n"
+     "  --target-input TGT.npy  encoder-decoder: the decoder input [B,T'] (causally masked)\n"
+     "  --target-tokens \"ids\"   the same as a list of ids\n"
+     "  --lengths LEN.npy       int32/int64 [B]: true lengths 1..T, the rest is padding\n"
+     "  --output OUT.npy        float32 [B,T,vocab] logits, or [B,T,d_model] hidden states;\n"
+     "                          without it, the argmax ids (or first hidden values) are printed\n"
+     "  --engine E              runtime (the reference; default)\n",
+     cmd_run, run_flags},
+};
+#define N_COMMANDS (int)(sizeof commands / sizeof *commands)
+
+static void usage(FILE *to) {
+  fprintf(to,
+          "fixformer %s - a compiler for fixed transformer models\n"
+          "usage: fixformer COMMAND [options]   (fixformer COMMAND --help for more)\n"
+          "commands:\n"
+          "  info   the resolved description, weights, parameters and FLOPs\n"
+          "  init   deterministic random weights (PyTorch initialisation) as safetensors\n"
+          "  run    one forward pass over .npy inputs\n",
+          FF_VERSION);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("fixformer %s\n", FF_VERSION);
+    return 0;
+  }
+  for (int i = 0; i < N_COMMANDS; i++) {
+    const command *cmd = &commands[i];
+    if (strcmp(argv[1], cmd->name)) continue;
+    for (int j = 2; j < argc; j++)
+      if (!strcmp(argv[j], "--help") || !strcmp(argv[j], "-h")) {
+        fputs(cmd->usage, stdout);
+        return 0;
+      }
+    ff_error err = {0, ""};
+    const char *model;
+    int rc = parse_args(cmd, argc - 2, argv + 2, &model, &err);
+    if (!rc) rc = cmd->run(model, cmd->flags, &err);
+    if (rc) {
+      fprintf(stderr, "fixformer %s: %s\n", cmd->name, err.msg[0] ? err.msg : "failed");
+      return 1;
+    }
+    return 0;
+  }
+  fprintf(stderr, "fixformer: unknown command '%s' (see fixformer --help)\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,353 @@
+-- plan.lua: a resolved config -> the program the emitter writes out.
+--
+--   stages   ordered functions (encode, cross_kv, decode, head), each an
+--            ordered list of ops (kinds from ops.lua) with constant shapes;
+--   values   the activations: each op output is a value of max_seq rows;
+--            streams and caches live for the whole forward, the rest only
+--            from the op that writes them to the last op that reads them, so
+--            values whose lifetimes do not overlap share arena space;
+--   weights  the packed layout: name -> offset, shape, packing (linear
+--            weights are stored transposed, [in, out], for the kernels).
+-- Offsets are in floats and aligned to 16 floats (64 bytes).
+
+local ops = require("ops")
+
+local M = {}
+
+local ALIGN = 16
+
+local function align(n) return (n + ALIGN - 1) // ALIGN * ALIGN end
+
+-- "encoder", 3, "self_attn.in_proj_weight" -> "W_ENC_L03_SELF_ATTN_IN_PROJ_WEIGHT"
+local function weight_macro(two_stacks, spec)
+  local parts = { "W" }
+  if spec.stack ~= "none" and two_stacks then parts[#parts + 1] = spec.stack == "encoder" and "ENC" or "DEC" end
+  if spec.layer >= 0 then parts[#parts + 1] = string.format("L%02d", spec.layer) end
+  parts[#parts + 1] = spec.role:upper():gsub("[^%w]", "_")
+  return table.concat(parts, "_")
+end
+
+-- Packing of each weight: "transposed" for matrices read by the linear
+-- kernel (nn.Linear's W [out, in] stored as W^T [in, out]), "rows" otherwise.
+local function packing_of(spec)
+  if spec.cols > 0 and (spec.role:match("in_proj_weight$") or spec.role:match("%.weight$")) and
+      not spec.role:match("norm%d?%.weight$") then
+    return "transposed"
+  end
+  return "rows"
+end
+
+function M.plan(c, specs)
+  local P = { config = c, d = c.d_model, dk = c.d_model // c.heads, S = c.max_seq }
+  local d, S = P.d, P.S
+  local up = c.activation == "swiglu" and 2 * c.d_ff or c.d_ff
+  local two_stacks = c.arch == "encoder-decoder"
+  P.two_stacks = two_stacks
+
+  -- weights: the runtime's order, each aligned
+  P.weights, P.weight_by = {}, {}
+  local at = 0
+  for _, s in ipairs(specs) do
+    local w = {
+      name = s.name, role = s.role, stack = s.stack, layer = s.layer, rows = s.rows, cols = s.cols,
+      floats = s.rows * math.max(s.cols, 1), offset = at, macro = weight_macro(two_stacks, s),
+    }
+    w.packing = packing_of(w)
+    at = align(at + w.floats)
+    P.weights[#P.weights + 1] = w
+    P.weight_by[s.stack .. "/" .. s.layer .. "/" .. s.role] = w
+  end
+  P.weight_floats = at
+  local function W(stack, layer, role)
+    local w = P.weight_by[stack .. "/" .. layer .. "/" .. role]
+    assert(w, "plan: no weight " .. stack .. "/" .. layer .. "/" .. role)
+    return w
+  end
+  local function Wexpr(stack, layer, role, extra)
+    local w = P.weight_by[stack .. "/" .. layer .. "/" .. role]
+    if not w then return "NULL" end
+    return "w + " .. w.macro .. (extra and (" + " .. extra) or "")
+  end
+
+  -- values (activations)
+  P.values, P.value_by = {}, {}
+  local function value(name, rows, cols, persistent, doc)
+    local v = { name = name, macro = "A_" .. name:upper(), rows = rows, cols = cols,
+      floats = rows * cols, persistent = persistent, doc = doc }
+    P.values[#P.values + 1] = v
+    P.value_by[name] = v
+    return v
+  end
+
+  P.stages, P.kernels, P.kernel_by = {}, {}, {}
+  local stage, index = nil, 0
+  local function begin_stage(name, doc, params)
+    stage = { name = name, doc = doc, params = params, ops = {} }
+    P.stages[#P.stages + 1] = stage
+  end
+  local function use(v)
+    v.first = v.first or index
+    v.last = index
+    return "a + " .. v.macro
+  end
+  -- adds an op: kind, its name, kernel params, shape text, and the C args
+  local function op(kind, name, params, shape, args)
+    index = index + 1
+    local key = ops.key(kind, params)
+    local k = P.kernel_by[key]
+    if not k then
+      k = { kind = kind, params = params, fn = ops.kinds[kind].fn(params), key = key }
+      P.kernel_by[key] = k
+      P.kernels[#P.kernels + 1] = k
+    end
+    local o = { kind = kind, name = name, kernel = k, shape = shape, doc = ops.kinds[kind].doc(params), args = {} }
+    for i, a in ipairs(args) do
+      if type(a) == "table" and a.ref then o.args[i] = use(a.ref) .. " + " .. a.plus
+      elseif type(a) == "table" then o.args[i] = use(a)
+      else o.args[i] = a end
+    end
+    stage.ops[#stage.ops + 1] = o
+    return o
+  end
+
+  local function norm_op(name, wstack, layer, role, x, y, residual)
+    local p = { D = d, EPS = c.eps, RESIDUAL = residual }
+    local gamma = Wexpr(wstack, layer, role .. ".weight")
+    if c.norm_kind == "layernorm" then
+      if residual then
+        op("layernorm", name, p, string.format("x [T,%d] + y [T,%d] -> x", d, d),
+          { x, y, "T", gamma, Wexpr(wstack, layer, role .. ".bias") })
+      else
+        op("layernorm", name, p, string.format("[T,%d] -> [T,%d]", d, d),
+          { x, "T", gamma, Wexpr(wstack, layer, role .. ".bias"), y })
+      end
+    else
+      if residual then
+        op("rmsnorm", name, p, string.format("x [T,%d] + y [T,%d] -> x", d, d), { x, y, "T", gamma })
+      else
+        op("rmsnorm", name, p, string.format("[T,%d] -> [T,%d]", d, d), { x, "T", gamma, y })
+      end
+    end
+  end
+
+  local function linear(name, wstack, layer, module, x, y, IN, OUT, LDW, wextra, bextra, rows)
+    local wname = module .. (module:match("attn$") and ".in_proj_weight" or ".weight")
+    local bname = module .. (module:match("attn$") and ".in_proj_bias" or ".bias")
+    local has_bias = P.weight_by[wstack .. "/" .. layer .. "/" .. bname] ~= nil
+    op("linear", name, { IN = IN, OUT = OUT, LDW = LDW, BIAS = has_bias },
+      string.format("[%s,%d] -> [%s,%d]", rows or "T", IN, rows or "T", OUT),
+      { x, rows or "T", Wexpr(wstack, layer, wname, wextra),
+        has_bias and Wexpr(wstack, layer, bname, bextra) or "NULL", y })
+  end
+
+  -- A sub-layer with its residual and norm:
+  --   post: x = Norm(x + Sublayer(x))     pre: x = x + Sublayer(Norm(x))
+  local function sublayer(prefix, wstack, layer, norm_role, x, body)
+    local input = x
+    if c.norm == "pre" then
+      input = value(prefix .. "_norm", S, d, false, "normed input of the sub-layer")
+      norm_op(prefix .. "_norm", wstack, layer, norm_role, x, input, false)
+    end
+    local y = body(input)
+    if c.norm == "post" then
+      norm_op(prefix .. "_add_norm", wstack, layer, norm_role, x, y, true)
+    else
+      op("residual", prefix .. "_add", { D = d }, string.format("x [T,%d] += y [T,%d]", d, d), { x, y, "T" })
+    end
+  end
+
+  local function layer_ops(tag, wstack, layer, x, causal_cache, cross_cache, key_len)
+    local L = tag .. string.format("l%02d", layer)
+    -- self-attention
+    sublayer(L .. "_attn", wstack, layer, "norm1", x, function(input)
+      local qkv = value(L .. "_attn_qkv", S, 3 * d, false, "q | k | v")
+      linear(L .. "_attn_qkv", wstack, layer, "self_attn", input, qkv, d, 3 * d, 3 * d)
+      local q0 = causal_cache and "pos0" or "0"
+      if c.positional == "rope" then
+        op("rope", L .. "_attn_rope", { HEADS = c.heads, DK = P.dk, LDX = 3 * d, THETA = c.rope_theta },
+          string.format("q, k in [T,%d]", 3 * d), { qkv, "T", q0 })
+      end
+      local ctx = value(L .. "_attn_ctx", S, d, false, "attention heads, concatenated")
+      if causal_cache then
+        op("kv_store", L .. "_attn_kv_store", { D = d, LDX = 3 * d },
+          string.format("[T,%d] -> cache [pos0 + T,%d]", 2 * d, 2 * d), { qkv, "T", causal_cache, "pos0" })
+        op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 2 * d, CAUSAL = true },
+          string.format("q [T,%d], k|v cache [pos0 + T,%d] -> [T,%d]", d, 2 * d, d),
+          { qkv, causal_cache, "T", "key_len", "pos0", P.scores, ctx })
+      else
+        op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 3 * d, CAUSAL = false },
+          string.format("q, k, v [T,%d] -> [T,%d]", d, d),
+          { qkv, { ref = qkv, plus = d }, "T", key_len, "0", P.scores, ctx })
+      end
+      local out = value(L .. "_attn_out", S, d, false, "self-attention output")
+      linear(L .. "_attn_out", wstack, layer, "self_attn.out_proj", ctx, out, d, d, d)
+      return out
+    end)
+    -- cross-attention over the encoder memory (keys/values cached per source)
+    if cross_cache then
+      sublayer(L .. "_cross", wstack, layer, "norm2", x, function(input)
+        local q = value(L .. "_cross_q", S, d, false, "cross-attention queries")
+        linear(L .. "_cross_q", wstack, layer, "multihead_attn", input, q, d, d, 3 * d)
+        local ctx = value(L .. "_cross_ctx", S, d, false, "cross-attention heads, concatenated")
+        op("attention", L .. "_cross", { HEADS = c.heads, DK = P.dk, LDQ = d, LDK = 2 * d, CAUSAL = false },
+          string.format("q [T,%d], k|v memory [S,%d] -> [T,%d]", d, 2 * d, d),
+          { q, cross_cache, "T", "mem_len", "0", P.scores, ctx })
+        local out = value(L .. "_cross_out", S, d, false, "cross-attention output")
+        linear(L .. "_cross_out", wstack, layer, "multihead_attn.out_proj", ctx, out, d, d, d)
+        return out
+      end)
+    end
+    -- position-wise feed-forward
+    sublayer(L .. "_ffn", wstack, layer, cross_cache and "norm3" or "norm2", x, function(input)
+      local hidden = value(L .. "_ffn_hidden", S, up, false, "linear1 output")
+      linear(L .. "_ffn_up", wstack, layer, "linear1", input, hidden, d, up, up)
+      local act = hidden
+      if c.activation == "swiglu" then
+        act = value(L .. "_ffn_act", S, c.d_ff, false, "silu(gate) * up")
+        op("swiglu", L .. "_ffn_swiglu", { N = c.d_ff }, string.format("[T,%d] -> [T,%d]", up, c.d_ff),
+          { hidden, "T", act })
+      else
+        op("activation", L .. "_ffn_" .. c.activation, { N = c.d_ff, ACT = c.activation },
+          string.format("[T,%d] in place", c.d_ff), { hidden, "T" })
+      end
+      local out = value(L .. "_ffn_out", S, d, false, "feed-forward output")
+      linear(L .. "_ffn_down", wstack, layer, "linear2", act, out, c.d_ff, d, d)
+      return out
+    end)
+  end
+
+  local function embed_ops(x, tokens, input, pos0)
+    if c.vocab then
+      local scale = c.scale_embeddings and math.sqrt(d) or 1
+      op("embed", "embed", { D = d, VOCAB = c.vocab, SCALE = scale,
+        SCALE_DOC = c.scale_embeddings and string.format("x = E[token] * sqrt(%d)", d) or "x = E[token]" },
+        string.format("tokens [T] -> [T,%d]", d), { tokens, "T", "w + " .. W("none", -1, "embed").macro, x })
+    else
+      op("copy", "input", { D = d }, string.format("[T,%d]", d), { input, "T", x })
+    end
+    if c.positional == "sinusoidal" then
+      op("sinusoidal", "positions", { D = d }, string.format("[T,%d] in place", d), { x, "T", pos0 })
+    elseif c.positional == "learned" then
+      op("learned", "positions", { D = d }, string.format("[T,%d] in place", d),
+        { x, "T", "w + " .. W("none", -1, "pos_embed").macro, pos0 })
+    end
+  end
+
+  local function final_norm(wstack, x)
+    if c.final_norm then
+      norm_op((two_stacks and (wstack == "encoder" and "enc_" or "dec_") or "") .. "final_norm", wstack, -1, "norm",
+        x, x, false)
+    end
+  end
+
+  P.scores = value("scores", 1, S, true, "one row of attention scores")
+  local out_dim = c.vocab or d
+  if c.arch == "encoder" or c.arch == "encoder-decoder" then
+    local x = value(two_stacks and "memory" or "x", S, d, true,
+      two_stacks and "encoder output (the memory)" or "the residual stream")
+    P.encoder_stream = x
+    begin_stage("encode", string.format("the encoder: %d layers over x [T,%d]", c.encoder_layers, d),
+      (c.vocab and "const int32_t *tokens" or "const float *input") .. ", int T, int key_len")
+    embed_ops(x, "tokens", "input", "0")
+    for l = 0, c.encoder_layers - 1 do layer_ops(two_stacks and "enc_" or "", "encoder", l, x, nil, nil, "key_len") end
+    final_norm("encoder", x)
+  end
+  if c.arch == "decoder-only" or c.arch == "encoder-decoder" then
+    local x = value("x", S, d, true, "the decoder's residual stream")
+    P.decoder_stream = x
+    local tag = two_stacks and "dec_" or ""
+    local caches, cross = {}, {}
+    for l = 0, c.decoder_layers - 1 do
+      caches[l] = value(string.format("%sl%02d_kv_cache", tag, l), S, 2 * d, true, "self-attention keys | values")
+      if two_stacks then
+        cross[l] = value(string.format("%sl%02d_cross_kv", tag, l), S, 2 * d, true, "memory keys | values")
+      end
+    end
+    if two_stacks then
+      begin_stage("cross_kv", "keys and values of the memory for every decoder layer, once per source",
+        "int S")
+      for l = 0, c.decoder_layers - 1 do
+        local L = string.format("dec_l%02d", l)
+        linear(L .. "_cross_kv", "decoder", l, "multihead_attn", P.encoder_stream, cross[l], d, 2 * d, 3 * d,
+          tostring(d), tostring(d), "S")
+      end
+    end
+    begin_stage("decode", string.format("the decoder: %d causal layers over x [T,%d] at positions pos0..",
+      c.decoder_layers, d), (c.vocab and "const int32_t *tokens" or "const float *input") ..
+      ", int T, int pos0, int key_len" .. (two_stacks and ", int mem_len" or ""))
+    embed_ops(x, "tokens", "input", "pos0")
+    for l = 0, c.decoder_layers - 1 do layer_ops(tag, "decoder", l, x, caches[l], cross[l], "key_len") end
+    final_norm("decoder", x)
+  end
+  local stream = P.decoder_stream or P.encoder_stream
+  P.stream = stream
+  begin_stage("head", c.vocab and "the output head: logits over the vocabulary" or "the output: hidden states",
+    "int T, float *out")
+  if c.vocab then
+    local E = c.tie_embeddings and W("none", -1, "embed") or W("none", -1, "lm_head")
+    op("logits", "logits", { D = d, VOCAB = c.vocab }, string.format("[T,%d] -> [T,%d]", d, c.vocab),
+      { stream, "T", "w + " .. E.macro, "out" })
+  else
+    op("copy", "output", { D = d }, string.format("[T,%d]", d), { stream, "T", "out" })
+  end
+  P.out_dim = out_dim
+
+  -- arena: persistent values first, then first-fit over lifetimes
+  local placed, at2 = {}, 0
+  for _, v in ipairs(P.values) do
+    if v.persistent then
+      v.offset = at2
+      at2 = align(at2 + v.floats)
+    end
+  end
+  local base = at2
+  local top = base
+  local transients = {}
+  for _, v in ipairs(P.values) do
+    if not v.persistent then
+      assert(v.first, "plan: value " .. v.name .. " is never used")
+      transients[#transients + 1] = v
+    end
+  end
+  for _, v in ipairs(transients) do
+    -- lowest offset that does not overlap any placed value alive at the same time
+    local candidates = { base }
+    for _, u in ipairs(placed) do candidates[#candidates + 1] = align(u.offset + u.floats) end
+    table.sort(candidates)
+    for _, off in ipairs(candidates) do
+      local ok = true
+      for _, u in ipairs(placed) do
+        if not (v.last < u.first or u.last < v.first) and off < u.offset + u.floats and u.offset < off + v.floats then
+          ok = false
+          break
+        end
+      end
+      if ok then
+        v.offset = off
+        break
+      end
+    end
+    placed[#placed + 1] = v
+    top = math.max(top, align(v.offset + v.floats))
+  end
+  P.arena_floats = top
+  local naive = base
+  for _, v in ipairs(transients) do naive = naive + align(v.floats) end
+  P.arena_naive_floats = naive
+
+  -- FLOPs of one sequence at T = max_seq (keys: T, or half of them when causal)
+  local flops = 0
+  for _, st in ipairs(P.stages) do
+    for _, o in ipairs(st.ops) do
+      local k = ops.kinds[o.kind]
+      local f = k.flops(o.kernel.params, S, S)
+      if o.kind == "attention" and o.kernel.params.CAUSAL then f = f * (S + 1) / (2 * S) end
+      o.flops = f
+      flops = flops + f
+    end
+  end
+  P.flops = flops
+  return P
+end
+
+return M

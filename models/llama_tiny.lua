@@ -1,0 +1,21 @@
+-- llama_tiny: a decoder-only model in the LLaMA style: pre-norm RMSNorm,
+-- rotary positions, SwiGLU feed-forward, no biases, a final norm, untied head.
+return {
+  name           = "llama_tiny",
+  arch           = "decoder-only",
+  d_model        = 128,
+  heads          = 4,
+  d_ff           = 344,
+  layers         = 4,
+  norm           = "pre",
+  norm_kind      = "rmsnorm",
+  final_norm     = true,
+  eps            = 1e-6,
+  activation     = "swiglu",
+  bias           = false,
+  vocab          = 256,
+  positional     = "rope",
+  scale_embeddings = false,
+  tie_embeddings = false,
+  max_seq        = 256,
+}

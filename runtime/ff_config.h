@@ -1,0 +1,51 @@
+/* ff_config.h - the resolved model description, shared by the runtime and
+ * the generator host.  One struct, plain data, no ownership. */
+#ifndef FF_CONFIG_H
+#define FF_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FF_NAME_MAX 64    /* C identifier of the model, with its NUL */
+#define FF_TENSOR_NAME_MAX 256 /* a weight's full name (prefix included) */
+
+enum ff_arch {
+  FF_ARCH_ENCODER,         /* bidirectional encoder stack */
+  FF_ARCH_DECODER_ONLY,    /* causal self-attention stack (GPT) */
+  FF_ARCH_ENCODER_DECODER  /* nn.Transformer: encoder + decoder with cross-attention */
+};
+enum ff_norm_place { FF_NORM_POST, FF_NORM_PRE }; /* LN(x + f(x)) | x + f(LN(x)) */
+enum ff_norm_kind { FF_NORM_LAYERNORM, FF_NORM_RMSNORM };
+enum ff_activation { FF_ACT_RELU, FF_ACT_GELU, FF_ACT_GELU_TANH, FF_ACT_SWIGLU };
+enum ff_positional { FF_POS_NONE, FF_POS_SINUSOIDAL, FF_POS_LEARNED, FF_POS_ROPE };
+
+typedef struct ff_config {
+  char name[FF_NAME_MAX];   /* C identifier prefix of everything emitted */
+  enum ff_arch arch;
+  int d_model;
+  int heads;                /* d_model % heads == 0; d_k = d_model / heads */
+  int d_ff;                 /* hidden width of the feed-forward (per half for swiglu) */
+  int encoder_layers;       /* 0 for decoder-only */
+  int decoder_layers;       /* 0 for encoder */
+  enum ff_norm_place norm;
+  enum ff_norm_kind norm_kind;
+  int final_norm;           /* a norm after each stack */
+  float eps;
+  enum ff_activation activation;
+  int bias;                 /* biases in attention and feed-forward projections */
+  int vocab;                /* 0: no embeddings, inputs are float [B,T,d_model] */
+  enum ff_positional positional;
+  float rope_theta;         /* RoPE base, 10000 */
+  int scale_embeddings;     /* token embeddings times sqrt(d_model) */
+  int tie_embeddings;       /* output head shares the embedding matrix */
+  int max_seq;
+  char prefix[FF_TENSOR_NAME_MAX];          /* prepended to every weight name */
+  char embed_weight[FF_TENSOR_NAME_MAX];    /* default "embed.weight" */
+  char pos_embed_weight[FF_TENSOR_NAME_MAX]; /* default "pos_embed.weight" */
+  char lm_head_weight[FF_TENSOR_NAME_MAX];  /* default "lm_head.weight" */
+} ff_config;
+
+/* Width of the model output per position: logits or hidden states. */
+static inline int ff_config_out_dim(const ff_config *c) { return c->vocab > 0 ? c->vocab : c->d_model; }
+
+#endif

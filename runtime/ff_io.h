@@ -1,0 +1,89 @@
+/* ff_io.h - safetensors and .npy files: checked readers, atomic writers.
+ * Every reader validates sizes with overflow-safe arithmetic before it
+ * touches the data; every writer writes NAME.tmp.XXXXXX and renames it, so a
+ * failure never leaves a half-written file. */
+#ifndef FF_IO_H
+#define FF_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ff_error.h"
+
+#define FF_MAX_RANK 8
+
+enum ff_dtype { FF_F32, FF_F16, FF_BF16, FF_I32, FF_I64 };
+
+/* ---- safetensors ------------------------------------------------------ */
+
+/* One tensor of a safetensors file, converted to float32. */
+typedef struct ff_tensor {
+  char *name;
+  enum ff_dtype file_dtype;   /* dtype in the file (F32, F16 or BF16) */
+  int rank;
+  int64_t shape[FF_MAX_RANK];
+  size_t numel;
+  float *data;                /* numel floats, owned by the ff_tensor_file */
+} ff_tensor;
+
+typedef struct ff_tensor_file {
+  ff_tensor *tensors;
+  int count;
+  void *storage;              /* one block for names and data */
+} ff_tensor_file;
+
+/* Largest header a reader accepts (bytes of JSON). */
+#define FF_SAFETENSORS_MAX_HEADER (100u << 20)
+
+/* Parses a whole safetensors image held in memory (buf, len): header length
+ * bound, JSON, dtype (F32; F16/BF16 converted), shape, data offsets inside
+ * the file, not overlapping, duplicates rejected.  0 or a negative status. */
+int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff_error *err);
+/* Reads and parses path; messages start with the path. */
+int ff_safetensors_read(const char *path, ff_tensor_file *out, ff_error *err);
+/* The tensor called name, or NULL. */
+const ff_tensor *ff_tensor_file_find(const ff_tensor_file *f, const char *name);
+void ff_tensor_file_free(ff_tensor_file *f);
+
+/* A float32 tensor to write. */
+typedef struct ff_tensor_view {
+  const char *name;
+  int rank;
+  int64_t shape[FF_MAX_RANK];
+  const float *data;
+} ff_tensor_view;
+
+/* Writes F32 tensors (in the given order) atomically to path. */
+int ff_safetensors_write(const char *path, const ff_tensor_view *tensors, int count, ff_error *err);
+
+/* ---- .npy --------------------------------------------------------------- */
+
+/* A C-order array of int32, int64 or float32. */
+typedef struct ff_array {
+  enum ff_dtype dtype;        /* FF_I32, FF_I64 or FF_F32 */
+  int rank;
+  int64_t shape[FF_MAX_RANK];
+  size_t numel;
+  void *data;                 /* owned, free with ff_array_free */
+} ff_array;
+
+/* Parses a .npy image in memory (versions 1.0-3.0, little-endian '<i4',
+ * '<i8', '<f4', C order). */
+int ff_npy_parse(const uint8_t *buf, size_t len, ff_array *out, ff_error *err);
+int ff_npy_read(const char *path, ff_array *out, ff_error *err);
+/* Writes a version 1.0 .npy atomically. */
+int ff_npy_write(const char *path, const ff_array *a, ff_error *err);
+void ff_array_free(ff_array *a);
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* Reads a whole file into a malloc'd buffer. */
+int ff_read_file(const char *path, uint8_t **buf, size_t *len, ff_error *err);
+/* Writes len bytes to path through a temporary file and rename(2). */
+int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_error *err);
+
+/* Checked size arithmetic: 0 on success, -1 on overflow. */
+int ff_size_mul(size_t a, size_t b, size_t *out);
+int ff_size_add(size_t a, size_t b, size_t *out);
+
+#endif

@@ -1,0 +1,172 @@
+/* ff_runtime.h - the reference: shape-generic kernels and forward passes.
+ *
+ * Everything here computes what PyTorch computes, in float32, with plain
+ * loops that read like the formulas of "Attention Is All You Need".  It is
+ * the engine behind `--engine runtime` and the twin every generated kernel is
+ * tested against.  No globals; every call that can fail returns 0 or a
+ * negative FF_E* status and fills an ff_error.
+ *
+ * Layout conventions (PyTorch's):
+ *   activations  x [T, d] row-major, one sequence at a time;
+ *   nn.Linear    W [out, in], y = x W^T + b;
+ *   in_proj      W [3d, d], rows q | k | v.
+ */
+#ifndef FF_RUNTIME_H
+#define FF_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ff_config.h"
+#include "ff_error.h"
+#include "ff_io.h"
+
+/* ---- kernels: one function per component ------------------------------ */
+
+/* x[t,:] = E[tokens[t],:] * (scale ? sqrt(d) : 1).  FF_ETOKEN if an id is
+ * outside [0, vocab). */
+int ff_rt_embed(const int32_t *tokens, int T, const float *E, int vocab, int d, int scale,
+                float *x, ff_error *err);
+/* x[t,:] += PE(pos0 + t) with PE(pos,2i) = sin(pos / 10000^(2i/d)),
+ * PE(pos,2i+1) = cos(pos / 10000^(2i/d)). */
+void ff_rt_add_sinusoidal(float *x, int T, int d, int pos0);
+/* x[t,:] += P[pos0 + t,:] (learned positions, P [max_seq, d]). */
+void ff_rt_add_learned(float *x, int T, int d, int pos0, const float *P);
+/* Rotary positions on x [T, heads*d_k] (row stride ldx) in place, per head,
+ * GPT-NeoX / HF LLaMA pairing: element i pairs with i + d_k/2 (rotate_half),
+ * angle (pos0+t) * theta^(-2i/d_k), i < d_k/2. */
+void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta);
+
+/* y [n, out] = x [n, in] W^T + b;  W [out, in], b [out] or NULL. */
+void ff_rt_linear(const float *x, int n, int in, const float *W, const float *b, int out, float *y);
+/* y = (x - mean) / sqrt(var + eps) * w + b over the last dim (biased var). */
+void ff_rt_layernorm(const float *x, int n, int d, const float *w, const float *b, float eps, float *y);
+/* y = x / sqrt(mean(x^2) + eps) * w. */
+void ff_rt_rmsnorm(const float *x, int n, int d, const float *w, float eps, float *y);
+/* Element-wise activation in place: relu, gelu (erf) or gelu_tanh. */
+void ff_rt_activate(enum ff_activation act, float *x, size_t n);
+/* SwiGLU: h [n, 2f] holds gate | up; y [n, f] = silu(gate) * up. */
+void ff_rt_swiglu(const float *h, int n, int f, float *y);
+
+/* Scaled dot-product attention for every head:
+ *   out = softmax(Q K^T / sqrt(d_k) + mask) V
+ * q [Tq, ldq], k / v [Tk, ldk] with head h at columns h*d_k; out [Tq, d].
+ * Query row t sits at position q_pos0 + t.  Keys j >= key_len are padding
+ * (masked); with causal, keys j > q_pos0 + t are masked too.  Masked scores
+ * are -inf; softmax subtracts the row max.  scores: scratch of Tk floats. */
+void ff_rt_attention(const float *q, int ldq, const float *k, const float *v, int ldk, int Tq,
+                     int Tk, int heads, int d_k, int key_len, int causal, int q_pos0,
+                     float *scores, float *out);
+
+/* ---- weights ------------------------------------------------------------- */
+
+typedef struct { const float *weight, *bias; } ff_rt_linear_w; /* W [out,in], b [out] | NULL */
+typedef struct { const float *weight, *bias; } ff_rt_norm_w;   /* bias NULL for RMSNorm */
+typedef struct { ff_rt_linear_w in_proj, out_proj; } ff_rt_attn_w;
+
+/* One layer, nn.TransformerEncoderLayer / DecoderLayer names. */
+typedef struct {
+  ff_rt_attn_w self_attn;
+  ff_rt_attn_w cross_attn;       /* "multihead_attn"; decoder of encoder-decoder only */
+  ff_rt_linear_w linear1, linear2;
+  ff_rt_norm_w norm1, norm2, norm3; /* norm3: decoder of encoder-decoder only */
+} ff_rt_layer_w;
+
+typedef struct {
+  const float *embed;            /* [vocab, d] */
+  const float *pos_embed;        /* [max_seq, d] (learned positions) */
+  const float *lm_head;          /* [vocab, d] (== embed when tied) */
+  ff_rt_layer_w *encoder;        /* encoder_layers */
+  ff_rt_layer_w *decoder;        /* decoder_layers (decoder-only: the causal stack) */
+  ff_rt_norm_w encoder_norm, decoder_norm; /* final norms */
+} ff_rt_weights;
+
+/* How a tensor is initialised by `fixformer init` (PyTorch's defaults). */
+enum ff_init {
+  FF_INIT_XAVIER,     /* xavier_uniform_ (in_proj, nn.Transformer matrices) */
+  FF_INIT_LINEAR,     /* nn.Linear weight: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+  FF_INIT_LINEAR_BIAS,/* nn.Linear bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+  FF_INIT_NORMAL,     /* nn.Embedding: N(0, 1) */
+  FF_INIT_ZEROS,
+  FF_INIT_ONES
+};
+
+/* Which stack a weight belongs to: none (embeddings, head), the encoder
+ * (also of encoder-decoder) or the decoder (also the decoder-only stack). */
+enum ff_stack { FF_STACK_NONE, FF_STACK_ENCODER, FF_STACK_DECODER };
+#define FF_ROLE_MAX 64
+
+/* One tensor the model needs: the single place weight names are made. */
+typedef struct {
+  char name[FF_TENSOR_NAME_MAX]; /* full name, prefix included */
+  enum ff_stack stack;
+  int layer;                     /* layer index in its stack, -1 for none */
+  char role[FF_ROLE_MAX];        /* the name inside its layer or stack ("linear1.weight",
+                                    "norm.weight"), or "embed", "pos_embed", "lm_head" */
+  int rank;
+  int shape[2];
+  enum ff_init init;
+  int fan_in, fan_out;
+  const float **slot;            /* where the bound pointer goes (NULL when listing only) */
+} ff_weight_spec;
+
+/* Calls fn for every tensor the model needs, in a fixed order (embeddings,
+ * encoder layers, encoder norm, decoder layers, decoder norm, head).  With w
+ * NULL the specs carry slot NULL.  Stops at and returns fn's first non-zero. */
+typedef int (*ff_weight_fn)(void *ctx, const ff_weight_spec *spec);
+int ff_rt_visit_weights(const ff_config *c, ff_rt_weights *w, ff_weight_fn fn, void *ctx);
+/* Number of tensors and of float parameters the model needs. */
+int ff_rt_count_weights(const ff_config *c, size_t *tensors, size_t *params);
+
+/* ---- model --------------------------------------------------------------- */
+
+/* Checks that a config describes a model the runtime can compute. */
+int ff_rt_check_config(const ff_config *c, ff_error *err);
+
+typedef struct ff_rt_model {
+  ff_config cfg;
+  ff_rt_weights w;
+  ff_tensor_file file;           /* the tensors the pointers point into */
+  ff_rt_layer_w *layers;         /* storage for w.encoder / w.decoder */
+} ff_rt_model;
+
+/* Binds the tensors of a safetensors file by their PyTorch names (with the
+ * config's prefix).  Like load_state_dict(strict=True): a missing tensor, a
+ * wrong shape or an unexpected tensor is an error naming it.  Takes
+ * ownership of *file on success and on failure. */
+int ff_rt_model_bind(ff_rt_model *m, const ff_config *c, ff_tensor_file *file, ff_error *err);
+void ff_rt_model_free(ff_rt_model *m);
+
+/* One forward pass over a batch.
+ *   encoder, decoder-only: src [B, T] tokens or [B, T, d] floats, output [B, T, out_dim].
+ *   encoder-decoder: src [B, S] (encoder), tgt [B, T] (decoder, causal),
+ *   output [B, T, out_dim] from the decoder.
+ * lengths [B] (or NULL: all full) are the true lengths of the src sequences;
+ * keys past them are padding.  For decoder-only they mask nothing the causal
+ * mask does not already, and padded rows of the output are computed anyway. */
+typedef struct ff_rt_input {
+  int batch;
+  int src_len;                   /* T (S for encoder-decoder) */
+  const int32_t *src_tokens;     /* [B, src_len] when vocab > 0 */
+  const float *src_embeds;       /* [B, src_len, d] when vocab == 0 */
+  const int32_t *lengths;        /* [B] or NULL */
+  int tgt_len;                   /* encoder-decoder only */
+  const int32_t *tgt_tokens;
+  const float *tgt_embeds;
+} ff_rt_input;
+
+/* Checks an input against the config: batch >= 1, 1 <= T <= max_seq,
+ * 1 <= lengths[b] <= T, the right kind of input present. */
+int ff_rt_check_input(const ff_config *c, const ff_rt_input *in, ff_error *err);
+int ff_rt_forward(const ff_rt_model *m, const ff_rt_input *in, float *out, ff_error *err);
+/* FLOPs of one sequence's forward (multiply-add = 2): S source positions, T
+ * target positions (encoder-decoder only). */
+double ff_rt_forward_flops(const ff_config *c, int S, int T);
+
+/* ---- deterministic initialisation (fixformer init) ----------------------- */
+
+/* Fills every tensor with PyTorch's default initialisation from a seeded
+ * generator and writes them as a safetensors file. */
+int ff_rt_init_weights(const ff_config *c, uint64_t seed, const char *path, ff_error *err);
+
+#endif

@@ -1,0 +1,608 @@
+/* io.c - safetensors and .npy: checked readers and atomic writers.
+ *
+ * Readers treat every byte as untrusted: sizes are multiplied and added with
+ * overflow checks before any allocation or copy, offsets must stay inside
+ * the file, tensors must not overlap, and every failure is one line naming
+ * the tensor or field.  Writers go through a temporary file and rename(2). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "ff_io.h"
+
+#define MAX_FILE_BYTES ((size_t)1 << 36) /* 64 GiB */
+
+int ff_size_mul(size_t a, size_t b, size_t *out) {
+  if (a && b > (size_t)-1 / a) return -1;
+  *out = a * b;
+  return 0;
+}
+
+int ff_size_add(size_t a, size_t b, size_t *out) {
+  if (b > (size_t)-1 - a) return -1;
+  *out = a + b;
+  return 0;
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+int ff_read_file(const char *path, uint8_t **buf, size_t *len, ff_error *err) {
+  *buf = NULL;
+  *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return ff_fail(err, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
+    fclose(f);
+    return ff_fail(err, FF_EIO, "%s: not a regular file", path);
+  }
+  if ((unsigned long long)st.st_size > MAX_FILE_BYTES) {
+    fclose(f);
+    return ff_fail(err, FF_EIO, "%s: larger than %zu bytes", path, MAX_FILE_BYTES);
+  }
+  size_t n = (size_t)st.st_size;
+  uint8_t *b = malloc(n ? n : 1);
+  if (!b) {
+    fclose(f);
+    return ff_fail(err, FF_ENOMEM, "%s: out of memory for %zu bytes", path, n);
+  }
+  size_t got = fread(b, 1, n, f);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad || got != n) {
+    free(b);
+    return ff_fail(err, FF_EIO, "%s: read error", path);
+  }
+  *buf = b;
+  *len = n;
+  return FF_OK;
+}
+
+int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_error *err) {
+  size_t n = strlen(path) + 16;
+  char *tmp = malloc(n);
+  if (!tmp) return ff_fail(err, FF_ENOMEM, "out of memory");
+  snprintf(tmp, n, "%s.tmp.XXXXXX", path);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    int e = errno;
+    free(tmp);
+    return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e));
+  }
+  mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd, 0666 & ~mask); /* mkstemp makes 0600; give the usual mode */
+  const uint8_t *p = data;
+  size_t left = len;
+  int e = 0;
+  while (left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      e = w < 0 ? errno : EIO;
+      break;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (close(fd) && !e) e = errno;
+  if (!e && rename(tmp, path)) e = errno;
+  if (e) {
+    unlink(tmp);
+    free(tmp);
+    return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e));
+  }
+  free(tmp);
+  return FF_OK;
+}
+
+/* ---- safetensors ----------------------------------------------------------- */
+
+static uint64_t le64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023u, bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else { /* subnormal: normalise */
+      int e = -1;
+      do {
+        e++;
+        man <<= 1;
+      } while (!(man & 1024u));
+      bits = sign | (uint32_t)(127 - 15 - e) << 23 | (man & 1023u) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | man << 13; /* inf or nan */
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | man << 13;
+  }
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static float bf16_to_float(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static const struct {
+  const char *name;
+  enum ff_dtype dtype;
+  size_t size;
+} st_dtypes[] = {{"F32", FF_F32, 4}, {"F16", FF_F16, 2}, {"BF16", FF_BF16, 2}};
+
+/* a JSON number that is a non-negative integer below 2^53 */
+static int json_uint(const cJSON *j, uint64_t *out) {
+  if (!cJSON_IsNumber(j)) return -1;
+  double v = j->valuedouble;
+  if (!(v >= 0) || v > 9007199254740992.0 || v != (double)(uint64_t)v) return -1;
+  *out = (uint64_t)v;
+  return 0;
+}
+
+typedef struct {
+  size_t begin, end;
+  int index;
+} span;
+
+static int by_begin(const void *a, const void *b) {
+  const span *x = a, *y = b;
+  return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(((const ff_tensor *)a)->name, ((const ff_tensor *)b)->name);
+}
+
+int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff_error *err) {
+  memset(out, 0, sizeof *out);
+  if (len < 8) return ff_fail(err, FF_EFORMAT, "not a safetensors file: %zu bytes, shorter than the 8-byte header length", len);
+  uint64_t hlen = le64(buf);
+  if (hlen == 0) return ff_fail(err, FF_EFORMAT, "header length 0");
+  if (hlen > FF_SAFETENSORS_MAX_HEADER)
+    return ff_fail(err, FF_EFORMAT, "header length %llu exceeds the %u-byte limit", (unsigned long long)hlen,
+                   FF_SAFETENSORS_MAX_HEADER);
+  if (hlen > len - 8)
+    return ff_fail(err, FF_EFORMAT, "truncated: header length %llu, but only %zu bytes follow",
+                   (unsigned long long)hlen, len - 8);
+  const uint8_t *data = buf + 8 + hlen;
+  size_t data_len = len - 8 - (size_t)hlen;
+  if (buf[8] != '{') return ff_fail(err, FF_EFORMAT, "header is not a JSON object");
+  cJSON *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
+  if (!root || !cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    return ff_fail(err, FF_EFORMAT, "header is not valid JSON");
+  }
+  int rc = FF_OK, count = 0;
+  size_t names = 0, floats = 0;
+  for (cJSON *e = root->child; e; e = e->next)
+    if (strcmp(e->string, "__metadata__")) count++;
+  ff_tensor *ts = calloc((size_t)count + 1, sizeof *ts);
+  span *spans = calloc((size_t)count + 1, sizeof *spans);
+  if (!ts || !spans) {
+    rc = ff_fail(err, FF_ENOMEM, "out of memory for %d tensors", count);
+    goto done;
+  }
+  /* pass 1: check every entry, measure names and data */
+  int i = 0;
+  for (cJSON *e = root->child; e; e = e->next) {
+    const char *name = e->string;
+    if (!strcmp(name, "__metadata__")) {
+      if (!cJSON_IsObject(e)) {
+        rc = ff_fail(err, FF_EFORMAT, "__metadata__ is not an object");
+        goto done;
+      }
+      continue;
+    }
+    if (!cJSON_IsObject(e)) {
+      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': entry is not an object", name);
+      goto done;
+    }
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt)) {
+      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': missing dtype", name);
+      goto done;
+    }
+    int k = -1;
+    for (int j = 0; j < (int)(sizeof st_dtypes / sizeof *st_dtypes); j++)
+      if (!strcmp(dt->valuestring, st_dtypes[j].name)) k = j;
+    if (k < 0) {
+      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': dtype %.32s not supported (F32, F16, BF16)", name, dt->valuestring);
+      goto done;
+    }
+    ff_tensor *t = &ts[i];
+    t->file_dtype = st_dtypes[k].dtype;
+    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > FF_MAX_RANK) {
+      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': shape must be an array of at most %d sizes", name, FF_MAX_RANK);
+      goto done;
+    }
+    size_t numel = 1;
+    for (const cJSON *s = shape->child; s; s = s->next) {
+      uint64_t v;
+      if (json_uint(s, &v) || ff_size_mul(numel, (size_t)v, &numel)) {
+        rc = ff_fail(err, FF_EFORMAT, "tensor '%s': shape holds a negative, fractional or too large size", name);
+        goto done;
+      }
+      t->shape[t->rank++] = (int64_t)v;
+    }
+    t->numel = numel;
+    uint64_t b, en;
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || json_uint(offs->child, &b) ||
+        json_uint(offs->child->next, &en) || b > en) {
+      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': data_offsets must be [begin, end] with 0 <= begin <= end", name);
+      goto done;
+    }
+    if (en > data_len) {
+      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': data_offsets [%llu, %llu] beyond the %zu-byte data buffer (truncated?)",
+                   name, (unsigned long long)b, (unsigned long long)en, data_len);
+      goto done;
+    }
+    size_t bytes;
+    if (ff_size_mul(numel, st_dtypes[k].size, &bytes) || bytes != (size_t)(en - b)) {
+      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': %llu data bytes for %zu elements of %s", name,
+                   (unsigned long long)(en - b), numel, st_dtypes[k].name);
+      goto done;
+    }
+    spans[i].begin = (size_t)b;
+    spans[i].end = (size_t)en;
+    spans[i].index = i;
+    if (ff_size_add(names, strlen(name) + 1, &names) || ff_size_add(floats, numel, &floats)) {
+      rc = ff_fail(err, FF_EFORMAT, "tensor sizes overflow");
+      goto done;
+    }
+    t->name = (char *)name; /* replaced by the copy below */
+    i++;
+  }
+  /* tensors must not overlap */
+  qsort(spans, (size_t)count, sizeof *spans, by_begin);
+  for (int j = 1; j < count; j++)
+    if (spans[j].begin < spans[j - 1].end) {
+      rc = ff_fail(err, FF_EFORMAT, "tensors '%s' and '%s' overlap in the data buffer", ts[spans[j - 1].index].name,
+                   ts[spans[j].index].name);
+      goto done;
+    }
+  /* pass 2: one block for the floats (aligned) and the names */
+  size_t fbytes, total;
+  if (ff_size_mul(floats, sizeof(float), &fbytes) || ff_size_add(fbytes, names, &total)) {
+    rc = ff_fail(err, FF_ENOMEM, "tensor sizes overflow");
+    goto done;
+  }
+  char *block = malloc(total ? total : 1);
+  if (!block) {
+    rc = ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of tensors", total);
+    goto done;
+  }
+  float *fp = (float *)(void *)block;
+  char *np = block + fbytes;
+  for (int j = 0; j < count; j++) {
+    const span *s = &spans[j];
+    ff_tensor *t = &ts[s->index];
+    const uint8_t *src = data + s->begin;
+    t->data = fp;
+    if (t->file_dtype == FF_F32) {
+      memcpy(fp, src, t->numel * sizeof(float)); /* little-endian host and file */
+    } else {
+      for (size_t k = 0; k < t->numel; k++) {
+        uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
+        fp[k] = t->file_dtype == FF_F16 ? half_to_float(h) : bf16_to_float(h);
+      }
+    }
+    fp += t->numel;
+    size_t nl = strlen(t->name) + 1;
+    memcpy(np, t->name, nl);
+    t->name = np;
+    np += nl;
+  }
+  /* sorted by name: lookups by bsearch, and duplicates are neighbours */
+  qsort(ts, (size_t)count, sizeof *ts, by_name);
+  for (int j = 1; j < count; j++)
+    if (!strcmp(ts[j].name, ts[j - 1].name)) {
+      rc = ff_fail(err, FF_EFORMAT, "tensor '%s' appears twice in the header", ts[j].name);
+      free(block);
+      goto done;
+    }
+  out->tensors = ts;
+  out->count = count;
+  out->storage = block;
+  ts = NULL;
+done:
+  free(ts);
+  free(spans);
+  cJSON_Delete(root);
+  return rc;
+}
+
+int ff_safetensors_read(const char *path, ff_tensor_file *out, ff_error *err) {
+  uint8_t *buf;
+  size_t len;
+  memset(out, 0, sizeof *out);
+  int rc = ff_read_file(path, &buf, &len, err);
+  if (rc) return rc;
+  rc = ff_safetensors_parse(buf, len, out, err);
+  free(buf);
+  if (rc && err) {
+    char msg[FF_ERROR_MAX];
+    memcpy(msg, err->msg, sizeof msg);
+    ff_fail(err, rc, "%s: %s", path, msg);
+  }
+  return rc;
+}
+
+const ff_tensor *ff_tensor_file_find(const ff_tensor_file *f, const char *name) {
+  ff_tensor key;
+  key.name = (char *)name;
+  if (!f->count) return NULL;
+  return bsearch(&key, f->tensors, (size_t)f->count, sizeof key, by_name);
+}
+
+void ff_tensor_file_free(ff_tensor_file *f) {
+  if (!f) return;
+  free(f->tensors);
+  free(f->storage);
+  memset(f, 0, sizeof *f);
+}
+
+int ff_safetensors_write(const char *path, const ff_tensor_view *tensors, int count, ff_error *err) {
+  cJSON *root = cJSON_CreateObject();
+  size_t at = 0;
+  int rc = FF_OK;
+  if (!root) return ff_fail(err, FF_ENOMEM, "out of memory");
+  for (int i = 0; i < count; i++) {
+    const ff_tensor_view *t = &tensors[i];
+    size_t numel = 1, bytes;
+    double shape[FF_MAX_RANK];
+    for (int k = 0; k < t->rank; k++) {
+      shape[k] = (double)t->shape[k];
+      if (ff_size_mul(numel, (size_t)t->shape[k], &numel)) numel = (size_t)-1;
+    }
+    cJSON *e = cJSON_CreateObject(), *offs = NULL;
+    double o[2] = {(double)at, 0};
+    if (numel == (size_t)-1 || ff_size_mul(numel, sizeof(float), &bytes) || ff_size_add(at, bytes, &at)) {
+      cJSON_Delete(e);
+      rc = ff_fail(err, FF_ENOMEM, "%s: tensor '%s' too large", path, t->name);
+      break;
+    }
+    o[1] = (double)at;
+    if (e) {
+      cJSON_AddStringToObject(e, "dtype", "F32");
+      cJSON_AddItemToObject(e, "shape", cJSON_CreateDoubleArray(shape, t->rank));
+      offs = cJSON_CreateDoubleArray(o, 2);
+      cJSON_AddItemToObject(e, "data_offsets", offs);
+    }
+    if (!e || !offs) {
+      cJSON_Delete(e);
+      rc = ff_fail(err, FF_ENOMEM, "out of memory");
+      break;
+    }
+    cJSON_AddItemToObject(root, t->name, e);
+  }
+  char *json = rc ? NULL : cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  if (rc) return rc;
+  if (!json) return ff_fail(err, FF_ENOMEM, "out of memory");
+  size_t jl = strlen(json), hl = (jl + 7) / 8 * 8, total; /* data 8-byte aligned, padded with spaces */
+  if (ff_size_add(8 + hl, at, &total)) {
+    free(json);
+    return ff_fail(err, FF_ENOMEM, "%s: too large", path);
+  }
+  uint8_t *buf = malloc(total);
+  if (!buf) {
+    free(json);
+    return ff_fail(err, FF_ENOMEM, "%s: out of memory for %zu bytes", path, total);
+  }
+  for (int k = 0; k < 8; k++) buf[k] = (uint8_t)((uint64_t)hl >> (8 * k));
+  memcpy(buf + 8, json, jl);
+  memset(buf + 8 + jl, ' ', hl - jl);
+  free(json);
+  uint8_t *p = buf + 8 + hl;
+  for (int i = 0; i < count; i++) {
+    size_t n = 1;
+    for (int k = 0; k < tensors[i].rank; k++) n *= (size_t)tensors[i].shape[k];
+    if (n) memcpy(p, tensors[i].data, n * sizeof(float));
+    p += n * sizeof(float);
+  }
+  rc = ff_write_file_atomic(path, buf, total, err);
+  free(buf);
+  return rc;
+}
+
+/* ---- .npy -------------------------------------------------------------- */
+
+static const struct {
+  const char *descr;
+  enum ff_dtype dtype;
+  size_t size;
+} npy_dtypes[] = {{"<i4", FF_I32, 4}, {"<i8", FF_I64, 8}, {"<f4", FF_F32, 4}};
+
+static size_t npy_itemsize(enum ff_dtype d) {
+  for (size_t i = 0; i < sizeof npy_dtypes / sizeof *npy_dtypes; i++)
+    if (npy_dtypes[i].dtype == d) return npy_dtypes[i].size;
+  return 0;
+}
+
+static const char *skip_ws(const char *p, const char *end) {
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+  return p;
+}
+
+/* Parses the header dict {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } */
+static int npy_header(const char *p, const char *end, ff_array *out, ff_error *err) {
+  int have_descr = 0, have_order = 0, have_shape = 0;
+  p = skip_ws(p, end);
+  if (p >= end || *p++ != '{') return ff_fail(err, FF_EFORMAT, "header is not a Python dict");
+  for (;;) {
+    p = skip_ws(p, end);
+    if (p < end && *p == '}') break;
+    if (p >= end || (*p != '\'' && *p != '"')) return ff_fail(err, FF_EFORMAT, "header: expected a quoted key");
+    char q = *p++;
+    const char *key = p;
+    while (p < end && *p != q) p++;
+    if (p >= end) return ff_fail(err, FF_EFORMAT, "header: unterminated key");
+    size_t kl = (size_t)(p - key);
+    p = skip_ws(p + 1, end);
+    if (p >= end || *p++ != ':') return ff_fail(err, FF_EFORMAT, "header: expected ':'");
+    p = skip_ws(p, end);
+    if (kl == 5 && !memcmp(key, "descr", 5)) {
+      if (p >= end || (*p != '\'' && *p != '"')) return ff_fail(err, FF_EFORMAT, "header: descr is not a string");
+      char q2 = *p++;
+      const char *v = p;
+      while (p < end && *p != q2) p++;
+      if (p >= end) return ff_fail(err, FF_EFORMAT, "header: unterminated descr");
+      size_t vl = (size_t)(p++ - v);
+      int k = -1;
+      for (int j = 0; j < (int)(sizeof npy_dtypes / sizeof *npy_dtypes); j++)
+        if (vl == 3 && !memcmp(v, npy_dtypes[j].descr, 3)) k = j;
+      if (k < 0)
+        return ff_fail(err, FF_ESHAPE, "dtype '%.*s' not supported (int32 '<i4', int64 '<i8', float32 '<f4')",
+                       (int)(vl > 16 ? 16 : vl), v);
+      out->dtype = npy_dtypes[k].dtype;
+      have_descr = 1;
+    } else if (kl == 13 && !memcmp(key, "fortran_order", 13)) {
+      if (end - p >= 5 && !memcmp(p, "False", 5)) p += 5;
+      else if (end - p >= 4 && !memcmp(p, "True", 4))
+        return ff_fail(err, FF_ESHAPE, "fortran_order arrays not supported (save C-order)");
+      else return ff_fail(err, FF_EFORMAT, "header: fortran_order is not True or False");
+      have_order = 1;
+    } else if (kl == 5 && !memcmp(key, "shape", 5)) {
+      if (p >= end || *p++ != '(') return ff_fail(err, FF_EFORMAT, "header: shape is not a tuple");
+      out->rank = 0;
+      for (;;) {
+        p = skip_ws(p, end);
+        if (p < end && *p == ')') {
+          p++;
+          break;
+        }
+        if (p >= end || *p < '0' || *p > '9') return ff_fail(err, FF_EFORMAT, "header: shape holds a non-size");
+        unsigned long long v = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+          if (v > (1ull << 40)) return ff_fail(err, FF_EFORMAT, "header: shape size too large");
+          v = v * 10 + (unsigned)(*p++ - '0');
+        }
+        if (out->rank >= FF_MAX_RANK) return ff_fail(err, FF_ESHAPE, "rank above %d not supported", FF_MAX_RANK);
+        out->shape[out->rank++] = (int64_t)v;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',') p++;
+      }
+      have_shape = 1;
+    } else {
+      return ff_fail(err, FF_EFORMAT, "header: unknown key '%.*s'", (int)(kl > 32 ? 32 : kl), key);
+    }
+    p = skip_ws(p, end);
+    if (p < end && *p == ',') p++;
+  }
+  if (!have_descr || !have_order || !have_shape)
+    return ff_fail(err, FF_EFORMAT, "header lacks %s", !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
+  return 0;
+}
+
+int ff_npy_parse(const uint8_t *buf, size_t len, ff_array *out, ff_error *err) {
+  memset(out, 0, sizeof *out);
+  if (len < 10 || memcmp(buf, "\x93NUMPY", 6)) return ff_fail(err, FF_EFORMAT, "not a .npy file (bad magic)");
+  int major = buf[6];
+  size_t hlen, start;
+  if (major == 1) {
+    hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+    start = 10;
+  } else if (major == 2 || major == 3) {
+    if (len < 12) return ff_fail(err, FF_EFORMAT, "truncated header");
+    hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+    start = 12;
+  } else {
+    return ff_fail(err, FF_EFORMAT, "unsupported .npy version %d", major);
+  }
+  if (hlen > len - start) return ff_fail(err, FF_EFORMAT, "truncated header: %zu bytes announced", hlen);
+  int rc = npy_header((const char *)buf + start, (const char *)buf + start + hlen, out, err);
+  if (rc) {
+    memset(out, 0, sizeof *out);
+    return rc;
+  }
+  size_t numel = 1, bytes = 0, item = npy_itemsize(out->dtype);
+  for (int i = 0; i < out->rank; i++)
+    if (ff_size_mul(numel, (size_t)out->shape[i], &numel)) {
+      memset(out, 0, sizeof *out);
+      return ff_fail(err, FF_EFORMAT, "shape too large");
+    }
+  size_t have = len - start - hlen;
+  if (ff_size_mul(numel, item, &bytes) || have != bytes) {
+    int truncated = have < bytes;
+    memset(out, 0, sizeof *out);
+    return ff_fail(err, FF_EFORMAT, "%s: %zu bytes of data, the shape needs %zu", truncated ? "truncated" : "trailing bytes",
+                   have, bytes);
+  }
+  out->numel = numel;
+  out->data = malloc(bytes ? bytes : 1);
+  if (!out->data) {
+    memset(out, 0, sizeof *out);
+    return ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes", bytes);
+  }
+  memcpy(out->data, buf + start + hlen, bytes);
+  return 0;
+}
+
+int ff_npy_read(const char *path, ff_array *out, ff_error *err) {
+  uint8_t *buf;
+  size_t len;
+  memset(out, 0, sizeof *out);
+  int rc = ff_read_file(path, &buf, &len, err);
+  if (rc) return rc;
+  rc = ff_npy_parse(buf, len, out, err);
+  free(buf);
+  if (rc && err) {
+    char msg[FF_ERROR_MAX];
+    memcpy(msg, err->msg, sizeof msg);
+    ff_fail(err, rc, "%s: %s", path, msg);
+  }
+  return rc;
+}
+
+int ff_npy_write(const char *path, const ff_array *a, ff_error *err) {
+  const char *descr = NULL;
+  for (size_t i = 0; i < sizeof npy_dtypes / sizeof *npy_dtypes; i++)
+    if (npy_dtypes[i].dtype == a->dtype) descr = npy_dtypes[i].descr;
+  if (!descr || a->rank < 0 || a->rank > FF_MAX_RANK) return ff_fail(err, FF_EINVAL, "%s: unsupported array", path);
+  char dict[256];
+  int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+  for (int i = 0; i < a->rank; i++)
+    n += snprintf(dict + n, sizeof dict - (size_t)n, "%lld,%s", (long long)a->shape[i], i + 1 < a->rank ? " " : "");
+  if (a->rank > 1) n--; /* (2, 3) without the trailing comma; (5,) keeps it */
+  n += snprintf(dict + n, sizeof dict - (size_t)n, "), }");
+  size_t total_header = (10 + (size_t)n + 1 + 63) / 64 * 64; /* magic, version, u16 length, dict, '\n' */
+  size_t bytes, total;
+  if (ff_size_mul(a->numel, npy_itemsize(a->dtype), &bytes) || ff_size_add(total_header, bytes, &total))
+    return ff_fail(err, FF_ENOMEM, "%s: too large", path);
+  uint8_t *buf = malloc(total);
+  if (!buf) return ff_fail(err, FF_ENOMEM, "%s: out of memory", path);
+  size_t hl = total_header - 10;
+  memcpy(buf, "\x93NUMPY\x01\x00", 8);
+  buf[8] = (uint8_t)(hl & 255);
+  buf[9] = (uint8_t)(hl >> 8);
+  memset(buf + 10, ' ', hl);
+  memcpy(buf + 10, dict, (size_t)n);
+  buf[total_header - 1] = '\n';
+  if (bytes) memcpy(buf + total_header, a->data, bytes);
+  int rc = ff_write_file_atomic(path, buf, total, err);
+  free(buf);
+  return rc;
+}
+
+void ff_array_free(ff_array *a) {
+  if (!a) return;
+  free(a->data);
+  memset(a, 0, sizeof *a);
+}
