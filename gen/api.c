@@ -108,6 +108,40 @@ int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error
   return 0;
 }
 
+int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err) {
+  int rc = ff_model_generate(m, "fixformer", NULL, NULL, err);
+  return rc ? rc : ff_render_extra(m->lua, "main", embed, NULL, NULL, NULL, text, err);
+}
+
+int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, ff_error *err) {
+  const void *blob;
+  size_t bytes;
+  int rc = ff_model_weight_blob(m, &blob, &bytes, err);
+  if (rc) return rc;
+  const float *x = (const float *)(const void *)((const char *)blob + FF_BLOB_HEADER);
+  size_t n = m->program.weight_floats, cap;
+  if (ff_size_mul(n + 1, 24, &cap)) return ff_fail(err, FF_ENOMEM, "weights too large to embed");
+  char *data = malloc(cap + 64), *p = data;
+  if (!data) return ff_fail(err, FF_ENOMEM, "out of memory for the embedded weights");
+  for (size_t i = 0; i < n; i++) { /* %.9g round-trips a float32 */
+    if (x[i] != x[i] || x[i] - x[i] != 0) {
+      free(data);
+      return ff_fail(err, FF_EINVAL, "%s: a weight is not finite; --embed cannot write it", weights_path);
+    }
+    char num[32];
+    snprintf(num, sizeof num, "%.9g", (double)x[i]);
+    p += sprintf(p, "%s%s%s%s", i % 8 ? " " : i ? "\n  " : "  ", num, strpbrk(num, ".e") ? "" : ".0",
+                 i + 1 < n ? "f," : "f");
+  }
+  if (!n) p += sprintf(p, "  0.0f");
+  *p = 0;
+  char hex[65];
+  ff_sha256_hex(x, n * sizeof *x, hex);
+  rc = ff_render_extra(m->lua, "weights", 1, data, weights_path, hex, text, err);
+  free(data);
+  return rc;
+}
+
 /* Compiles the generated code (header first, so it needs no include path),
  * binds the packed weights and allocates the state. */
 static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) {

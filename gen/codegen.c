@@ -201,3 +201,42 @@ void ff_jit_free(ff_jit *j) {
   j->close(j->handle);
   free(j);
 }
+
+/* ---- files that go with the program ---------------------------------------- */
+
+int ff_render_extra(ff_lua *h, const char *section, int embed, const char *data, const char *weights,
+                    const char *sha256, char **out, ff_error *err) {
+  lua_State *L = ff_lua_state(h);
+  int top = lua_gettop(L);
+  *out = NULL;
+  if (lua_getglobal(L, "ff_render_extra") != LUA_TFUNCTION) {
+    lua_settop(L, top);
+    return ff_fail(err, FF_EINVAL, "internal: generate the program before its extra files");
+  }
+  lua_pushstring(L, section);
+  lua_createtable(L, 0, 4);
+  lua_pushboolean(L, embed);
+  lua_setfield(L, -2, "EMBED");
+  if (data) {
+    lua_pushstring(L, data);
+    lua_setfield(L, -2, "DATA");
+  }
+  if (weights) {
+    lua_pushstring(L, weights);
+    lua_setfield(L, -2, "WEIGHTS");
+  }
+  if (sha256) {
+    lua_pushstring(L, sha256);
+    lua_setfield(L, -2, "SHA256");
+  }
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    int rc = ff_fail(err, FF_EINVAL, "generator: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    lua_settop(L, top);
+    return rc;
+  }
+  size_t n;
+  const char *s = lua_tolstring(L, -1, &n);
+  if (s && (*out = malloc(n + 1))) memcpy(*out, s, n + 1);
+  lua_settop(L, top);
+  return *out ? 0 : ff_fail(err, FF_ENOMEM, "out of memory");
+}

@@ -39,6 +39,11 @@ typedef struct {
 int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err);
 void ff_program_free(ff_program *p);
 
+/* Renders section "main" (the --with-main driver) or "weights" (the --embed
+ * weights, data = the initialiser text) for the last generated program. */
+int ff_render_extra(ff_lua *h, const char *section, int embed, const char *data, const char *weights,
+                    const char *sha256, char **out, ff_error *err);
+
 #define FF_BLOB_HEADER 64
 
 /* Packs bound tensors into the program's layout: a blob of FF_BLOB_HEADER

@@ -126,7 +126,7 @@ function M.emit(P, opts)
     LAYOUT_HASH = opts.layout_hash, D_MODEL = c.d_model, HEADS = c.heads, D_K = P.dk, D_FF = c.d_ff,
     ENCODER_LAYERS = c.encoder_layers, DECODER_LAYERS = c.decoder_layers, VOCAB = c.vocab or 0,
     OUT_DIM = P.out_dim, OUT_DOC = c.vocab and "logits" or "hidden states", TOKENS = c.vocab ~= nil,
-    IN_DIM = c.vocab and 1 or c.d_model,
+    IN_MUL = c.vocab and "" or string.format(" * %d", c.d_model),
     INPUT_TYPE = c.vocab and "const int32_t" or "const float",
     INPUT_DOC = c.vocab and "token ids" or string.format("float inputs (x %d)", c.d_model),
   }
@@ -199,9 +199,9 @@ int %s_forward(const %s_weights *w, void *state, %s, int batch, int T, const int
       body[#body + 1] = template.render("model.c", "op",
         { OP = o.name, SHAPE = o.shape, OPDOC = o.doc, CALL = call }, { lines = false })
     end
-    if not uses_w then table.insert(body, 1, "  (void)w;\n") end
+    if not uses_w then table.insert(body, 1, "  (void)w; /* this stage reads no weights */\n") end
     parts[#parts + 1] = template.render("model.c", "stage",
-      vars({ FN = st.name, DOC = st.doc, PARAMS = st.params, BODY = table.concat(body) }), { lines = false })
+      vars({ FN = st.name, DOC = st.doc, PARAMS = st.params, BODY = table.concat(body, "\n") }), { lines = false })
   end
   parts[#parts + 1] = template.render("model.c", "checks", vars(), { lines = false })
   parts[#parts + 1] = template.render("model.c", "bind", vars(), { lines = false })

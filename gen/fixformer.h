@@ -43,6 +43,10 @@ int ff_model_generate(ff_model *m, const char *command, const char **header, con
 /* The loaded weights packed into the generated code's layout: a blob with a
  * 64-byte header (magic, version, layout hash, size), owned by m. */
 int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error *err);
+/* The --with-main driver (NAME_main.c) and the --embed weights
+ * (NAME_weights.c) for the generated code; malloc'd text for the caller. */
+int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err);
+int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, ff_error *err);
 /* Frees everything; NULL is fine. */
 void ff_model_close(ff_model *m);
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fixformer.h"
 
@@ -361,10 +362,96 @@ done:
   return rc;
 }
 
+/* ---- emit ---------------------------------------------------------------- */
+
+/* "DIR/NAME" + suffix */
+static void out_path(char *buf, size_t n, const char *dir, const char *name, const char *suffix) {
+  snprintf(buf, n, "%s/%s%s", dir, name, suffix);
+}
+
+static int write_text(const char *path, const char *text, ff_error *err) {
+  int rc = ff_write_file_atomic(path, text, strlen(text), err);
+  if (!rc) printf("wrote %s (%zu bytes)\n", path, strlen(text));
+  return rc;
+}
+
+/* A target triple: the architecture first, e.g. aarch64-linux-gnu. */
+static int check_target(const char *t, ff_error *err) {
+  static const char *const arches[] = {"x86_64", "aarch64", "riscv64", "arm", "i686", "generic", NULL};
+  size_t n = strcspn(t, "-");
+  for (const char *const *a = arches; *a; a++)
+    if (strlen(*a) == n && !strncmp(t, *a, n)) {
+      for (const char *p = t; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
+          return ff_fail(err, FF_EINVAL, "emit: --target: '%s' is not a target triple", t);
+      return 0;
+    }
+  return ff_fail(err, FF_EINVAL, "emit: --target: unknown architecture in '%s' (x86_64, aarch64, riscv64, arm, i686, generic)", t);
+}
+
+static int cmd_emit(const char *path, flag *flags, ff_error *err) {
+  const char *dir, *weights = value_of(flags, "--weights"), *target = value_of(flags, "--target");
+  int embed = value_of(flags, "--embed") != NULL, with_main = value_of(flags, "--with-main") != NULL, rc;
+  if ((rc = require_flag("emit", flags, "-o", &dir, err))) return rc;
+  if (embed && !weights) return ff_fail(err, FF_EINVAL, "emit: --embed needs --weights W.safetensors");
+  if (target && (rc = check_target(target, err))) return rc;
+  struct stat st;
+  if (stat(dir, &st) && mkdir(dir, 0777) && errno != EEXIST)
+    return ff_fail(err, FF_EIO, "emit: cannot create %s: %s", dir, strerror(errno));
+  if (!stat(dir, &st) && !S_ISDIR(st.st_mode)) return ff_fail(err, FF_EIO, "emit: %s is not a directory", dir);
+  /* the command, without -o (where the files go does not change them) */
+  char command[1024];
+  int n = snprintf(command, sizeof command, "fixformer emit %s", path);
+  for (const flag *f = flags; f->name && n > 0 && (size_t)n < sizeof command; f++)
+    if (f->value && strcmp(f->name, "-o"))
+      n += snprintf(command + n, sizeof command - (size_t)n, f->takes_value ? " %s %s" : " %s", f->name, f->value);
+
+  ff_model *m = ff_model_open(path, err);
+  if (!m) return err->code;
+  const ff_config *c = ff_model_config(m);
+  const char *header, *source;
+  char file[4096], *text = NULL;
+  if ((weights && (rc = ff_model_load_weights(m, weights, err))) ||
+      (rc = ff_model_generate(m, command, &header, &source, err)))
+    goto done;
+  /* everything is rendered before the first file is written */
+  if (weights && embed && (rc = ff_model_weights_source(m, weights, &text, err))) goto done;
+  char *driver = NULL;
+  if (with_main && (rc = ff_model_driver_source(m, embed, &driver, err))) goto done;
+  out_path(file, sizeof file, dir, c->name, ".h");
+  if ((rc = write_text(file, header, err))) goto written;
+  out_path(file, sizeof file, dir, c->name, ".c");
+  if ((rc = write_text(file, source, err))) goto written;
+  if (weights && embed) {
+    out_path(file, sizeof file, dir, c->name, "_weights.c");
+    rc = write_text(file, text, err);
+  } else if (weights) {
+    const void *blob;
+    size_t bytes;
+    out_path(file, sizeof file, dir, c->name, ".weights");
+    if (!(rc = ff_model_weight_blob(m, &blob, &bytes, err)) && !(rc = ff_write_file_atomic(file, blob, bytes, err)))
+      printf("wrote %s (%zu bytes)\n", file, bytes);
+  }
+  if (!rc && driver) {
+    out_path(file, sizeof file, dir, c->name, "_main.c");
+    rc = write_text(file, driver, err);
+  }
+written:
+  free(driver);
+done:
+  free(text);
+  ff_model_close(m);
+  return rc;
+}
+
 /* ---- commands ------------------------------------------------------------ */
 
 static flag info_flags[] = {{"--help", "-h", NULL, 0}, {NULL, NULL, NULL, 0}};
 static flag init_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 1}, {"--seed", NULL, NULL, 1},
+                            {NULL, NULL, NULL, 0}};
+static flag emit_flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NULL, 1},
+                            {"--weights", NULL, NULL, 1}, {"--embed", NULL, NULL, 0},
+                            {"--target", NULL, NULL, 1},  {"--with-main", NULL, NULL, 0},
                             {NULL, NULL, NULL, 0}};
 static flag run_flags[] = {{"--help", "-h", NULL, 0},      {"--weights", NULL, NULL, 1},
                            {"--input", NULL, NULL, 1},     {"--target-input", NULL, NULL, 1},
@@ -383,6 +470,17 @@ static const command commands[] = {
      "Writes deterministic random weights with PyTorch's default initialisation\n"
      "(same seed, same bytes; default seed 0) under the model's PyTorch names.\n",
      cmd_init, init_flags},
+    {"emit",
+     "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
+     "                      [--with-main]\n"
+     "Writes C specialised to the model's shapes: DIR/NAME.c and DIR/NAME.h.\n"
+     "  --weights W      also write the weights packed in the code's layout: DIR/NAME.weights\n"
+     "  --embed          ... as C arrays in DIR/NAME_weights.c instead (no file at run time)\n"
+     "  --target TRIPLE  the target, e.g. aarch64-linux-gnu (recorded; the code is portable C99)\n"
+     "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
+     "The same inputs give byte-identical files.  Build, e.g.:\n"
+     "  cc -O2 -o NAME DIR/NAME.c DIR/NAME_main.c [DIR/NAME_weights.c] -lm\n",
+     cmd_emit, emit_flags},
     {"run",
      "usage: fixformer run MODEL.lua --weights W.safetensors --input IN.npy [--output OUT.npy]\n"
      "                     [--lengths LEN.npy] [--target-input TGT.npy] [--engine runtime|tcc|cc]\n"
@@ -397,7 +495,8 @@ static const command commands[] = {
      "  --lengths LEN.npy       int32/int64 [B]: true lengths 1..T, the rest is padding\n"
      "  --output OUT.npy        float32 [B,T,vocab] logits, or [B,T,d_model] hidden states;\n"
      "                          without it, the argmax ids (or first hidden values) are printed\n"
-     "  --engine E              runtime (the reference; default)\n",
+     "  --engine E              runtime (the reference; default), tcc (generated C compiled\n"
+     "                          in memory by libtcc) or cc ($CC -O3, cached shared object)\n",
      cmd_run, run_flags},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof *commands)
@@ -409,6 +508,7 @@ static void usage(FILE *to) {
           "commands:\n"
           "  info   the resolved description, weights, parameters and FLOPs\n"
           "  init   deterministic random weights (PyTorch initialisation) as safetensors\n"
+          "  emit   C specialised to the model (files, for any target)\n"
           "  run    one forward pass over .npy inputs\n",
           FF_VERSION);
 }

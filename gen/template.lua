@@ -128,12 +128,13 @@ function M.render(file, name, vars, opts)
     for _, l in ipairs(out) do text[#text + 1] = l.text end
     return table.concat(text, "\n") .. "\n"
   end
-  -- #line when the text jumps forward in the template (skipped @if branches,
-  -- after unrolled copies); repeated copies are not re-synced, to stay readable
+  -- #line when the text jumps ahead in the template by 3 lines or more
+  -- (skipped @if branches, multi-line values); unrolled copies are not
+  -- re-synced: a compiler error lands within a line or two, and the code stays readable
   local text = { string.format('#line %d "%s"', s.first, path) }
   local expected, furthest = s.first, s.first - 1
   for _, l in ipairs(out) do
-    if l.lineno and l.lineno ~= expected and l.lineno > furthest then
+    if l.lineno and l.lineno > furthest and math.abs(l.lineno - expected) >= 3 then
       text[#text + 1] = string.format('#line %d "%s"', l.lineno, path)
       expected = l.lineno
     end

@@ -156,7 +156,8 @@ typedef struct ff_rt_input {
 } ff_rt_input;
 
 /* Checks an input against the config: batch >= 1, 1 <= T <= max_seq,
- * 1 <= lengths[b] <= T, the right kind of input present. */
+ * 1 <= lengths[b] <= T, the right kind of input present, every token id in
+ * [0, vocab). */
 int ff_rt_check_input(const ff_config *c, const ff_rt_input *in, ff_error *err);
 int ff_rt_forward(const ff_rt_model *m, const ff_rt_input *in, float *out, ff_error *err);
 /* FLOPs of one sequence's forward (multiply-add = 2): S source positions, T

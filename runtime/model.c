@@ -29,6 +29,17 @@ int ff_rt_check_config(const ff_config *c, ff_error *err) {
   return FF_OK;
 }
 
+static int check_tokens(const ff_config *c, const char *what, const int32_t *ids, int B, int T, ff_error *err) {
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) {
+      int32_t id = ids[(size_t)b * T + t];
+      if (id < 0 || id >= c->vocab)
+        return ff_fail(err, FF_ETOKEN, "%s: token id %ld at [%d,%d] is outside the vocabulary [0, %d)", what,
+                       (long)id, b, t, c->vocab);
+    }
+  return FF_OK;
+}
+
 int ff_rt_check_input(const ff_config *c, const ff_rt_input *in, ff_error *err) {
   int tokens = c->vocab > 0;
   if (in->batch < 1) return ff_fail(err, FF_ELENGTH, "batch: %d, must be at least 1", in->batch);
@@ -48,6 +59,12 @@ int ff_rt_check_input(const ff_config *c, const ff_rt_input *in, ff_error *err) 
     if (in->lengths[b] < 1 || in->lengths[b] > in->src_len)
       return ff_fail(err, FF_ELENGTH, "lengths[%d] = %ld is outside 1..T (T = %d)", b, (long)in->lengths[b],
                      in->src_len);
+  if (tokens) { /* every id, padding included: the generated code embeds them all */
+    int rc = check_tokens(c, "input", in->src_tokens, in->batch, in->src_len, err);
+    if (!rc && c->arch == FF_ARCH_ENCODER_DECODER)
+      rc = check_tokens(c, "target input", in->tgt_tokens, in->batch, in->tgt_len, err);
+    if (rc) return rc;
+  }
   return FF_OK;
 }
 

@@ -94,21 +94,21 @@ int ${NAME}_bind(${NAME}_weights *w, const void *blob, size_t bytes) {
 @@ forward_encoder
 /* Encodes a batch: ${INPUT_DOC} [batch, T], lengths [batch] (NULL: all T) -> out [batch, T, ${OUT_DIM}]. */
 int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int batch, int T,
-                    const int32_t *lengths, float *out) {
+    const int32_t *lengths, float *out) {
   int rc = check_batch(w, state, batch, T, lengths);
 @if TOKENS
   if (!rc) rc = check_tokens(${INPUT}, (size_t)batch * T);
 @end
   if (rc) return rc;
   for (int b = 0; b < batch; b++) {
-    ${STAGE_CALL}(w->data, state, ${INPUT} + (size_t)b * T * ${IN_DIM}, T, lengths ? lengths[b] : T);
+    ${STAGE_CALL}(w->data, state, ${INPUT} + (size_t)b * T${IN_MUL}, T, lengths ? lengths[b] : T);
     head(w->data, state, T, out + (size_t)b * T * ${OUT_DIM});
   }
   return 0;
 }
 
 int ${NAME}_run(const ${NAME}_weights *w, void *state, int batch, int src_len, const void *src,
-                const int32_t *lengths, int tgt_len, const void *tgt, float *out) {
+    const int32_t *lengths, int tgt_len, const void *tgt, float *out) {
   (void)tgt_len;
   (void)tgt;
   return ${NAME}_forward(w, state, (${INPUT_TYPE} *)src, batch, src_len, lengths, out);
@@ -118,21 +118,21 @@ int ${NAME}_run(const ${NAME}_weights *w, void *state, int batch, int src_len, c
 /* Runs the causal stack over a batch: ${INPUT_DOC} [batch, T], lengths [batch] (NULL: all T)
  * -> out [batch, T, ${OUT_DIM}]; every position sees itself and the positions before it. */
 int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int batch, int T,
-                    const int32_t *lengths, float *out) {
+    const int32_t *lengths, float *out) {
   int rc = check_batch(w, state, batch, T, lengths);
 @if TOKENS
   if (!rc) rc = check_tokens(${INPUT}, (size_t)batch * T);
 @end
   if (rc) return rc;
   for (int b = 0; b < batch; b++) {
-    decode(w->data, state, ${INPUT} + (size_t)b * T * ${IN_DIM}, T, 0, lengths ? lengths[b] : T);
+    decode(w->data, state, ${INPUT} + (size_t)b * T${IN_MUL}, T, 0, lengths ? lengths[b] : T);
     head(w->data, state, T, out + (size_t)b * T * ${OUT_DIM});
   }
   return 0;
 }
 
 int ${NAME}_run(const ${NAME}_weights *w, void *state, int batch, int src_len, const void *src,
-                const int32_t *lengths, int tgt_len, const void *tgt, float *out) {
+    const int32_t *lengths, int tgt_len, const void *tgt, float *out) {
   (void)tgt_len;
   (void)tgt;
   return ${NAME}_forward(w, state, (${INPUT_TYPE} *)src, batch, src_len, lengths, out);
@@ -142,7 +142,7 @@ int ${NAME}_run(const ${NAME}_weights *w, void *state, int batch, int src_len, c
 /* Translates a batch: source ${INPUT_DOC} [batch, S] with src_lengths [batch] (NULL: all S),
  * target ${INPUT_DOC} [batch, T] (causal) -> out [batch, T, ${OUT_DIM}] from the decoder. */
 int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${SRC_DECL}, int batch, int S,
-                    const int32_t *src_lengths, ${TGT_DECL}, int T, float *out) {
+    const int32_t *src_lengths, ${TGT_DECL}, int T, float *out) {
   int rc = check_batch(w, state, batch, S, src_lengths);
   if (!rc && (T < 1 || T > ${UNAME}_MAX_SEQ)) rc = ${UNAME}_ELENGTH;
 @if TOKENS
@@ -152,16 +152,16 @@ int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${SRC_DECL}, int batc
   if (rc) return rc;
   for (int b = 0; b < batch; b++) {
     const int len = src_lengths ? src_lengths[b] : S;
-    encode(w->data, state, src + (size_t)b * S * ${IN_DIM}, S, len);
+    encode(w->data, state, src + (size_t)b * S${IN_MUL}, S, len);
     cross_kv(w->data, state, S);
-    decode(w->data, state, tgt + (size_t)b * T * ${IN_DIM}, T, 0, T, len);
+    decode(w->data, state, tgt + (size_t)b * T${IN_MUL}, T, 0, T, len);
     head(w->data, state, T, out + (size_t)b * T * ${OUT_DIM});
   }
   return 0;
 }
 
 int ${NAME}_run(const ${NAME}_weights *w, void *state, int batch, int src_len, const void *src,
-                const int32_t *lengths, int tgt_len, const void *tgt, float *out) {
-  return ${NAME}_forward(w, state, (${INPUT_TYPE} *)src, batch, src_len, lengths, (${INPUT_TYPE} *)tgt, tgt_len,
-                         out);
+    const int32_t *lengths, int tgt_len, const void *tgt, float *out) {
+  return ${NAME}_forward(w, state, (${INPUT_TYPE} *)src, batch, src_len, lengths,
+      (${INPUT_TYPE} *)tgt, tgt_len, out);
 }

@@ -69,6 +69,6 @@ ${FORWARD_DECL}
  * src is int32 tokens or float32 inputs [batch, src_len(, D_MODEL)];
  * lengths [batch] or NULL; tgt / tgt_len only for encoder-decoder. */
 int ${NAME}_run(const ${NAME}_weights *w, void *state, int batch, int src_len, const void *src,
-                const int32_t *lengths, int tgt_len, const void *tgt, float *out);
+    const int32_t *lengths, int tgt_len, const void *tgt, float *out);
 
 #endif

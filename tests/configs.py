@@ -1,0 +1,63 @@
+"""Seeded random model descriptions for the differential and cross tests.
+
+random_config(rng, name, force=i) draws every description key; `force`
+cycles the architecture, norm kind, activation and positions so that any 12
+consecutive configs cover all of them."""
+
+import os
+
+ARCHS = ["encoder", "decoder-only", "encoder-decoder"]
+ACTS = ["relu", "gelu", "gelu_tanh", "swiglu"]
+POS = ["none", "sinusoidal", "learned", "rope"]
+
+
+def random_config(rng, name, force=None):
+    heads = rng.choice([1, 2, 3, 4, 5])
+    pos = POS[force % 4] if force is not None else rng.choice(POS)
+    d_k = rng.choice([2, 4, 6, 8] if pos == "rope" else [1, 2, 3, 5, 6, 8])
+    arch = ARCHS[force % 3] if force is not None else rng.choice(ARCHS)
+    cfg = {
+        "name": name,
+        "arch": arch,
+        "d_model": heads * d_k,
+        "heads": heads,
+        "d_ff": rng.choice([3, 7, 13, 24, 37]),
+        "norm": rng.choice(["post", "pre"]) if force is None else ["post", "pre"][(force // 3) % 2],
+        "norm_kind": rng.choice(["layernorm", "rmsnorm"]) if force is None else ["layernorm", "rmsnorm"][(force // 2) % 2],
+        "final_norm": rng.random() < 0.5,
+        "eps": rng.choice([1e-5, 1e-6, 1e-3]),
+        "activation": ACTS[(force // 4) % 4] if force is not None else rng.choice(ACTS),
+        "bias": rng.random() < 0.7,
+        "positional": pos,
+        "max_seq": rng.choice([9, 16, 32]),
+    }
+    if arch == "encoder-decoder":
+        cfg["encoder_layers"] = rng.randint(1, 3)
+        cfg["decoder_layers"] = rng.randint(1, 3)
+    else:
+        cfg["layers"] = rng.randint(1, 3)
+    if rng.random() < 0.6:
+        cfg["vocab"] = rng.choice([5, 17, 40])
+        cfg["scale_embeddings"] = rng.random() < 0.7
+        cfg["tie_embeddings"] = rng.random() < 0.6
+    if pos == "rope" and rng.random() < 0.3:
+        cfg["rope_theta"] = 500.0
+    return cfg
+
+
+def lua_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"%s"' % v
+    return repr(v)
+
+
+def write_description(cfg, directory, filename="model.lua"):
+    path = os.path.join(directory, filename)
+    with open(path, "w") as f:
+        f.write("return {\n")
+        for k, v in cfg.items():
+            f.write("  %s = %s,\n" % (k, lua_value(v)))
+        f.write("}\n")
+    return path

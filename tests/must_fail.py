@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+"""Bad input must fail: each case runs fixformer on a malformed description,
+weights file or input and checks that it exits with a status in 1..125 (no
+crash, no signal), prints one line on stderr containing the expected pieces,
+and leaves no output file.  Also: every --help exits 0.
+
+  must_fail.py --fixformer BIN
+"""
+import argparse
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference import write_safetensors  # noqa: E402
+
+GOOD = """return {
+  name = "m", arch = "encoder", d_model = 16, heads = 2, d_ff = 24, layers = 1,
+  vocab = 10, positional = "sinusoidal", max_seq = 8,
+}
+"""
+
+
+def desc(tmp, name, text):
+    path = os.path.join(tmp, name + ".lua")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def good_with(tmp, name, replace=None, extra=""):
+    text = GOOD
+    if replace:
+        text = text.replace(*replace)
+    return desc(tmp, name, text.replace("max_seq = 8,", "max_seq = 8," + extra))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--fixformer", required=True)
+    args = ap.parse_args()
+    ff = args.fixformer
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        good = desc(tmp, "good", GOOD)
+        weights = os.path.join(tmp, "w.safetensors")
+        subprocess.run([ff, "init", good, "-o", weights], check=True)
+        raw = open(weights, "rb").read()
+        hlen = struct.unpack("<Q", raw[:8])[0]
+        header = raw[8:8 + hlen].decode()
+
+        def weights_variant(name, header_text=None, data=None, cut=0):
+            h = (header_text if header_text is not None else header).encode()
+            h += b" " * (-len(h) % 8)
+            body = data if data is not None else raw[8 + hlen:]
+            blob = struct.pack("<Q", len(h)) + h + body
+            path = os.path.join(tmp, name + ".safetensors")
+            with open(path, "wb") as f:
+                f.write(blob[:len(blob) - cut] if cut else blob)
+            return path
+
+        import json
+        hj = json.loads(header)
+
+        def header_without(name):
+            j = dict(hj)
+            del j[name]
+            return json.dumps(j)
+
+        def npy(name, arr):
+            path = os.path.join(tmp, name + ".npy")
+            np.save(path, arr)
+            return path
+
+        tokens = npy("tokens", np.array([[1, 2, 3, 4], [5, 6, 7, 8]], dtype=np.int32))
+        out = os.path.join(tmp, "out.npy")
+
+        def run_cmd(model, *extra, inp=tokens, w=weights):
+            return ["run", model, "--weights", w, "--input", inp, "--output", out] + list(extra)
+
+        junk = os.path.join(tmp, "junk.safetensors")
+        with open(junk, "wb") as f:
+            f.write(os.urandom(64))
+        # a well-formed file whose linear1.weight is [23,16] where the model needs [24,16]
+        tensors = {}
+        for k, v in hj.items():
+            if k == "__metadata__":
+                continue
+            a, b = v["data_offsets"]
+            tensors[k] = np.frombuffer(raw[8 + hlen + a:8 + hlen + b], dtype="<f4").reshape(v["shape"])
+        tensors["layers.0.linear1.weight"] = tensors["layers.0.linear1.weight"][:23]
+        wrong_shape = os.path.join(tmp, "w2.safetensors")
+        write_safetensors(wrong_shape, tensors)
+        cases = [
+            ("unknown key", run_cmd(good_with(tmp, "k1", extra=" dmodel = 64,")), ["unknown key 'dmodel'", "k1.lua"]),
+            ("wrong type", run_cmd(good_with(tmp, "k2", ("d_model = 16", 'd_model = "16"'))),
+             ["d_model", "expected an integer"]),
+            ("heads not dividing", run_cmd(good_with(tmp, "k3", ("heads = 2", "heads = 5"))),
+             ["heads: 5 does not divide d_model 16"]),
+            ("negative size", run_cmd(good_with(tmp, "k4", ("d_ff = 24", "d_ff = -4"))), ["d_ff", "must be positive"]),
+            ("bad enum", run_cmd(good_with(tmp, "k5", extra=' activation = "tanh",')), ["activation", '"tanh"']),
+            ("not a table", run_cmd(desc(tmp, "k6", "return 5\n")), ["must return a table"]),
+            ("syntax error", run_cmd(desc(tmp, "k7", "return { name = \n")), ["k7.lua"]),
+            ("os in sandbox", run_cmd(desc(tmp, "k8", "os.exit(3)\nreturn {}\n")), ["k8.lua", "os"]),
+            ("io in sandbox", run_cmd(desc(tmp, "k9", "local f = io.open('/etc/passwd')\nreturn {}\n")),
+             ["k9.lua", "io"]),
+            ("require in sandbox", run_cmd(desc(tmp, "k10", "require('os')\nreturn {}\n")), ["k10.lua", "require"]),
+            ("endless loop", run_cmd(desc(tmp, "k11", "while true do end\n")), ["k11.lua", "too long"]),
+            ("memory bomb", run_cmd(desc(tmp, "k12", "local t = {} for i = 1, 1e9 do t[i] = i end\n")),
+             ["k12.lua", "memory"]),
+            ("string bomb", run_cmd(desc(tmp, "k13", "return { name = string.rep('x', 1 << 30) }\n")),
+             ["k13.lua", "memory"]),
+            ("bad identifier", run_cmd(good_with(tmp, "k14", ('name = "m"', 'name = "m; system(1)"'))),
+             ["name", "C identifier"]),
+            ("missing tensor", run_cmd(good, w=weights_variant("w1", header_without("layers.0.linear1.weight"))),
+             ["missing tensor 'layers.0.linear1.weight'"]),
+            ("wrong shape", run_cmd(good, w=wrong_shape),
+             ["layers.0.linear1.weight", "shape [23,16] in file, model needs [24,16]"]),
+            ("truncated", run_cmd(good, w=weights_variant("w3", cut=10)), ["w3.safetensors", "truncated"]),
+            ("junk weights", run_cmd(good, w=junk), ["junk.safetensors"]),
+            ("token id = vocab", run_cmd(good, inp=npy("t1", np.array([[1, 10]], dtype=np.int32))), ["token id 10"]),
+            ("negative token", run_cmd(good, inp=npy("t2", np.array([[-1, 2]], dtype=np.int64))), ["token id -1"]),
+            ("length 0", run_cmd(good, "--lengths", npy("l1", np.array([4, 0], dtype=np.int32))), ["lengths[1] = 0"]),
+            ("length > T", run_cmd(good, "--lengths", npy("l2", np.array([5, 1], dtype=np.int32))),
+             ["lengths[0] = 5"]),
+            ("T > max_seq", run_cmd(good, inp=npy("t3", np.zeros((1, 9), dtype=np.int32))), ["max_seq"]),
+            ("float input for tokens", run_cmd(good, inp=npy("t4", np.zeros((1, 3), dtype=np.float32))), ["input"]),
+            ("wrong rank", run_cmd(good, inp=npy("t5", np.zeros((3,), dtype=np.int32))), ["input", "rank 1"]),
+            ("float dtype npy", run_cmd(good, inp=npy("t6", np.zeros((1, 3), dtype=np.float64))), ["dtype"]),
+            ("missing --weights", ["run", good, "--input", tokens, "--output", out], ["--weights"]),
+            ("unknown flag", run_cmd(good, "--frobnicate"), ["--frobnicate"]),
+            ("bad engine", run_cmd(good, "--engine", "gpu"), ["--engine", "gpu"]),
+            ("unknown command", ["frobnicate"], ["unknown command"]),
+        ]
+        for engine in ("tcc", "cc"):
+            cases.append(("token id, engine " + engine,
+                          run_cmd(good, "--engine", engine, inp=npy("t7", np.array([[3, 99]], dtype=np.int32))),
+                          ["token id 99"]))
+        for name, cmd, pieces in cases:
+            if os.path.exists(out):
+                os.remove(out)
+            try:
+                p = subprocess.run([ff] + cmd, capture_output=True, text=True, timeout=20)
+                code, err = p.returncode, p.stderr.strip()
+            except subprocess.TimeoutExpired:
+                code, err = None, "timed out"
+            problems = []
+            if code is None or not 1 <= code <= 125:
+                problems.append("exit status %s" % code)
+            if not err or len(err.splitlines()) != 1:
+                problems.append("stderr is not one line: %r" % err[:300])
+            problems += ["message lacks %r" % piece for piece in pieces if piece not in err]
+            if os.path.exists(out):
+                problems.append("left %s behind" % out)
+            failures += bool(problems)
+            print("%-26s %s  [%s]" % (name, "ok" if not problems else "FAIL: " + "; ".join(problems), err[:150]))
+        for cmd in (["--help"], ["info", "--help"], ["init", "--help"], ["run", "--help"], ["emit", "--help"]):
+            p = subprocess.run([ff] + cmd, capture_output=True, text=True)
+            ok = p.returncode == 0 and "usage" in p.stdout
+            failures += not ok
+            print("%-26s %s" % ("fixformer " + " ".join(cmd), "ok" if ok else "FAIL"))
+    print("%s" % ("all bad inputs rejected cleanly" if not failures else "%d FAILED" % failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

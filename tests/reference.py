@@ -1,0 +1,273 @@
+"""The PyTorch side of the reference tests: file writers and RefModel, a
+plain-torch transformer that implements every option of the description
+contract (README "What the runtime computes") independently of the C code.
+
+RefModel is itself checked against torch.nn.TransformerEncoder /
+nn.Transformer in torch_parity.py before it is trusted with the options
+PyTorch has no module for (RMSNorm, RoPE, SwiGLU, learned positions)."""
+import json
+import os
+import math
+import struct
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import configs
+
+
+# ---- files ---------------------------------------------------------------
+
+def write_safetensors(path, tensors):
+    """tensors: name -> array; written as F32 in sorted name order."""
+    header, offset, blobs = {}, 0, []
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(np.asarray(tensors[name], dtype="<f4"))
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+        blobs.append(a.tobytes())
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def write_description(cfg, path):
+    """cfg -> a description file at path (configs.write_description, by file path)."""
+    configs.write_description(cfg, os.path.dirname(path), os.path.basename(path))
+
+
+def state_dict_numpy(module, prefix=""):
+    return {prefix + k: v.detach().cpu().numpy().astype(np.float32) for k, v in module.state_dict().items()}
+
+
+# ---- the reference model ---------------------------------------------------
+
+def sinusoidal_table(T, d):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), float64 -> float32."""
+    pos = np.arange(T, dtype=np.float64)[:, None]
+    i2 = np.arange(0, d, 2, dtype=np.float64)
+    angle = pos / np.power(10000.0, i2 / d)
+    pe = np.zeros((T, d), dtype=np.float64)
+    pe[:, 0::2] = np.sin(angle)
+    pe[:, 1::2] = np.cos(angle[:, : d // 2])
+    return torch.from_numpy(pe.astype(np.float32))
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat([-x2, x1], dim=-1)
+
+
+def apply_rope(x, theta):
+    """x [B, H, T, d_k]: GPT-NeoX / HF LLaMA rotary positions (rotate_half pairing)."""
+    dk, T = x.shape[-1], x.shape[-2]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dk, 2).float() / dk))
+    freqs = torch.outer(torch.arange(T).float(), inv_freq)
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+class RefModel:
+    """Every option of a resolved description, on a dict of torch tensors named
+    as the README's weight table says."""
+
+    def __init__(self, cfg, weights):
+        self.c = dict(cfg)
+        self.w = {k: torch.as_tensor(v) for k, v in weights.items()}
+        c = self.c
+        c.setdefault("arch", "encoder")
+        c.setdefault("norm", "post")
+        c.setdefault("norm_kind", "layernorm")
+        c.setdefault("final_norm", False)
+        c.setdefault("eps", 1e-5)
+        c.setdefault("activation", "relu")
+        c.setdefault("bias", True)
+        c.setdefault("positional", "none")
+        c.setdefault("rope_theta", 10000.0)
+        c.setdefault("scale_embeddings", True)
+        c.setdefault("tie_embeddings", True)
+        c.setdefault("max_seq", 512)
+        c.setdefault("prefix", "")
+        c.setdefault("d_ff", 4 * c["d_model"])
+        if c["arch"] == "encoder-decoder":
+            c.setdefault("encoder_layers", c.get("layers"))
+            c.setdefault("decoder_layers", c.get("layers"))
+
+    def W(self, name):
+        return self.w.get(self.c["prefix"] + name)
+
+    def norm(self, x, name):
+        if self.c["norm_kind"] == "rmsnorm":
+            return rms_norm(x, self.W(name + ".weight"), self.c["eps"])
+        return F.layer_norm(x, (x.shape[-1],), self.W(name + ".weight"), self.W(name + ".bias"), self.c["eps"])
+
+    def attention(self, xq, xkv, name, allowed, rope):
+        """nn.MultiheadAttention's math: in_proj rows q|k|v; allowed [B, Tq, Tk] bool."""
+        c, d = self.c, self.c["d_model"]
+        H, dk = c["heads"], d // c["heads"]
+        Win, bin_ = self.W(name + ".in_proj_weight"), self.W(name + ".in_proj_bias")
+        q = F.linear(xq, Win[:d], None if bin_ is None else bin_[:d])
+        k = F.linear(xkv, Win[d:2 * d], None if bin_ is None else bin_[d:2 * d])
+        v = F.linear(xkv, Win[2 * d:], None if bin_ is None else bin_[2 * d:])
+        B, Tq, Tk = xq.shape[0], xq.shape[1], xkv.shape[1]
+        q = q.view(B, Tq, H, dk).transpose(1, 2)
+        k = k.view(B, Tk, H, dk).transpose(1, 2)
+        v = v.view(B, Tk, H, dk).transpose(1, 2)
+        if rope:
+            q, k = apply_rope(q, c["rope_theta"]), apply_rope(k, c["rope_theta"])
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dk)
+        scores = scores.masked_fill(~allowed[:, None], float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v
+        out = out.transpose(1, 2).reshape(B, Tq, d)
+        return F.linear(out, self.W(name + ".out_proj.weight"), self.W(name + ".out_proj.bias"))
+
+    def ffn(self, x, L):
+        h = F.linear(x, self.W(L + "linear1.weight"), self.W(L + "linear1.bias"))
+        act = self.c["activation"]
+        if act == "relu":
+            h = F.relu(h)
+        elif act == "gelu":
+            h = F.gelu(h)
+        elif act == "gelu_tanh":
+            h = F.gelu(h, approximate="tanh")
+        else:
+            f = self.c["d_ff"]
+            h = F.silu(h[..., :f]) * h[..., f:]
+        return F.linear(h, self.W(L + "linear2.weight"), self.W(L + "linear2.bias"))
+
+    def sublayer(self, x, norm_name, f):
+        if self.c["norm"] == "pre":
+            return x + f(self.norm(x, norm_name))
+        return self.norm(x + f(x), norm_name)
+
+    def embed(self, ids_or_x):
+        c = self.c
+        if c.get("vocab"):
+            x = F.embedding(torch.as_tensor(ids_or_x, dtype=torch.long), self.W(c.get("embed_weight", "embed.weight")))
+            if c["scale_embeddings"]:
+                x = x * math.sqrt(c["d_model"])
+        else:
+            x = torch.as_tensor(ids_or_x, dtype=torch.float32)
+        T = x.shape[1]
+        if c["positional"] == "sinusoidal":
+            x = x + sinusoidal_table(T, c["d_model"])
+        elif c["positional"] == "learned":
+            x = x + self.W(c.get("pos_embed_weight", "pos_embed.weight"))[:T]
+        return x
+
+    def stack(self, x, prefix, n, allowed, memory=None, mem_allowed=None):
+        rope = self.c["positional"] == "rope"
+        for i in range(n):
+            L = "%slayers.%d." % (prefix, i)
+            x = self.sublayer(x, L + "norm1", lambda h: self.attention(h, h, L + "self_attn", allowed, rope))
+            if memory is not None:
+                x = self.sublayer(x, L + "norm2",
+                                  lambda h: self.attention(h, memory, L + "multihead_attn", mem_allowed, False))
+            x = self.sublayer(x, L + ("norm3" if memory is not None else "norm2"), lambda h: self.ffn(h, L))
+        if self.c["final_norm"]:
+            x = self.norm(x, prefix + "norm")
+        return x
+
+    def forward(self, src, lengths, tgt=None):
+        """src [B, S] ids or [B, S, d]; lengths [B]; tgt for encoder-decoder."""
+        c = self.c
+        with torch.no_grad():
+            x = self.embed(src)
+            B, S = x.shape[0], x.shape[1]
+            lengths = torch.as_tensor(lengths, dtype=torch.long)
+            key_ok = torch.arange(S)[None, :] < lengths[:, None]  # [B, S]
+            if c["arch"] == "encoder":
+                h = self.stack(x, "", c["layers"], key_ok[:, None, :].expand(B, S, S))
+            elif c["arch"] == "decoder-only":
+                causal = torch.tril(torch.ones(S, S, dtype=torch.bool))
+                h = self.stack(x, "", c["layers"], key_ok[:, None, :] & causal[None])
+            else:
+                mem = self.stack(x, "encoder.", c["encoder_layers"], key_ok[:, None, :].expand(B, S, S))
+                y = self.embed(tgt)
+                T = y.shape[1]
+                causal = torch.tril(torch.ones(T, T, dtype=torch.bool))[None].expand(B, T, T)
+                h = self.stack(y, "decoder.", c["decoder_layers"], causal, mem, key_ok[:, None, :].expand(B, T, S))
+            if c.get("vocab"):
+                head = self.W(c.get("embed_weight", "embed.weight")) if c["tie_embeddings"] else \
+                    self.W(c.get("lm_head_weight", "lm_head.weight"))
+                h = h @ head.T
+            return h.numpy()
+
+
+def random_weights(cfg, names_shapes, gen):
+    """Torch-random weights for RefModel cases: matrices ~ N(0, 1/fan_in),
+    vectors ~ N(0, 0.1), norm weights ~ 1 + N(0, 0.1)."""
+    out = {}
+    for name, shape in names_shapes:
+        if len(shape) == 2:
+            t = torch.randn(*shape, generator=gen) / math.sqrt(shape[1])
+            if name.endswith("embed.weight") or name.endswith("lm_head.weight"):
+                t = torch.randn(*shape, generator=gen)
+        elif "norm" in name.split(".")[-2] and name.endswith("weight"):
+            t = 1 + 0.1 * torch.randn(*shape, generator=gen)
+        else:
+            t = 0.1 * torch.randn(*shape, generator=gen)
+        out[name] = t.numpy().astype(np.float32)
+    return out
+
+
+def weight_names(cfg):
+    """The README's weight table for a config: [(name, shape)]."""
+    c = RefModel(cfg, {}).c
+    d, p = c["d_model"], c["prefix"]
+    up = 2 * c["d_ff"] if c["activation"] == "swiglu" else c["d_ff"]
+    out = []
+
+    def norm(n):
+        out.append((p + n + ".weight", (d,)))
+        if c["norm_kind"] == "layernorm":
+            out.append((p + n + ".bias", (d,)))
+
+    def attn(n):
+        out.append((p + n + ".in_proj_weight", (3 * d, d)))
+        if c["bias"]:
+            out.append((p + n + ".in_proj_bias", (3 * d,)))
+        out.append((p + n + ".out_proj.weight", (d, d)))
+        if c["bias"]:
+            out.append((p + n + ".out_proj.bias", (d,)))
+
+    def stack(prefix, n, cross):
+        for i in range(n):
+            L = "%slayers.%d." % (prefix, i)
+            attn(L + "self_attn")
+            if cross:
+                attn(L + "multihead_attn")
+            out.append((p + L + "linear1.weight", (up, d)))
+            if c["bias"]:
+                out.append((p + L + "linear1.bias", (up,)))
+            out.append((p + L + "linear2.weight", (d, c["d_ff"])))
+            if c["bias"]:
+                out.append((p + L + "linear2.bias", (d,)))
+            norm(L + "norm1")
+            norm(L + "norm2")
+            if cross:
+                norm(L + "norm3")
+        if c["final_norm"]:
+            norm(prefix + "norm")
+
+    if c.get("vocab"):
+        out.append((p + c.get("embed_weight", "embed.weight"), (c["vocab"], d)))
+    if c["positional"] == "learned":
+        out.append((p + c.get("pos_embed_weight", "pos_embed.weight"), (c["max_seq"], d)))
+    if c["arch"] == "encoder-decoder":
+        stack("encoder.", c["encoder_layers"], False)
+        stack("decoder.", c["decoder_layers"], True)
+    else:
+        stack("", c["layers"], False)
+    if c.get("vocab") and not c["tie_embeddings"]:
+        out.append((p + c.get("lm_head_weight", "lm_head.weight"), (c["vocab"], d)))
+    return out

@@ -1,0 +1,346 @@
+#!/usr/bin/python3
+"""PyTorch parity: fixformer's engines against PyTorch on the same weights.
+
+Each case writes a description, a safetensors file with PyTorch's own
+state-dict names, inputs and lengths, computes the expected output in
+PyTorch, runs `fixformer run --engine ENGINE` and compares: the max-abs
+error over non-padded rows, scaled by the output's max magnitude, must be
+<= 1e-4.  Groups:
+
+  encoder      nn.TransformerEncoder: post/pre norm, relu/gelu, with and without biases
+  transformer  nn.Transformer: causal target mask, source padding masks, final norms
+  decoder      a decoder-only causal stack (nn.TransformerEncoder + causal mask)
+  tokens       token models in plain torch: embedding * sqrt(d) + positions + stack + head
+  llama        RMSNorm, RoPE, SwiGLU (small torch implementations in reference.py)
+  random       seeded random configs over every description key (reference.RefModel)
+
+RefModel (reference.py) is checked against nn.TransformerEncoder / nn.Transformer
+in the first four groups (1e-5) before it is the reference of the last two.
+
+  torch_parity.py --fixformer BIN [--engine runtime|tcc|cc] [--group G] [--random N] [--seed S]
+"""
+import argparse
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from configs import random_config  # noqa: E402
+from reference import (RefModel, random_weights, sinusoidal_table, state_dict_numpy, weight_names,  # noqa: E402
+                       write_description, write_safetensors)
+
+torch.set_num_threads(1)
+
+
+class Case:
+    def __init__(self, name, cfg, weights, src, lengths, expected, tgt=None):
+        self.name, self.cfg, self.weights = name, cfg, weights
+        self.src, self.lengths, self.tgt, self.expected = src, np.asarray(lengths, dtype=np.int32), tgt, expected
+
+
+def lengths_mask(lengths, S):
+    return torch.arange(S)[None, :] >= torch.as_tensor(lengths)[:, None]  # True = padding
+
+
+def randomize(module, gen, bias=True):
+    """PyTorch initialises norms to 1/0 and attention biases to 0: perturb them
+    so the test sees every parameter; zero the projection biases for bias=False."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("bias"):
+                is_proj = "norm" not in name
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen) if (bias or not is_proj) else torch.zeros(p.shape))
+
+
+def drop_projection_biases(sd):
+    return {k: v for k, v in sd.items() if "norm" in k or not k.endswith("bias")}
+
+
+def check_ref(name, cfg, weights, src, lengths, tgt, expected):
+    """RefModel must agree with PyTorch's own module before it is trusted."""
+    got = RefModel(cfg, weights).forward(src, lengths, tgt)
+    rows = valid_rows(cfg, lengths, got.shape)
+    err = np.abs(got[rows] - expected[rows]).max() / max(np.abs(expected[rows]).max(), 1e-30)
+    if not err <= 1e-5:
+        raise AssertionError("%s: reference.RefModel differs from PyTorch's module: %.3e" % (name, err))
+
+
+def valid_rows(cfg, lengths, shape):
+    B, T = shape[0], shape[1]
+    if cfg.get("arch", "encoder") == "encoder-decoder":
+        return np.ones((B, T), dtype=bool)
+    return np.arange(T)[None, :] < np.asarray(lengths)[:, None]
+
+
+# ---- groups ------------------------------------------------------------------
+
+def encoder_case(name, seed, d, h, ff, L, norm_first, act, bias, final_norm, lengths, S, causal=False):
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, activation=act, batch_first=True, norm_first=norm_first)
+    enc = nn.TransformerEncoder(layer, L, norm=nn.LayerNorm(d) if final_norm else None, enable_nested_tensor=False)
+    randomize(enc, gen, bias)
+    enc.eval()
+    B = len(lengths)
+    x = torch.randn(B, S, d, generator=gen)
+    mask = nn.Transformer.generate_square_subsequent_mask(S) if causal else None
+    with torch.no_grad():
+        ref = enc(x, mask=mask, src_key_padding_mask=lengths_mask(lengths, S)).numpy()
+    sd = state_dict_numpy(enc)
+    if not bias:
+        sd = drop_projection_biases(sd)
+    cfg = dict(name=name, arch="decoder-only" if causal else "encoder", d_model=d, heads=h, d_ff=ff, layers=L,
+               norm="pre" if norm_first else "post", final_norm=final_norm, activation=act, bias=bias, max_seq=16)
+    check_ref(name, cfg, sd, x.numpy(), lengths, None, ref)
+    return Case(name, cfg, sd, x.numpy(), lengths, ref)
+
+
+def group_encoder():
+    return [
+        encoder_case("enc_post_relu_h3", 1, 24, 3, 37, 2, False, "relu", True, False, [7, 4, 1], 7),
+        encoder_case("enc_pre_gelu_h1", 2, 16, 1, 37, 2, True, "gelu", True, False, [5, 2], 5),
+        encoder_case("enc_post_nobias_final", 3, 24, 3, 30, 1, False, "relu", False, True, [6, 3, 5], 6),
+        encoder_case("enc_pre_nobias_gelu", 4, 12, 3, 19, 2, True, "gelu", False, True, [4, 1], 4),
+        encoder_case("enc_T1", 5, 16, 1, 23, 2, True, "gelu", True, True, [1, 1], 1),
+    ]
+
+
+def transformer_case(name, seed, d, h, ff, Le, Ld, norm_first, act, bias, lengths, S, T):
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = nn.Transformer(d, h, Le, Ld, ff, dropout=0.0, activation=act, batch_first=True, norm_first=norm_first)
+    model.encoder.enable_nested_tensor = False  # see DESIGN.md, pitfalls
+    randomize(model, gen, bias)
+    model.eval()
+    B = len(lengths)
+    src, tgt = torch.randn(B, S, d, generator=gen), torch.randn(B, T, d, generator=gen)
+    pad = lengths_mask(lengths, S)
+    with torch.no_grad():
+        ref = model(src, tgt, tgt_mask=nn.Transformer.generate_square_subsequent_mask(T), src_key_padding_mask=pad,
+                    memory_key_padding_mask=pad).numpy()
+    sd = state_dict_numpy(model)
+    if not bias:
+        sd = drop_projection_biases(sd)
+    cfg = dict(name=name, arch="encoder-decoder", d_model=d, heads=h, d_ff=ff, encoder_layers=Le, decoder_layers=Ld,
+               norm="pre" if norm_first else "post", final_norm=True, activation=act, bias=bias, max_seq=16)
+    check_ref(name, cfg, sd, src.numpy(), lengths, tgt.numpy(), ref)
+    return Case(name, cfg, sd, src.numpy(), lengths, ref, tgt.numpy())
+
+
+def group_transformer():
+    return [
+        transformer_case("tf_post_relu", 11, 24, 3, 37, 2, 1, False, "relu", True, [6, 3, 1], 6, 5),
+        transformer_case("tf_pre_gelu_T1", 12, 16, 1, 21, 1, 2, True, "gelu", True, [4, 2], 4, 1),
+        transformer_case("tf_post_nobias", 13, 12, 3, 29, 2, 2, False, "relu", False, [5, 5, 2], 5, 7),
+    ]
+
+
+def group_decoder():
+    return [
+        encoder_case("dec_post_relu", 21, 24, 3, 37, 2, False, "relu", True, False, [6, 3], 6, causal=True),
+        encoder_case("dec_pre_gelu_final", 22, 18, 3, 25, 2, True, "gelu", True, True, [5, 1, 4], 5, causal=True),
+        encoder_case("dec_T1", 23, 16, 1, 13, 1, True, "relu", False, True, [1, 1], 1, causal=True),
+    ]
+
+
+class TokenModel(nn.Module):
+    """Embedding * sqrt(d) + positions -> nn stack -> tied or separate head, in plain torch."""
+
+    def __init__(self, V, d, stack, positional, max_seq, scale=True, tied=True, causal=False, encdec=False):
+        super().__init__()
+        self.embed = nn.Embedding(V, d)
+        self.stack, self.positional, self.scale, self.tied = stack, positional, scale, tied
+        self.causal, self.encdec, self.d = causal, encdec, d
+        if positional == "learned":
+            self.pos_embed = nn.Embedding(max_seq, d)
+        if not tied:
+            self.lm_head = nn.Linear(d, V, bias=False)
+
+    def inp(self, ids):
+        x = self.embed(ids) * (math.sqrt(self.d) if self.scale else 1.0)
+        T = ids.shape[1]
+        if self.positional == "sinusoidal":
+            x = x + sinusoidal_table(T, self.d)
+        elif self.positional == "learned":
+            x = x + self.pos_embed.weight[:T]
+        return x
+
+    def forward(self, src, lengths, tgt=None):
+        pad = lengths_mask(lengths, src.shape[1])
+        if self.encdec:
+            T = tgt.shape[1]
+            h = self.stack(self.inp(src), self.inp(tgt), tgt_mask=nn.Transformer.generate_square_subsequent_mask(T),
+                           src_key_padding_mask=pad, memory_key_padding_mask=pad)
+        else:
+            S = src.shape[1]
+            mask = nn.Transformer.generate_square_subsequent_mask(S) if self.causal else None
+            h = self.stack(self.inp(src), mask=mask, src_key_padding_mask=pad)
+        return h @ (self.embed.weight if self.tied else self.lm_head.weight).T
+
+
+def token_case(name, seed, V, d, h, ff, L, positional, lengths, S, scale=True, tied=True, arch="encoder",
+               norm_first=False, T=None):
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    if arch == "encoder-decoder":
+        stack = nn.Transformer(d, h, L, L, ff, dropout=0.0, batch_first=True, norm_first=norm_first)
+        stack.encoder.enable_nested_tensor = False
+    else:
+        layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True, norm_first=norm_first)
+        stack = nn.TransformerEncoder(layer, L, enable_nested_tensor=False)
+    model = TokenModel(V, d, stack, positional, 16, scale, tied, arch == "decoder-only", arch == "encoder-decoder")
+    randomize(model, gen)
+    model.eval()
+    B = len(lengths)
+    src = torch.randint(0, V, (B, S), generator=gen)
+    tgt = torch.randint(0, V, (B, T), generator=gen) if T else None
+    with torch.no_grad():
+        ref = model(src, torch.as_tensor(lengths), tgt).numpy()
+    sd = {}
+    for k, v in state_dict_numpy(model).items():  # the README's names: embed.weight, layers.* / encoder.* ...
+        k = k.replace("stack.", "", 1)
+        sd[k] = v
+    cfg = dict(name=name, arch=arch, d_model=d, heads=h, d_ff=ff, norm="pre" if norm_first else "post",
+               vocab=V, positional=positional, scale_embeddings=scale, tie_embeddings=tied, max_seq=16)
+    if arch == "encoder-decoder":
+        cfg.update(encoder_layers=L, decoder_layers=L, final_norm=True)
+    else:
+        cfg["layers"] = L
+    src_np = src.numpy().astype(np.int32)
+    tgt_np = tgt.numpy().astype(np.int32) if T else None
+    check_ref(name, cfg, sd, src_np, lengths, tgt_np, ref)
+    return Case(name, cfg, sd, src_np, lengths, ref, tgt_np)
+
+
+def group_tokens():
+    return [
+        token_case("tok_enc_sinusoidal_tied", 31, 23, 24, 3, 37, 2, "sinusoidal", [7, 3], 7),
+        token_case("tok_learned_untied_noscale", 32, 17, 16, 1, 21, 1, "learned", [5, 5, 2], 5, scale=False,
+                   tied=False),
+        token_case("tok_decoder_pre", 33, 29, 12, 3, 19, 2, "sinusoidal", [6, 4], 6, arch="decoder-only",
+                   norm_first=True),
+        token_case("tok_encdec_tied", 34, 19, 16, 2, 27, 2, "sinusoidal", [5, 2], 5, arch="encoder-decoder", T=4),
+        token_case("tok_odd_d_T1", 35, 11, 15, 3, 9, 1, "sinusoidal", [1, 1], 1),
+    ]
+
+
+def ref_case(name, cfg, seed, lengths, S, T=None):
+    gen = torch.Generator().manual_seed(seed)
+    weights = random_weights(cfg, weight_names(cfg), gen)
+    B = len(lengths)
+    rng = np.random.RandomState(seed)
+
+    def seq(n):
+        if cfg.get("vocab"):
+            return rng.randint(0, cfg["vocab"], size=(B, n)).astype(np.int32)
+        return rng.standard_normal((B, n, cfg["d_model"])).astype(np.float32)
+
+    src = seq(S)
+    tgt = seq(T) if cfg.get("arch") == "encoder-decoder" else None
+    expected = RefModel(cfg, weights).forward(src, lengths, tgt)
+    return Case(name, cfg, weights, src, lengths, expected, tgt)
+
+
+def group_llama():
+    base = dict(arch="decoder-only", d_model=32, heads=4, d_ff=43, layers=2, norm="pre", norm_kind="rmsnorm",
+                final_norm=True, activation="swiglu", bias=False, vocab=50, positional="rope", max_seq=16)
+    cases = [ref_case("llama_tied", dict(base, name="llama_tied"), 41, [7, 3], 7),
+             ref_case("llama_untied", dict(base, name="llama_untied", tie_embeddings=False, scale_embeddings=False,
+                                           eps=1e-6), 42, [5, 5, 1], 5),
+             ref_case("llama_h3_T1", dict(base, name="llama_h3_T1", d_model=24, heads=3), 43, [1, 1], 1),
+             ref_case("rms_post_gelu_tanh", dict(base, name="rms_post_gelu_tanh", norm="post",
+                                                 activation="gelu_tanh", bias=True), 44, [6, 2], 6),
+             ref_case("rope_encoder_padding", dict(base, name="rope_encoder_padding", arch="encoder", heads=2,
+                                                   norm_kind="layernorm", activation="relu"), 45, [6, 3, 1], 6),
+             ref_case("rope_encdec", dict(base, name="rope_encdec", arch="encoder-decoder", layers=None,
+                                          encoder_layers=2, decoder_layers=1, rope_theta=500.0), 46, [5, 2], 5, 4)]
+    for c in cases:
+        c.cfg = {k: v for k, v in c.cfg.items() if v is not None}
+    return cases
+
+
+def group_random(n, seed):
+    rng = random.Random(seed)
+    cases = []
+    for i in range(n):
+        cfg = random_config(rng, "rand%02d" % i, force=i)
+        B = rng.randint(1, 3)
+        S = rng.choice([1, rng.randint(2, cfg["max_seq"])])
+        lengths = [S] + [rng.randint(1, S) for _ in range(B - 1)]
+        rng.shuffle(lengths)
+        T = rng.randint(1, cfg["max_seq"]) if cfg["arch"] == "encoder-decoder" else None
+        cases.append(ref_case(cfg["name"], cfg, seed * 1000 + i, lengths, S, T))
+    return cases
+
+
+# ---- running -------------------------------------------------------------------
+
+def run_case(ff, engine, case, tmp, tol):
+    d = os.path.join(tmp, case.name)
+    os.makedirs(d, exist_ok=True)
+    model, weights = os.path.join(d, "model.lua"), os.path.join(d, "w.safetensors")
+    write_description(case.cfg, model)
+    write_safetensors(weights, case.weights)
+    np.save(os.path.join(d, "in.npy"), case.src)
+    np.save(os.path.join(d, "len.npy"), case.lengths)
+    cmd = [ff, "run", model, "--weights", weights, "--input", os.path.join(d, "in.npy"), "--lengths",
+           os.path.join(d, "len.npy"), "--output", os.path.join(d, "out.npy"), "--engine", engine]
+    if case.tgt is not None:
+        np.save(os.path.join(d, "tgt.npy"), case.tgt)
+        cmd += ["--target-input", os.path.join(d, "tgt.npy")]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, "fixformer failed: " + p.stderr.strip()
+    out = np.load(os.path.join(d, "out.npy"))
+    if out.shape != case.expected.shape:
+        return None, "shape %s, PyTorch %s" % (out.shape, case.expected.shape)
+    rows = valid_rows(case.cfg, case.lengths, out.shape)
+    err = float(np.abs(out[rows] - case.expected[rows]).max()) / max(float(np.abs(case.expected[rows]).max()), 1e-30)
+    return err, None if err <= tol else "error above %.0e" % tol
+
+
+GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "random"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fixformer", required=True)
+    ap.add_argument("--engine", default="runtime")
+    ap.add_argument("--group", choices=GROUPS, action="append")
+    ap.add_argument("--random", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--keep", help="keep the case files in this directory")
+    args = ap.parse_args()
+    build = {"encoder": group_encoder, "transformer": group_transformer, "decoder": group_decoder,
+             "tokens": group_tokens, "llama": group_llama, "random": lambda: group_random(args.random, args.seed)}
+    failed, total, worst = 0, 0, 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = args.keep or tmp
+        for g in args.group or GROUPS:
+            for case in build[g]():
+                err, problem = run_case(args.fixformer, args.engine, case, tmp, args.tol)
+                total += 1
+                if err is not None:
+                    worst = max(worst, err)
+                failed += problem is not None
+                print("case %-28s %-15s err=%s %s" % (case.name, case.cfg.get("arch", "encoder"),
+                                                      "%.2e" % err if err is not None else "-",
+                                                      "ok" if problem is None else "FAIL: " + problem), flush=True)
+    print("%d cases, %d failed, worst scaled error %.2e (engine %s, tolerance %.0e)" % (total, failed, worst,
+                                                                                      args.engine, args.tol))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
