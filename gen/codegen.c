@@ -57,6 +57,11 @@ static int l_weight_specs(lua_State *L) {
   return 1;
 }
 
+static void register_host_functions(lua_State *L) {
+  lua_register(L, "ff_sha256", l_sha256);
+  lua_register(L, "ff_read_template", l_read_template);
+}
+
 /* ---- reading the result ---------------------------------------------------- */
 
 static char *dup_field(lua_State *L, int t, const char *k) {
@@ -119,8 +124,7 @@ int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_progr
   lua_pushlightuserdata(L, (void *)c);
   lua_pushcclosure(L, l_weight_specs, 1);
   lua_setglobal(L, "ff_weight_specs");
-  lua_register(L, "ff_sha256", l_sha256);
-  lua_register(L, "ff_read_template", l_read_template);
+  register_host_functions(L);
 
   lua_getglobal(L, "require");
   lua_pushliteral(L, "generate");
@@ -239,4 +243,31 @@ int ff_render_extra(ff_lua *h, const char *section, int embed, const char *data,
   if (s && (*out = malloc(n + 1))) memcpy(*out, s, n + 1);
   lua_settop(L, top);
   return *out ? 0 : ff_fail(err, FF_ENOMEM, "out of memory");
+}
+
+/* ---- kernels on their own --------------------------------------------------- */
+
+int ff_render_kernels(ff_lua *h, const char *list, char **text, ff_error *err) {
+  lua_State *L = ff_lua_state(h);
+  int top = lua_gettop(L), rc = 0;
+  *text = NULL;
+  register_host_functions(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "emit");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) goto lua_failed;
+  lua_getfield(L, -1, "kernel_unit");
+  lua_pushfstring(L, "return %s", list);
+  if (luaL_loadstring(L, lua_tostring(L, -1)) != LUA_OK) goto lua_failed;
+  lua_remove(L, -2);
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK || lua_pcall(L, 1, 1, 0) != LUA_OK) goto lua_failed;
+  size_t n;
+  const char *src = lua_tolstring(L, -1, &n);
+  if (!src || !(*text = malloc(n + 1))) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  else memcpy(*text, src, n + 1);
+  lua_settop(L, top);
+  return rc;
+lua_failed:
+  rc = ff_fail(err, FF_EINVAL, "generator: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+  lua_settop(L, top);
+  return rc;
 }

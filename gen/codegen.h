@@ -44,6 +44,14 @@ void ff_program_free(ff_program *p);
 int ff_render_extra(ff_lua *h, const char *section, int embed, const char *data, const char *weights,
                     const char *sha256, char **out, ff_error *err);
 
+/* Kernels on their own (the per-kernel tests): list is a Lua array of
+ * { kind, params } (kinds of gen/ops.lua), e.g.
+ *   { { "linear", { IN = 5, OUT = 7, LDW = 7, BIAS = true } } }
+ * -> *text (malloc'd), one C translation unit with each kernel as a model
+ * would contain it and, for the i-th entry from 0, a function pointer
+ * ff_kernel_<i> to cast back to the kernel's type. */
+int ff_render_kernels(ff_lua *h, const char *list, char **text, ff_error *err);
+
 #define FF_BLOB_HEADER 64
 
 /* Packs bound tensors into the program's layout: a blob of FF_BLOB_HEADER

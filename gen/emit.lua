@@ -62,8 +62,9 @@ local function summary(c, P)
   return table.concat(parts, ", ")
 end
 
--- The params of one kernel instance, as template variables.
-local function kernel_vars(k, c)
+-- The params of one kernel instance, as template variables (everything a
+-- kernel needs is in its params: a kernel does not depend on the model).
+local function kernel_vars(k)
   local p, v = k.kernel and k.kernel.params or k.params, { FN = k.fn }
   for name, value in pairs(p) do
     if type(value) == "number" and math.type(value) == "float" then v[name] = float_lit(value)
@@ -71,7 +72,7 @@ local function kernel_vars(k, c)
   end
   if k.kind == "embed" then v.SCALE = float_lit(p.SCALE) end
   if k.kind == "attention" then
-    v.D = c.d_model
+    v.D = p.HEADS * p.DK
     v.SCALE = float_lit(1 / math.sqrt(p.DK))
     v.CAUSAL_DOC = p.CAUSAL and " and keys j > q_pos0 + t (causal)" or ""
   end
@@ -85,8 +86,8 @@ local function kernel_vars(k, c)
   end
   if k.kind == "rope" then
     v.HALF = p.DK // 2
-    v.D = c.d_model
-    v.D2 = 2 * c.d_model
+    v.D = p.HEADS * p.DK
+    v.D2 = 2 * v.D
     v.HEADS2 = 2 * p.HEADS
     v.THETA_DOC = double_lit(p.THETA)
     local f = {}
@@ -109,9 +110,35 @@ end
 function M.kernels(P)
   local out = {}
   for _, k in ipairs(P.kernels) do
-    out[#out + 1] = template.render(ops.kinds[k.kind].file, section_of(k), kernel_vars(k, P.config))
+    out[#out + 1] = template.render(ops.kinds[k.kind].file, section_of(k), kernel_vars(k))
   end
   return table.concat(out, "\n")
+end
+
+-- The types (NAME.h) and the libc functions (NAME.c) generated code uses:
+-- system headers, or declarations of what the JIT host hands over.
+function M.types() return (template.render("model.h", "types", {}, { lines = false }):gsub("\n+$", "")) end
+function M.libc() return (template.render("model.c", "libc", {}, { lines = false }):gsub("\n+$", "")) end
+
+-- Kernels on their own, for the per-kernel tests and benchmarks: a list of
+-- { kind, params } -> one translation unit with the types, the libc
+-- declarations, each distinct kernel once, and for the i-th entry (from 0)
+--   void (*const ff_kernel_<i>)(void) = (void (*)(void))<kernel>;
+-- to look up and cast back to the kernel's type.
+function M.kernel_unit(list)
+  local parts, exports, seen = { M.types(), M.libc() }, {}, {}
+  for i, entry in ipairs(list) do
+    local kind, params = entry[1], entry[2]
+    ops.key(kind, params) -- the kind exists and every param is given
+    local k = { kind = kind, params = params, fn = ops.kinds[kind].fn(params) }
+    if not seen[k.fn] then
+      seen[k.fn] = true
+      parts[#parts + 1] = template.render(ops.kinds[kind].file, section_of(k), kernel_vars(k))
+    end
+    exports[#exports + 1] = string.format("void (*const ff_kernel_%d)(void) = (void (*)(void))%s;", i - 1, k.fn)
+  end
+  parts[#parts + 1] = table.concat(exports, "\n") .. "\n"
+  return table.concat(parts, "\n")
 end
 
 -- opts: source (description path as given), sha256, command, layout_hash
@@ -161,10 +188,11 @@ int %s_forward(const %s_weights *w, void *state, %s, int batch, int T, const int
                float *out);]], c.arch == "encoder" and "Encodes" or "Runs the causal stack over",
       common.INPUT_DOC, P.out_dim, c.name, c.name, common.INPUT_DECL)
   end
-  local header = template.render("model.h", "header", vars({ FORWARD_DECL = decl }), { lines = false })
+  local header = template.render("model.h", "header", vars({ FORWARD_DECL = decl, TYPES = M.types() }),
+    { lines = false })
 
   -- source
-  local parts = { template.render("model.c", "prelude", vars(), { lines = false }) }
+  local parts = { template.render("model.c", "prelude", vars({ LIBC = M.libc() }), { lines = false }) }
   parts[#parts + 1] = "/* ---- kernels (templates/) ---- */\n"
   parts[#parts + 1] = M.kernels(P)
   -- what follows is plan text, not template text: point #line back at this file
@@ -201,7 +229,7 @@ int %s_forward(const %s_weights *w, void *state, %s, int batch, int T, const int
     end
     if not uses_w then table.insert(body, 1, "  (void)w; /* this stage reads no weights */\n") end
     parts[#parts + 1] = template.render("model.c", "stage",
-      vars({ FN = st.name, DOC = st.doc, PARAMS = st.params, BODY = table.concat(body, "\n") }), { lines = false })
+      vars({ FN = st.name, DOC = st.doc, PARAMS = st.params, BODY = table.concat(body) }), { lines = false })
   end
   parts[#parts + 1] = template.render("model.c", "checks", vars(), { lines = false })
   parts[#parts + 1] = template.render("model.c", "bind", vars(), { lines = false })

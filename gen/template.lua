@@ -84,9 +84,11 @@ local function expand(file, lines, first, i, stop_at_end, vars, out)
       local j, how = expand(file, lines, first, i + 1, true, vars, body)
       if how ~= "end" then fail(file, lineno, "@unroll without @end") end
       local indent = line:match("^(%s*)")
-      local function copy(value, into)
+      local function copy(value, into, deeper)
         for _, l in ipairs(body) do
-          if l.text then into[#into + 1] = { text = replace_var(l.text, var, value), lineno = l.lineno } end
+          if l.text then
+            into[#into + 1] = { text = (deeper or "") .. replace_var(l.text, var, value), lineno = l.lineno }
+          end
         end
       end
       if n <= M.UNROLL_FULL then
@@ -95,11 +97,11 @@ local function expand(file, lines, first, i, stop_at_end, vars, out)
         local f = (n % 8 == 0 and 8) or (n % 4 == 0 and 4) or (n % 2 == 0 and 2) or 1
         if f == 1 then
           out[#out + 1] = { text = string.format("%sfor (int %s = 0; %s < %d; %s++) {", indent, var, var, n, var) }
-          copy(var, out)
+          copy(var, out, "  ")
         else
           out[#out + 1] = { text = string.format("%sfor (int %s = 0; %s < %d; %s += %d) { /* unrolled x%d */",
             indent, var, var, n, var, f, f) }
-          for k = 0, f - 1 do copy(k == 0 and var or string.format("(%s + %d)", var, k), out) end
+          for k = 0, f - 1 do copy(k == 0 and var or string.format("(%s + %d)", var, k), out, "  ") end
         end
         out[#out + 1] = { text = indent .. "}" }
       end

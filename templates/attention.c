@@ -23,9 +23,9 @@ static void ${FN}(const float *restrict q, const float *restrict k, int Tq, int 
       for (int j = 0; j < visible; j++) { /* scores = q k^T / sqrt(d_k) */
         const float *restrict kj = k + (size_t)j * ${LDK} + h * ${DK};
         float s = 0.0f;
-@unroll i ${DK}
+        @unroll i ${DK}
         s += qt[i] * kj[i];
-@end
+        @end
         s *= ${SCALE};
         scores[j] = s;
         if (s > max) max = s;
@@ -37,15 +37,15 @@ static void ${FN}(const float *restrict q, const float *restrict k, int Tq, int 
       }
       const float inv = (float)(1.0 / sum);
       float *restrict ot = out + (size_t)t * ${D} + h * ${DK};
-@unroll i ${DK}
+      @unroll i ${DK}
       ot[i] = 0.0f;
-@end
+      @end
       for (int j = 0; j < visible; j++) { /* out = P V */
         const float p = scores[j] * inv;
         const float *restrict vj = v + (size_t)j * ${LDK} + h * ${DK};
-@unroll i ${DK}
+        @unroll i ${DK}
         ot[i] += p * vj[i];
-@end
+        @end
       }
     }
   }

@@ -20,9 +20,9 @@ static void ${FN}(const float *restrict x, int T, const float *restrict W, const
     for (int i = 0; i < ${IN}; i++) {
       const float xi = xt[i];
       const float *restrict wi = W + (size_t)i * ${LDW};
-@unroll o ${OUT}
+      @unroll o ${OUT}
       yt[o] += xi * wi[o];
-@end
+      @end
     }
   }
 }
@@ -35,9 +35,9 @@ static void ${FN}(const float *restrict x, int T, const float *restrict E, float
     for (int v = 0; v < ${VOCAB}; v++) {
       const float *restrict e = E + (size_t)v * ${D};
       float acc = 0.0f;
-@unroll i ${D}
+      @unroll i ${D}
       acc += xt[i] * e[i];
-@end
+      @end
       logits[(size_t)t * ${VOCAB} + v] = acc;
     }
   }

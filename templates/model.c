@@ -14,6 +14,8 @@
 #include "${NAME}.h"
 #endif
 
+${LIBC}
+@@ libc
 #ifdef FIXFORMER_JIT /* the host hands these over with tcc_add_symbol */
 float expf(float);
 float erff(float);

@@ -19,15 +19,7 @@
 #ifndef ${GUARD}
 #define ${GUARD}
 
-#ifdef FIXFORMER_JIT /* compiled in memory by the fixformer host: no system headers */
-typedef __SIZE_TYPE__ size_t;
-typedef int int32_t;
-#define NULL ((void *)0)
-#else
-#include <stddef.h>
-#include <stdint.h>
-#endif
-
+${TYPES}
 /* ---- shapes ---- */
 #define ${UNAME}_D_MODEL ${D_MODEL}
 #define ${UNAME}_HEADS ${HEADS}
@@ -71,4 +63,14 @@ ${FORWARD_DECL}
 int ${NAME}_run(const ${NAME}_weights *w, void *state, int batch, int src_len, const void *src,
     const int32_t *lengths, int tgt_len, const void *tgt, float *out);
 
+#endif
+
+@@ types
+#ifdef FIXFORMER_JIT /* compiled in memory by the fixformer host: no system headers */
+typedef __SIZE_TYPE__ size_t;
+typedef int int32_t;
+#define NULL ((void *)0)
+#else
+#include <stddef.h>
+#include <stdint.h>
 #endif

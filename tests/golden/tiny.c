@@ -26,7 +26,6 @@ void *memcpy(void *, const void *, size_t);
 #include <string.h>
 #endif
 
-
 /* ---- kernels (templates/) ---- */
 
 #line 5 "templates/embed.c"
@@ -78,16 +77,16 @@ static void linear_64x192(const float *restrict x, int T, const float *restrict 
     for (int i = 0; i < 64; i++) {
       const float xi = xt[i];
       const float *restrict wi = W + (size_t)i * 192;
-for (int o = 0; o < 192; o += 8) { /* unrolled x8 */
-      yt[o] += xi * wi[o];
-      yt[(o + 1)] += xi * wi[(o + 1)];
-      yt[(o + 2)] += xi * wi[(o + 2)];
-      yt[(o + 3)] += xi * wi[(o + 3)];
-      yt[(o + 4)] += xi * wi[(o + 4)];
-      yt[(o + 5)] += xi * wi[(o + 5)];
-      yt[(o + 6)] += xi * wi[(o + 6)];
-      yt[(o + 7)] += xi * wi[(o + 7)];
-}
+      for (int o = 0; o < 192; o += 8) { /* unrolled x8 */
+        yt[o] += xi * wi[o];
+        yt[(o + 1)] += xi * wi[(o + 1)];
+        yt[(o + 2)] += xi * wi[(o + 2)];
+        yt[(o + 3)] += xi * wi[(o + 3)];
+        yt[(o + 4)] += xi * wi[(o + 4)];
+        yt[(o + 5)] += xi * wi[(o + 5)];
+        yt[(o + 6)] += xi * wi[(o + 6)];
+        yt[(o + 7)] += xi * wi[(o + 7)];
+      }
 #line 26 "templates/linear.c"
     }
   }
@@ -113,16 +112,16 @@ static void attention_h4x16_q192_kv192(const float *restrict q, const float *res
       for (int j = 0; j < visible; j++) { /* scores = q k^T / sqrt(d_k) */
         const float *restrict kj = k + (size_t)j * 192 + h * 16;
         float s = 0.0f;
-for (int i = 0; i < 16; i += 8) { /* unrolled x8 */
-        s += qt[i] * kj[i];
-        s += qt[(i + 1)] * kj[(i + 1)];
-        s += qt[(i + 2)] * kj[(i + 2)];
-        s += qt[(i + 3)] * kj[(i + 3)];
-        s += qt[(i + 4)] * kj[(i + 4)];
-        s += qt[(i + 5)] * kj[(i + 5)];
-        s += qt[(i + 6)] * kj[(i + 6)];
-        s += qt[(i + 7)] * kj[(i + 7)];
-}
+        for (int i = 0; i < 16; i += 8) { /* unrolled x8 */
+          s += qt[i] * kj[i];
+          s += qt[(i + 1)] * kj[(i + 1)];
+          s += qt[(i + 2)] * kj[(i + 2)];
+          s += qt[(i + 3)] * kj[(i + 3)];
+          s += qt[(i + 4)] * kj[(i + 4)];
+          s += qt[(i + 5)] * kj[(i + 5)];
+          s += qt[(i + 6)] * kj[(i + 6)];
+          s += qt[(i + 7)] * kj[(i + 7)];
+        }
 #line 29 "templates/attention.c"
         s *= 0.25f;
         scores[j] = s;
@@ -135,30 +134,30 @@ for (int i = 0; i < 16; i += 8) { /* unrolled x8 */
       }
       const float inv = (float)(1.0 / sum);
       float *restrict ot = out + (size_t)t * 64 + h * 16;
-for (int i = 0; i < 16; i += 8) { /* unrolled x8 */
-      ot[i] = 0.0f;
-      ot[(i + 1)] = 0.0f;
-      ot[(i + 2)] = 0.0f;
-      ot[(i + 3)] = 0.0f;
-      ot[(i + 4)] = 0.0f;
-      ot[(i + 5)] = 0.0f;
-      ot[(i + 6)] = 0.0f;
-      ot[(i + 7)] = 0.0f;
-}
+      for (int i = 0; i < 16; i += 8) { /* unrolled x8 */
+        ot[i] = 0.0f;
+        ot[(i + 1)] = 0.0f;
+        ot[(i + 2)] = 0.0f;
+        ot[(i + 3)] = 0.0f;
+        ot[(i + 4)] = 0.0f;
+        ot[(i + 5)] = 0.0f;
+        ot[(i + 6)] = 0.0f;
+        ot[(i + 7)] = 0.0f;
+      }
 #line 43 "templates/attention.c"
       for (int j = 0; j < visible; j++) { /* out = P V */
         const float p = scores[j] * inv;
         const float *restrict vj = v + (size_t)j * 192 + h * 16;
-for (int i = 0; i < 16; i += 8) { /* unrolled x8 */
-        ot[i] += p * vj[i];
-        ot[(i + 1)] += p * vj[(i + 1)];
-        ot[(i + 2)] += p * vj[(i + 2)];
-        ot[(i + 3)] += p * vj[(i + 3)];
-        ot[(i + 4)] += p * vj[(i + 4)];
-        ot[(i + 5)] += p * vj[(i + 5)];
-        ot[(i + 6)] += p * vj[(i + 6)];
-        ot[(i + 7)] += p * vj[(i + 7)];
-}
+        for (int i = 0; i < 16; i += 8) { /* unrolled x8 */
+          ot[i] += p * vj[i];
+          ot[(i + 1)] += p * vj[(i + 1)];
+          ot[(i + 2)] += p * vj[(i + 2)];
+          ot[(i + 3)] += p * vj[(i + 3)];
+          ot[(i + 4)] += p * vj[(i + 4)];
+          ot[(i + 5)] += p * vj[(i + 5)];
+          ot[(i + 6)] += p * vj[(i + 6)];
+          ot[(i + 7)] += p * vj[(i + 7)];
+        }
 #line 49 "templates/attention.c"
       }
     }
@@ -180,16 +179,16 @@ static void linear_64x64(const float *restrict x, int T, const float *restrict W
     for (int i = 0; i < 64; i++) {
       const float xi = xt[i];
       const float *restrict wi = W + (size_t)i * 64;
-for (int o = 0; o < 64; o += 8) { /* unrolled x8 */
-      yt[o] += xi * wi[o];
-      yt[(o + 1)] += xi * wi[(o + 1)];
-      yt[(o + 2)] += xi * wi[(o + 2)];
-      yt[(o + 3)] += xi * wi[(o + 3)];
-      yt[(o + 4)] += xi * wi[(o + 4)];
-      yt[(o + 5)] += xi * wi[(o + 5)];
-      yt[(o + 6)] += xi * wi[(o + 6)];
-      yt[(o + 7)] += xi * wi[(o + 7)];
-}
+      for (int o = 0; o < 64; o += 8) { /* unrolled x8 */
+        yt[o] += xi * wi[o];
+        yt[(o + 1)] += xi * wi[(o + 1)];
+        yt[(o + 2)] += xi * wi[(o + 2)];
+        yt[(o + 3)] += xi * wi[(o + 3)];
+        yt[(o + 4)] += xi * wi[(o + 4)];
+        yt[(o + 5)] += xi * wi[(o + 5)];
+        yt[(o + 6)] += xi * wi[(o + 6)];
+        yt[(o + 7)] += xi * wi[(o + 7)];
+      }
 #line 26 "templates/linear.c"
     }
   }
@@ -230,16 +229,16 @@ static void linear_64x256(const float *restrict x, int T, const float *restrict 
     for (int i = 0; i < 64; i++) {
       const float xi = xt[i];
       const float *restrict wi = W + (size_t)i * 256;
-for (int o = 0; o < 256; o += 8) { /* unrolled x8 */
-      yt[o] += xi * wi[o];
-      yt[(o + 1)] += xi * wi[(o + 1)];
-      yt[(o + 2)] += xi * wi[(o + 2)];
-      yt[(o + 3)] += xi * wi[(o + 3)];
-      yt[(o + 4)] += xi * wi[(o + 4)];
-      yt[(o + 5)] += xi * wi[(o + 5)];
-      yt[(o + 6)] += xi * wi[(o + 6)];
-      yt[(o + 7)] += xi * wi[(o + 7)];
-}
+      for (int o = 0; o < 256; o += 8) { /* unrolled x8 */
+        yt[o] += xi * wi[o];
+        yt[(o + 1)] += xi * wi[(o + 1)];
+        yt[(o + 2)] += xi * wi[(o + 2)];
+        yt[(o + 3)] += xi * wi[(o + 3)];
+        yt[(o + 4)] += xi * wi[(o + 4)];
+        yt[(o + 5)] += xi * wi[(o + 5)];
+        yt[(o + 6)] += xi * wi[(o + 6)];
+        yt[(o + 7)] += xi * wi[(o + 7)];
+      }
 #line 26 "templates/linear.c"
     }
   }
@@ -267,16 +266,16 @@ static void linear_256x64(const float *restrict x, int T, const float *restrict 
     for (int i = 0; i < 256; i++) {
       const float xi = xt[i];
       const float *restrict wi = W + (size_t)i * 64;
-for (int o = 0; o < 64; o += 8) { /* unrolled x8 */
-      yt[o] += xi * wi[o];
-      yt[(o + 1)] += xi * wi[(o + 1)];
-      yt[(o + 2)] += xi * wi[(o + 2)];
-      yt[(o + 3)] += xi * wi[(o + 3)];
-      yt[(o + 4)] += xi * wi[(o + 4)];
-      yt[(o + 5)] += xi * wi[(o + 5)];
-      yt[(o + 6)] += xi * wi[(o + 6)];
-      yt[(o + 7)] += xi * wi[(o + 7)];
-}
+      for (int o = 0; o < 64; o += 8) { /* unrolled x8 */
+        yt[o] += xi * wi[o];
+        yt[(o + 1)] += xi * wi[(o + 1)];
+        yt[(o + 2)] += xi * wi[(o + 2)];
+        yt[(o + 3)] += xi * wi[(o + 3)];
+        yt[(o + 4)] += xi * wi[(o + 4)];
+        yt[(o + 5)] += xi * wi[(o + 5)];
+        yt[(o + 6)] += xi * wi[(o + 6)];
+        yt[(o + 7)] += xi * wi[(o + 7)];
+      }
 #line 26 "templates/linear.c"
     }
   }
@@ -291,16 +290,16 @@ static void logits_64x128(const float *restrict x, int T, const float *restrict 
     for (int v = 0; v < 128; v++) {
       const float *restrict e = E + (size_t)v * 64;
       float acc = 0.0f;
-for (int i = 0; i < 64; i += 8) { /* unrolled x8 */
-      acc += xt[i] * e[i];
-      acc += xt[(i + 1)] * e[(i + 1)];
-      acc += xt[(i + 2)] * e[(i + 2)];
-      acc += xt[(i + 3)] * e[(i + 3)];
-      acc += xt[(i + 4)] * e[(i + 4)];
-      acc += xt[(i + 5)] * e[(i + 5)];
-      acc += xt[(i + 6)] * e[(i + 6)];
-      acc += xt[(i + 7)] * e[(i + 7)];
-}
+      for (int i = 0; i < 64; i += 8) { /* unrolled x8 */
+        acc += xt[i] * e[i];
+        acc += xt[(i + 1)] * e[(i + 1)];
+        acc += xt[(i + 2)] * e[(i + 2)];
+        acc += xt[(i + 3)] * e[(i + 3)];
+        acc += xt[(i + 4)] * e[(i + 4)];
+        acc += xt[(i + 5)] * e[(i + 5)];
+        acc += xt[(i + 6)] * e[(i + 6)];
+        acc += xt[(i + 7)] * e[(i + 7)];
+      }
 #line 41 "templates/linear.c"
       logits[(size_t)t * 128 + v] = acc;
     }
@@ -308,7 +307,7 @@ for (int i = 0; i < 64; i += 8) { /* unrolled x8 */
 }
 
 
-#line 312 "tiny.c"
+#line 311 "tiny.c"
 
 /* ---- weights: offsets in floats into tiny_weights.data ----
  * Linear weights are stored transposed ([in, out]); the rest as in PyTorch. */
@@ -362,70 +361,53 @@ static void encode(const float *restrict w, float *restrict a, const int32_t *to
   /* embed: tokens [T] -> [T,64]: x = E[token] * sqrt(64) */
   embed_128x64(tokens, T, w + W_EMBED, a + A_X);
 
-
   /* positions: [T,64] in place: x += PE(pos), PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...) */
   sinusoidal_64(a + A_X, T, 0);
-
 
   /* l00_attn_qkv: [T,64] -> [T,192]: y = x W^T + b */
   linear_64x192(a + A_X, T, w + W_L00_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L00_SELF_ATTN_IN_PROJ_BIAS, a + A_L00_ATTN_QKV);
 
-
   /* l00_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V */
   attention_h4x16_q192_kv192(a + A_L00_ATTN_QKV, a + A_L00_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L00_ATTN_CTX);
-
 
   /* l00_attn_out: [T,64] -> [T,64]: y = x W^T + b */
   linear_64x64(a + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, a + A_L00_ATTN_OUT);
 
-
   /* l00_attn_add_norm: x [T,64] + y [T,64] -> x: x = LayerNorm(x + y) */
   residual_layernorm_64(a + A_X, a + A_L00_ATTN_OUT, T, w + W_L00_NORM1_WEIGHT, w + W_L00_NORM1_BIAS);
-
 
   /* l00_ffn_up: [T,64] -> [T,256]: y = x W^T + b */
   linear_64x256(a + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, a + A_L00_FFN_HIDDEN);
 
-
   /* l00_ffn_relu: [T,256] in place: h = max(0, h) */
   relu_256(a + A_L00_FFN_HIDDEN, T);
-
 
   /* l00_ffn_down: [T,256] -> [T,64]: y = x W^T + b */
   linear_256x64(a + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, a + A_L00_FFN_OUT);
 
-
   /* l00_ffn_add_norm: x [T,64] + y [T,64] -> x: x = LayerNorm(x + y) */
   residual_layernorm_64(a + A_X, a + A_L00_FFN_OUT, T, w + W_L00_NORM2_WEIGHT, w + W_L00_NORM2_BIAS);
-
 
   /* l01_attn_qkv: [T,64] -> [T,192]: y = x W^T + b */
   linear_64x192(a + A_X, T, w + W_L01_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L01_SELF_ATTN_IN_PROJ_BIAS, a + A_L01_ATTN_QKV);
 
-
   /* l01_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V */
   attention_h4x16_q192_kv192(a + A_L01_ATTN_QKV, a + A_L01_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L01_ATTN_CTX);
-
 
   /* l01_attn_out: [T,64] -> [T,64]: y = x W^T + b */
   linear_64x64(a + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, a + A_L01_ATTN_OUT);
 
-
   /* l01_attn_add_norm: x [T,64] + y [T,64] -> x: x = LayerNorm(x + y) */
   residual_layernorm_64(a + A_X, a + A_L01_ATTN_OUT, T, w + W_L01_NORM1_WEIGHT, w + W_L01_NORM1_BIAS);
-
 
   /* l01_ffn_up: [T,64] -> [T,256]: y = x W^T + b */
   linear_64x256(a + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, a + A_L01_FFN_HIDDEN);
 
-
   /* l01_ffn_relu: [T,256] in place: h = max(0, h) */
   relu_256(a + A_L01_FFN_HIDDEN, T);
 
-
   /* l01_ffn_down: [T,256] -> [T,64]: y = x W^T + b */
   linear_256x64(a + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, a + A_L01_FFN_OUT);
-
 
   /* l01_ffn_add_norm: x [T,64] + y [T,64] -> x: x = LayerNorm(x + y) */
   residual_layernorm_64(a + A_X, a + A_L01_FFN_OUT, T, w + W_L01_NORM2_WEIGHT, w + W_L01_NORM2_BIAS);

@@ -24,7 +24,6 @@ typedef int int32_t;
 #include <stddef.h>
 #include <stdint.h>
 #endif
-
 /* ---- shapes ---- */
 #define TINY_D_MODEL 64
 #define TINY_HEADS 4
