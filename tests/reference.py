@@ -19,14 +19,21 @@ import configs
 
 # ---- files ---------------------------------------------------------------
 
-def write_safetensors(path, tensors):
-    """tensors: name -> array; written as F32 in sorted name order."""
+def write_safetensors(path, tensors, dtype="F32"):
+    """tensors: name -> array; written in sorted name order as F32, F16 or
+    BF16 (rounded to nearest even, as torch converts)."""
     header, offset, blobs = {}, 0, []
     for name in sorted(tensors):
         a = np.ascontiguousarray(np.asarray(tensors[name], dtype="<f4"))
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
-        offset += a.nbytes
-        blobs.append(a.tobytes())
+        if dtype == "F16":
+            raw = a.astype("<f2").tobytes()
+        elif dtype == "BF16":
+            raw = torch.from_numpy(a.copy()).to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
+        else:
+            raw = a.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        blobs.append(raw)
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
     with open(path, "wb") as f:
@@ -34,6 +41,16 @@ def write_safetensors(path, tensors):
         f.write(h)
         for b in blobs:
             f.write(b)
+
+
+def rounded(tensors, dtype):
+    """The float32 values a reader gets back from write_safetensors(.., dtype)."""
+    if dtype == "F16":
+        return {k: np.asarray(v, np.float32).astype(np.float16).astype(np.float32) for k, v in tensors.items()}
+    if dtype == "BF16":
+        return {k: torch.from_numpy(np.asarray(v, np.float32).copy()).to(torch.bfloat16).float().numpy()
+                for k, v in tensors.items()}
+    return tensors
 
 
 def write_description(cfg, path):

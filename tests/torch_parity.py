@@ -12,6 +12,7 @@ error over non-padded rows, scaled by the output's max magnitude, must be
   decoder      a decoder-only causal stack (nn.TransformerEncoder + causal mask)
   tokens       token models in plain torch: embedding * sqrt(d) + positions + stack + head
   llama        RMSNorm, RoPE, SwiGLU (small torch implementations in reference.py)
+  files        F16 / BF16 weights files, int64 ids and lengths
   random       seeded random configs over every description key (reference.RefModel)
 
 RefModel (reference.py) is checked against nn.TransformerEncoder / nn.Transformer
@@ -34,7 +35,7 @@ import torch.nn as nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from configs import random_config  # noqa: E402
-from reference import (RefModel, random_weights, sinusoidal_table, state_dict_numpy, weight_names,  # noqa: E402
+from reference import (RefModel, random_weights, rounded, sinusoidal_table, state_dict_numpy, weight_names,  # noqa: E402
                        write_description, write_safetensors)
 
 torch.set_num_threads(1)
@@ -44,6 +45,7 @@ class Case:
     def __init__(self, name, cfg, weights, src, lengths, expected, tgt=None):
         self.name, self.cfg, self.weights = name, cfg, weights
         self.src, self.lengths, self.tgt, self.expected = src, np.asarray(lengths, dtype=np.int32), tgt, expected
+        self.dtype = "F32"  # of the weights file
 
 
 def lengths_mask(lengths, S):
@@ -269,6 +271,24 @@ def group_llama():
     return cases
 
 
+def group_files():
+    """F16 and BF16 weights (converted on load), int64 ids and lengths."""
+    cases = []
+    base = dict(arch="encoder-decoder", d_model=24, heads=3, d_ff=37, encoder_layers=2, decoder_layers=1,
+                final_norm=True, vocab=31, positional="sinusoidal", max_seq=16)
+    for i, dtype in enumerate(("F16", "BF16")):
+        c = ref_case("weights_" + dtype.lower(), dict(base, name="weights_" + dtype.lower()), 61 + i, [6, 2], 6, 5)
+        c.dtype = dtype
+        c.expected = RefModel(c.cfg, rounded(c.weights, dtype)).forward(c.src, c.lengths, c.tgt)
+        cases.append(c)
+    c = ref_case("int64_inputs", dict(base, name="int64_inputs", arch="decoder-only", layers=2, encoder_layers=None,
+                                      decoder_layers=None), 63, [5, 3, 1], 5)
+    c.cfg = {k: v for k, v in c.cfg.items() if v is not None}
+    c.src, c.lengths = c.src.astype(np.int64), c.lengths.astype(np.int64)
+    cases.append(c)
+    return cases
+
+
 def group_random(n, seed):
     rng = random.Random(seed)
     cases = []
@@ -290,7 +310,7 @@ def run_case(ff, engine, case, tmp, tol):
     os.makedirs(d, exist_ok=True)
     model, weights = os.path.join(d, "model.lua"), os.path.join(d, "w.safetensors")
     write_description(case.cfg, model)
-    write_safetensors(weights, case.weights)
+    write_safetensors(weights, case.weights, case.dtype)
     np.save(os.path.join(d, "in.npy"), case.src)
     np.save(os.path.join(d, "len.npy"), case.lengths)
     cmd = [ff, "run", model, "--weights", weights, "--input", os.path.join(d, "in.npy"), "--lengths",
@@ -309,7 +329,7 @@ def run_case(ff, engine, case, tmp, tol):
     return err, None if err <= tol else "error above %.0e" % tol
 
 
-GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "random"]
+GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "files", "random"]
 
 
 def main():
@@ -323,7 +343,7 @@ def main():
     ap.add_argument("--keep", help="keep the case files in this directory")
     args = ap.parse_args()
     build = {"encoder": group_encoder, "transformer": group_transformer, "decoder": group_decoder,
-             "tokens": group_tokens, "llama": group_llama, "random": lambda: group_random(args.random, args.seed)}
+             "tokens": group_tokens, "llama": group_llama, "files": group_files, "random": lambda: group_random(args.random, args.seed)}
     failed, total, worst = 0, 0, 0.0
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp
