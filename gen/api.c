@@ -11,6 +11,9 @@
 typedef int (*run_fn)(const void *weights, void *state, int batch, int src_len, const void *src,
                       const int32_t *lengths, int tgt_len, const void *tgt, float *out);
 typedef int (*bind_fn)(void *weights, const void *blob, size_t bytes);
+/* NAME_encode and NAME_decode: step-by-step decoding (templates/model.h) */
+typedef int (*encode_fn)(const void *weights, void *state, const void *src, int S, int src_len);
+typedef int (*decode_fn)(const void *weights, void *state, const void *in, int T, int pos0, float *out);
 
 struct ff_model {
   ff_lua *lua;          /* the generator's Lua state, holding the config table */
@@ -27,6 +30,12 @@ struct ff_model {
   void *state;          /* program.state_bytes, 64-byte aligned */
   struct { const float *data; } weights; /* NAME_weights */
   run_fn run;
+  encode_fn encode;     /* encoder-decoder only */
+  decode_fn decode;     /* decoder-only and encoder-decoder */
+  /* step by step */
+  ff_rt_state rt_state; /* the runtime's caches, allocated on the first begin */
+  int pos;              /* the next position a step decodes */
+  int begun;            /* a source is encoded / a sequence started */
 };
 
 static void release_engine(ff_model *m);
@@ -74,6 +83,10 @@ int ff_model_load_weights(ff_model *m, const char *path, ff_error *err) {
 }
 
 static void release_engine(ff_model *m) {
+  if (m->rt_state.buf) ff_rt_state_free(&m->rt_state);
+  m->begun = m->pos = 0;
+  m->encode = NULL;
+  m->decode = NULL;
   ff_jit_free(m->jit);
   free(m->blob);
   free(m->state);
@@ -109,8 +122,13 @@ int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error
 }
 
 int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err) {
+  ff_vocab vocab;
   int rc = ff_model_generate(m, "fixformer", NULL, NULL, err);
-  return rc ? rc : ff_render_extra(m->lua, "main", embed, NULL, NULL, NULL, text, err);
+  if (rc || (m->cfg.vocabulary[0] && (rc = ff_vocab_load(m->cfg.vocabulary, m->cfg.vocab, &vocab, err)))) return rc;
+  ff_extra x = {"main", embed, NULL, NULL, NULL, m->cfg.vocabulary[0] ? &vocab : NULL};
+  rc = ff_render_extra(m->lua, &x, text, err);
+  if (m->cfg.vocabulary[0]) ff_vocab_free(&vocab);
+  return rc;
 }
 
 int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, ff_error *err) {
@@ -137,7 +155,8 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
   *p = 0;
   char hex[65];
   ff_sha256_hex(x, n * sizeof *x, hex);
-  rc = ff_render_extra(m->lua, "weights", 1, data, weights_path, hex, text, err);
+  ff_extra xw = {"weights", 1, data, weights_path, hex, NULL};
+  rc = ff_render_extra(m->lua, &xw, text, err);
   free(data);
   return rc;
 }
@@ -166,6 +185,10 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
   snprintf(sym, sizeof sym, "%s_run", m->cfg.name);
   m->run = (run_fn)ff_jit_symbol(m->jit, sym);
   if (!bind || !m->run) return ff_fail(err, FF_EINVAL, "generated code lacks %s_bind or %s_run", m->cfg.name, m->cfg.name);
+  snprintf(sym, sizeof sym, "%s_encode", m->cfg.name);
+  m->encode = (encode_fn)ff_jit_symbol(m->jit, sym);
+  snprintf(sym, sizeof sym, "%s_decode", m->cfg.name);
+  m->decode = (decode_fn)ff_jit_symbol(m->jit, sym);
   if ((rc = ff_model_weight_blob(m, &blob, &bytes, err))) return rc;
   if ((rc = bind(&m->weights, blob, bytes)))
     return ff_fail(err, FF_EINVAL, "generated %s_bind refused the packed weights (status %d)", m->cfg.name, rc);
@@ -199,6 +222,95 @@ int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *e
   rc = m->run(&m->weights, m->state, in->batch, in->src_len, src, in->lengths, in->tgt_len, tgt, out);
   if (rc) return ff_fail(err, rc, "generated %s_run refused the input (status %d)", m->cfg.name, rc);
   return 0;
+}
+
+/* ---- step by step ---------------------------------------------------------- */
+
+/* ids in [0, vocab) */
+static int check_ids(const ff_config *c, const char *what, const int32_t *ids, int n, int pos0, ff_error *err) {
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= c->vocab)
+      return ff_fail(err, FF_ETOKEN, "%s: token id %ld at position %d is outside the vocabulary [0, %d)", what,
+                     (long)ids[i], pos0 + i, c->vocab);
+  return 0;
+}
+
+int ff_model_begin(ff_model *m, const void *src, int S, ff_error *err) {
+  const ff_config *c = &m->cfg;
+  int rc, encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  if (!m->prepared) return ff_fail(err, FF_EINVAL, "the model has no engine: call ff_model_prepare first");
+  if (c->arch == FF_ARCH_ENCODER) return ff_fail(err, FF_EINVAL, "an encoder has no decoder to decode with");
+  m->begun = 0;
+  m->pos = 0;
+  if (encdec) {
+    if (!src || S < 1 || S > c->max_seq)
+      return ff_fail(err, FF_ELENGTH, "source length %d is outside 1..max_seq (%d)", src ? S : 0, c->max_seq);
+    if (c->vocab > 0 && (rc = check_ids(c, "source", src, S, 0, err))) return rc;
+  }
+  if (m->engine == FF_ENGINE_RUNTIME) {
+    if (!m->rt_state.buf && (rc = ff_rt_state_init(&m->rt_state, &m->rt, err))) return rc;
+    if (encdec) {
+      const int32_t *ids = c->vocab > 0 ? src : NULL;
+      const float *x = c->vocab > 0 ? NULL : src;
+      if ((rc = ff_rt_begin(&m->rt_state, ids, x, S, S, err))) return rc;
+    }
+  } else if (encdec) {
+    if (!m->encode) return ff_fail(err, FF_EINVAL, "generated code lacks %s_encode", c->name);
+    if ((rc = m->encode(&m->weights, m->state, src, S, S)))
+      return ff_fail(err, rc, "generated %s_encode refused the source (status %d)", c->name, rc);
+  }
+  m->begun = 1;
+  return 0;
+}
+
+int ff_model_step(ff_model *m, const void *in, int T, float *out, ff_error *err) {
+  const ff_config *c = &m->cfg;
+  int rc;
+  if (!m->begun) return ff_fail(err, FF_EINVAL, "step: call ff_model_begin first");
+  if (T < 1 || m->pos + T > c->max_seq)
+    return ff_fail(err, FF_ELENGTH, "cannot decode positions %d..%d: max_seq is %d", m->pos, m->pos + T - 1,
+                   c->max_seq);
+  if (c->vocab > 0 && (rc = check_ids(c, "input", in, T, m->pos, err))) return rc;
+  if (m->engine == FF_ENGINE_RUNTIME) {
+    m->rt_state.pos = m->pos;
+    rc = ff_rt_step(&m->rt_state, c->vocab > 0 ? in : NULL, c->vocab > 0 ? NULL : in, T, out, err);
+  } else if (!m->decode) {
+    rc = ff_fail(err, FF_EINVAL, "generated code lacks %s_decode", c->name);
+  } else if ((rc = m->decode(&m->weights, m->state, in, T, m->pos, out))) {
+    rc = ff_fail(err, rc, "generated %s_decode refused the input (status %d)", c->name, rc);
+  }
+  if (!rc) m->pos += T;
+  return rc;
+}
+
+int ff_model_position(const ff_model *m) { return m->pos; }
+
+int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err) {
+  const ff_config *c = &m->cfg;
+  int V = c->vocab, P = g->prompt_len, rc;
+  *n_out = 0;
+  if (V <= 0) return ff_fail(err, FF_EINVAL, "greedy decoding needs a model with a vocab");
+  if (P < 1) return ff_fail(err, FF_ELENGTH, "greedy decoding needs a prompt of at least one id");
+  if (g->max_new < 1 || P > c->max_seq || g->max_new > c->max_seq - P)
+    return ff_fail(err, FF_ELENGTH, "%d prompt ids and %d new ones do not fit in max_seq = %d positions", P,
+                   g->max_new, c->max_seq);
+  float *own = logits ? NULL : malloc(sizeof *own * (size_t)P * V);
+  if (!logits && !own) return ff_fail(err, FF_ENOMEM, "out of memory");
+  float *row = logits ? logits : own;
+  if (!(rc = ff_model_begin(m, g->src, g->src_len, err)) && !(rc = ff_model_step(m, g->prompt, P, row, err))) {
+    row += (size_t)(P - 1) * V; /* the logits of the last position */
+    for (;;) {
+      int32_t next = 0;
+      for (int v = 1; v < V; v++) /* argmax: the first of equal maxima, as torch.argmax */
+        if (row[v] > row[next]) next = v;
+      out[(*n_out)++] = next;
+      if (next == g->eos || *n_out == g->max_new) break;
+      if (logits) row += V;
+      if ((rc = ff_model_step(m, &next, 1, row, err))) break;
+    }
+  }
+  free(own);
+  return rc;
 }
 
 void ff_model_close(ff_model *m) {

@@ -208,8 +208,7 @@ void ff_jit_free(ff_jit *j) {
 
 /* ---- files that go with the program ---------------------------------------- */
 
-int ff_render_extra(ff_lua *h, const char *section, int embed, const char *data, const char *weights,
-                    const char *sha256, char **out, ff_error *err) {
+int ff_render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err) {
   lua_State *L = ff_lua_state(h);
   int top = lua_gettop(L);
   *out = NULL;
@@ -217,21 +216,34 @@ int ff_render_extra(ff_lua *h, const char *section, int embed, const char *data,
     lua_settop(L, top);
     return ff_fail(err, FF_EINVAL, "internal: generate the program before its extra files");
   }
-  lua_pushstring(L, section);
-  lua_createtable(L, 0, 4);
-  lua_pushboolean(L, embed);
+  lua_pushstring(L, x->section);
+  lua_createtable(L, 0, 8);
+  lua_pushboolean(L, x->embed);
   lua_setfield(L, -2, "EMBED");
-  if (data) {
-    lua_pushstring(L, data);
-    lua_setfield(L, -2, "DATA");
-  }
-  if (weights) {
-    lua_pushstring(L, weights);
-    lua_setfield(L, -2, "WEIGHTS");
-  }
-  if (sha256) {
-    lua_pushstring(L, sha256);
-    lua_setfield(L, -2, "SHA256");
+  const char *const strings[][2] = {{"DATA", x->data}, {"WEIGHTS", x->weights}, {"SHA256", x->sha256}};
+  for (int i = 0; i < 3; i++)
+    if (strings[i][1]) {
+      lua_pushstring(L, strings[i][1]);
+      lua_setfield(L, -2, strings[i][0]);
+    }
+  if (x->vocab) { /* vocabulary = { tokens = {...}, pad, bos, eos, unk (-1: none), lowercase } */
+    const ff_vocab *v = x->vocab;
+    lua_createtable(L, 0, 6);
+    lua_createtable(L, v->size, 0);
+    for (int i = 0; i < v->size; i++) {
+      lua_pushstring(L, v->tokens[i]);
+      lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "tokens");
+    const int ids[] = {v->pad, v->bos, v->eos, v->unk};
+    const char *const names[] = {"pad", "bos", "eos", "unk"};
+    for (int i = 0; i < 4; i++) {
+      lua_pushinteger(L, ids[i]);
+      lua_setfield(L, -2, names[i]);
+    }
+    lua_pushboolean(L, v->lowercase);
+    lua_setfield(L, -2, "lowercase");
+    lua_setfield(L, -2, "vocabulary");
   }
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
     int rc = ff_fail(err, FF_EINVAL, "generator: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");

@@ -39,10 +39,18 @@ typedef struct {
 int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err);
 void ff_program_free(ff_program *p);
 
-/* Renders section "main" (the --with-main driver) or "weights" (the --embed
- * weights, data = the initialiser text) for the last generated program. */
-int ff_render_extra(ff_lua *h, const char *section, int embed, const char *data, const char *weights,
-                    const char *sha256, char **out, ff_error *err);
+/* What the files that go with a program are rendered from. */
+typedef struct {
+  const char *section;   /* "main": the --with-main driver; "weights": the --embed weights */
+  int embed;             /* the driver links NAME_weights.c */
+  const char *data;      /* "weights": the initialiser text of the floats */
+  const char *weights;   /* "weights": the safetensors file they came from */
+  const char *sha256;    /* "weights": of the floats */
+  const ff_vocab *vocab; /* "main": the description's vocabulary, or NULL */
+} ff_extra;
+
+/* Renders one of those files for the last generated program (malloc'd). */
+int ff_render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err);
 
 /* Kernels on their own (the per-kernel tests): list is a Lua array of
  * { kind, params } (kinds of gen/ops.lua), e.g.

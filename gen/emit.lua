@@ -156,6 +156,7 @@ function M.emit(P, opts)
     IN_MUL = c.vocab and "" or string.format(" * %d", c.d_model),
     INPUT_TYPE = c.vocab and "const int32_t" or "const float",
     INPUT_DOC = c.vocab and "token ids" or string.format("float inputs (x %d)", c.d_model),
+    ENCDEC = c.arch == "encoder-decoder",
   }
   local function vars(extra)
     local v = {}
@@ -169,26 +170,10 @@ function M.emit(P, opts)
   common.SRC_DECL = common.INPUT_TYPE .. " *src"
   common.TGT_DECL = common.INPUT_TYPE .. " *tgt"
 
-  -- header
-  local decl
-  if c.arch == "encoder-decoder" then
-    decl = string.format([[
-/* Translates a batch: source %s [batch, S] with src_lengths [batch] (NULL: all S),
- * target %s [batch, T] (causally masked) -> out [batch, T, %d] from the decoder.
- * Returns 0 or a negative status; nothing is computed on error. */
-int %s_forward(const %s_weights *w, void *state, %s, int batch, int S, const int32_t *src_lengths,
-               %s, int T, float *out);]], common.INPUT_DOC, common.INPUT_DOC, P.out_dim, c.name, c.name,
-      common.SRC_DECL, common.TGT_DECL)
-  else
-    decl = string.format([[
-/* %s a batch: %s [batch, T], lengths [batch] (NULL: all T; the rest is
- * padding, masked out as keys) -> out [batch, T, %d].  Padded rows are computed
- * but carry no meaning.  Returns 0 or a negative status; nothing is computed on error. */
-int %s_forward(const %s_weights *w, void *state, %s, int batch, int T, const int32_t *lengths,
-               float *out);]], c.arch == "encoder" and "Encodes" or "Runs the causal stack over",
-      common.INPUT_DOC, P.out_dim, c.name, c.name, common.INPUT_DECL)
-  end
-  local header = template.render("model.h", "header", vars({ FORWARD_DECL = decl, TYPES = M.types() }),
+  -- header: the API of the architecture (templates/model.h, section api_*)
+  local arch_tag = ({ encoder = "encoder", ["decoder-only"] = "decoder", ["encoder-decoder"] = "encdec" })[c.arch]
+  local api = template.render("model.h", "api_" .. arch_tag, vars(), { lines = false })
+  local header = template.render("model.h", "header", vars({ API = api:gsub("\n+$", ""), TYPES = M.types() }),
     { lines = false })
 
   -- source
@@ -233,9 +218,10 @@ int %s_forward(const %s_weights *w, void *state, %s, int batch, int T, const int
   end
   parts[#parts + 1] = template.render("model.c", "checks", vars(), { lines = false })
   parts[#parts + 1] = template.render("model.c", "bind", vars(), { lines = false })
-  local fwd = ({ encoder = "forward_encoder", ["decoder-only"] = "forward_decoder",
-    ["encoder-decoder"] = "forward_encdec" })[c.arch]
-  parts[#parts + 1] = template.render("model.c", fwd, vars({ STAGE_CALL = "encode" }), { lines = false })
+  parts[#parts + 1] = template.render("model.c", "forward_" .. arch_tag, vars(), { lines = false })
+  if c.arch == "decoder-only" then
+    parts[#parts + 1] = template.render("model.c", "decode_decoder", vars(), { lines = false })
+  end
   return { header = header, source = table.concat(parts, "\n") }
 end
 

@@ -37,6 +37,35 @@ int ff_model_load_weights(ff_model *m, const char *safetensors_path, ff_error *e
 int ff_model_prepare(ff_model *m, enum ff_engine engine, ff_error *err);
 /* One forward pass; out holds batch * T * ff_config_out_dim floats. */
 int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *err);
+/* ---- step by step: decoding with the key/value cache -------------------- */
+
+/* Starts a sequence: for encoder-decoder, encodes the source src (ids [S],
+ * or floats [S, d_model] for a model without vocab) once, computing every
+ * decoder layer's cross-attention keys and values; for decoder-only, src is
+ * ignored.  The next step decodes position 0. */
+int ff_model_begin(ff_model *m, const void *src, int S, ff_error *err);
+/* Decodes T new positions (ids [T] or floats [T, d_model]) at the current
+ * position, appending their keys and values to the cache: out [T, out_dim].
+ * FF_ELENGTH past max_seq. */
+int ff_model_step(ff_model *m, const void *in, int T, float *out, ff_error *err);
+/* The position the next step decodes. */
+int ff_model_position(const ff_model *m);
+
+typedef struct ff_greedy {
+  const int32_t *src;    /* encoder-decoder: the source ids */
+  int src_len;
+  const int32_t *prompt; /* the decoder's first ids (encoder-decoder: usually just BOS) */
+  int prompt_len;
+  int max_new;           /* at most this many new ids; prompt_len + max_new <= max_seq */
+  int eos;               /* stop once this id is generated; -1: never */
+} ff_greedy;
+
+/* Greedy decoding with the cache: out receives the generated ids (max_new
+ * at most, eos included when it came), *n_out their count.  logits, if not
+ * NULL, receives [prompt_len + max_new - 1, vocab]: the logits of every
+ * position fed to the decoder, in order (row i predicts id i + 1). */
+int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err);
+
 /* The generated C for the model: header and source text, owned by m.
  * command is recorded in the header comment. */
 int ff_model_generate(ff_model *m, const char *command, const char **header, const char **source, ff_error *err);

@@ -31,9 +31,26 @@ return function(config, opts)
     }
     for k, x in pairs(vars) do v[k] = x end
     if section == "main" then
-      v.USAGE = (v.EMBED and "" or string.format("--weights %s.weights ", c.name)) ..
-        "--input IN.npy [--lengths LEN.npy] " .. (v.ENCDEC and "--target-input TGT.npy " or "") ..
-        "--output OUT.npy"
+      local weights = v.EMBED and "" or string.format("--weights %s.weights ", c.name)
+      v.USAGE = weights .. "--input IN.npy [--lengths LEN.npy] " ..
+        (v.ENCDEC and "--target-input TGT.npy " or "") .. "--output OUT.npy"
+      v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder"
+      v.VOCABULARY = vars.vocabulary ~= nil
+      local voc = vars.vocabulary or { bos = -1, eos = -1, unk = -1, pad = -1, lowercase = false, tokens = {} }
+      v.BOS, v.EOS, v.UNK, v.LOWERCASE = voc.bos, voc.eos, voc.unk, voc.lowercase
+      v.GEN_USAGE = weights .. (v.VOCABULARY and "(--text 'TEXT' | --tokens 'IDS')" or "--tokens 'IDS'") ..
+        " [--max-new N] [--bos ID] [--eos ID]"
+      local specials, tokens = {}, {}
+      for _, id in ipairs({ voc.pad, voc.bos, voc.eos, voc.unk }) do
+        if id >= 0 then specials[#specials + 1] = tostring(id) end
+      end
+      v.SPECIALS = #specials > 0 and table.concat(specials, ", ") or "-1"
+      for i, t in ipairs(voc.tokens) do -- C string literals, octal escapes for anything unusual
+        tokens[i] = '"' .. t:gsub('[%c"\\\128-\255?]', function(ch) return string.format("\\%03o", ch:byte()) end) .. '"'
+      end
+      local lines = {}
+      for i = 1, #tokens, 8 do lines[#lines + 1] = "  " .. table.concat(tokens, ", ", i, math.min(i + 7, #tokens)) .. "," end
+      v.VOCAB_TOKENS = table.concat(lines, "\n")
       return template.render("main.c", "main", v, { lines = false })
     end
     return template.render("weights.c", "weights", v, { lines = false })

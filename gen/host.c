@@ -296,6 +296,20 @@ static void table_to_config(lua_State *L, int t, ff_config *c) {
   get_str(L, t, "lm_head_weight", c->lm_head_weight, sizeof c->lm_head_weight);
 }
 
+/* key's file name, relative to the description's folder unless absolute */
+static void get_path(lua_State *L, int t, const char *k, const char *description, char *dst, size_t n) {
+  lua_getfield(L, t, k);
+  const char *s = lua_tostring(L, -1);
+  const char *slash = strrchr(description, '/');
+  if (!s)
+    dst[0] = 0;
+  else if (s[0] == '/' || !slash)
+    snprintf(dst, n, "%s", s);
+  else
+    snprintf(dst, n, "%.*s/%s", (int)(slash - description), description, s);
+  lua_pop(L, 1);
+}
+
 /* validate.validate(desc, path) under pcall; leaves the config table */
 static int call_validate(lua_State *L, int desc, const char *path, ff_error *err) {
   lua_getglobal(L, "require");
@@ -355,6 +369,8 @@ int ff_lua_load_config(ff_lua *h, const char *path, ff_config *out, ff_error *er
   if ((rc = copy_plain(L, lua_gettop(L), 0, path, err))) goto done;
   if ((rc = call_validate(L, lua_gettop(L), path, err))) goto done;
   table_to_config(L, lua_gettop(L), out);
+  get_path(L, lua_gettop(L), "weights", path, out->weights, sizeof out->weights);
+  get_path(L, lua_gettop(L), "vocabulary", path, out->vocabulary, sizeof out->vocabulary);
   lua_setfield(L, LUA_REGISTRYINDEX, "ff.config");
   lua_pushstring(L, hex);
   lua_setfield(L, LUA_REGISTRYINDEX, "ff.sha256");

@@ -104,6 +104,8 @@ static int cmd_info(const char *path, flag *flags, ff_error *err) {
   if (c->positional == FF_POS_ROPE) printf("  rope_theta = %g,\n", (double)c->rope_theta);
   printf("  scale_embeddings = %s,\n  tie_embeddings = %s,\n  max_seq = %d,\n  prefix = \"%s\",\n",
          c->scale_embeddings ? "true" : "false", c->tie_embeddings ? "true" : "false", c->max_seq, c->prefix);
+  if (c->weights[0]) printf("  weights = \"%s\",\n", c->weights);
+  if (c->vocabulary[0]) printf("  vocabulary = \"%s\",\n", c->vocabulary);
   printf("}\n");
   size_t tensors, params;
   ff_rt_count_weights(c, &tensors, &params);
@@ -139,6 +141,13 @@ static int cmd_init(const char *path, flag *flags, ff_error *err) {
 }
 
 /* ---- run ----------------------------------------------------------------- */
+
+/* --weights, or the file the description names */
+static int weights_of(const char *cmd, const ff_config *c, const char **weights, ff_error *err) {
+  if (!*weights && c->weights[0]) *weights = c->weights;
+  if (!*weights) return ff_fail(err, FF_EINVAL, "%s: --weights is required (the description names no weights)", cmd);
+  return 0;
+}
 
 /* Token ids from an int32 or int64 array of rank 2 -> int32 [B, T]. */
 static int tokens_from(const char *what, const char *path, const ff_array *a, int32_t **out, ff_error *err) {
@@ -247,12 +256,11 @@ static int check_floats(const char *what, const char *path, const ff_array *a, i
 }
 
 static int cmd_run(const char *path, flag *flags, ff_error *err) {
-  const char *weights, *input = value_of(flags, "--input"), *output = value_of(flags, "--output"),
+  const char *weights = value_of(flags, "--weights"), *input = value_of(flags, "--input"), *output = value_of(flags, "--output"),
                       *tokens = value_of(flags, "--tokens"), *tgt_tokens = value_of(flags, "--target-tokens"),
                       *tgt_path = value_of(flags, "--target-input"), *len_path = value_of(flags, "--lengths"),
                       *engine_s = value_of(flags, "--engine");
   int rc;
-  if ((rc = require_flag("run", flags, "--weights", &weights, err))) return rc;
   if (!input == !tokens) return ff_fail(err, FF_EINVAL, "run: give one of --input IN.npy or --tokens \"ids\"");
   if (tgt_path && tgt_tokens) return ff_fail(err, FF_EINVAL, "run: give one of --target-input or --target-tokens");
   if (tokens && len_path) return ff_fail(err, FF_EINVAL, "run: --tokens sets the lengths; --lengths is for --input");
@@ -270,6 +278,7 @@ static int cmd_run(const char *path, flag *flags, ff_error *err) {
   ff_rt_input in;
   memset(&in, 0, sizeof in);
   int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  if ((rc = weights_of("run", c, &weights, err))) goto done;
   if (!encdec && tgt_path) {
     rc = ff_fail(err, FF_EINVAL, "run: --target-input is only for encoder-decoder models");
     goto done;
@@ -362,6 +371,178 @@ done:
   return rc;
 }
 
+/* ---- generate ------------------------------------------------------------ */
+
+/* A non-negative integer flag, or def when absent. */
+static int int_flag(const char *cmd, const flag *flags, const char *name, int def, int *out, ff_error *err) {
+  const char *s = value_of(flags, name);
+  *out = def;
+  if (!s) return 0;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < 0 || v > 1 << 30)
+    return ff_fail(err, FF_EINVAL, "%s: %s: '%s' is not a non-negative integer", cmd, name, s);
+  *out = (int)v;
+  return 0;
+}
+
+typedef struct {
+  ff_model *m;
+  const ff_vocab *vocab; /* NULL: ids only */
+  int bos, eos, max_new, show_ids;
+  const char *logits;    /* --logits OUT.npy, or NULL */
+} generation;
+
+/* Greedy-decodes one input (source ids for encoder-decoder, the prompt for
+ * decoder-only) and prints the result on one line. */
+static int generate_one(const generation *g, const int32_t *ids, int n, ff_error *err) {
+  const ff_config *c = ff_model_config(g->m);
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER, count = 0, rc;
+  ff_greedy q = {encdec ? ids : NULL, encdec ? n : 0, encdec ? &g->bos : ids, encdec ? 1 : n, g->max_new, g->eos};
+  if (q.max_new <= 0) q.max_new = c->max_seq - q.prompt_len; /* default: fill max_seq */
+  if (q.max_new <= 0)
+    return ff_fail(err, FF_ELENGTH, "generate: the prompt of %d ids leaves no room in max_seq = %d", q.prompt_len,
+                   c->max_seq);
+  int32_t *out = malloc(sizeof *out * (size_t)q.max_new);
+  size_t rows = (size_t)q.prompt_len + (size_t)q.max_new - 1;
+  float *logits = g->logits ? malloc(sizeof *logits * rows * (size_t)c->vocab) : NULL;
+  if (!out || (g->logits && !logits)) {
+    free(out);
+    free(logits);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  if (!(rc = ff_model_greedy(g->m, &q, out, &count, logits, err)) && g->logits) {
+    ff_array a = {FF_F32, 3, {1, q.prompt_len + count - 1, c->vocab}, (size_t)(q.prompt_len + count - 1) * c->vocab,
+                  logits};
+    rc = ff_npy_write(g->logits, &a, err);
+  }
+  if (!rc) {
+    for (int i = 0; (g->show_ids || !g->vocab) && i < count; i++) printf("%s%d", i ? " " : "", out[i]);
+    if (g->vocab) {
+      size_t need = ff_vocab_decode(g->vocab, out, count, NULL, 0);
+      char *text = malloc(need + 1);
+      if (text) ff_vocab_decode(g->vocab, out, count, text, need + 1);
+      printf("%s%s", g->show_ids ? "\t" : "", text ? text : "");
+      free(text);
+    }
+    printf("\n");
+    fflush(stdout);
+  }
+  free(out);
+  free(logits);
+  return rc;
+}
+
+/* ids of one text (--text, a line of --lines) */
+static int generate_text(const generation *g, const char *text, int32_t *ids, ff_error *err) {
+  const ff_config *c = ff_model_config(g->m);
+  int n, rc = ff_vocab_encode(g->vocab, text, ids, c->max_seq, &n, err);
+  if (!rc && n == 0) rc = ff_fail(err, FF_ELENGTH, "generate: the text is empty");
+  return rc ? rc : generate_one(g, ids, n, err);
+}
+
+static int cmd_generate(const char *path, flag *flags, ff_error *err) {
+  const char *weights = value_of(flags, "--weights"), *tokens = value_of(flags, "--tokens"),
+             *text = value_of(flags, "--text"), *lines = value_of(flags, "--lines"),
+             *engine_s = value_of(flags, "--engine");
+  generation g = {NULL, NULL, -1, -1, 0, value_of(flags, "--ids") != NULL, value_of(flags, "--logits")};
+  int rc, bos, eos;
+  if ((!!tokens + !!text + !!lines) != 1)
+    return ff_fail(err, FF_EINVAL, "generate: give one of --tokens \"ids\", --text \"...\" or --lines FILE");
+  if ((rc = int_flag("generate", flags, "--max-new", 0, &g.max_new, err)) ||
+      (rc = int_flag("generate", flags, "--bos", -1, &bos, err)) ||
+      (rc = int_flag("generate", flags, "--eos", -1, &eos, err)))
+    return rc;
+  if (value_of(flags, "--max-new") && g.max_new < 1)
+    return ff_fail(err, FF_EINVAL, "generate: --max-new must be at least 1");
+  int engine = ff_engine_parse(engine_s ? engine_s : "tcc");
+  if (engine < 0) return ff_fail(err, FF_EINVAL, "generate: --engine: '%s' is not one of runtime, tcc, cc", engine_s);
+
+  ff_model *m = ff_model_open(path, err);
+  if (!m) return err->code;
+  g.m = m;
+  const ff_config *c = ff_model_config(m);
+  ff_vocab vocab = {0, NULL, -1, -1, -1, -1, 0};
+  ff_array batch = {0};
+  int32_t *lengths = NULL, *ids = NULL;
+  uint8_t *file = NULL;
+  if (c->vocab == 0 || c->arch == FF_ARCH_ENCODER) {
+    rc = ff_fail(err, FF_EINVAL, "generate: needs a decoder-only or encoder-decoder model with a vocab");
+    goto done;
+  }
+  if ((rc = weights_of("generate", c, &weights, err))) goto done;
+  if (c->vocabulary[0]) {
+    if ((rc = ff_vocab_load(c->vocabulary, c->vocab, &vocab, err))) goto done;
+    g.vocab = &vocab;
+  } else if (!tokens) {
+    rc = ff_fail(err, FF_EINVAL, "generate: --text and --lines need a description with a vocabulary; use --tokens");
+    goto done;
+  }
+  g.bos = bos >= 0 ? bos : vocab.bos;
+  g.eos = eos >= 0 ? eos : vocab.eos;
+  if (g.bos >= c->vocab || g.eos >= c->vocab) {
+    rc = ff_fail(err, FF_ETOKEN, "generate: --bos/--eos must be below the vocab size %d", c->vocab);
+    goto done;
+  }
+  if (c->arch == FF_ARCH_ENCODER_DECODER && g.bos < 0) {
+    rc = ff_fail(err, FF_EINVAL, "generate: the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
+    goto done;
+  }
+  if ((rc = ff_model_load_weights(m, weights, err)) || (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
+    goto done;
+  if (!(ids = malloc(sizeof *ids * (size_t)c->max_seq))) {
+    rc = ff_fail(err, FF_ENOMEM, "out of memory");
+    goto done;
+  }
+  if (tokens) { /* sequences separated by commas, each decoded on its own */
+    if ((rc = parse_token_list("--tokens", tokens, &batch, &lengths, err))) goto done;
+    if (g.logits && batch.shape[0] > 1) {
+      rc = ff_fail(err, FF_EINVAL, "generate: --logits takes one sequence");
+      goto done;
+    }
+    for (int b = 0; !rc && b < (int)batch.shape[0]; b++) {
+      if (lengths[b] > c->max_seq) {
+        rc = ff_fail(err, FF_ELENGTH, "generate: sequence %d has %d ids, above max_seq = %d", b, (int)lengths[b],
+                     c->max_seq);
+        break;
+      }
+      rc = generate_one(&g, (const int32_t *)batch.data + (size_t)b * batch.shape[1], lengths[b], err);
+    }
+  } else if (text) {
+    rc = generate_text(&g, text, ids, err);
+  } else { /* one text a line */
+    size_t len;
+    if ((rc = ff_read_file(lines, &file, &len, err))) goto done;
+    if (g.logits) {
+      rc = ff_fail(err, FF_EINVAL, "generate: --logits takes one sequence, not --lines");
+      goto done;
+    }
+    char *p = (char *)file, *end = p + len;
+    for (int line = 1; !rc && p < end; line++) {
+      char *nl = memchr(p, '\n', (size_t)(end - p));
+      char *stop = nl ? nl : end;
+      if (stop > p && stop[-1] == '\r') stop--;
+      char saved = *stop;
+      *stop = 0;
+      if (memchr(p, 0, (size_t)(stop - p)))
+        rc = ff_fail(err, FF_EINVAL, "generate: %s:%d: a NUL byte", lines, line);
+      else if ((rc = generate_text(&g, p, ids, err)))
+        ff_fail(err, rc, "%s:%d: %s", lines, line, err->msg);
+      *stop = saved;
+      p = nl ? nl + 1 : end;
+    }
+  }
+done:
+  free(file);
+  free(ids);
+  free(lengths);
+  ff_array_free(&batch);
+  ff_vocab_free(&vocab);
+  ff_model_close(m);
+  return rc;
+}
+
 /* ---- emit ---------------------------------------------------------------- */
 
 /* "DIR/NAME" + suffix */
@@ -393,12 +574,7 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   const char *dir, *weights = value_of(flags, "--weights"), *target = value_of(flags, "--target");
   int embed = value_of(flags, "--embed") != NULL, with_main = value_of(flags, "--with-main") != NULL, rc;
   if ((rc = require_flag("emit", flags, "-o", &dir, err))) return rc;
-  if (embed && !weights) return ff_fail(err, FF_EINVAL, "emit: --embed needs --weights W.safetensors");
   if (target && (rc = check_target(target, err))) return rc;
-  struct stat st;
-  if (stat(dir, &st) && mkdir(dir, 0777) && errno != EEXIST)
-    return ff_fail(err, FF_EIO, "emit: cannot create %s: %s", dir, strerror(errno));
-  if (!stat(dir, &st) && !S_ISDIR(st.st_mode)) return ff_fail(err, FF_EIO, "emit: %s is not a directory", dir);
   /* the command, without -o (where the files go does not change them) */
   char command[1024];
   int n = snprintf(command, sizeof command, "fixformer emit %s", path);
@@ -409,6 +585,11 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
+  if (!weights && c->weights[0]) weights = c->weights; /* the description's, as for run */
+  if (embed && !weights) {
+    ff_model_close(m);
+    return ff_fail(err, FF_EINVAL, "emit: --embed needs --weights W.safetensors");
+  }
   const char *header, *source;
   char file[4096], *text = NULL;
   if ((weights && (rc = ff_model_load_weights(m, weights, err))) ||
@@ -418,6 +599,15 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   if (weights && embed && (rc = ff_model_weights_source(m, weights, &text, err))) goto done;
   char *driver = NULL;
   if (with_main && (rc = ff_model_driver_source(m, embed, &driver, err))) goto done;
+  struct stat st; /* the folder is made only once there is something to put in it */
+  if (stat(dir, &st) && mkdir(dir, 0777) && errno != EEXIST) {
+    rc = ff_fail(err, FF_EIO, "emit: cannot create %s: %s", dir, strerror(errno));
+    goto written;
+  }
+  if (!stat(dir, &st) && !S_ISDIR(st.st_mode)) {
+    rc = ff_fail(err, FF_EIO, "emit: %s is not a directory", dir);
+    goto written;
+  }
   out_path(file, sizeof file, dir, c->name, ".h");
   if ((rc = write_text(file, header, err))) goto written;
   out_path(file, sizeof file, dir, c->name, ".c");
@@ -459,6 +649,13 @@ static flag run_flags[] = {{"--help", "-h", NULL, 0},      {"--weights", NULL, N
                            {"--engine", NULL, NULL, 1},    {"--tokens", NULL, NULL, 1},
                            {"--target-tokens", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
 
+static flag generate_flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL, NULL, 1},
+                                {"--tokens", NULL, NULL, 1},  {"--text", NULL, NULL, 1},
+                                {"--lines", NULL, NULL, 1},   {"--max-new", NULL, NULL, 1},
+                                {"--engine", NULL, NULL, 1},  {"--bos", NULL, NULL, 1},
+                                {"--eos", NULL, NULL, 1},     {"--logits", NULL, NULL, 1},
+                                {"--ids", NULL, NULL, 0},     {NULL, NULL, NULL, 0}};
+
 static const command commands[] = {
     {"info",
      "usage: fixformer info MODEL.lua\n"
@@ -475,6 +672,7 @@ static const command commands[] = {
      "                      [--with-main]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c and DIR/NAME.h.\n"
      "  --weights W      also write the weights packed in the code's layout: DIR/NAME.weights\n"
+     "                   (default: the description's weights, if it names them)\n"
      "  --embed          ... as C arrays in DIR/NAME_weights.c instead (no file at run time)\n"
      "  --target TRIPLE  the target, e.g. aarch64-linux-gnu (recorded; the code is portable C99)\n"
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
@@ -482,10 +680,11 @@ static const command commands[] = {
      "  cc -O2 -o NAME DIR/NAME.c DIR/NAME_main.c [DIR/NAME_weights.c] -lm\n",
      cmd_emit, emit_flags},
     {"run",
-     "usage: fixformer run MODEL.lua --weights W.safetensors --input IN.npy [--output OUT.npy]\n"
+     "usage: fixformer run MODEL.lua [--weights W.safetensors] --input IN.npy [--output OUT.npy]\n"
      "                     [--lengths LEN.npy] [--target-input TGT.npy] [--engine runtime|tcc|cc]\n"
-     "       fixformer run MODEL.lua --weights W.safetensors --tokens \"5 17 42, 7 7\" [...]\n"
+     "       fixformer run MODEL.lua [--weights W.safetensors] --tokens \"5 17 42, 7 7\" [...]\n"
      "One forward pass.\n"
+     "  --weights W             the model's tensors (default: the description's weights)\n"
      "  --input IN.npy          int32/int64 token ids [B,T], or float32 [B,T,d_model] for a\n"
      "                          model without vocab (encoder-decoder: the source)\n"
      "  --tokens \"ids, ids\"     instead of --input: sequences of ids separated by commas,\n"
@@ -498,6 +697,23 @@ static const command commands[] = {
      "  --engine E              runtime (the reference; default), tcc (generated C compiled\n"
      "                          in memory by libtcc) or cc ($CC -O3, cached shared object)\n",
      cmd_run, run_flags},
+    {"generate",
+     "usage: fixformer generate MODEL.lua (--text \"...\" | --lines FILE | --tokens \"ids\")\n"
+     "                          [--weights W.safetensors] [--max-new N] [--engine tcc|cc|runtime]\n"
+     "Greedy decoding with a key/value cache: encoder-decoder models translate the\n"
+     "input (the decoder starts from BOS); decoder-only models continue it.  Prints\n"
+     "one line per input: the generated text, or ids without a vocabulary.\n"
+     "  --text \"...\"     the input as text (needs the description's vocabulary)\n"
+     "  --lines FILE      one text per line, one output line each\n"
+     "  --tokens \"ids\"   the input as ids; sequences separated by commas\n"
+     "  --weights W       default: the description's weights\n"
+     "  --max-new N       stop after N new ids (default: up to max_seq); stops at EOS\n"
+     "  --engine E        tcc (default: generated C compiled in memory), cc or runtime\n"
+     "  --bos N, --eos N  start and stop ids (default: the vocabulary's)\n"
+     "  --ids             also print the generated ids (EOS included), then a tab\n"
+     "  --logits OUT.npy  float32 [1, P, vocab]: the logits of every position fed to\n"
+     "                    the decoder (one input only)\n",
+     cmd_generate, generate_flags},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof *commands)
 
@@ -509,7 +725,8 @@ static void usage(FILE *to) {
           "  info   the resolved description, weights, parameters and FLOPs\n"
           "  init   deterministic random weights (PyTorch initialisation) as safetensors\n"
           "  emit   C specialised to the model (files, for any target)\n"
-          "  run    one forward pass over .npy inputs\n",
+          "  run    one forward pass over .npy inputs\n"
+          "  generate  greedy decoding with a key/value cache (text or ids)\n",
           FF_VERSION);
 }
 

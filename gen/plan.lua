@@ -241,6 +241,9 @@ function M.plan(c, specs)
   end
 
   P.scores = value("scores", 1, S, true, "one row of attention scores")
+  if c.arch == "encoder-decoder" then -- what decode needs to know of the last encode
+    value("source", 1, 4, true, "int32 magic and source length, written by encode")
+  end
   local out_dim = c.vocab or d
   if c.arch == "encoder" or c.arch == "encoder-decoder" then
     local x = value(two_stacks and "memory" or "x", S, d, true,

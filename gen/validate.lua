@@ -36,6 +36,9 @@ M.schema = {
   { key = "embed_weight", kind = "string", maxlen = 128, default = "embed.weight" },
   { key = "pos_embed_weight", kind = "string", maxlen = 128, default = "pos_embed.weight" },
   { key = "lm_head_weight", kind = "string", maxlen = 128, default = "lm_head.weight" },
+  -- files that go with the description, relative to its folder
+  { key = "weights", kind = "string", maxlen = 256 },
+  { key = "vocabulary", kind = "string", maxlen = 256 },
 }
 
 local by_key = {}
@@ -147,6 +150,10 @@ function M.validate(desc, path)
   if c.positional ~= "learned" and desc.pos_embed_weight ~= nil then
     fail(path, "pos_embed_weight", "given but positional is %s", show(c.positional))
   end
+  for _, k in ipairs({ "weights", "vocabulary" }) do
+    if c[k] == "" then fail(path, k, "an empty file name") end
+  end
+  if c.vocabulary and not c.vocab then fail(path, "vocabulary", "given but the model has no vocab") end
   if c.positional ~= "rope" and desc.rope_theta ~= nil then
     fail(path, "rope_theta", "given but positional is %s", show(c.positional))
   end

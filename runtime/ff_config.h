@@ -8,6 +8,7 @@
 
 #define FF_NAME_MAX 64    /* C identifier of the model, with its NUL */
 #define FF_TENSOR_NAME_MAX 256 /* a weight's full name (prefix included) */
+#define FF_PATH_MAX 1024       /* a file the description names, resolved */
 
 enum ff_arch {
   FF_ARCH_ENCODER,         /* bidirectional encoder stack */
@@ -43,6 +44,9 @@ typedef struct ff_config {
   char embed_weight[FF_TENSOR_NAME_MAX];    /* default "embed.weight" */
   char pos_embed_weight[FF_TENSOR_NAME_MAX]; /* default "pos_embed.weight" */
   char lm_head_weight[FF_TENSOR_NAME_MAX];  /* default "lm_head.weight" */
+  char weights[FF_PATH_MAX];    /* the model's safetensors, relative paths resolved
+                                   against the description's folder; "" if not given */
+  char vocabulary[FF_PATH_MAX]; /* its token vocabulary (JSON, ff_vocab), likewise */
 } ff_config;
 
 /* Width of the model output per position: logits or hidden states. */

@@ -75,6 +75,32 @@ int ff_npy_read(const char *path, ff_array *out, ff_error *err);
 int ff_npy_write(const char *path, const ff_array *a, ff_error *err);
 void ff_array_free(ff_array *a);
 
+/* ---- vocabulary ------------------------------------------------------------- */
+
+/* A token vocabulary from JSON:
+ *   {"tokens": ["<pad>", "<bos>", "<eos>", "<unk>", " ", "a", ...],
+ *    "pad": 0, "bos": 1, "eos": 2, "unk": 3, "lowercase": true}
+ * Token i is the string tokens[i]; pad, bos, eos and unk (each optional) name
+ * the special ids, which text never contains.  Text is tokenized by longest
+ * match (one character a token for a character vocabulary), after ASCII
+ * lowercasing when "lowercase" is true; a piece no token matches becomes unk,
+ * or is an error when there is no unk. */
+typedef struct ff_vocab {
+  int size;
+  char **tokens;          /* size strings */
+  int pad, bos, eos, unk; /* -1 when absent */
+  int lowercase;
+} ff_vocab;
+
+/* Reads and checks a vocabulary; expected_size > 0 must equal its size. */
+int ff_vocab_load(const char *path, int expected_size, ff_vocab *v, ff_error *err);
+void ff_vocab_free(ff_vocab *v);
+/* text -> ids (at most cap), *n of them. */
+int ff_vocab_encode(const ff_vocab *v, const char *text, int32_t *ids, int cap, int *n, ff_error *err);
+/* ids -> text (NUL-terminated, truncated to cap - 1 bytes); special ids and
+ * ids outside the vocabulary are left out.  Returns the length it needed. */
+size_t ff_vocab_decode(const ff_vocab *v, const int32_t *ids, int n, char *text, size_t cap);
+
 /* ---- files ---------------------------------------------------------------- */
 
 /* Reads a whole file into a malloc'd buffer. */

@@ -160,6 +160,36 @@ typedef struct ff_rt_input {
  * [0, vocab). */
 int ff_rt_check_input(const ff_config *c, const ff_rt_input *in, ff_error *err);
 int ff_rt_forward(const ff_rt_model *m, const ff_rt_input *in, float *out, ff_error *err);
+/* ---- step by step: greedy decoding with a key/value cache --------------- */
+
+/* One sequence's decoding state: every decoder layer's self-attention keys |
+ * values of the positions decoded so far (and, for encoder-decoder, the
+ * cross-attention keys | values of the encoded source, computed once per
+ * source), plus the scratch of a forward pass, all sized for max_seq. */
+typedef struct ff_rt_state {
+  const ff_rt_model *m;
+  float *self_kv;   /* [decoder_layers][max_seq][2d] */
+  float *cross_kv;  /* [decoder_layers][max_seq][2d], encoder-decoder only */
+  float *memory;    /* [max_seq, d] the encoder output */
+  float *x;         /* [max_seq, d] the decoder's residual stream */
+  int mem_len;      /* valid source positions: memory keys past it are padding */
+  int pos;          /* positions decoded so far: the next one's index */
+  float *buf;       /* the one allocation behind the pointers above */
+  struct ff_rt_scratch *scratch;
+} ff_rt_state;
+
+int ff_rt_state_init(ff_rt_state *s, const ff_rt_model *m, ff_error *err);
+void ff_rt_state_free(ff_rt_state *s);
+/* Encoder-decoder: encodes a source of S positions (ids, or floats [S, d]),
+ * the first len valid, computes the cross-attention keys and values of every
+ * decoder layer and starts a new target (pos = 0). */
+int ff_rt_begin(ff_rt_state *s, const int32_t *tokens, const float *embeds, int S, int len, ff_error *err);
+/* Decoder-only and encoder-decoder: decodes T new positions pos..pos+T-1
+ * (ids, or floats [T, d]), appends their keys and values to the cache and
+ * writes out [T, out_dim]; pos advances by T.  FF_ELENGTH past max_seq.  Set
+ * s->pos = 0 to start a new sequence (decoder-only). */
+int ff_rt_step(ff_rt_state *s, const int32_t *tokens, const float *embeds, int T, float *out, ff_error *err);
+
 /* FLOPs of one sequence's forward (multiply-add = 2): S source positions, T
  * target positions (encoder-decoder only). */
 double ff_rt_forward_flops(const ff_config *c, int S, int T);

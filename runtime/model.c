@@ -68,17 +68,20 @@ int ff_rt_check_input(const ff_config *c, const ff_rt_input *in, ff_error *err) 
   return FF_OK;
 }
 
-/* Scratch for one sequence of up to n positions (n = max(S, T)). */
+/* Scratch of one forward pass, max_seq rows each, inside the state's buffer. */
 typedef struct {
   float *h;      /* [n, d]     normed input of a sub-layer */
   float *qkv;    /* [n, 3d]    projections q | k | v */
-  float *kv;     /* [n, 2d]    cross-attention keys | values of the memory */
   float *ctx;    /* [n, d]     attention output before out_proj */
   float *sub;    /* [n, d]     sub-layer output */
   float *ff;     /* [n, 2 d_ff] feed-forward hidden */
   float *act;    /* [n, d_ff]  swiglu output */
   float *scores; /* [n]        one row of attention scores */
 } scratch;
+
+struct ff_rt_scratch { /* the type behind ff_rt_state's opaque pointer */
+  scratch s;
+};
 
 static void norm_apply(const ff_config *c, const ff_rt_norm_w *w, const float *x, int n, float *y) {
   if (c->norm_kind == FF_NORM_LAYERNORM)
@@ -87,31 +90,47 @@ static void norm_apply(const ff_config *c, const ff_rt_norm_w *w, const float *x
     ff_rt_rmsnorm(x, n, c->d_model, w->weight, c->eps, y);
 }
 
+/* Where a sub-layer's attention takes its keys and values from. */
+typedef struct {
+  enum { KEYS_SELF, KEYS_CACHE, KEYS_MEMORY } kind;
+  float *kv;   /* KEYS_CACHE: [max_seq, 2d] k | v per position, rows pos0.. written here;
+                  KEYS_MEMORY: [S, 2d] k | v of the encoder output */
+  int pos0;    /* position of the first query row (KEYS_CACHE) */
+  int key_len; /* keys at or past it are padding */
+} keys;
+
 /* MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with head_i =
- * Attention(Q W_i^Q, K W_i^K, V W_i^V).  Self-attention when mem is NULL
- * (keys from xq, causal and RoPE as configured); cross-attention over mem
- * [Tk, d] otherwise.  out [Tq, d]. */
-static void multi_head_attention(const ff_config *c, const ff_rt_attn_w *w, const float *xq, int Tq,
-                                 const float *mem, int Tk, int key_len, int causal, scratch *s, float *out) {
-  int d = c->d_model, d_k = d / c->heads;
-  const float *q, *k, *v;
-  int ldq, ldk;
-  if (!mem) { /* [q | k | v] = x in_proj^T + in_proj_bias */
-    ff_rt_linear(xq, Tq, d, w->in_proj.weight, w->in_proj.bias, 3 * d, s->qkv);
-    q = s->qkv, k = s->qkv + d, v = s->qkv + 2 * d, ldq = ldk = 3 * d;
+ * Attention(Q W_i^Q, K W_i^K, V W_i^V), over x [T, d] -> out [T, d].
+ *   KEYS_SELF   encoder self-attention: k, v from x, bidirectional;
+ *   KEYS_CACHE  decoder self-attention: k, v of the T rows appended to the
+ *               cache at pos0.., queries see the cache causally;
+ *   KEYS_MEMORY cross-attention: q from x, k, v precomputed from the memory.
+ * RoPE (if configured) rotates q and k of self-attention at their positions. */
+static void multi_head_attention(const ff_config *c, const ff_rt_attn_w *w, const float *x, int T, const keys *K,
+                                 scratch *s, float *out) {
+  int d = c->d_model, d_k = d / c->heads, ld = 2 * d;
+  const float *q = s->qkv, *k, *v;
+  int ldq = 3 * d, Tk, causal = 0, q_pos0 = 0;
+  if (K->kind == KEYS_MEMORY) { /* q = x W^Q + b^Q: the first d rows of in_proj */
+    ff_rt_linear(x, T, d, w->in_proj.weight, w->in_proj.bias, d, s->qkv);
+    ldq = d, k = K->kv, v = K->kv + d, Tk = K->key_len;
+  } else { /* [q | k | v] = x in_proj^T + in_proj_bias */
+    int pos0 = K->kind == KEYS_CACHE ? K->pos0 : 0;
+    ff_rt_linear(x, T, d, w->in_proj.weight, w->in_proj.bias, 3 * d, s->qkv);
     if (c->positional == FF_POS_ROPE) {
-      ff_rt_rope(s->qkv, 3 * d, Tq, c->heads, d_k, 0, c->rope_theta);
-      ff_rt_rope(s->qkv + d, 3 * d, Tq, c->heads, d_k, 0, c->rope_theta);
+      ff_rt_rope(s->qkv, 3 * d, T, c->heads, d_k, pos0, c->rope_theta);
+      ff_rt_rope(s->qkv + d, 3 * d, T, c->heads, d_k, pos0, c->rope_theta);
     }
-    Tk = Tq;
-  } else { /* q from the decoder, k | v from the memory */
-    const float *bq = w->in_proj.bias, *bkv = w->in_proj.bias ? w->in_proj.bias + d : NULL;
-    ff_rt_linear(xq, Tq, d, w->in_proj.weight, bq, d, s->qkv);
-    ff_rt_linear(mem, Tk, d, w->in_proj.weight + (size_t)d * d, bkv, 2 * d, s->kv);
-    q = s->qkv, k = s->kv, v = s->kv + d, ldq = d, ldk = 2 * d;
+    if (K->kind == KEYS_SELF) {
+      k = s->qkv + d, v = s->qkv + 2 * d, ld = 3 * d, Tk = T;
+    } else { /* append this chunk's k | v to the cache, attend over all of it */
+      for (int t = 0; t < T; t++)
+        memcpy(K->kv + (size_t)(pos0 + t) * 2 * d, s->qkv + (size_t)t * 3 * d + d, 2 * (size_t)d * sizeof(float));
+      k = K->kv, v = K->kv + d, Tk = pos0 + T, causal = 1, q_pos0 = pos0;
+    }
   }
-  ff_rt_attention(q, ldq, k, v, ldk, Tq, Tk, c->heads, d_k, key_len, causal, 0, s->scores, s->ctx);
-  ff_rt_linear(s->ctx, Tq, d, w->out_proj.weight, w->out_proj.bias, d, out);
+  ff_rt_attention(q, ldq, k, v, ld, T, Tk, c->heads, d_k, K->key_len, causal, q_pos0, s->scores, s->ctx);
+  ff_rt_linear(s->ctx, T, d, w->out_proj.weight, w->out_proj.bias, d, out);
 }
 
 /* FFN(x) = linear2(act(linear1(x))) */
@@ -128,40 +147,25 @@ static void feed_forward(const ff_config *c, const ff_rt_layer_w *w, const float
 
 /* Residual + norm around one sub-layer, in either placement:
  *   post: x = Norm(x + Sublayer(x))      pre: x = x + Sublayer(Norm(x))
- * kind 0 self-attention, 1 cross-attention, 2 feed-forward. */
-static void sublayer(const ff_config *c, const ff_rt_layer_w *w, int kind, const ff_rt_norm_w *nw, float *x,
-                     int T, const float *mem, int Tk, int key_len, int causal, scratch *s) {
+ * attn: the attention sub-layer (with its keys), or NULL: feed-forward. */
+static void sublayer(const ff_config *c, const ff_rt_layer_w *w, const ff_rt_attn_w *attn, const keys *K,
+                     const ff_rt_norm_w *nw, float *x, int T, scratch *s) {
   size_t n = (size_t)T * c->d_model;
   const float *in = x;
   if (c->norm == FF_NORM_PRE) {
     norm_apply(c, nw, x, T, s->h);
     in = s->h;
   }
-  if (kind == 2)
-    feed_forward(c, w, in, T, s, s->sub);
+  if (attn)
+    multi_head_attention(c, attn, in, T, K, s, s->sub);
   else
-    multi_head_attention(c, kind ? &w->cross_attn : &w->self_attn, in, T, mem, Tk, key_len, causal, s, s->sub);
+    feed_forward(c, w, in, T, s, s->sub);
   for (size_t i = 0; i < n; i++) x[i] += s->sub[i]; /* residual */
   if (c->norm == FF_NORM_POST) norm_apply(c, nw, x, T, x);
 }
 
-/* Encoder layer (or decoder-only layer when causal): self-attention, FFN. */
-static void encoder_layer(const ff_config *c, const ff_rt_layer_w *w, float *x, int T, int key_len, int causal,
-                          scratch *s) {
-  sublayer(c, w, 0, &w->norm1, x, T, NULL, T, key_len, causal, s);
-  sublayer(c, w, 2, &w->norm2, x, T, NULL, 0, 0, 0, s);
-}
-
-/* Decoder layer: masked self-attention, cross-attention over the memory, FFN. */
-static void decoder_layer(const ff_config *c, const ff_rt_layer_w *w, float *x, int T, const float *mem, int S,
-                          int mem_len, scratch *s) {
-  sublayer(c, w, 0, &w->norm1, x, T, NULL, T, T, 1, s);
-  sublayer(c, w, 1, &w->norm2, x, T, mem, S, mem_len, 0, s);
-  sublayer(c, w, 2, &w->norm3, x, T, NULL, 0, 0, 0, s);
-}
-
-/* x [T, d] = embedding (scaled) or the float input, plus positions */
-static int embed_input(const ff_rt_model *m, const int32_t *tokens, const float *embeds, int T, float *x,
+/* x [T, d] = embedding (scaled) or the float input, plus positions pos0.. */
+static int embed_input(const ff_rt_model *m, const int32_t *tokens, const float *embeds, int T, int pos0, float *x,
                        ff_error *err) {
   const ff_config *c = &m->cfg;
   int d = c->d_model;
@@ -171,68 +175,175 @@ static int embed_input(const ff_rt_model *m, const int32_t *tokens, const float 
   } else {
     memcpy(x, embeds, (size_t)T * d * sizeof *x);
   }
-  if (c->positional == FF_POS_SINUSOIDAL) ff_rt_add_sinusoidal(x, T, d, 0);
-  if (c->positional == FF_POS_LEARNED) ff_rt_add_learned(x, T, d, 0, m->w.pos_embed);
+  if (c->positional == FF_POS_SINUSOIDAL) ff_rt_add_sinusoidal(x, T, d, pos0);
+  if (c->positional == FF_POS_LEARNED) ff_rt_add_learned(x, T, d, pos0, m->w.pos_embed);
   return FF_OK;
 }
 
-/* A whole stack over x [T, d] in place, then its final norm. */
-static void run_stack(const ff_rt_model *m, int decoder, float *x, int T, const float *mem, int S, int key_len,
-                      scratch *s) {
+/* The encoder over x [T, d] in place: each layer self-attention then FFN
+ * (keys past key_len are padding), then its final norm. */
+static void encoder_stack(const ff_rt_model *m, float *x, int T, int key_len, scratch *s) {
   const ff_config *c = &m->cfg;
-  int causal = c->arch == FF_ARCH_DECODER_ONLY;
-  if (!decoder || c->arch == FF_ARCH_DECODER_ONLY) {
-    const ff_rt_layer_w *L = decoder ? m->w.decoder : m->w.encoder;
-    for (int l = 0; l < (decoder ? c->decoder_layers : c->encoder_layers); l++)
-      encoder_layer(c, &L[l], x, T, key_len, causal, s);
-  } else {
-    for (int l = 0; l < c->decoder_layers; l++) decoder_layer(c, &m->w.decoder[l], x, T, mem, S, key_len, s);
+  keys K = {KEYS_SELF, NULL, 0, key_len};
+  for (int l = 0; l < c->encoder_layers; l++) {
+    const ff_rt_layer_w *w = &m->w.encoder[l];
+    sublayer(c, w, &w->self_attn, &K, &w->norm1, x, T, s);
+    sublayer(c, w, NULL, NULL, &w->norm2, x, T, s);
   }
-  if (c->final_norm) norm_apply(c, decoder ? &m->w.decoder_norm : &m->w.encoder_norm, x, T, x);
+  if (c->final_norm) norm_apply(c, &m->w.encoder_norm, x, T, x);
+}
+
+/* The decoder over x [T, d] in place, the rows at positions pos0..: masked
+ * self-attention over the cache, cross-attention over the memory
+ * (encoder-decoder), FFN; then its final norm. */
+static void decoder_stack(ff_rt_state *st, float *x, int T, int pos0, int key_len) {
+  const ff_rt_model *m = st->m;
+  const ff_config *c = &m->cfg;
+  size_t layer_kv = (size_t)c->max_seq * 2 * c->d_model;
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  scratch *s = &st->scratch->s;
+  for (int l = 0; l < c->decoder_layers; l++) {
+    const ff_rt_layer_w *w = &m->w.decoder[l];
+    keys self = {KEYS_CACHE, st->self_kv + l * layer_kv, pos0, key_len};
+    keys cross = {KEYS_MEMORY, encdec ? st->cross_kv + l * layer_kv : NULL, 0, st->mem_len};
+    sublayer(c, w, &w->self_attn, &self, &w->norm1, x, T, s);
+    if (encdec) sublayer(c, w, &w->cross_attn, &cross, &w->norm2, x, T, s);
+    sublayer(c, w, NULL, NULL, encdec ? &w->norm3 : &w->norm2, x, T, s);
+  }
+  if (c->final_norm) norm_apply(c, &m->w.decoder_norm, x, T, x);
+}
+
+/* out [T, out_dim]: logits = h W^T (W the tied embedding or lm_head), or h */
+static void output_head(const ff_rt_model *m, const float *x, int T, float *out) {
+  const ff_config *c = &m->cfg;
+  if (c->vocab > 0)
+    ff_rt_linear(x, T, c->d_model, m->w.lm_head, NULL, c->vocab, out);
+  else
+    memcpy(out, x, (size_t)T * c->d_model * sizeof *out);
+}
+
+int ff_rt_state_init(ff_rt_state *st, const ff_rt_model *m, ff_error *err) {
+  const ff_config *c = &m->cfg;
+  memset(st, 0, sizeof *st);
+  size_t n = (size_t)c->max_seq, d = (size_t)c->d_model, L = (size_t)c->decoder_layers;
+  size_t up = c->activation == FF_ACT_SWIGLU ? 2 * (size_t)c->d_ff : (size_t)c->d_ff;
+  size_t kv = L * n * 2 * d * (c->arch == FF_ARCH_ENCODER_DECODER ? 2 : 1);
+  size_t total = kv + 2 * n * d + n * (6 * d + up + (size_t)c->d_ff + 1);
+  st->scratch = malloc(sizeof *st->scratch);
+  st->buf = malloc(total * sizeof(float));
+  if (!st->scratch || !st->buf) {
+    ff_rt_state_free(st);
+    return ff_fail(err, FF_ENOMEM, "out of memory for %zu floats of decoding state", total);
+  }
+  scratch *s = &st->scratch->s;
+  float *p = st->buf;
+  st->m = m;
+  st->self_kv = p, p += L * n * 2 * d;
+  if (c->arch == FF_ARCH_ENCODER_DECODER) st->cross_kv = p, p += L * n * 2 * d;
+  st->memory = p, p += n * d;
+  st->x = p, p += n * d;
+  s->h = p, p += n * d;
+  s->qkv = p, p += 3 * n * d;
+  s->ctx = p, p += n * d;
+  s->sub = p, p += n * d;
+  s->ff = p, p += n * up;
+  s->act = p, p += n * (size_t)c->d_ff;
+  s->scores = p;
+  return FF_OK;
+}
+
+void ff_rt_state_free(ff_rt_state *st) {
+  free(st->buf);
+  free(st->scratch);
+  memset(st, 0, sizeof *st);
+}
+
+/* Encodes the source into the memory and every decoder layer's cross-attention
+ * k | v = memory in_proj[d:3d]^T + in_proj_bias[d:3d]. */
+static int begin(ff_rt_state *st, const int32_t *tokens, const float *embeds, int S, int len, ff_error *err) {
+  const ff_rt_model *m = st->m;
+  const ff_config *c = &m->cfg;
+  int d = c->d_model, rc = embed_input(m, tokens, embeds, S, 0, st->memory, err);
+  if (rc) return rc;
+  encoder_stack(m, st->memory, S, len, &st->scratch->s);
+  for (int l = 0; l < c->decoder_layers; l++) {
+    const ff_rt_linear_w *in_proj = &m->w.decoder[l].cross_attn.in_proj;
+    ff_rt_linear(st->memory, S, d, in_proj->weight + (size_t)d * d, in_proj->bias ? in_proj->bias + d : NULL, 2 * d,
+                 st->cross_kv + (size_t)l * c->max_seq * 2 * d);
+  }
+  st->mem_len = len;
+  st->pos = 0;
+  return FF_OK;
+}
+
+int ff_rt_begin(ff_rt_state *st, const int32_t *tokens, const float *embeds, int S, int len, ff_error *err) {
+  const ff_config *c = &st->m->cfg;
+  if (c->arch != FF_ARCH_ENCODER_DECODER) return ff_fail(err, FF_EINVAL, "begin: only an encoder-decoder has a source");
+  if (S < 1 || S > c->max_seq || len < 1 || len > S)
+    return ff_fail(err, FF_ELENGTH, "source length %d (valid %d) is outside 1..max_seq (%d)", S, len, c->max_seq);
+  if (c->vocab > 0 && !tokens) return ff_fail(err, FF_EINVAL, "begin: the model takes token ids");
+  for (int t = 0; c->vocab > 0 && t < S; t++)
+    if (tokens[t] < 0 || tokens[t] >= c->vocab)
+      return ff_fail(err, FF_ETOKEN, "source: token id %ld at %d is outside the vocabulary [0, %d)", (long)tokens[t], t,
+                     c->vocab);
+  return begin(st, tokens, embeds, S, len, err);
+}
+
+/* T new positions at pos0.. through the decoder (keys past key_len are
+ * padding), appended to the cache; out [T, out_dim]. */
+static int decode(ff_rt_state *st, const int32_t *tokens, const float *embeds, int T, int pos0, int key_len, float *out,
+                  ff_error *err) {
+  int rc = embed_input(st->m, tokens, embeds, T, pos0, st->x, err);
+  if (rc) return rc;
+  decoder_stack(st, st->x, T, pos0, key_len);
+  output_head(st->m, st->x, T, out);
+  st->pos = pos0 + T;
+  return FF_OK;
+}
+
+int ff_rt_step(ff_rt_state *st, const int32_t *tokens, const float *embeds, int T, float *out, ff_error *err) {
+  const ff_config *c = &st->m->cfg;
+  if (c->arch == FF_ARCH_ENCODER) return ff_fail(err, FF_EINVAL, "step: an encoder has no decoder to step");
+  if (c->arch == FF_ARCH_ENCODER_DECODER && st->mem_len == 0)
+    return ff_fail(err, FF_EINVAL, "step: encode a source first (ff_rt_begin)");
+  if (T < 1 || st->pos + T > c->max_seq)
+    return ff_fail(err, FF_ELENGTH, "cannot decode positions %d..%d: max_seq is %d", st->pos, st->pos + T - 1,
+                   c->max_seq);
+  if (c->vocab > 0 && !tokens) return ff_fail(err, FF_EINVAL, "step: the model takes token ids");
+  for (int t = 0; c->vocab > 0 && t < T; t++)
+    if (tokens[t] < 0 || tokens[t] >= c->vocab)
+      return ff_fail(err, FF_ETOKEN, "token id %ld at position %d is outside the vocabulary [0, %d)",
+                     (long)tokens[t], st->pos + t, c->vocab);
+  return decode(st, tokens, embeds, T, st->pos, st->pos + T, out, err);
 }
 
 int ff_rt_forward(const ff_rt_model *m, const ff_rt_input *in, float *out, ff_error *err) {
   const ff_config *c = &m->cfg;
   int rc = ff_rt_check_input(c, in, err);
   if (rc) return rc;
-  int d = c->d_model, S = in->src_len, encdec = c->arch == FF_ARCH_ENCODER_DECODER;
-  int T = encdec ? in->tgt_len : S, n = S > T ? S : T, out_dim = ff_config_out_dim(c);
-  int up = c->activation == FF_ACT_SWIGLU ? 2 * c->d_ff : c->d_ff;
-  size_t nd = (size_t)n * d;
-  size_t total = nd * 9 + (size_t)n * up + (size_t)n * c->d_ff + (size_t)n + (size_t)T * d;
-  float *buf = malloc(total * sizeof(float));
-  if (!buf) return ff_fail(err, FF_ENOMEM, "out of memory for %zu activations", total);
-  scratch s;
-  float *p = buf, *mem, *x;
-  s.h = p, p += nd;
-  s.qkv = p, p += 3 * nd;
-  s.kv = p, p += 2 * nd;
-  s.ctx = p, p += nd;
-  s.sub = p, p += nd;
-  s.ff = p, p += (size_t)n * up;
-  s.act = p, p += (size_t)n * c->d_ff;
-  s.scores = p, p += n;
-  mem = p, p += nd; /* the encoder output (memory), or x itself */
-  x = encdec ? p : mem;
+  ff_rt_state st;
+  if ((rc = ff_rt_state_init(&st, m, err))) return rc;
+  int d = c->d_model, S = in->src_len, T = c->arch == FF_ARCH_ENCODER_DECODER ? in->tgt_len : S;
+  int out_dim = ff_config_out_dim(c);
   for (int b = 0; b < in->batch && !rc; b++) {
     int len = in->lengths ? in->lengths[b] : S;
     const int32_t *src_tok = in->src_tokens ? in->src_tokens + (size_t)b * S : NULL;
     const float *src_emb = in->src_embeds ? in->src_embeds + (size_t)b * S * d : NULL;
-    if ((rc = embed_input(m, src_tok, src_emb, S, mem, err))) break;
-    run_stack(m, c->arch == FF_ARCH_DECODER_ONLY, mem, S, NULL, 0, len, &s);
-    if (encdec) { /* decoder over the target, attending to the memory */
+    float *ob = out + (size_t)b * T * out_dim;
+    if (c->arch == FF_ARCH_ENCODER) {
+      if (!(rc = embed_input(m, src_tok, src_emb, S, 0, st.memory, err))) {
+        encoder_stack(m, st.memory, S, len, &st.scratch->s);
+        output_head(m, st.memory, S, ob);
+      }
+    } else if (c->arch == FF_ARCH_DECODER_ONLY) {
+      rc = decode(&st, src_tok, src_emb, S, 0, len, ob, err);
+    } else { /* the decoder over the target, attending to the encoded source */
       const int32_t *tgt_tok = in->tgt_tokens ? in->tgt_tokens + (size_t)b * T : NULL;
       const float *tgt_emb = in->tgt_embeds ? in->tgt_embeds + (size_t)b * T * d : NULL;
-      if ((rc = embed_input(m, tgt_tok, tgt_emb, T, x, err))) break;
-      run_stack(m, 1, x, T, mem, S, len, &s);
+      if (!(rc = begin(&st, src_tok, src_emb, S, len, err))) rc = decode(&st, tgt_tok, tgt_emb, T, 0, T, ob, err);
     }
-    float *ob = out + (size_t)b * T * out_dim;
-    if (c->vocab > 0) /* logits = h W^T, W the (tied) embedding or lm_head */
-      ff_rt_linear(x, T, d, m->w.lm_head, NULL, c->vocab, ob);
-    else
-      memcpy(ob, x, (size_t)T * d * sizeof *ob);
   }
-  free(buf);
+  ff_rt_state_free(&st);
   return rc;
 }
 

@@ -145,21 +145,163 @@ static int npy_save(const char *path, const float *x, int b, int t, int d) {
   return fclose(f) ? -1 : 0;
 }
 
+@if GENERATE
+/* ---- greedy decoding with the key/value cache ---- */
+
+@if VOCABULARY
+static const int special_ids[] = {${SPECIALS}}; /* pad, bos, eos, unk of the vocabulary */
+
+static int is_special(int id) {
+  for (size_t i = 0; i < sizeof special_ids / sizeof *special_ids; i++)
+    if (id == special_ids[i]) return 1;
+  return 0;
+}
+
+/* The vocabulary: token i is vocab_tokens[i]. */
+static const char *const vocab_tokens[${UNAME}_VOCAB] = {
+${VOCAB_TOKENS}
+};
+
+static char to_lower(char c) { return ${LOWERCASE} && c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+/* text -> ids by longest match, lowercased first if the vocabulary says so:
+ * the count, -1 for a piece no token matches, -2 past cap. */
+static int encode_text(const char *text, int32_t *ids, int cap) {
+  size_t len = strlen(text);
+  int n = 0;
+  for (size_t at = 0; at < len;) {
+    int best = -1;
+    size_t best_len = 0;
+    for (int i = 0; i < ${UNAME}_VOCAB; i++) {
+      const char *tok = vocab_tokens[i];
+      size_t tl = strlen(tok), k = 0;
+      if (is_special(i) || tl <= best_len || tl > len - at) continue;
+      while (k < tl && to_lower(text[at + k]) == tok[k]) k++;
+      if (k == tl) best = i, best_len = tl;
+    }
+    if (best < 0) { /* one UTF-8 character becomes unk */
+      if (${UNK} < 0) return -1;
+      best = ${UNK}, best_len = 1;
+      while (at + best_len < len && ((unsigned char)text[at + best_len] & 0xC0) == 0x80) best_len++;
+    }
+    if (n == cap) return -2;
+    ids[n++] = best;
+    at += best_len;
+  }
+  return n;
+}
+@end
+
+/* Greedy decoding: for encoder-decoder, ids [n] is the source and the
+ * decoder starts from bos; for decoder-only, ids is the prompt it continues.
+ * Up to max_new ids into out (eos included when it comes): their count, or
+ * the model's negative status. */
+static int greedy(const ${NAME}_weights *w, void *state, const int32_t *ids, int n, int bos, int eos, int max_new,
+                  int32_t *out) {
+  const int32_t *prompt = ids;
+  int P = n, count = 0, rc = 0;
+@if ENCDEC
+  if ((rc = ${NAME}_encode(w, state, ids, n, n))) return rc;
+  prompt = &bos; /* the target starts with BOS */
+  P = 1;
+@else
+  (void)bos;
+@end
+  float *logits = malloc(sizeof(float) * (size_t)P * ${UNAME}_VOCAB);
+  if (!logits) return ${UNAME}_EINVAL;
+  rc = ${NAME}_decode(w, state, prompt, P, 0, logits);
+  const float *row = logits + (size_t)(P - 1) * ${UNAME}_VOCAB; /* the last position's logits */
+  while (!rc) {
+    int32_t next = 0;
+    for (int v = 1; v < ${UNAME}_VOCAB; v++) /* argmax, the first of equal maxima */
+      if (row[v] > row[next]) next = v;
+    out[count++] = next;
+    if (next == eos || count == max_new) break;
+    rc = ${NAME}_decode(w, state, &next, 1, P + count - 1, logits);
+    row = logits;
+  }
+  free(logits);
+  return rc ? rc : count;
+}
+
+/* "5 17 42" -> ids: the count, or -1 */
+static int parse_ids(const char *s, int32_t *ids, int cap) {
+  int n = 0;
+  while (*s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s) {
+      if (*s != ' ') return -1;
+      s++;
+      continue;
+    }
+    if (n == cap || v < 0 || v >= ${UNAME}_VOCAB) return -1;
+    ids[n++] = (int32_t)v;
+    s = end;
+  }
+  return n;
+}
+
+/* --tokens / --text: generate and print ids (or text) on one line. */
+static int run_generate(const ${NAME}_weights *w, const char *tokens, const char *text, const char *max_new_s,
+                        const char *bos_s, const char *eos_s) {
+  int32_t ids[${UNAME}_MAX_SEQ], out[${UNAME}_MAX_SEQ];
+  int n = -1, bos = bos_s ? atoi(bos_s) : ${BOS}, eos = eos_s ? atoi(eos_s) : ${EOS};
+  if (tokens) n = parse_ids(tokens, ids, ${UNAME}_MAX_SEQ);
+@if VOCABULARY
+  if (text) n = encode_text(text, ids, ${UNAME}_MAX_SEQ);
+@else
+  if (text) return fail("%s", "--text needs a vocabulary: use --tokens");
+@end
+  if (n < 1) return fail("%s", "the input is empty, too long, or has an id or character outside the vocabulary");
+  if (${ENCDEC} && (bos < 0 || bos >= ${UNAME}_VOCAB)) return fail("%s", "--bos ID is required (the decoder's first id)");
+  const int P = ${ENCDEC} ? 1 : n, room = ${UNAME}_MAX_SEQ - P;
+  const int max_new = max_new_s ? atoi(max_new_s) : room;
+  if (max_new < 1 || max_new > room) return fail("%s", "--max-new: the prompt and the new ids must fit in MAX_SEQ");
+  void *state = malloc(${UNAME}_STATE_BYTES);
+  if (!state) return fail("%s", "out of memory");
+  int count = greedy(w, state, ids, n, bos, eos, max_new, out);
+  free(state);
+  if (count < 0) return fail("%s", "the model refused the input");
+  for (int i = 0; i < count; i++) {
+@if VOCABULARY
+    if (text) {
+      if (!is_special(out[i])) fputs(vocab_tokens[out[i]], stdout);
+      continue;
+    }
+@end
+    printf("%s%d", i ? " " : "", (int)out[i]);
+  }
+  printf("\n");
+  return 0;
+}
+@end
+
 int main(int argc, char **argv) {
   const char *weights = NULL, *input = NULL, *lengths_path = NULL, *target = NULL, *output = NULL;
+  const char *tokens = NULL, *text = NULL, *max_new = NULL, *bos = NULL, *eos = NULL;
   for (int i = 1; i < argc; i++) {
-    const char **slot = !strcmp(argv[i], "--weights") ? &weights : !strcmp(argv[i], "--input") ? &input
-                      : !strcmp(argv[i], "--lengths") ? &lengths_path : !strcmp(argv[i], "--target-input") ? &target
-                      : !strcmp(argv[i], "--output") ? &output : NULL;
-    if (!strcmp(argv[i], "--help")) {
+    const char *a = argv[i];
+    const char **slot = !strcmp(a, "--weights") ? &weights : !strcmp(a, "--input") ? &input
+                      : !strcmp(a, "--lengths") ? &lengths_path : !strcmp(a, "--target-input") ? &target
+                      : !strcmp(a, "--output") ? &output : !strcmp(a, "--tokens") ? &tokens
+                      : !strcmp(a, "--text") ? &text : !strcmp(a, "--max-new") ? &max_new
+                      : !strcmp(a, "--bos") ? &bos : !strcmp(a, "--eos") ? &eos : NULL;
+    if (!strcmp(a, "--help")) {
       printf("usage: %s ${USAGE}\n", argv[0]);
+@if GENERATE
+      printf("       %s ${GEN_USAGE}\n", argv[0]);
+      printf("(the second form decodes greedily with the key/value cache)\n");
+@end
       return 0;
     }
-    if (!slot || i + 1 >= argc) return fail("bad argument '%s' (see --help)", argv[i]);
+    if (!slot || i + 1 >= argc) return fail("bad argument '%s' (see --help)", a);
     *slot = argv[++i];
   }
-  if (!input || !output) return fail("%s", "--input and --output are required");
-  if (${ENCDEC} && !target) return fail("%s", "--target-input is required");
+  const int generating = tokens || text;
+  if (generating ? !${GENERATE} : !input || !output)
+    return fail("%s", ${GENERATE} ? "give --input and --output, or --tokens / --text" : "--input and --output are required");
+  if (!generating && ${ENCDEC} && !target) return fail("%s", "--target-input is required");
 
   ${NAME}_weights w;
 @if EMBED
@@ -174,6 +316,11 @@ int main(int argc, char **argv) {
   memcpy(blob, raw, blob_len); /* malloc: aligned for the floats */
   free(raw);
   if (${NAME}_bind(&w, blob, blob_len)) return fail("%s: not a weight blob for this model (size, magic or layout)", weights);
+@end
+@if GENERATE
+  if (generating) return run_generate(&w, tokens, text, max_new, bos, eos);
+@else
+  (void)max_new, (void)bos, (void)eos;
 @end
 
   array in, tgt = {0, 0, {0}, 0, NULL}, lens = {0, 0, {0}, 0, NULL};

@@ -70,6 +70,22 @@ static int check_tokens(const int32_t *tokens, size_t n) {
 }
 @end
 
+@if ENCDEC
+
+/* The source length of the last encode on a state, for decode: int32 magic
+ * "FFSL" and the length at A_SOURCE (0 if nothing was encoded). */
+static void set_source_length(void *state, int len) {
+  const int32_t v[2] = {0x4c534646, len};
+  memcpy((float *)state + A_SOURCE, v, sizeof v);
+}
+
+static int source_length(const void *state) {
+  int32_t v[2];
+  memcpy(v, (const float *)state + A_SOURCE, sizeof v);
+  return v[0] == 0x4c534646 ? v[1] : 0;
+}
+@end
+
 @@ bind
 /* The blob: "FFWEIGHT", u32 version 1, u32 header bytes 64, u64 layout hash,
  * u64 data bytes, zeros to 64 bytes, then the floats (little-endian fields). */
@@ -103,7 +119,7 @@ int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int ba
 @end
   if (rc) return rc;
   for (int b = 0; b < batch; b++) {
-    ${STAGE_CALL}(w->data, state, ${INPUT} + (size_t)b * T${IN_MUL}, T, lengths ? lengths[b] : T);
+    encode(w->data, state, ${INPUT} + (size_t)b * T${IN_MUL}, T, lengths ? lengths[b] : T);
     head(w->data, state, T, out + (size_t)b * T * ${OUT_DIM});
   }
   return 0;
@@ -140,6 +156,23 @@ int ${NAME}_run(const ${NAME}_weights *w, void *state, int batch, int src_len, c
   return ${NAME}_forward(w, state, (${INPUT_TYPE} *)src, batch, src_len, lengths, out);
 }
 
+@@ decode_decoder
+/* Decodes T new positions pos0..pos0+T-1 of one sequence: ${INPUT_DOC} [T]
+ * -> out [T, ${OUT_DIM}].  Their keys and values are appended to the cache in
+ * state, and they attend to positions 0..pos0+T-1: call with pos0 = 0 for a
+ * prompt, then with each new token at the next position. */
+int ${NAME}_decode(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int T, int pos0, float *out) {
+  int rc = check_batch(w, state, 1, T, NULL);
+  if (!rc && (pos0 < 0 || pos0 > ${UNAME}_MAX_SEQ - T)) rc = ${UNAME}_ELENGTH;
+@if TOKENS
+  if (!rc) rc = check_tokens(${INPUT}, (size_t)T);
+@end
+  if (rc) return rc;
+  decode(w->data, state, ${INPUT}, T, pos0, pos0 + T);
+  head(w->data, state, T, out);
+  return 0;
+}
+
 @@ forward_encdec
 /* Translates a batch: source ${INPUT_DOC} [batch, S] with src_lengths [batch] (NULL: all S),
  * target ${INPUT_DOC} [batch, T] (causal) -> out [batch, T, ${OUT_DIM}] from the decoder. */
@@ -156,9 +189,43 @@ int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${SRC_DECL}, int batc
     const int len = src_lengths ? src_lengths[b] : S;
     encode(w->data, state, src + (size_t)b * S${IN_MUL}, S, len);
     cross_kv(w->data, state, S);
+    set_source_length(state, len);
     decode(w->data, state, tgt + (size_t)b * T${IN_MUL}, T, 0, T, len);
     head(w->data, state, T, out + (size_t)b * T * ${OUT_DIM});
   }
+  return 0;
+}
+
+/* Encodes one source: ${INPUT_DOC} [S], the first src_len valid (the rest is
+ * padding), and computes every decoder layer's cross-attention keys and
+ * values of it, once; ${NAME}_decode then translates it step by step. */
+int ${NAME}_encode(const ${NAME}_weights *w, void *state, ${SRC_DECL}, int S, int src_len) {
+  int rc = check_batch(w, state, 1, S, &src_len);
+@if TOKENS
+  if (!rc) rc = check_tokens(src, (size_t)S);
+@end
+  if (rc) return rc;
+  encode(w->data, state, src, S, src_len);
+  cross_kv(w->data, state, S);
+  set_source_length(state, src_len);
+  return 0;
+}
+
+/* Decodes T new target positions pos0..pos0+T-1 against the source of the
+ * last ${NAME}_encode on this state: ${INPUT_DOC} [T] -> out [T, ${OUT_DIM}].
+ * Their keys and values are appended to the cache; they attend to target
+ * positions 0..pos0+T-1.  ${UNAME}_EINVAL if nothing was encoded. */
+int ${NAME}_decode(const ${NAME}_weights *w, void *state, ${TGT_DECL}, int T, int pos0, float *out) {
+  int rc = check_batch(w, state, 1, T, NULL);
+  const int src_len = rc ? 0 : source_length(state);
+  if (!rc && (pos0 < 0 || pos0 > ${UNAME}_MAX_SEQ - T)) rc = ${UNAME}_ELENGTH;
+  if (!rc && src_len == 0) rc = ${UNAME}_EINVAL;
+@if TOKENS
+  if (!rc) rc = check_tokens(tgt, (size_t)T);
+@end
+  if (rc) return rc;
+  decode(w->data, state, tgt, T, pos0, pos0 + T, src_len);
+  head(w->data, state, T, out);
   return 0;
 }
 

@@ -55,7 +55,7 @@ int ${NAME}_bind(${NAME}_weights *w, const void *blob, size_t bytes);
 /* Points w at the weights compiled in from ${NAME}_weights.c (--embed). */
 int ${NAME}_bind_embedded(${NAME}_weights *w);
 
-${FORWARD_DECL}
+${API}
 
 /* The uniform entry point the fixformer host calls for every architecture:
  * src is int32 tokens or float32 inputs [batch, src_len(, D_MODEL)];
@@ -74,3 +74,48 @@ typedef int int32_t;
 #include <stddef.h>
 #include <stdint.h>
 #endif
+
+@@ api_encoder
+/* Encodes a batch: ${INPUT_DOC} [batch, T], lengths [batch] (NULL: all T; the
+ * rest is padding, masked out as keys) -> out [batch, T, ${OUT_DIM}] (${OUT_DOC}).
+ * Padded rows are computed but carry no meaning.  Returns 0 or a negative
+ * status; nothing is computed on error. */
+int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int batch, int T,
+    const int32_t *lengths, float *out);
+
+@@ api_decoder
+/* Runs the causal stack over a batch: ${INPUT_DOC} [batch, T], lengths [batch]
+ * (NULL: all T; the rest is padding) -> out [batch, T, ${OUT_DIM}] (${OUT_DOC}).
+ * Returns 0 or a negative status; nothing is computed on error. */
+int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int batch, int T,
+    const int32_t *lengths, float *out);
+
+/* Step by step with the key/value cache in state (greedy decoding): decodes
+ * T new positions pos0..pos0+T-1 of one sequence, ${INPUT_DOC} [T] -> out
+ * [T, ${OUT_DIM}], attending to every position before them decoded on this
+ * state.  A prompt at pos0 = 0, then one token at a time:
+ *   ${NAME}_decode(&w, state, prompt, n, 0, logits);
+ *   ${NAME}_decode(&w, state, &next, 1, n, logits);  ...
+ * ${UNAME}_ELENGTH when pos0 + T would pass ${UNAME}_MAX_SEQ. */
+int ${NAME}_decode(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int T, int pos0, float *out);
+
+@@ api_encdec
+/* Translates a batch: source ${INPUT_DOC} [batch, S] with src_lengths [batch]
+ * (NULL: all S), target ${INPUT_DOC} [batch, T] (causally masked) -> out
+ * [batch, T, ${OUT_DIM}] (${OUT_DOC}) from the decoder.  Returns 0 or a negative
+ * status; nothing is computed on error. */
+int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${SRC_DECL}, int batch, int S,
+    const int32_t *src_lengths, ${TGT_DECL}, int T, float *out);
+
+/* Step by step with the caches in state (greedy decoding): ${NAME}_encode
+ * runs the encoder over one source [S] (the first src_len valid) and computes
+ * the cross-attention keys and values of every decoder layer, once;
+ * ${NAME}_decode then decodes T new target positions pos0..pos0+T-1 [T] ->
+ * out [T, ${OUT_DIM}], attending to the target positions before them:
+ *   ${NAME}_encode(&w, state, src, S, S);
+ *   ${NAME}_decode(&w, state, &bos, 1, 0, logits);
+ *   ${NAME}_decode(&w, state, &next, 1, 1, logits);  ...
+ * ${UNAME}_ELENGTH when pos0 + T would pass ${UNAME}_MAX_SEQ; ${UNAME}_EINVAL
+ * when decoding on a state that has not encoded a source. */
+int ${NAME}_encode(const ${NAME}_weights *w, void *state, ${SRC_DECL}, int S, int src_len);
+int ${NAME}_decode(const ${NAME}_weights *w, void *state, ${TGT_DECL}, int T, int pos0, float *out);

@@ -51,12 +51,16 @@ def configs(n, seed):
 
 def check_warnings(ff, tmp, n):
     rng, cfgs = configs(n, 7)
-    for cfg in cfgs:
+    shipped = [("dates", os.path.join(ROOT, "models", "dates.lua"))]  # a driver with a vocabulary
+    for cfg in cfgs + [{"name": name, "arch": "shipped", "model": m} for name, m in shipped]:
         d = os.path.join(tmp, cfg["name"])
         os.mkdir(d)
-        model = write_description(cfg, d)
-        run([ff, "init", model, "-o", os.path.join(d, "w.safetensors")])
-        emit(ff, model, d, "--weights", os.path.join(d, "w.safetensors"), "--embed", "--with-main")
+        if "model" in cfg:
+            emit(ff, cfg["model"], d, "--embed", "--with-main")
+        else:
+            model = write_description(cfg, d)
+            run([ff, "init", model, "-o", os.path.join(d, "w.safetensors")])
+            emit(ff, model, d, "--weights", os.path.join(d, "w.safetensors"), "--embed", "--with-main")
         files = [os.path.join(d, cfg["name"] + s) for s in (".c", "_main.c", "_weights.c")]
         for cc in (["gcc"], ["clang"]):
             for f in files:

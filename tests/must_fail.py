@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import write_safetensors  # noqa: E402
+from reference import read_safetensors, write_safetensors  # noqa: E402
 
 GOOD = """return {
   name = "m", arch = "encoder", d_model = 16, heads = 2, d_ff = 24, layers = 1,
@@ -86,12 +86,7 @@ def main():
         with open(junk, "wb") as f:
             f.write(os.urandom(64))
         # a well-formed file whose linear1.weight is [23,16] where the model needs [24,16]
-        tensors = {}
-        for k, v in hj.items():
-            if k == "__metadata__":
-                continue
-            a, b = v["data_offsets"]
-            tensors[k] = np.frombuffer(raw[8 + hlen + a:8 + hlen + b], dtype="<f4").reshape(v["shape"])
+        tensors = read_safetensors(weights)
         tensors["layers.0.linear1.weight"] = tensors["layers.0.linear1.weight"][:23]
         wrong_shape = os.path.join(tmp, "w2.safetensors")
         write_safetensors(wrong_shape, tensors)

@@ -43,6 +43,21 @@ def write_safetensors(path, tensors, dtype="F32"):
             f.write(b)
 
 
+def read_safetensors(path):
+    """name -> float32 array, for a file of F32 tensors."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    out = {}
+    for name, info in json.loads(raw[8:8 + n]).items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", (path, name, info["dtype"])
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype="<f4").reshape(info["shape"]).copy()
+    return out
+
+
 def rounded(tensors, dtype):
     """The float32 values a reader gets back from write_safetensors(.., dtype)."""
     if dtype == "F16":

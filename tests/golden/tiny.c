@@ -439,6 +439,7 @@ static int check_tokens(const int32_t *tokens, size_t n) {
 }
 
 
+
 /* The blob: "FFWEIGHT", u32 version 1, u32 header bytes 64, u64 layout hash,
  * u64 data bytes, zeros to 64 bytes, then the floats (little-endian fields). */
 static unsigned long long read_u64(const unsigned char *p) {

@@ -59,11 +59,12 @@ int tiny_bind(tiny_weights *w, const void *blob, size_t bytes);
 /* Points w at the weights compiled in from tiny_weights.c (--embed). */
 int tiny_bind_embedded(tiny_weights *w);
 
-/* Encodes a batch: token ids [batch, T], lengths [batch] (NULL: all T; the rest is
- * padding, masked out as keys) -> out [batch, T, 128].  Padded rows are computed
- * but carry no meaning.  Returns 0 or a negative status; nothing is computed on error. */
-int tiny_forward(const tiny_weights *w, void *state, const int32_t *tokens, int batch, int T, const int32_t *lengths,
-               float *out);
+/* Encodes a batch: token ids [batch, T], lengths [batch] (NULL: all T; the
+ * rest is padding, masked out as keys) -> out [batch, T, 128] (logits).
+ * Padded rows are computed but carry no meaning.  Returns 0 or a negative
+ * status; nothing is computed on error. */
+int tiny_forward(const tiny_weights *w, void *state, const int32_t *tokens, int batch, int T,
+    const int32_t *lengths, float *out);
 
 /* The uniform entry point the fixformer host calls for every architecture:
  * src is int32 tokens or float32 inputs [batch, src_len(, D_MODEL)];

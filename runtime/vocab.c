@@ -1,0 +1,137 @@
+/* vocab.c - a token vocabulary read from JSON (cJSON): text to ids by
+ * longest match, ids to text. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "ff_io.h"
+
+#define VOCAB_MAX_BYTES (16u << 20)
+#define VOCAB_MAX_TOKENS (1 << 24)
+
+void ff_vocab_free(ff_vocab *v) {
+  for (int i = 0; v->tokens && i < v->size; i++) free(v->tokens[i]);
+  free(v->tokens);
+  memset(v, 0, sizeof *v);
+}
+
+/* an optional special id: absent -> -1 */
+static int special(const char *path, const cJSON *root, const char *key, int size, int *out, ff_error *err) {
+  const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+  *out = -1;
+  if (!j || cJSON_IsNull(j)) return 0;
+  if (!cJSON_IsNumber(j) || j->valuedouble != (double)(int)j->valuedouble || j->valueint < 0 || j->valueint >= size)
+    return ff_fail(err, FF_EFORMAT, "%s: \"%s\" must be a token id in [0, %d)", path, key, size);
+  *out = j->valueint;
+  return 0;
+}
+
+int ff_vocab_load(const char *path, int expected_size, ff_vocab *v, ff_error *err) {
+  uint8_t *text;
+  size_t len;
+  memset(v, 0, sizeof *v);
+  v->pad = v->bos = v->eos = v->unk = -1;
+  int rc = ff_read_file(path, &text, &len, err);
+  if (rc) return rc;
+  if (len > VOCAB_MAX_BYTES) {
+    free(text);
+    return ff_fail(err, FF_EFORMAT, "%s: vocabulary larger than %u bytes", path, VOCAB_MAX_BYTES);
+  }
+  cJSON *root = cJSON_ParseWithLength((const char *)text, len);
+  free(text);
+  const cJSON *tokens = root ? cJSON_GetObjectItemCaseSensitive(root, "tokens") : NULL;
+  if (!root || !cJSON_IsObject(root)) {
+    rc = ff_fail(err, FF_EFORMAT, "%s: not a JSON object", path);
+    goto done;
+  }
+  if (!cJSON_IsArray(tokens) || cJSON_GetArraySize(tokens) < 1 || cJSON_GetArraySize(tokens) > VOCAB_MAX_TOKENS) {
+    rc = ff_fail(err, FF_EFORMAT, "%s: \"tokens\" must be a non-empty array of strings", path);
+    goto done;
+  }
+  int n = cJSON_GetArraySize(tokens);
+  if (expected_size > 0 && n != expected_size) {
+    rc = ff_fail(err, FF_ESHAPE, "%s: %d tokens, but the model's vocab is %d", path, n, expected_size);
+    goto done;
+  }
+  if (!(v->tokens = calloc((size_t)n, sizeof *v->tokens))) {
+    rc = ff_fail(err, FF_ENOMEM, "out of memory");
+    goto done;
+  }
+  v->size = n;
+  int i = 0;
+  for (const cJSON *t = tokens->child; t; t = t->next, i++) {
+    if (!cJSON_IsString(t) || !t->valuestring[0]) {
+      rc = ff_fail(err, FF_EFORMAT, "%s: tokens[%d] is not a non-empty string", path, i);
+      goto done;
+    }
+    size_t tl = strlen(t->valuestring) + 1;
+    if (!(v->tokens[i] = malloc(tl))) {
+      rc = ff_fail(err, FF_ENOMEM, "out of memory");
+      goto done;
+    }
+    memcpy(v->tokens[i], t->valuestring, tl);
+  }
+  if ((rc = special(path, root, "pad", n, &v->pad, err)) || (rc = special(path, root, "bos", n, &v->bos, err)) ||
+      (rc = special(path, root, "eos", n, &v->eos, err)) || (rc = special(path, root, "unk", n, &v->unk, err)))
+    goto done;
+  const cJSON *lower = cJSON_GetObjectItemCaseSensitive(root, "lowercase");
+  v->lowercase = cJSON_IsTrue(lower);
+done:
+  cJSON_Delete(root);
+  if (rc) ff_vocab_free(v);
+  return rc;
+}
+
+static int is_special(const ff_vocab *v, int id) { return id == v->pad || id == v->bos || id == v->eos || id == v->unk; }
+
+int ff_vocab_encode(const ff_vocab *v, const char *text, int32_t *ids, int cap, int *n, ff_error *err) {
+  size_t len = strlen(text);
+  char *s = malloc(len + 1);
+  if (!s) return ff_fail(err, FF_ENOMEM, "out of memory");
+  for (size_t i = 0; i <= len; i++) /* ASCII lowercase: multi-byte UTF-8 is left alone */
+    s[i] = (char)(v->lowercase && text[i] >= 'A' && text[i] <= 'Z' ? text[i] - 'A' + 'a' : text[i]);
+  int count = 0, rc = 0;
+  for (size_t at = 0; at < len;) {
+    int best = -1;
+    size_t best_len = 0;
+    for (int i = 0; i < v->size; i++) { /* longest match, the lowest id among equals */
+      size_t tl = strlen(v->tokens[i]);
+      if (!is_special(v, i) && tl > best_len && tl <= len - at && !memcmp(s + at, v->tokens[i], tl))
+        best = i, best_len = tl;
+    }
+    if (best < 0) {
+      size_t skip = 1; /* one UTF-8 character */
+      while (at + skip < len && ((unsigned char)s[at + skip] & 0xC0) == 0x80) skip++;
+      if (v->unk < 0) {
+        rc = ff_fail(err, FF_ETOKEN, "text: '%.*s' at byte %zu is not in the vocabulary", (int)skip, s + at, at);
+        break;
+      }
+      best = v->unk, best_len = skip;
+    }
+    if (count == cap) {
+      rc = ff_fail(err, FF_ELENGTH, "text: more than %d tokens", cap);
+      break;
+    }
+    ids[count++] = best;
+    at += best_len;
+  }
+  free(s);
+  *n = count;
+  return rc;
+}
+
+size_t ff_vocab_decode(const ff_vocab *v, const int32_t *ids, int n, char *text, size_t cap) {
+  size_t need = 0, copied = 0;
+  for (int i = 0; i < n; i++) {
+    if (ids[i] < 0 || ids[i] >= v->size || is_special(v, ids[i])) continue;
+    size_t tl = strlen(v->tokens[ids[i]]);
+    if (copied == need && need + tl < cap) { /* whole tokens only */
+      memcpy(text + need, v->tokens[ids[i]], tl);
+      copied += tl;
+    }
+    need += tl;
+  }
+  if (cap) text[copied] = 0;
+  return need;
+}

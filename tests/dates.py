@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""The shipped model, models/dates.*: 500 held-out dates (made by the
+generator that trained it, with dates it never saw, in every format) are
+translated by `fixformer generate` through libtcc, cc and the runtime.  Each
+engine must get >= 99 % exactly right and produce, token for token, the ids
+of PyTorch's greedy decoding of the same weights (tests/dates_ref.py).  The
+inputs are given to fixformer in mixed case (the vocabulary lowercases).
+The program `fixformer emit --embed --with-main` writes is then built with cc
+and with aarch64-linux-gnu-gcc (run under qemu-aarch64) and translates the
+first dates with the same answers.
+
+  dates.py --fixformer BIN [--count 500] [--engines tcc,cc,runtime]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL = os.path.join(HERE, "..", "models", "dates.lua")
+
+
+def mixed_case(i, text):
+    return (text, text.title(), text.upper(), text.capitalize())[i % 4]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fixformer", required=True)
+    ap.add_argument("--count", type=int, default=500)
+    ap.add_argument("--engines", default="tcc,cc,runtime")
+    ap.add_argument("--no-cross", action="store_true", help="skip the aarch64 build under qemu")
+    args = ap.parse_args()
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, os.path.join(HERE, "dates_ref.py"), "--model", MODEL, "--held-out",
+                        str(args.count), "--write-dir", tmp], check=True, stdout=subprocess.DEVNULL)
+        inputs = open(os.path.join(tmp, "inputs.txt")).read().splitlines()
+        expected = open(os.path.join(tmp, "expected.txt")).read().splitlines()
+        torch_out = open(os.path.join(tmp, "torch.txt")).read().splitlines()
+        right = sum(t.split("\t")[1] == e for t, e in zip(torch_out, expected))
+        print("pytorch  %d/%d exact (%.1f %%)" % (right, len(expected), 100.0 * right / len(expected)))
+        lines = os.path.join(tmp, "mixed.txt")
+        with open(lines, "w") as f:
+            f.writelines(mixed_case(i, t) + "\n" for i, t in enumerate(inputs))
+        for e in args.engines.split(","):
+            p = subprocess.run([args.fixformer, "generate", MODEL, "--lines", lines, "--ids", "--max-new", "16",
+                                "--engine", e], capture_output=True, text=True)
+            got = p.stdout.splitlines()
+            if p.returncode != 0 or len(got) != len(inputs):
+                print("%-8s FAIL: exit %d, %d lines: %s" % (e, p.returncode, len(got), p.stderr.strip()))
+                failed += 1
+                continue
+            right = sum(g.split("\t")[1] == x for g, x in zip(got, expected))
+            differ = [(i, g, t) for i, (g, t) in enumerate(zip(got, torch_out)) if g != t]
+            ok = right >= 0.99 * len(expected) and not differ
+            failed += not ok
+            print("%-8s %d/%d exact (%.1f %%), %d differ from PyTorch's ids %s" % (
+                e, right, len(expected), 100.0 * right / len(expected), len(differ), "ok" if ok else "FAIL"))
+            for i, g, t in differ[:5]:
+                print("   %r: fixformer %r, pytorch %r" % (inputs[i], g, t))
+            for i, (g, x) in enumerate(zip(got, expected)):
+                if g.split("\t")[1] != x:
+                    print("   wrong: %r -> %r, expected %s" % (inputs[i], g.split("\t")[1], x))
+        # the emitted program (`emit --with-main`), natively and cross-compiled under qemu
+        builds = [("cc", os.environ.get("CC", "cc").split(), [], 40)]
+        if not args.no_cross:
+            builds.append(("aarch64", ["aarch64-linux-gnu-gcc", "-static"], ["qemu-aarch64"], 12))
+        for name, cc, runner, count in builds:
+            out_dir = os.path.join(tmp, "emit_" + name)
+            subprocess.run([args.fixformer, "emit", MODEL, "-o", out_dir, "--embed", "--with-main"]
+                           + (["--target", "aarch64-linux-gnu"] if runner else []), check=True, stdout=subprocess.DEVNULL)
+            exe = os.path.join(out_dir, "dates")
+            subprocess.run(cc + ["-O2", "-std=c99", "-o", exe] + [os.path.join(out_dir, f) for f in
+                           ("dates.c", "dates_main.c", "dates_weights.c")] + ["-lm"], check=True)
+            right = 0
+            for i in range(count):
+                p = subprocess.run(runner + [exe, "--text", mixed_case(i, inputs[i])], capture_output=True, text=True)
+                got = p.stdout.strip()
+                right += got == expected[i] == torch_out[i].split("\t")[1]
+                if got != expected[i]:
+                    print("   emitted %s: %r -> %r (exit %d %s), expected %s" % (name, inputs[i], got, p.returncode,
+                                                                               p.stderr.strip(), expected[i]))
+            ok = right == count
+            failed += not ok
+            print("emitted program (%s%s): %d/%d the same as PyTorch %s" % (
+                name, " under " + runner[0] if runner else "", right, count, "ok" if ok else "FAIL"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
