@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "fixformer.h"
 
@@ -543,6 +545,113 @@ done:
   return rc;
 }
 
+/* ---- bench --------------------------------------------------------------- */
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Random weights for a bench without --weights: `init` into a temporary file. */
+static int bench_weights(ff_model *m, const char *given, ff_error *err) {
+  if (given) return ff_model_load_weights(m, given, err);
+  const char *dir = getenv("TMPDIR");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/fixformer-bench-%ld.safetensors", dir && *dir ? dir : "/tmp", (long)getpid());
+  int rc = ff_rt_init_weights(ff_model_config(m), 1, path, err);
+  if (!rc) rc = ff_model_load_weights(m, path, err);
+  unlink(path);
+  return rc;
+}
+
+static int cmd_bench(const char *path, flag *flags, ff_error *err) {
+  const char *weights = value_of(flags, "--weights"), *engine_s = value_of(flags, "--engine");
+  int batch, T, threads, iters, gen, rc;
+  if ((rc = int_flag("bench", flags, "--batch", 1, &batch, err)) || (rc = int_flag("bench", flags, "--seq", 0, &T, err)) ||
+      (rc = int_flag("bench", flags, "--threads", 1, &threads, err)) ||
+      (rc = int_flag("bench", flags, "--iters", 20, &iters, err)) ||
+      (rc = int_flag("bench", flags, "--generate", 0, &gen, err)))
+    return rc;
+  int engine = ff_engine_parse(engine_s ? engine_s : "cc");
+  if (engine < 0) return ff_fail(err, FF_EINVAL, "bench: --engine: '%s' is not one of runtime, tcc, cc", engine_s);
+  if (batch < 1 || iters < 1) return ff_fail(err, FF_EINVAL, "bench: --batch and --iters must be at least 1");
+  if (threads != 1) return ff_fail(err, FF_EINVAL, "bench: --threads: only 1 thread so far");
+  ff_model *m = ff_model_open(path, err);
+  if (!m) return err->code;
+  const ff_config *c = ff_model_config(m);
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER, d = c->d_model;
+  if (T == 0) T = c->max_seq < 128 ? c->max_seq : 128;
+  int32_t *ids = NULL, *out_ids = NULL;
+  float *x = NULL, *out = NULL;
+  double *times = NULL;
+  if (T < 1 || T > c->max_seq) {
+    rc = ff_fail(err, FF_ELENGTH, "bench: --seq %d is outside 1..max_seq (%d)", T, c->max_seq);
+    goto done;
+  }
+  if (gen && (c->vocab == 0 || c->arch == FF_ARCH_ENCODER || gen > c->max_seq - 1)) {
+    rc = ff_fail(err, FF_EINVAL, "bench: --generate N needs a decoder with a vocab and N < max_seq (%d)", c->max_seq);
+    goto done;
+  }
+  if (!weights && c->weights[0]) weights = c->weights;
+  double t0 = now_ms();
+  if ((rc = bench_weights(m, weights, err)) || (t0 = now_ms(), rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
+    goto done;
+  double prepare_ms = now_ms() - t0;
+  size_t n_in = (size_t)batch * T, n_out = (size_t)batch * T * ff_config_out_dim(c);
+  ids = malloc(sizeof *ids * (n_in + 1));
+  x = malloc(sizeof *x * (n_in * d + 1));
+  out = malloc(sizeof *out * (n_out + 1));
+  times = malloc(sizeof *times * (size_t)iters);
+  out_ids = malloc(sizeof *out_ids * (size_t)(gen + 1));
+  if (!ids || !x || !out || !times || !out_ids) {
+    rc = ff_fail(err, FF_ENOMEM, "out of memory");
+    goto done;
+  }
+  unsigned long long r = 12345;
+  for (size_t i = 0; i < n_in; i++) ids[i] = (int32_t)((r = r * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % (c->vocab > 0 ? c->vocab : 1);
+  for (size_t i = 0; i < n_in * d; i++) x[i] = (float)((r = r * 6364136223846793005ULL + 1) >> 40) / 16777216.0f - 0.5f;
+  ff_rt_input in = {batch, T, c->vocab > 0 ? ids : NULL, c->vocab > 0 ? NULL : x, NULL,
+                    encdec ? T : 0, encdec && c->vocab > 0 ? ids : NULL, encdec && c->vocab == 0 ? x : NULL};
+  int32_t bos = 0;
+  ff_greedy g = {encdec ? ids : NULL, encdec ? T : 0, encdec ? &bos : ids, 1, gen, -1};
+  double flops = gen ? 0 : ff_rt_forward_flops(c, T, T) * batch;
+  for (int i = -2; i < iters && !rc; i++) { /* two warm-up runs */
+    int n;
+    double t = now_ms();
+    rc = gen ? ff_model_greedy(m, &g, out_ids, &n, NULL, err) : ff_model_forward(m, &in, out, err);
+    if (i >= 0) times[i] = now_ms() - t;
+  }
+  if (rc) goto done;
+  qsort(times, (size_t)iters, sizeof *times, cmp_double);
+  double med = times[iters / 2];
+  printf("bench %s: %s, d_model %d, %d heads, d_ff %d, %d+%d layers; engine %s, %d thread\n", c->name,
+         encdec ? "encoder-decoder" : c->arch == FF_ARCH_ENCODER ? "encoder" : "decoder-only", c->d_model, c->heads,
+         c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)engine), threads);
+  printf("prepare (generate + compile + bind): %.1f ms\n", prepare_ms);
+  if (gen)
+    printf("generate %d tokens from a 1-token prompt%s: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; "
+           "%.1f tokens/s\n", gen, encdec ? " (source of T tokens)" : "", times[0], med, times[iters - 1], iters,
+           gen / (med / 1e3));
+  else
+    printf("forward batch %d x T %d: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; %.2f GFLOP/s at the "
+           "median (%.3g FLOP)\n", batch, T, times[0], med, times[iters - 1], iters, flops / (med * 1e6), flops);
+  printf("median_ms: %.4f\n", med);
+done:
+  free(ids);
+  free(x);
+  free(out);
+  free(times);
+  free(out_ids);
+  ff_model_close(m);
+  return rc;
+}
+
 /* ---- emit ---------------------------------------------------------------- */
 
 /* "DIR/NAME" + suffix */
@@ -656,6 +765,10 @@ static flag generate_flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL
                                 {"--eos", NULL, NULL, 1},     {"--logits", NULL, NULL, 1},
                                 {"--ids", NULL, NULL, 0},     {NULL, NULL, NULL, 0}};
 
+static flag bench_flags[] = {{"--help", "-h", NULL, 0},   {"--weights", NULL, NULL, 1}, {"--batch", NULL, NULL, 1},
+                             {"--seq", NULL, NULL, 1},    {"--engine", NULL, NULL, 1},  {"--threads", NULL, NULL, 1},
+                             {"--iters", NULL, NULL, 1},  {"--generate", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+
 static const command commands[] = {
     {"info",
      "usage: fixformer info MODEL.lua\n"
@@ -714,6 +827,18 @@ static const command commands[] = {
      "  --logits OUT.npy  float32 [1, P, vocab]: the logits of every position fed to\n"
      "                    the decoder (one input only)\n",
      cmd_generate, generate_flags},
+    {"bench",
+     "usage: fixformer bench MODEL.lua [--weights W] [--batch B] [--seq T] [--engine tcc|cc|runtime]\n"
+     "                       [--threads N] [--iters N] [--generate N]\n"
+     "Times forward passes (after two warm-up runs) on random inputs and prints\n"
+     "min/median/max, GFLOP/s at the median and a last line `median_ms: X`.\n"
+     "  --weights W    default: the description's, else random (`init`) weights\n"
+     "  --batch B      sequences per forward (default 1)\n"
+     "  --seq T        positions per sequence (default min(128, max_seq))\n"
+     "  --engine E     cc (default), tcc or runtime\n"
+     "  --iters N      timed runs (default 20)\n"
+     "  --generate N   instead: greedy decoding of N tokens with the KV cache, tokens/s\n",
+     cmd_bench, bench_flags},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof *commands)
 
@@ -726,7 +851,8 @@ static void usage(FILE *to) {
           "  init   deterministic random weights (PyTorch initialisation) as safetensors\n"
           "  emit   C specialised to the model (files, for any target)\n"
           "  run    one forward pass over .npy inputs\n"
-          "  generate  greedy decoding with a key/value cache (text or ids)\n",
+          "  generate  greedy decoding with a key/value cache (text or ids)\n"
+          "  bench  timings of forward passes or of greedy decoding\n",
           FF_VERSION);
 }
 
