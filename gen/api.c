@@ -36,6 +36,7 @@ struct ff_model {
   ff_rt_state rt_state; /* the runtime's caches, allocated on the first begin */
   int pos;              /* the next position a step decodes */
   int begun;            /* a source is encoded / a sequence started */
+  const char *isa;      /* the matrix kernels of the generated code */
 };
 
 static void release_engine(ff_model *m);
@@ -53,6 +54,7 @@ ff_model *ff_model_open(const char *path, ff_error *err) {
     ff_model_close(m);
     return NULL;
   }
+  m->isa = "generic";
   if (!(m->lua = ff_lua_open(err)) || ff_lua_load_config(m->lua, path, &m->cfg, err) ||
       ff_rt_check_config(&m->cfg, err)) {
     ff_model_close(m);
@@ -62,6 +64,18 @@ ff_model *ff_model_open(const char *path, ff_error *err) {
 }
 
 const ff_config *ff_model_config(const ff_model *m) { return &m->cfg; }
+
+int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
+  static const char *const known[] = {"generic", "avx512", NULL};
+  if (!strcmp(isa, "native")) isa = ff_host_isa();
+  for (int i = 0; known[i]; i++)
+    if (!strcmp(known[i], isa)) {
+      if (m->isa != known[i]) release_engine(m); /* the program and the packed weights depend on it */
+      m->isa = known[i];
+      return 0;
+    }
+  return ff_fail(err, FF_EINVAL, "isa: '%s' is not one of generic, avx512, native", isa);
+}
 
 int ff_model_load_weights(ff_model *m, const char *path, ff_error *err) {
   ff_tensor_file file;
@@ -99,7 +113,7 @@ static void release_engine(ff_model *m) {
 
 int ff_model_generate(ff_model *m, const char *command, const char **header, const char **source, ff_error *err) {
   if (!m->program.source) {
-    ff_gen_options o = {m->path, command};
+    ff_gen_options o = {m->path, command, m->isa};
     int rc = ff_generate(m->lua, &m->cfg, &o, &m->program, err);
     if (rc) return rc;
   }
@@ -168,6 +182,11 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
   const void *blob;
   size_t bytes;
   int rc;
+  const char *isa = ff_host_isa(); /* the JIT runs here: the best kernels of this machine */
+  if (m->isa != isa) {
+    release_engine(m);
+    m->isa = isa;
+  }
   if ((rc = ff_model_generate(m, "fixformer run", &header, &source, err))) return rc;
   size_t hl = strlen(header), sl = strlen(source);
   char *text = malloc(hl + sl + 2);
@@ -176,7 +195,20 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
   text[hl] = '\n';
   memcpy(text + hl + 1, source, sl + 1);
   if (getenv("FIXFORMER_DUMP")) fputs(text, stderr); /* like tinygrad's DEBUG=4 */
-  rc = engine == FF_ENGINE_TCC ? ff_jit_tcc(text, &m->jit, err) : ff_jit_cc(text, &m->jit, err);
+  if (engine == FF_ENGINE_TCC) {
+    rc = ff_jit_tcc(text, &m->jit, err);
+  } else { /* the kernels as a library of their own, built once */
+    char name[64];
+    snprintf(name, sizeof name, "templates/kernels/gemm_%s.c", isa);
+    const ff_embedded_file *k = ff_embedded_find(name);
+    char *kernels = k ? malloc(k->size + 1) : NULL;
+    if (kernels) {
+      memcpy(kernels, k->data, k->size);
+      kernels[k->size] = 0;
+    }
+    rc = kernels ? ff_jit_cc(text, kernels, &m->jit, err) : ff_fail(err, FF_ENOMEM, "out of memory");
+    free(kernels);
+  }
   free(text);
   if (rc) return rc;
   char sym[FF_NAME_MAX + 16];

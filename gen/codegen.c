@@ -103,11 +103,11 @@ static int read_program(lua_State *L, int t, ff_program *p, ff_error *err) {
     int et = lua_gettop(L);
     e->name = dup_field(L, et, "name");
     e->offset = (size_t)num_field(L, et, "offset");
+    e->row0 = (int)num_field(L, et, "row0");
     e->rows = (int)num_field(L, et, "rows");
     e->cols = (int)num_field(L, et, "cols");
-    lua_getfield(L, et, "transposed");
-    e->transposed = lua_toboolean(L, -1);
-    lua_pop(L, 2);
+    e->panel = (int)num_field(L, et, "panel");
+    lua_pop(L, 1);
     if (!e->name) {
       lua_pop(L, 1);
       return ff_fail(err, FF_ENOMEM, "out of memory for the weight layout");
@@ -137,6 +137,8 @@ int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_progr
   lua_setfield(L, -2, "command");
   lua_getfield(L, LUA_REGISTRYINDEX, "ff.sha256");
   lua_setfield(L, -2, "sha256");
+  lua_pushstring(L, o->isa ? o->isa : "generic");
+  lua_setfield(L, -2, "isa");
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) goto lua_failed;
   rc = read_program(L, lua_gettop(L), out, err);
   lua_settop(L, top);
@@ -179,17 +181,19 @@ int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, s
   for (int i = 0; i < p->n_layout; i++) {
     const ff_layout_entry *e = &p->layout[i];
     const ff_tensor *t = ff_tensor_file_find(f, e->name);
-    size_t n = (size_t)e->rows * (size_t)(e->cols > 0 ? e->cols : 1);
-    if (!t || t->numel != n) {
+    size_t cols = (size_t)(e->cols > 0 ? e->cols : 1), n = (size_t)e->rows * cols;
+    if (!t || t->numel < (size_t)(e->row0 + e->rows) * cols) {
       free(b);
       return ff_fail(err, FF_EMISSING, "tensor '%s' missing or of the wrong size while packing", e->name);
     }
+    const float *src = t->data + (size_t)e->row0 * cols;
     float *dst = data + e->offset;
-    if (e->transposed) /* W [rows, cols] -> W^T [cols, rows] */
+    if (e->panel) /* W [rows, cols] -> W^T [cols, rows] in panels of NR columns: W[r, c] at (r / NR, c, r % NR) */
       for (int r = 0; r < e->rows; r++)
-        for (int c = 0; c < e->cols; c++) dst[(size_t)c * e->rows + r] = t->data[(size_t)r * e->cols + c];
+        for (size_t c = 0; c < cols; c++)
+          dst[(size_t)(r / e->panel) * cols * e->panel + c * e->panel + r % e->panel] = src[(size_t)r * cols + c];
     else
-      memcpy(dst, t->data, n * sizeof *dst);
+      memcpy(dst, src, n * sizeof *dst);
   }
   *blob = b;
   *bytes = total;

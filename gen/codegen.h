@@ -14,8 +14,9 @@
 typedef struct {
   char *name;       /* PyTorch name */
   size_t offset;    /* floats into the data */
-  int rows, cols;   /* cols 0 for vectors */
-  int transposed;   /* stored [cols, rows] */
+  int row0, rows;   /* rows row0 .. row0 + rows - 1 of the tensor */
+  int cols;         /* 0 for vectors */
+  int panel;        /* 0: as in PyTorch; NR: W^T in panels of NR columns, zero-padded */
 } ff_layout_entry;
 
 /* A generated program: the C text and the weight layout it expects. */
@@ -32,7 +33,16 @@ typedef struct {
 typedef struct {
   const char *source;        /* the description path as given */
   const char *command;       /* recorded in the header comment */
+  const char *isa;           /* the matrix kernels: "generic", "avx512", ... */
 } ff_gen_options;
+
+/* The ISAs whose matrix kernels this host has compiled in and can run, best
+ * first ("avx512", ..., "generic"), and the best of them. */
+const char *const *ff_host_isas(void);
+const char *ff_host_isa(void);
+/* The host's build of an ISA's kernel, for the libtcc engine: name is
+ * "ff_linear_ISA" or "ff_matmul_ISA"; NULL if it is not compiled in. */
+void *ff_native_kernel(const char *name);
 
 /* Plans and emits the loaded description (its config table is in the
  * state's registry) for config c. */
@@ -80,8 +90,10 @@ typedef struct ff_jit {
  * generated code uses are handed over with tcc_add_symbol. */
 int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err);
 /* Compiles C text with $CC (default cc) -O3 -march=native into a shared
- * object cached by source hash, and dlopens it. */
-int ff_jit_cc(const char *text, ff_jit **out, ff_error *err);
+ * object cached by source hash, and dlopens it.  kernels: NULL, or the text
+ * of the matrix kernel library, then built once into a cached library of its
+ * own and linked, the text compiled with FF_EXTERN_KERNELS. */
+int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err);
 void *ff_jit_symbol(ff_jit *j, const char *name);
 void ff_jit_free(ff_jit *j);
 

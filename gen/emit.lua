@@ -70,7 +70,18 @@ local function kernel_vars(k)
     if type(value) == "number" and math.type(value) == "float" then v[name] = float_lit(value)
     else v[name] = value end
   end
-  if k.kind == "embed" then v.SCALE = float_lit(p.SCALE) end
+  if k.kind == "embed" then
+    v.SCALE = float_lit(p.SCALE)
+    v.PANELS = p.PANEL > 0
+  end
+  if k.kind == "linear" then
+    v.PANELS = (p.OUT + p.NR - 1) // p.NR
+    local flags = {}
+    if p.ACC then flags[#flags + 1] = "FF_ACC" end
+    if p.RELU then flags[#flags + 1] = "FF_RELU" end
+    v.FLAGS = #flags > 0 and table.concat(flags, " | ") or "0"
+    v.OPDOC_SHAPE = ops.kinds.linear.doc(p):gsub("^y ", "") .. ", x [T, " .. p.IN .. "]"
+  end
   if k.kind == "attention" then
     v.D = p.HEADS * p.DK
     v.SCALE = float_lit(1 / math.sqrt(p.DK))
@@ -101,14 +112,38 @@ end
 
 local function section_of(k)
   local p = k.params
-  if k.kind == "layernorm" or k.kind == "rmsnorm" then return (p.RESIDUAL and "residual_" or "") .. k.kind end
   if k.kind == "activation" then return p.ACT end
   return k.kind
 end
 
+-- The ISA's matrix kernels (templates/kernels/gemm_ISA.c): their text, or
+-- under FIXFORMER_JIT the declarations of the host's SIMD builds of them.
+function M.matrix_kernels(isa)
+  local path = "templates/kernels/gemm_" .. isa .. ".c"
+  local text = ff_read_template(path):gsub("\n+$", "")
+  local decl = string.format([[
+void ff_linear_%s(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags);
+void ff_matmul_%s(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+    const float *bias, float alpha, int flags);
+void ff_attention_%s(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
+    int causal, int q_pos0, float scale, float *scratch, float *out);]], isa, isa, isa)
+  return table.concat({
+    "/* ---- matrix kernels (" .. path .. ") ---- */",
+    "#if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */",
+    "#define FF_ACC 1  /* C += the product instead of C = */",
+    "#define FF_RELU 2 /* then C = max(0, C) */",
+    decl,
+    "#else",
+    "#define FF_KERNEL static inline",
+    string.format('#line 1 "%s"', path),
+    text,
+    "#endif",
+  }, "\n") .. "\n"
+end
+
 -- Kernels in the order the program first uses them.
 function M.kernels(P)
-  local out = {}
+  local out = { M.matrix_kernels(P.isa) }
   for _, k in ipairs(P.kernels) do
     out[#out + 1] = template.render(ops.kinds[k.kind].file, section_of(k), kernel_vars(k))
   end
@@ -127,6 +162,14 @@ function M.libc() return (template.render("model.c", "libc", {}, { lines = false
 -- to look up and cast back to the kernel's type.
 function M.kernel_unit(list)
   local parts, exports, seen = { M.types(), M.libc() }, {}, {}
+  local isas = {}
+  for _, entry in ipairs(list) do
+    local isa = entry[2].ISA
+    if isa and not isas[isa] then
+      isas[isa] = true
+      parts[#parts + 1] = M.matrix_kernels(isa)
+    end
+  end
   for i, entry in ipairs(list) do
     local kind, params = entry[1], entry[2]
     ops.key(kind, params) -- the kind exists and every param is given
@@ -156,7 +199,7 @@ function M.emit(P, opts)
     IN_MUL = c.vocab and "" or string.format(" * %d", c.d_model),
     INPUT_TYPE = c.vocab and "const int32_t" or "const float",
     INPUT_DOC = c.vocab and "token ids" or string.format("float inputs (x %d)", c.d_model),
-    ENCDEC = c.arch == "encoder-decoder",
+    ENCDEC = c.arch == "encoder-decoder", ISA = P.isa, NR = P.nr,
   }
   local function vars(extra)
     local v = {}
@@ -188,7 +231,10 @@ function M.emit(P, opts)
   for _, w in ipairs(P.weights) do width = math.max(width, #w.macro) end
   for _, w in ipairs(P.weights) do
     local shape = w.cols > 0 and string.format("[%d, %d]", w.rows, w.cols) or string.format("[%d]", w.rows)
-    if w.packing == "transposed" then shape = string.format("[%d, %d] stored transposed", w.rows, w.cols) end
+    if w.packing == "panels" then
+      shape = string.format("rows %d..%d of [*, %d], W^T in panels of %d", w.row0, w.row0 + w.rows - 1, w.cols, P.nr)
+      if w.row0 == 0 then shape = string.format("[%d, %d], W^T in panels of %d", w.rows, w.cols, P.nr) end
+    end
     wl[#wl + 1] = string.format("  %-" .. width .. "s = %d, /* %s %s */", w.macro, w.offset, w.name, shape)
   end
   local vl = {}
@@ -227,9 +273,10 @@ end
 
 -- The canonical text of the weight layout; its sha256 is the layout hash.
 function M.layout_text(P)
-  local lines = { "fixformer weight layout 1" }
+  local lines = { "fixformer weight layout 2" }
   for _, w in ipairs(P.weights) do
-    lines[#lines + 1] = string.format("%s %d %d %d %s", w.name, w.offset, w.rows, w.cols, w.packing)
+    lines[#lines + 1] = string.format("%s %d %d %d %d %s%s", w.name, w.offset, w.row0, w.rows, w.cols, w.packing,
+      w.packing == "panels" and P.nr or "")
   end
   lines[#lines + 1] = "total " .. P.weight_floats
   return table.concat(lines, "\n") .. "\n"

@@ -31,6 +31,10 @@ enum ff_engine {
 ff_model *ff_model_open(const char *description_path, ff_error *err);
 /* The resolved config of an open model. */
 const ff_config *ff_model_config(const ff_model *m);
+/* The matrix kernels generated code calls, which fix the packing of the
+ * weights: "generic" (portable C, the default), "avx512", or "native" (the
+ * best this machine runs).  The JIT engines always use this machine's. */
+int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err);
 /* Reads a safetensors file and binds it by PyTorch names (strict). */
 int ff_model_load_weights(ff_model *m, const char *safetensors_path, ff_error *err);
 /* Makes the engine ready (compiles the generated code for tcc / cc). */

@@ -1,6 +1,7 @@
 -- generate.lua: the generator's entry point, called by the C host.
 --   config  the validated description (validate.lua)
---   opts    source (description path), sha256 (of its bytes), command
+--   opts    source (description path), sha256 (of its bytes), command,
+--           isa (the matrix kernels: generic, avx512, ...)
 -- Returns header, source, the weight layout, the sizes and the layout hash,
 -- and leaves ff_render_extra(section, vars) for the files that go with them
 -- (the --with-main driver, the --embed weights).
@@ -10,15 +11,15 @@ local emit = require("emit")
 local template = require("template")
 
 return function(config, opts)
-  local P = plan.plan(config, ff_weight_specs())
+  local P = plan.plan(config, ff_weight_specs(), opts.isa)
   local layout_hash = ff_sha256(emit.layout_text(P)):sub(1, 16)
   local out = emit.emit(P, {
     source = opts.source, sha256 = opts.sha256, command = opts.command, layout_hash = layout_hash,
   })
   local layout = {}
   for i, w in ipairs(P.weights) do
-    layout[i] = { name = w.name, offset = w.offset, rows = w.rows, cols = w.cols,
-      transposed = w.packing == "transposed" }
+    layout[i] = { name = w.name, offset = w.offset, row0 = w.row0, rows = w.rows, cols = w.cols,
+      panel = w.packing == "panels" and P.nr or 0 }
   end
 
   -- section "main" of templates/main.c or "weights" of templates/weights.c

@@ -695,6 +695,11 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
   if (!weights && c->weights[0]) weights = c->weights; /* the description's, as for run */
+  const char *isa = value_of(flags, "--isa");
+  if (isa && (rc = ff_model_set_isa(m, isa, err))) {
+    ff_model_close(m);
+    return rc;
+  }
   if (embed && !weights) {
     ff_model_close(m);
     return ff_fail(err, FF_EINVAL, "emit: --embed needs --weights W.safetensors");
@@ -751,7 +756,7 @@ static flag init_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 
 static flag emit_flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NULL, 1},
                             {"--weights", NULL, NULL, 1}, {"--embed", NULL, NULL, 0},
                             {"--target", NULL, NULL, 1},  {"--with-main", NULL, NULL, 0},
-                            {NULL, NULL, NULL, 0}};
+                            {"--isa", NULL, NULL, 1},     {NULL, NULL, NULL, 0}};
 static flag run_flags[] = {{"--help", "-h", NULL, 0},      {"--weights", NULL, NULL, 1},
                            {"--input", NULL, NULL, 1},     {"--target-input", NULL, NULL, 1},
                            {"--lengths", NULL, NULL, 1},   {"--output", "-o", NULL, 1},
@@ -782,12 +787,14 @@ static const command commands[] = {
      cmd_init, init_flags},
     {"emit",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
-     "                      [--with-main]\n"
+     "                      [--isa generic|avx512|native] [--with-main]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c and DIR/NAME.h.\n"
      "  --weights W      also write the weights packed in the code's layout: DIR/NAME.weights\n"
      "                   (default: the description's weights, if it names them)\n"
      "  --embed          ... as C arrays in DIR/NAME_weights.c instead (no file at run time)\n"
      "  --target TRIPLE  the target, e.g. aarch64-linux-gnu (recorded; the code is portable C99)\n"
+     "  --isa ISA        the matrix kernels: generic (portable C99, the default), avx512\n"
+     "                   (build with -mavx512f -mfma), native (the best this machine runs)\n"
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
      "The same inputs give byte-identical files.  Build, e.g.:\n"
      "  cc -O2 -o NAME DIR/NAME.c DIR/NAME_main.c [DIR/NAME_weights.c] -lm\n",

@@ -13,8 +13,8 @@ local function b(v) return v and 1 or 0 end
 
 M.kinds = {
   embed = {
-    file = "embed.c", params = { "D", "VOCAB", "SCALE" },
-    fn = function(p) return string.format("embed_%dx%d", p.VOCAB, p.D) end,
+    file = "embed.c", params = { "D", "VOCAB", "SCALE", "PANEL" },
+    fn = function(p) return string.format("embed_%dx%d%s", p.VOCAB, p.D, p.PANEL > 0 and "_panels" or "") end,
     doc = function(p) return p.SCALE_DOC end,
     flops = function(p, T) return T * p.D end,
   },
@@ -37,19 +37,17 @@ M.kinds = {
     flops = function(p, T) return T * p.D end,
   },
   linear = {
-    file = "linear.c", params = { "IN", "OUT", "LDW", "BIAS" },
+    file = "linear.c", params = { "IN", "OUT", "BIAS", "ACC", "RELU", "ISA", "NR" },
     fn = function(p)
-      return string.format("linear_%dx%d%s%s", p.IN, p.OUT, p.LDW ~= p.OUT and "_ld" .. p.LDW or "",
-        p.BIAS and "" or "_nobias")
+      return string.format("linear_%dx%d%s%s%s", p.IN, p.OUT, p.BIAS and "" or "_nobias", p.RELU and "_relu" or "",
+        p.ACC and "_add" or "")
     end,
-    doc = function(p) return p.BIAS and "y = x W^T + b" or "y = x W^T" end,
+    doc = function(p)
+      local f = p.BIAS and "x W^T + b" or "x W^T"
+      if p.RELU then f = "max(0, " .. f .. ")" end
+      return p.ACC and "y += " .. f or "y = " .. f
+    end,
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
-  },
-  logits = {
-    file = "linear.c", params = { "D", "VOCAB" },
-    fn = function(p) return string.format("logits_%dx%d", p.D, p.VOCAB) end,
-    doc = function() return "logits = x E^T" end,
-    flops = function(p, T) return 2 * T * p.D * p.VOCAB end,
   },
   rope = {
     file = "attention.c", params = { "HEADS", "DK", "LDX", "THETA" },
@@ -64,7 +62,7 @@ M.kinds = {
     flops = function() return 0 end,
   },
   attention = {
-    file = "attention.c", params = { "HEADS", "DK", "LDQ", "LDK", "CAUSAL" },
+    file = "attention.c", params = { "HEADS", "DK", "LDQ", "LDK", "CAUSAL", "ISA" },
     fn = function(p)
       return string.format("attention_h%dx%d_q%d_kv%d%s", p.HEADS, p.DK, p.LDQ, p.LDK, p.CAUSAL and "_causal" or "")
     end,
@@ -74,22 +72,16 @@ M.kinds = {
     flops = function(p, T, Tk) return 4 * T * (Tk or T) * p.HEADS * p.DK end,
   },
   layernorm = {
-    file = "norm.c", params = { "D", "EPS", "RESIDUAL" },
-    fn = function(p) return string.format("%slayernorm_%d", p.RESIDUAL and "residual_" or "", p.D) end,
-    doc = function(p) return p.RESIDUAL and "x = LayerNorm(x + y)" or "y = LayerNorm(x)" end,
+    file = "norm.c", params = { "D", "EPS" },
+    fn = function(p) return string.format("layernorm_%d", p.D) end,
+    doc = function() return "y = LayerNorm(x)" end,
     flops = function(p, T) return 8 * T * p.D end,
   },
   rmsnorm = {
-    file = "norm.c", params = { "D", "EPS", "RESIDUAL" },
-    fn = function(p) return string.format("%srmsnorm_%d", p.RESIDUAL and "residual_" or "", p.D) end,
-    doc = function(p) return p.RESIDUAL and "x = RMSNorm(x + y)" or "y = RMSNorm(x)" end,
+    file = "norm.c", params = { "D", "EPS" },
+    fn = function(p) return string.format("rmsnorm_%d", p.D) end,
+    doc = function() return "y = RMSNorm(x)" end,
     flops = function(p, T) return 5 * T * p.D end,
-  },
-  residual = {
-    file = "norm.c", params = { "D" },
-    fn = function(p) return string.format("residual_%d", p.D) end,
-    doc = function() return "x = x + y" end,
-    flops = function(p, T) return T * p.D end,
   },
   activation = {
     file = "ffn.c", params = { "N", "ACT" },

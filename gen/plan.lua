@@ -6,8 +6,13 @@
 --            streams and caches live for the whole forward, the rest only
 --            from the op that writes them to the last op that reads them, so
 --            values whose lifetimes do not overlap share arena space;
---   weights  the packed layout: name -> offset, shape, packing (linear
---            weights are stored transposed, [in, out], for the kernels).
+--   weights  the packed layout: name -> offset, shape, packing.  Every
+--            matrix a linear op multiplies by (nn.Linear weights, in_proj, the
+--            output head) is packed in panels of NR columns of W^T for the
+--            ISA's matrix kernel (templates/kernels/gemm_*.c): panel p holds
+--            W^T[:, NR p .. NR p + NR-1] as `in` rows of NR floats, zero-padded.
+--            The cross-attention in_proj is two matrices, q and k|v.  The rest
+--            is stored as in PyTorch.
 -- Offsets are in floats and aligned to 16 floats (64 bytes).
 
 local ops = require("ops")
@@ -27,35 +32,49 @@ local function weight_macro(two_stacks, spec)
   return table.concat(parts, "_")
 end
 
--- Packing of each weight: "transposed" for matrices read by the linear
--- kernel (nn.Linear's W [out, in] stored as W^T [in, out]), "rows" otherwise.
-local function packing_of(spec)
-  if spec.cols > 0 and (spec.role:match("in_proj_weight$") or spec.role:match("%.weight$")) and
-      not spec.role:match("norm%d?%.weight$") then
-    return "transposed"
-  end
-  return "rows"
+-- The column panel width of each ISA's matrix kernel (templates/kernels/).
+M.NR = { generic = 16, avx2 = 16, avx512 = 32, neon = 16 }
+
+-- Whether a tensor is a matrix that linear ops multiply by (packed in panels).
+local function is_linear_matrix(c, spec)
+  if spec.cols == 0 then return false end
+  if spec.role == "embed" then return c.tie_embeddings end -- the tied output head
+  return spec.role == "lm_head" or spec.role:match("in_proj_weight$") ~= nil or
+    (spec.role:match("%.weight$") ~= nil and not spec.role:match("norm%d?%.weight$"))
 end
 
-function M.plan(c, specs)
-  local P = { config = c, d = c.d_model, dk = c.d_model // c.heads, S = c.max_seq }
-  local d, S = P.d, P.S
+-- isa: "generic" | "avx2" | "avx512" | "neon": the matrix kernels the code
+-- calls, which fix the panel width of the packed weights.
+function M.plan(c, specs, isa)
+  isa = isa or "generic"
+  assert(M.NR[isa], "plan: unknown ISA " .. tostring(isa))
+  local P = { config = c, d = c.d_model, dk = c.d_model // c.heads, S = c.max_seq, isa = isa, nr = M.NR[isa] }
+  local d, S, NR = P.d, P.S, P.nr
   local up = c.activation == "swiglu" and 2 * c.d_ff or c.d_ff
   local two_stacks = c.arch == "encoder-decoder"
   P.two_stacks = two_stacks
 
-  -- weights: the runtime's order, each aligned
+  -- weights: the runtime's order, each aligned; rows row0.. of the tensor
   P.weights, P.weight_by = {}, {}
   local at = 0
-  for _, s in ipairs(specs) do
+  local function add_weight(s, role, row0, rows, suffix)
     local w = {
-      name = s.name, role = s.role, stack = s.stack, layer = s.layer, rows = s.rows, cols = s.cols,
-      floats = s.rows * math.max(s.cols, 1), offset = at, macro = weight_macro(two_stacks, s),
+      name = s.name, role = role, stack = s.stack, layer = s.layer, row0 = row0, rows = rows, cols = s.cols,
+      offset = at, macro = weight_macro(two_stacks, s) .. (suffix or ""),
     }
-    w.packing = packing_of(w)
+    w.packing = is_linear_matrix(c, s) and "panels" or "rows"
+    w.floats = (w.packing == "panels" and (rows + NR - 1) // NR * NR or rows) * math.max(s.cols, 1)
     at = align(at + w.floats)
     P.weights[#P.weights + 1] = w
-    P.weight_by[s.stack .. "/" .. s.layer .. "/" .. s.role] = w
+    P.weight_by[s.stack .. "/" .. s.layer .. "/" .. role] = w
+  end
+  for _, s in ipairs(specs) do
+    if s.role == "multihead_attn.in_proj_weight" then -- q from the decoder, k|v from the memory
+      add_weight(s, s.role .. ":q", 0, d, "_Q")
+      add_weight(s, s.role .. ":kv", d, 2 * d, "_KV")
+    else
+      add_weight(s, s.role, 0, s.rows)
+    end
   end
   P.weight_floats = at
   local function W(stack, layer, role)
@@ -110,58 +129,53 @@ function M.plan(c, specs)
     return o
   end
 
-  local function norm_op(name, wstack, layer, role, x, y, residual)
-    local p = { D = d, EPS = c.eps, RESIDUAL = residual }
+  local function norm_op(name, wstack, layer, role, x, y)
     local gamma = Wexpr(wstack, layer, role .. ".weight")
+    local shape = x == y and string.format("[T,%d] in place", d) or string.format("[T,%d] -> [T,%d]", d, d)
     if c.norm_kind == "layernorm" then
-      if residual then
-        op("layernorm", name, p, string.format("x [T,%d] + y [T,%d] -> x", d, d),
-          { x, y, "T", gamma, Wexpr(wstack, layer, role .. ".bias") })
-      else
-        op("layernorm", name, p, string.format("[T,%d] -> [T,%d]", d, d),
-          { x, "T", gamma, Wexpr(wstack, layer, role .. ".bias"), y })
-      end
+      op("layernorm", name, { D = d, EPS = c.eps }, shape, { x, "T", gamma, Wexpr(wstack, layer, role .. ".bias"), y })
     else
-      if residual then
-        op("rmsnorm", name, p, string.format("x [T,%d] + y [T,%d] -> x", d, d), { x, y, "T", gamma })
-      else
-        op("rmsnorm", name, p, string.format("[T,%d] -> [T,%d]", d, d), { x, "T", gamma, y })
-      end
+      op("rmsnorm", name, { D = d, EPS = c.eps }, shape, { x, "T", gamma, y })
     end
   end
 
-  local function linear(name, wstack, layer, module, x, y, IN, OUT, LDW, wextra, bextra, rows)
-    local wname = module .. (module:match("attn$") and ".in_proj_weight" or ".weight")
-    local bname = module .. (module:match("attn$") and ".in_proj_bias" or ".bias")
+  -- y [rows, OUT] = x [rows, IN] W^T + b with the weight of `module` (and its
+  -- bias if the model has one); part: "q" or "kv" of a cross-attention
+  -- in_proj; opts.acc: y += (a residual), opts.relu: max(0, .) after.
+  local function linear(name, wstack, layer, module, x, y, IN, OUT, part, opts)
+    opts = opts or {}
+    local attn = module:match("attn$")
+    local wname = module .. (attn and ".in_proj_weight" or ".weight") .. (part and ":" .. part or "")
+    local bname = module .. (attn and ".in_proj_bias" or ".bias")
     local has_bias = P.weight_by[wstack .. "/" .. layer .. "/" .. bname] ~= nil
-    op("linear", name, { IN = IN, OUT = OUT, LDW = LDW, BIAS = has_bias },
-      string.format("[%s,%d] -> [%s,%d]", rows or "T", IN, rows or "T", OUT),
-      { x, rows or "T", Wexpr(wstack, layer, wname, wextra),
-        has_bias and Wexpr(wstack, layer, bname, bextra) or "NULL", y })
+    local rows = opts.rows or "T"
+    local what = string.format("[%s,%d] -> [%s,%d]", rows, IN, rows, OUT)
+    if opts.acc then what = what .. " added to the residual stream" end
+    op("linear", name, { IN = IN, OUT = OUT, BIAS = has_bias, ACC = opts.acc or false, RELU = opts.relu or false,
+      ISA = isa, NR = NR },
+      what, { x, rows, Wexpr(wstack, layer, wname),
+        has_bias and Wexpr(wstack, layer, bname, part == "kv" and tostring(d) or nil) or "NULL", y })
   end
 
-  -- A sub-layer with its residual and norm:
+  -- A sub-layer with its residual connection and norm.  body(input, x) ends
+  -- with a linear op that adds its output to x (the residual), so
   --   post: x = Norm(x + Sublayer(x))     pre: x = x + Sublayer(Norm(x))
   local function sublayer(prefix, wstack, layer, norm_role, x, body)
     local input = x
     if c.norm == "pre" then
       input = value(prefix .. "_norm", S, d, false, "normed input of the sub-layer")
-      norm_op(prefix .. "_norm", wstack, layer, norm_role, x, input, false)
+      norm_op(prefix .. "_norm", wstack, layer, norm_role, x, input)
     end
-    local y = body(input)
-    if c.norm == "post" then
-      norm_op(prefix .. "_add_norm", wstack, layer, norm_role, x, y, true)
-    else
-      op("residual", prefix .. "_add", { D = d }, string.format("x [T,%d] += y [T,%d]", d, d), { x, y, "T" })
-    end
+    body(input, x)
+    if c.norm == "post" then norm_op(prefix .. "_norm", wstack, layer, norm_role, x, x) end
   end
 
   local function layer_ops(tag, wstack, layer, x, causal_cache, cross_cache, key_len)
     local L = tag .. string.format("l%02d", layer)
     -- self-attention
-    sublayer(L .. "_attn", wstack, layer, "norm1", x, function(input)
+    sublayer(L .. "_attn", wstack, layer, "norm1", x, function(input, residual)
       local qkv = value(L .. "_attn_qkv", S, 3 * d, false, "q | k | v")
-      linear(L .. "_attn_qkv", wstack, layer, "self_attn", input, qkv, d, 3 * d, 3 * d)
+      linear(L .. "_attn_qkv", wstack, layer, "self_attn", input, qkv, d, 3 * d)
       local q0 = causal_cache and "pos0" or "0"
       if c.positional == "rope" then
         op("rope", L .. "_attn_rope", { HEADS = c.heads, DK = P.dk, LDX = 3 * d, THETA = c.rope_theta },
@@ -171,55 +185,49 @@ function M.plan(c, specs)
       if causal_cache then
         op("kv_store", L .. "_attn_kv_store", { D = d, LDX = 3 * d },
           string.format("[T,%d] -> cache [pos0 + T,%d]", 2 * d, 2 * d), { qkv, "T", causal_cache, "pos0" })
-        op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 2 * d, CAUSAL = true },
+        op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 2 * d, CAUSAL = true, ISA = isa },
           string.format("q [T,%d], k|v cache [pos0 + T,%d] -> [T,%d]", d, 2 * d, d),
           { qkv, causal_cache, "T", "key_len", "pos0", P.scores, ctx })
       else
-        op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 3 * d, CAUSAL = false },
+        op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 3 * d, CAUSAL = false, ISA = isa },
           string.format("q, k, v [T,%d] -> [T,%d]", d, d),
           { qkv, { ref = qkv, plus = d }, "T", key_len, "0", P.scores, ctx })
       end
-      local out = value(L .. "_attn_out", S, d, false, "self-attention output")
-      linear(L .. "_attn_out", wstack, layer, "self_attn.out_proj", ctx, out, d, d, d)
-      return out
+      linear(L .. "_attn_out", wstack, layer, "self_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
     end)
     -- cross-attention over the encoder memory (keys/values cached per source)
     if cross_cache then
-      sublayer(L .. "_cross", wstack, layer, "norm2", x, function(input)
+      sublayer(L .. "_cross", wstack, layer, "norm2", x, function(input, residual)
         local q = value(L .. "_cross_q", S, d, false, "cross-attention queries")
-        linear(L .. "_cross_q", wstack, layer, "multihead_attn", input, q, d, d, 3 * d)
+        linear(L .. "_cross_q", wstack, layer, "multihead_attn", input, q, d, d, "q")
         local ctx = value(L .. "_cross_ctx", S, d, false, "cross-attention heads, concatenated")
-        op("attention", L .. "_cross", { HEADS = c.heads, DK = P.dk, LDQ = d, LDK = 2 * d, CAUSAL = false },
+        op("attention", L .. "_cross", { HEADS = c.heads, DK = P.dk, LDQ = d, LDK = 2 * d, CAUSAL = false, ISA = isa },
           string.format("q [T,%d], k|v memory [S,%d] -> [T,%d]", d, 2 * d, d),
           { q, cross_cache, "T", "mem_len", "0", P.scores, ctx })
-        local out = value(L .. "_cross_out", S, d, false, "cross-attention output")
-        linear(L .. "_cross_out", wstack, layer, "multihead_attn.out_proj", ctx, out, d, d, d)
-        return out
+        linear(L .. "_cross_out", wstack, layer, "multihead_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
       end)
     end
     -- position-wise feed-forward
-    sublayer(L .. "_ffn", wstack, layer, cross_cache and "norm3" or "norm2", x, function(input)
+    sublayer(L .. "_ffn", wstack, layer, cross_cache and "norm3" or "norm2", x, function(input, residual)
       local hidden = value(L .. "_ffn_hidden", S, up, false, "linear1 output")
-      linear(L .. "_ffn_up", wstack, layer, "linear1", input, hidden, d, up, up)
+      linear(L .. "_ffn_up", wstack, layer, "linear1", input, hidden, d, up, nil, { relu = c.activation == "relu" })
       local act = hidden
       if c.activation == "swiglu" then
         act = value(L .. "_ffn_act", S, c.d_ff, false, "silu(gate) * up")
         op("swiglu", L .. "_ffn_swiglu", { N = c.d_ff }, string.format("[T,%d] -> [T,%d]", up, c.d_ff),
           { hidden, "T", act })
-      else
+      elseif c.activation ~= "relu" then -- relu is fused into linear1
         op("activation", L .. "_ffn_" .. c.activation, { N = c.d_ff, ACT = c.activation },
           string.format("[T,%d] in place", c.d_ff), { hidden, "T" })
       end
-      local out = value(L .. "_ffn_out", S, d, false, "feed-forward output")
-      linear(L .. "_ffn_down", wstack, layer, "linear2", act, out, c.d_ff, d, d)
-      return out
+      linear(L .. "_ffn_down", wstack, layer, "linear2", act, residual, c.d_ff, d, nil, { acc = true })
     end)
   end
 
   local function embed_ops(x, tokens, input, pos0)
     if c.vocab then
       local scale = c.scale_embeddings and math.sqrt(d) or 1
-      op("embed", "embed", { D = d, VOCAB = c.vocab, SCALE = scale,
+      op("embed", "embed", { D = d, VOCAB = c.vocab, SCALE = scale, PANEL = c.tie_embeddings and NR or 0,
         SCALE_DOC = c.scale_embeddings and string.format("x = E[token] * sqrt(%d)", d) or "x = E[token]" },
         string.format("tokens [T] -> [T,%d]", d), { tokens, "T", "w + " .. W("none", -1, "embed").macro, x })
     else
@@ -240,7 +248,8 @@ function M.plan(c, specs)
     end
   end
 
-  P.scores = value("scores", 1, S, true, "one row of attention scores")
+  P.scores = value("scores", P.dk + 8, (S + 15) // 16 * 16, true,
+    "attention scratch: K^T of a head and a block of score rows")
   if c.arch == "encoder-decoder" then -- what decode needs to know of the last encode
     value("source", 1, 4, true, "int32 magic and source length, written by encode")
   end
@@ -271,8 +280,8 @@ function M.plan(c, specs)
         "int S")
       for l = 0, c.decoder_layers - 1 do
         local L = string.format("dec_l%02d", l)
-        linear(L .. "_cross_kv", "decoder", l, "multihead_attn", P.encoder_stream, cross[l], d, 2 * d, 3 * d,
-          tostring(d), tostring(d), "S")
+        linear(L .. "_cross_kv", "decoder", l, "multihead_attn", P.encoder_stream, cross[l], d, 2 * d, "kv",
+          { rows = "S" })
       end
     end
     begin_stage("decode", string.format("the decoder: %d causal layers over x [T,%d] at positions pos0..",
@@ -288,8 +297,8 @@ function M.plan(c, specs)
     "int T, float *out")
   if c.vocab then
     local E = c.tie_embeddings and W("none", -1, "embed") or W("none", -1, "lm_head")
-    op("logits", "logits", { D = d, VOCAB = c.vocab }, string.format("[T,%d] -> [T,%d]", d, c.vocab),
-      { stream, "T", "w + " .. E.macro, "out" })
+    op("linear", "logits", { IN = d, OUT = c.vocab, BIAS = false, ACC = false, RELU = false, ISA = isa, NR = NR },
+      string.format("[T,%d] -> [T,%d], logits = x E^T", d, c.vocab), { stream, "T", "w + " .. E.macro, "NULL", "out" })
   else
     op("copy", "output", { D = d }, string.format("[T,%d]", d), { stream, "T", "out" })
   end

@@ -3,52 +3,12 @@
 @@ attention
 /* ${FN}: out [Tq, ${D}] = softmax(Q K^T / sqrt(${DK}) + mask) V, ${HEADS} heads of ${DK}
  * q rows every ${LDQ} floats; k rows every ${LDK} floats, v ${D} floats after k.
- * Masked: keys j >= key_len (padding)${CAUSAL_DOC}.
- * Masked scores are -inf (left out of the sums); the row max is subtracted. */
+ * Masked: keys j >= key_len (padding)${CAUSAL_DOC}; masked scores are -inf
+ * and the row max is subtracted (ff_attention_${ISA}, scratch of
+ * (${DK} + 8) x pad16(key_len) floats). */
 static void ${FN}(const float *restrict q, const float *restrict k, int Tq, int key_len, int q_pos0,
-                  float *restrict scores, float *restrict out) {
-  const float *restrict v = k + ${D};
-@if CAUSAL
-@else
-  (void)q_pos0;
-@end
-  for (int h = 0; h < ${HEADS}; h++) {
-    for (int t = 0; t < Tq; t++) {
-      const float *restrict qt = q + (size_t)t * ${LDQ} + h * ${DK};
-      int visible = key_len;
-@if CAUSAL
-      if (q_pos0 + t + 1 < visible) visible = q_pos0 + t + 1;
-@end
-      float max = -3.402823466e+38f;
-      for (int j = 0; j < visible; j++) { /* scores = q k^T / sqrt(d_k) */
-        const float *restrict kj = k + (size_t)j * ${LDK} + h * ${DK};
-        float s = 0.0f;
-        @unroll i ${DK}
-        s += qt[i] * kj[i];
-        @end
-        s *= ${SCALE};
-        scores[j] = s;
-        if (s > max) max = s;
-      }
-      double sum = 0.0;
-      for (int j = 0; j < visible; j++) {
-        scores[j] = expf(scores[j] - max);
-        sum += scores[j];
-      }
-      const float inv = (float)(1.0 / sum);
-      float *restrict ot = out + (size_t)t * ${D} + h * ${DK};
-      @unroll i ${DK}
-      ot[i] = 0.0f;
-      @end
-      for (int j = 0; j < visible; j++) { /* out = P V */
-        const float p = scores[j] * inv;
-        const float *restrict vj = v + (size_t)j * ${LDK} + h * ${DK};
-        @unroll i ${DK}
-        ot[i] += p * vj[i];
-        @end
-      }
-    }
-  }
+                  float *restrict scratch, float *restrict out) {
+  ff_attention_${ISA}(q, ${LDQ}, k, ${LDK}, Tq, key_len, ${HEADS}, ${DK}, ${CAUSAL}, q_pos0, ${SCALE}, scratch, out);
 }
 
 @@ kv_store

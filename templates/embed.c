@@ -5,9 +5,17 @@
 /* ${FN}: x [T, ${D}] = E[tokens] * ${SCALE}  (E [${VOCAB}, ${D}]; ids checked by the caller) */
 static void ${FN}(const int32_t *tokens, int T, const float *restrict E, float *restrict x) {
   for (int t = 0; t < T; t++) {
+@if PANELS
+    /* E is the output head too, packed as W^T in panels of ${PANEL} columns:
+     * E[v, i] is at (v / ${PANEL}) * ${D} * ${PANEL} + i * ${PANEL} + v % ${PANEL} */
+    const float *restrict e = E + (size_t)(tokens[t] / ${PANEL}) * ${D} * ${PANEL} + tokens[t] % ${PANEL};
+    float *restrict xt = x + (size_t)t * ${D};
+    for (int i = 0; i < ${D}; i++) xt[i] = e[(size_t)i * ${PANEL}] * ${SCALE};
+@else
     const float *restrict e = E + (size_t)tokens[t] * ${D};
     float *restrict xt = x + (size_t)t * ${D};
     for (int i = 0; i < ${D}; i++) xt[i] = e[i] * ${SCALE};
+@end
   }
 }
 

@@ -33,7 +33,8 @@ void *memcpy(void *, const void *, size_t);
 
 @@ layout
 /* ---- weights: offsets in floats into ${NAME}_weights.data ----
- * Linear weights are stored transposed ([in, out]); the rest as in PyTorch. */
+ * The matrices of linear ops are packed as W^T in panels of ${NR} columns for
+ * ff_linear_${ISA} (templates/kernels/gemm_${ISA}.c); the rest as in PyTorch. */
 enum {
 ${WEIGHT_ENUM}
 };

@@ -1,5 +1,5 @@
-/* norm.c - LayerNorm, RMSNorm and the residual connections around sub-layers.
- * Row sums in double, as in the runtime. y may be x (in place). */
+/* norm.c - LayerNorm and RMSNorm over the last dimension.  Row sums in
+ * double, as in the runtime; y may be x (in place). */
 
 @@ layernorm
 /* ${FN}: y = (x - mean) / sqrt(var + ${EPS}) * gamma + beta over ${D} features, biased var */
@@ -17,25 +17,6 @@ static void ${FN}(const float *x, int T, const float *gamma, const float *beta, 
   }
 }
 
-@@ residual_layernorm
-/* ${FN}: x = LayerNorm(x + y), post-LN residual: eps ${EPS}, ${D} features, biased var */
-static void ${FN}(float *restrict x, const float *restrict y, int T, const float *gamma, const float *beta) {
-  for (int t = 0; t < T; t++) {
-    float *restrict xt = x + (size_t)t * ${D};
-    const float *restrict yt = y + (size_t)t * ${D};
-    double mean = 0.0, var = 0.0;
-    for (int i = 0; i < ${D}; i++) {
-      xt[i] += yt[i];
-      mean += xt[i];
-    }
-    mean /= ${D};
-    for (int i = 0; i < ${D}; i++) var += (xt[i] - mean) * (xt[i] - mean);
-    var /= ${D};
-    const float rstd = (float)(1.0 / sqrt(var + ${EPS}));
-    for (int i = 0; i < ${D}; i++) xt[i] = (float)(xt[i] - mean) * rstd * gamma[i] + beta[i];
-  }
-}
-
 @@ rmsnorm
 /* ${FN}: y = x / sqrt(mean(x^2) + ${EPS}) * gamma over ${D} features */
 static void ${FN}(const float *x, int T, const float *gamma, float *y) {
@@ -47,26 +28,4 @@ static void ${FN}(const float *x, int T, const float *gamma, float *y) {
     const float rstd = (float)(1.0 / sqrt(ms / ${D} + ${EPS}));
     for (int i = 0; i < ${D}; i++) yt[i] = xt[i] * rstd * gamma[i];
   }
-}
-
-@@ residual_rmsnorm
-/* ${FN}: x = RMSNorm(x + y), post-norm residual: eps ${EPS}, ${D} features */
-static void ${FN}(float *restrict x, const float *restrict y, int T, const float *gamma) {
-  for (int t = 0; t < T; t++) {
-    float *restrict xt = x + (size_t)t * ${D};
-    const float *restrict yt = y + (size_t)t * ${D};
-    double ms = 0.0;
-    for (int i = 0; i < ${D}; i++) {
-      xt[i] += yt[i];
-      ms += (double)xt[i] * xt[i];
-    }
-    const float rstd = (float)(1.0 / sqrt(ms / ${D} + ${EPS}));
-    for (int i = 0; i < ${D}; i++) xt[i] = xt[i] * rstd * gamma[i];
-  }
-}
-
-@@ residual
-/* ${FN}: x = x + y, pre-LN residual over [T, ${D}] */
-static void ${FN}(float *restrict x, const float *restrict y, int T) {
-  for (size_t i = 0; i < (size_t)T * ${D}; i++) x[i] += y[i];
 }

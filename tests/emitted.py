@@ -5,7 +5,8 @@
                                                 -Werror -pedantic, and tcc, compile every
                                                 file (model, driver, embedded weights)
   emitted.py --fixformer BIN --check aot        the emitted driver built with cc -O2 prints
-                                                the runtime's numbers (blob and --embed)
+                                                the runtime's numbers (blob and --embed; and
+                                                --isa avx512 where the CPU has it)
   emitted.py --fixformer BIN --check cross      aarch64 and riscv64 builds (-static, --embed
                                                 --with-main) under qemu-user print the
                                                 host runtime's numbers
@@ -67,7 +68,17 @@ def check_warnings(ff, tmp, n):
                 run(cc + STRICT + ["-O1", "-c", f, "-o", f + ".o"])
         for f in files:
             run(["tcc", "-c", f, "-o", f + ".tcc.o"])
-        print("%s (%s): gcc, clang -Werror -pedantic and tcc compile cleanly" % (cfg["name"], cfg["arch"]), flush=True)
+        # the AVX-512 kernels (x86-64 compilers, whatever this CPU runs)
+        d512 = os.path.join(d, "avx512")
+        if "model" in cfg:
+            emit(ff, cfg["model"], d512, "--isa", "avx512")
+        else:
+            emit(ff, model, d512, "--isa", "avx512")
+        f = os.path.join(d512, cfg["name"] + ".c")
+        for cc in (["gcc"], ["clang"]):
+            run(cc + STRICT + ["-O1", "-mavx512f", "-mfma", "-c", f, "-o", f + ".o"])
+        print("%s (%s): gcc, clang -Werror -pedantic and tcc compile cleanly (generic; avx512 with gcc, clang)" % (
+            cfg["name"], cfg["arch"]), flush=True)
 
 
 def compare(name, out_path, ref_path, tol=1e-5):
@@ -95,8 +106,9 @@ def build_and_compare(ff, tmp, n, targets, seed):
         run([ff, "run", model, "--weights", weights, "--output", ref] + args)
         for target, cc, runner, embed in targets:
             out_dir = os.path.join(d, target + ("_embed" if embed else ""))
+            isa = ["--isa", "avx512"] if target == "host-avx512" else []
             emit(ff, model, out_dir, "--weights", weights, "--with-main", *(["--embed"] if embed else []),
-                 *(["--target", target] if target != "host" else []))
+                 *(["--target", target] if not target.startswith("host") else []), *isa)
             srcs = [os.path.join(out_dir, cfg["name"] + s) for s in (".c", "_main.c")]
             if embed:
                 srcs.append(os.path.join(out_dir, cfg["name"] + "_weights.c"))
@@ -146,7 +158,10 @@ def main():
                 check_warnings(ff, tmp, args.configs)
             elif args.check == "aot":
                 cc = os.environ.get("CC", "cc").split()
-                build_and_compare(ff, tmp, args.configs, [("host", cc, [], False), ("host", cc, [], True)], 11)
+                targets = [("host", cc, [], False), ("host", cc, [], True)]
+                if " avx512f" in open("/proc/cpuinfo").read():  # the AVX-512 kernels, where this CPU runs them
+                    targets.append(("host-avx512", cc + ["-mavx512f", "-mfma"], [], False))
+                build_and_compare(ff, tmp, args.configs, targets, 11)
             elif args.check == "cross":
                 targets = [("aarch64-linux-gnu", ["aarch64-linux-gnu-gcc", "-static"], ["qemu-aarch64"], True),
                            ("riscv64-linux-gnu", ["riscv64-linux-gnu-gcc", "-static"], ["qemu-riscv64"], True)]

@@ -5,8 +5,9 @@
  * and compared with the reference kernel of runtime/ that computes the same
  * formula: the max-abs error, scaled by the reference's max magnitude, must
  * be <= 1e-5.  The sizes cover every unroll path of the template engine
- * (fully unrolled, x8, x4, x2, plain loop), odd widths, padding and causal
- * masks, strided q/k/v and a weight with a row stride above its width.
+ * partial tiles and panels, fused epilogues (+ the residual, relu), odd
+ * widths, padding and causal masks and strided q/k/v, for every ISA whose
+ * matrix kernels this machine runs (templates/kernels/gemm_*.c).
  *
  *   test_kernels [tcc|cc ...]      (default: both)
  */
@@ -23,27 +24,28 @@
 typedef struct {
   const char *kind; /* ops.lua kind */
   int a, b, c, d;   /* sizes, meaning per kind (see params_of) */
-  int flag;         /* BIAS / CAUSAL / RESIDUAL / SCALE */
-  const char *act;  /* activation name */
+  int flag;         /* BIAS / CAUSAL / SCALE */
+  const char *act;  /* activation name; for linear: "relu" fused */
   int T, pos0, key_len;
 } kcase;
 
 static const kcase cases[] = {
     /* kind         a    b    c    d   flag  act      T  pos0 key_len */
-    {"embed",       13,  11,  0,   0,  1,    NULL,    5, 0, 0},  /* D, VOCAB, scale sqrt(D) */
+    {"embed",       13,  11,  0,   0,  1,    NULL,    5, 0, 0},  /* D, VOCAB, PANEL; scale sqrt(D) */
     {"embed",       16,  7,   0,   0,  0,    NULL,    3, 0, 0},  /* unscaled */
+    {"embed",       12,  37,  16,  0,  1,    NULL,    6, 0, 0},  /* from W^T panels of 16 (tied head) */
+    {"embed",       5,   40,  32,  0,  1,    NULL,    4, 0, 0},  /* ... of 32 */
     {"copy",        9,   0,   0,   0,  0,    NULL,    4, 0, 0},
     {"sinusoidal",  12,  0,   0,   0,  0,    NULL,    6, 3, 0},  /* D, at positions 3.. */
     {"sinusoidal",  7,   0,   0,   0,  0,    NULL,    5, 0, 0},  /* odd D */
     {"learned",     10,  0,   0,   0,  0,    NULL,    4, 2, 0},
-    {"linear",      5,   7,   7,   0,  1,    NULL,    3, 0, 0},  /* IN, OUT, LDW: fully unrolled */
-    {"linear",      9,   16,  16,  0,  1,    NULL,    4, 0, 0},  /* x8 */
-    {"linear",      6,   12,  12,  0,  0,    NULL,    2, 0, 0},  /* x4, no bias */
-    {"linear",      4,   10,  10,  0,  1,    NULL,    3, 0, 0},  /* x2 */
-    {"linear",      8,   13,  13,  0,  1,    NULL,    5, 0, 0},  /* loop */
-    {"linear",      6,   6,   18,  0,  1,    NULL,    3, 0, 0},  /* rows every 18: q of in_proj */
-    {"logits",      12,  9,   0,   0,  0,    NULL,    4, 0, 0},  /* D, VOCAB */
-    {"logits",      5,   3,   0,   0,  0,    NULL,    1, 0, 0},
+    {"linear",      5,   7,   0,   0,  1,    NULL,    3, 0, 0},  /* IN, OUT, ACC; flag BIAS: a partial tile */
+    {"linear",      9,   16,  0,   0,  1,    NULL,    9, 0, 0},  /* rows past one tile */
+    {"linear",      6,   40,  0,   0,  0,    NULL,    2, 0, 0},  /* columns past one panel, no bias */
+    {"linear",      37,  13,  1,   0,  1,    NULL,    5, 0, 0},  /* y += (the residual) */
+    {"linear",      24,  50,  0,   0,  1,    "relu",  8, 0, 0},  /* max(0, .) fused */
+    {"linear",      300, 33,  1,   0,  1,    "relu",  3, 0, 0},  /* k in two passes of 256 */
+    {"linear",      64,  96,  0,   0,  1,    NULL,    1, 0, 0},  /* one row (decoding) */
     {"rope",        3,   4,   36,  0,  0,    NULL,    5, 2, 0},  /* HEADS, DK, LDX */
     {"rope",        2,   10,  60,  0,  0,    NULL,    3, 0, 0},
     {"kv_store",    6,   18,  0,   0,  0,    NULL,    3, 4, 0},  /* D, LDX */
@@ -51,12 +53,10 @@ static const kcase cases[] = {
     {"attention",   2,   8,   48,  32, 1,    NULL,    5, 3, 8},  /* causal over a cache */
     {"attention",   1,   3,   3,   6,  0,    NULL,    4, 0, 7},  /* cross-attention layout */
     {"attention",   4,   16,  192, 128, 1,   NULL,    1, 9, 10}, /* one step at position 9 */
-    {"attention",   2,   10,  60,  40, 0,    NULL,    3, 0, 3},  /* x2 unroll */
+    {"attention",   2,   40,  240, 160, 0,   NULL,   11, 0, 37}, /* a head wider than a tile */
+    {"attention",   5,   8,   120, 80, 1,    NULL,   19, 0, 19}, /* several query blocks, causal */
     {"layernorm",   11,  0,   0,   0,  0,    NULL,    4, 0, 0},
-    {"layernorm",   8,   0,   0,   0,  1,    NULL,    3, 0, 0},  /* x = LN(x + y) */
     {"rmsnorm",     9,   0,   0,   0,  0,    NULL,    4, 0, 0},
-    {"rmsnorm",     16,  0,   0,   0,  1,    NULL,    2, 0, 0},
-    {"residual",    7,   0,   0,   0,  0,    NULL,    3, 0, 0},
     {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0},
     {"activation",  13,  0,   0,   0,  0,    "gelu",  3, 0, 0},
     {"activation",  13,  0,   0,   0,  0,    "gelu_tanh", 3, 0, 0},
@@ -66,26 +66,29 @@ static const kcase cases[] = {
 #define EPS 1e-5
 #define THETA 10000.0
 
+static int panel_of(const char *isa) { return !strcmp(isa, "avx512") ? 32 : 16; } /* gen/plan.lua M.NR */
+
 /* the case's params as a Lua table constructor (names of gen/ops.lua) */
-static void params_of(const kcase *k, char *buf, size_t n) {
+static void params_of(const kcase *k, const char *isa, char *buf, size_t n) {
   const char *flag = k->flag ? "true" : "false";
   const char *s = k->kind;
   if (!strcmp(s, "embed"))
-    snprintf(buf, n, "{ D = %d, VOCAB = %d, SCALE = %.17g }", k->a, k->b, k->flag ? sqrt(k->a) : 1.0);
-  else if (!strcmp(s, "copy") || !strcmp(s, "sinusoidal") || !strcmp(s, "learned") || !strcmp(s, "residual"))
+    snprintf(buf, n, "{ D = %d, VOCAB = %d, SCALE = %.17g, PANEL = %d }", k->a, k->b, k->flag ? sqrt(k->a) : 1.0,
+             k->c);
+  else if (!strcmp(s, "copy") || !strcmp(s, "sinusoidal") || !strcmp(s, "learned"))
     snprintf(buf, n, "{ D = %d }", k->a);
   else if (!strcmp(s, "linear"))
-    snprintf(buf, n, "{ IN = %d, OUT = %d, LDW = %d, BIAS = %s }", k->a, k->b, k->c, flag);
-  else if (!strcmp(s, "logits"))
-    snprintf(buf, n, "{ D = %d, VOCAB = %d }", k->a, k->b);
+    snprintf(buf, n, "{ IN = %d, OUT = %d, BIAS = %s, ACC = %s, RELU = %s, ISA = \"%s\", NR = %d }", k->a, k->b,
+             flag, k->c ? "true" : "false", k->act ? "true" : "false", isa, panel_of(isa));
   else if (!strcmp(s, "rope"))
     snprintf(buf, n, "{ HEADS = %d, DK = %d, LDX = %d, THETA = %.1f }", k->a, k->b, k->c, THETA);
   else if (!strcmp(s, "kv_store"))
     snprintf(buf, n, "{ D = %d, LDX = %d }", k->a, k->b);
   else if (!strcmp(s, "attention"))
-    snprintf(buf, n, "{ HEADS = %d, DK = %d, LDQ = %d, LDK = %d, CAUSAL = %s }", k->a, k->b, k->c, k->d, flag);
+    snprintf(buf, n, "{ HEADS = %d, DK = %d, LDQ = %d, LDK = %d, CAUSAL = %s, ISA = \"%s\" }", k->a, k->b, k->c,
+             k->d, flag, isa);
   else if (!strcmp(s, "layernorm") || !strcmp(s, "rmsnorm"))
-    snprintf(buf, n, "{ D = %d, EPS = %.17g, RESIDUAL = %s }", k->a, EPS, flag);
+    snprintf(buf, n, "{ D = %d, EPS = %.17g }", k->a, EPS);
   else if (!strcmp(s, "activation"))
     snprintf(buf, n, "{ N = %d, ACT = \"%s\" }", k->a, k->act);
   else if (!strcmp(s, "swiglu"))
@@ -121,6 +124,14 @@ static float *copy_of(const float *x, size_t n) {
   return y;
 }
 
+/* W [rows, cols] -> W^T in panels of nr columns, zero-padded (gen/plan.lua) */
+static float *pack_panels(const float *W, int rows, int cols, int nr) {
+  float *P = randoms((size_t)(rows + nr - 1) / nr * nr * cols, 0);
+  for (int r = 0; r < rows; r++)
+    for (int c = 0; c < cols; c++) P[(size_t)(r / nr) * cols * nr + (size_t)c * nr + r % nr] = W[(size_t)r * cols + c];
+  return P;
+}
+
 /* max |got - want| / max |want| */
 static double scaled_err(const float *got, const float *want, size_t n) {
   double e = 0, m = 0;
@@ -136,19 +147,20 @@ static double scaled_err(const float *got, const float *want, size_t n) {
 
 typedef void (*generic_fn)(void);
 
-static double check(const kcase *k, generic_fn f) {
+static double check(const kcase *k, const char *isa, generic_fn f) {
   const char *s = k->kind;
   int T = k->T;
   double err = -1;
-  if (!strcmp(s, "embed")) {
+  if (!strcmp(s, "embed")) { /* rows of E, or of E packed as the output head */
     int D = k->a, V = k->b;
     int32_t tok[64];
     for (int t = 0; t < T; t++) tok[t] = (t * 7 + 3) % V;
     float *E = randoms((size_t)V * D, 1), *x = randoms((size_t)T * D, 0), *r = randoms((size_t)T * D, 0);
-    ((void (*)(const int32_t *, int, const float *, float *))f)(tok, T, E, x);
+    float *Ep = k->c ? pack_panels(E, V, D, k->c) : NULL;
+    ((void (*)(const int32_t *, int, const float *, float *))f)(tok, T, k->c ? Ep : E, x);
     ff_rt_embed(tok, T, E, V, D, k->flag, r, NULL);
     err = scaled_err(x, r, (size_t)T * D);
-    free(E), free(x), free(r);
+    free(E), free(x), free(r), free(Ep);
   } else if (!strcmp(s, "copy")) {
     size_t n = (size_t)T * k->a;
     float *x = randoms(n, 1), *y = randoms(n, 0);
@@ -168,25 +180,20 @@ static double check(const kcase *k, generic_fn f) {
     }
     err = scaled_err(x, r, n);
     free(x), free(r), free(P);
-  } else if (!strcmp(s, "linear")) {
-    int IN = k->a, OUT = k->b, LDW = k->c;
+  } else if (!strcmp(s, "linear")) { /* y (+)= x W^T + b, then max(0, .) */
+    int IN = k->a, OUT = k->b;
+    size_t ny = (size_t)T * OUT;
     float *x = randoms((size_t)T * IN, 1), *W = randoms((size_t)OUT * IN, 1), *b = randoms(OUT, 1);
-    float *Wt = randoms((size_t)IN * LDW, 100); /* columns past OUT must not be read: junk */
-    for (int o = 0; o < OUT; o++)
-      for (int i = 0; i < IN; i++) Wt[(size_t)i * LDW + o] = W[(size_t)o * IN + i]; /* the packed layout */
-    float *y = randoms((size_t)T * OUT, 0), *r = randoms((size_t)T * OUT, 0);
-    ((void (*)(const float *, int, const float *, const float *, float *))f)(x, T, Wt, k->flag ? b : NULL, y);
-    ff_rt_linear(x, T, IN, W, k->flag ? b : NULL, OUT, r);
-    err = scaled_err(y, r, (size_t)T * OUT);
-    free(x), free(W), free(b), free(Wt), free(y), free(r);
-  } else if (!strcmp(s, "logits")) {
-    int D = k->a, V = k->b;
-    float *x = randoms((size_t)T * D, 1), *E = randoms((size_t)V * D, 1);
-    float *y = randoms((size_t)T * V, 0), *r = randoms((size_t)T * V, 0);
-    ((void (*)(const float *, int, const float *, float *))f)(x, T, E, y);
-    ff_rt_linear(x, T, D, E, NULL, V, r);
-    err = scaled_err(y, r, (size_t)T * V);
-    free(x), free(E), free(y), free(r);
+    float *Wp = pack_panels(W, OUT, IN, panel_of(isa)), *y = randoms(ny, 1), *r = copy_of(y, ny);
+    float *lin = randoms(ny, 0);
+    ((void (*)(const float *, int, const float *, const float *, float *))f)(x, T, Wp, k->flag ? b : NULL, y);
+    ff_rt_linear(x, T, IN, W, k->flag ? b : NULL, OUT, lin);
+    for (size_t i = 0; i < ny; i++) {
+      float v = k->c ? r[i] + lin[i] : lin[i];
+      r[i] = k->act && v < 0 ? 0.0f : v;
+    }
+    err = scaled_err(y, r, ny);
+    free(x), free(W), free(b), free(Wp), free(y), free(r), free(lin);
   } else if (!strcmp(s, "rope")) {
     int H = k->a, DK = k->b, LDX = k->c, D = H * DK;
     size_t n = (size_t)T * LDX;
@@ -208,37 +215,25 @@ static double check(const kcase *k, generic_fn f) {
   } else if (!strcmp(s, "attention")) {
     int H = k->a, DK = k->b, LDQ = k->c, LDK = k->d, D = H * DK, Tk = k->key_len;
     float *q = randoms((size_t)T * LDQ, 2), *kv = randoms((size_t)Tk * LDK + D, 2);
-    float *scores = randoms((size_t)Tk, 0), *y = randoms((size_t)T * D, 0), *r = randoms((size_t)T * D, 0);
-    ((void (*)(const float *, const float *, int, int, int, float *, float *))f)(q, kv, T, Tk, k->pos0, scores, y);
+    float *scratch = randoms((size_t)(DK + 8) * ((Tk + 15) / 16 * 16), 0), *scores = randoms((size_t)Tk, 0);
+    float *y = randoms((size_t)T * D, 0), *r = randoms((size_t)T * D, 0);
+    ((void (*)(const float *, const float *, int, int, int, float *, float *))f)(q, kv, T, Tk, k->pos0, scratch, y);
     ff_rt_attention(q, LDQ, kv, kv + D, LDK, T, Tk, H, DK, Tk, k->flag, k->pos0, scores, r);
     err = scaled_err(y, r, (size_t)T * D);
-    free(q), free(kv), free(scores), free(y), free(r);
+    free(q), free(kv), free(scratch), free(scores), free(y), free(r);
   } else if (!strcmp(s, "layernorm") || !strcmp(s, "rmsnorm")) {
     int D = k->a, ln = !strcmp(s, "layernorm");
     size_t n = (size_t)T * D;
-    float *x = randoms(n, 3), *y = randoms(n, 1), *g = randoms(D, 1), *b = randoms(D, 1);
-    float *out = randoms(n, 0), *r = randoms(n, 0), *xr = copy_of(x, n);
-    if (k->flag) { /* x = Norm(x + y) in place */
-      for (size_t i = 0; i < n; i++) xr[i] += y[i];
-      if (ln) ((void (*)(float *, const float *, int, const float *, const float *))f)(x, y, T, g, b);
-      else ((void (*)(float *, const float *, int, const float *))f)(x, y, T, g);
-      memcpy(out, x, n * sizeof *x);
-    } else if (ln) {
+    float *x = randoms(n, 3), *g = randoms(D, 1), *b = randoms(D, 1), *out = randoms(n, 0), *r = randoms(n, 0);
+    if (ln) {
       ((void (*)(const float *, int, const float *, const float *, float *))f)(x, T, g, b, out);
+      ff_rt_layernorm(x, T, D, g, b, (float)EPS, r);
     } else {
       ((void (*)(const float *, int, const float *, float *))f)(x, T, g, out);
+      ff_rt_rmsnorm(x, T, D, g, (float)EPS, r);
     }
-    if (ln) ff_rt_layernorm(xr, T, D, g, b, (float)EPS, r);
-    else ff_rt_rmsnorm(xr, T, D, g, (float)EPS, r);
     err = scaled_err(out, r, n);
-    free(x), free(y), free(g), free(b), free(out), free(r), free(xr);
-  } else if (!strcmp(s, "residual")) {
-    size_t n = (size_t)T * k->a;
-    float *x = randoms(n, 1), *y = randoms(n, 1), *r = copy_of(x, n);
-    ((void (*)(float *, const float *, int))f)(x, y, T);
-    for (size_t i = 0; i < n; i++) r[i] += y[i];
-    err = scaled_err(x, r, n);
-    free(x), free(y), free(r);
+    free(x), free(g), free(b), free(out), free(r);
   } else if (!strcmp(s, "activation")) {
     size_t n = (size_t)T * k->a;
     float *h = randoms(n, 4), *r = copy_of(h, n);
@@ -261,30 +256,42 @@ static double check(const kcase *k, generic_fn f) {
 
 /* ---- main ---------------------------------------------------------------- */
 
-static int run_engine(const char *engine, const char *text) {
+/* One engine and ISA: every case rendered into one unit, compiled, checked. */
+static int run(ff_lua *lua, const char *engine, const char *isa) {
+  size_t cap = 256 * N_CASES + 8, at = 0;
+  char *list = malloc(cap), *text = NULL, params[256];
   ff_error err = {0, ""};
+  at += (size_t)snprintf(list + at, cap - at, "{");
+  for (int i = 0; i < N_CASES; i++) {
+    params_of(&cases[i], isa, params, sizeof params);
+    at += (size_t)snprintf(list + at, cap - at, " { \"%s\", %s },", cases[i].kind, params);
+  }
+  snprintf(list + at, cap - at, " }");
   ff_jit *jit = NULL;
-  int rc = !strcmp(engine, "tcc") ? ff_jit_tcc(text, &jit, &err) : ff_jit_cc(text, &jit, &err);
+  int rc = ff_render_kernels(lua, list, &text, &err);
+  if (!rc) rc = !strcmp(engine, "tcc") ? ff_jit_tcc(text, &jit, &err) : ff_jit_cc(text, NULL, &jit, &err);
+  free(list);
+  free(text);
   if (rc) {
-    fprintf(stderr, "test_kernels: %s: %s\n", engine, err.msg);
+    fprintf(stderr, "test_kernels: %s, %s: %s\n", engine, isa, err.msg);
     return 1;
   }
   int failed = 0;
   double worst = 0;
   for (int i = 0; i < N_CASES; i++) {
-    char sym[32], params[256];
+    char sym[32];
     snprintf(sym, sizeof sym, "ff_kernel_%d", i);
     generic_fn const *p = (generic_fn const *)ff_jit_symbol(jit, sym);
-    params_of(&cases[i], params, sizeof params);
-    double e = p ? check(&cases[i], *p) : -1;
+    params_of(&cases[i], isa, params, sizeof params);
+    double e = p ? check(&cases[i], isa, *p) : -1;
     int ok = e >= 0 && e <= TOL;
     failed += !ok;
     if (e > worst) worst = e;
-    printf("%-4s %-11s %-62s err=%.2e %s\n", engine, cases[i].kind, params, e, ok ? "ok" : "FAIL");
+    printf("%-4s %-11s %-84s err=%.2e %s\n", engine, cases[i].kind, params, e, ok ? "ok" : "FAIL");
   }
   ff_jit_free(jit);
-  printf("%s: %d kernels, %d failed, worst scaled error %.2e (tolerance %.0e)\n", engine, N_CASES, failed, worst,
-         TOL);
+  printf("%s, %s kernels: %d cases, %d failed, worst scaled error %.2e (tolerance %.0e)\n", engine, isa, N_CASES,
+         failed, worst, TOL);
   return failed != 0;
 }
 
@@ -295,26 +302,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "test_kernels: %s\n", err.msg);
     return 1;
   }
-  /* the list of { kind, params } for ff_render_kernels */
-  size_t cap = 256 * N_CASES + 8, at = 0;
-  char *list = malloc(cap), *text = NULL;
-  at += (size_t)snprintf(list + at, cap - at, "{");
-  for (int i = 0; i < N_CASES; i++) {
-    char params[256];
-    params_of(&cases[i], params, sizeof params);
-    at += (size_t)snprintf(list + at, cap - at, " { \"%s\", %s },", cases[i].kind, params);
-  }
-  snprintf(list + at, cap - at, " }");
-  int failed = 0;
-  if (ff_render_kernels(lua, list, &text, &err)) {
-    fprintf(stderr, "test_kernels: %s\n", err.msg);
-    failed = 1;
-  }
   const char *defaults[] = {"tcc", "cc"};
-  int n = argc > 1 ? argc - 1 : 2;
-  for (int i = 0; text && i < n; i++) failed |= run_engine(argc > 1 ? argv[i + 1] : defaults[i], text);
-  free(list);
-  free(text);
+  int n = argc > 1 ? argc - 1 : 2, failed = 0;
+  for (int i = 0; i < n; i++) /* every ISA this machine runs, generic included */
+    for (const char *const *isa = ff_host_isas(); *isa; isa++)
+      failed |= run(lua, argc > 1 ? argv[i + 1] : defaults[i], *isa);
   ff_lua_close(lua);
   return failed;
 }

@@ -3,9 +3,9 @@
  * command: fixformer emit models/tiny.lua
  *
  * tiny: encoder, d_model 64, 4 heads (d_k 16), d_ff 256, 2 layers, post-norm layernorm, relu, sinusoidal positions, vocab 128 (tied head)
- * FLOPs per forward of one sequence at T = max_seq = 64: 16,138,240
+ * FLOPs per forward of one sequence at T = max_seq = 64: 15,876,096
  * Weights: 108160 floats (432640 bytes).
- * State: 98560 bytes (activations 98560 with lifetimes overlapped; 344320 without).
+ * State: 88064 bytes (activations 88064 with lifetimes overlapped; 284672 without).
  */
 #ifndef TINY_H
 #include "tiny.h"
@@ -28,25 +28,147 @@ void *memcpy(void *, const void *, size_t);
 
 /* ---- kernels (templates/) ---- */
 
+/* ---- matrix kernels (templates/kernels/gemm_generic.c) ---- */
+#if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */
+#define FF_ACC 1  /* C += the product instead of C = */
+#define FF_RELU 2 /* then C = max(0, C) */
+void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags);
+void ff_matmul_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+    const float *bias, float alpha, int flags);
+void ff_attention_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
+    int causal, int q_pos0, float scale, float *scratch, float *out);
+#else
+#define FF_KERNEL static inline
+#line 1 "templates/kernels/gemm_generic.c"
+/* gemm_generic.c - the portable matrix kernels: a 4 x 16 tile of plain C
+ * loops with constant bounds, which compilers keep in vector registers where
+ * the target has them.  Weights are packed in panels of 16 columns: panel p
+ * holds W^T[:, 16p .. 16p+15] as IN rows of 16 floats, zero-padded past OUT.
+ * The contract is that of every ISA (see gemm_avx512.c):
+ *   ff_matmul_*  C [m, n] = alpha A [m, k] B [k, n] + bias [n] (+ C when flags
+ *                has FF_ACC), then max(0, .) with FF_RELU;
+ *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels. */
+#include <math.h>
+#include <stddef.h>
+
+#ifndef FF_KERNEL
+#define FF_KERNEL
+#endif
+#ifndef FF_ACC
+#define FF_ACC 1  /* C += the product instead of C = */
+#define FF_RELU 2 /* then C = max(0, C) */
+#endif
+#define FF_GENERIC_MR 4
+#define FF_GENERIC_NR 16
+
+/* One tile: m <= 4 rows (rows past m repeat the last and are not stored),
+ * n <= 16 columns. */
+static void ff_tile_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                            const float *bias, float alpha, int flags) {
+  float acc[FF_GENERIC_MR][FF_GENERIC_NR] = {{0.0f}};
+  const float *a[FF_GENERIC_MR];
+  for (int i = 0; i < FF_GENERIC_MR; i++) a[i] = A + (size_t)(i < m ? i : m - 1) * lda;
+  if (n == FF_GENERIC_NR) {
+    for (int p = 0; p < k; p++) {
+      const float *b = B + (size_t)p * ldb;
+      for (int i = 0; i < FF_GENERIC_MR; i++)
+        for (int j = 0; j < FF_GENERIC_NR; j++) acc[i][j] += a[i][p] * b[j];
+    }
+  } else {
+    for (int p = 0; p < k; p++) {
+      const float *b = B + (size_t)p * ldb;
+      for (int i = 0; i < FF_GENERIC_MR; i++)
+        for (int j = 0; j < n; j++) acc[i][j] += a[i][p] * b[j];
+    }
+  }
+  for (int i = 0; i < m; i++) {
+    float *c = C + (size_t)i * ldc;
+    for (int j = 0; j < n; j++) {
+      float r = alpha * acc[i][j] + (bias ? bias[j] : 0.0f);
+      if (flags & FF_ACC) r += c[j];
+      c[j] = (flags & FF_RELU) && r < 0.0f ? 0.0f : r;
+    }
+  }
+}
+
+FF_KERNEL void ff_matmul_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
+                                 int ldc, const float *bias, float alpha, int flags) {
+  for (int j = 0; j < n; j += FF_GENERIC_NR)
+    for (int i = 0; i < m; i += FF_GENERIC_MR)
+      ff_tile_generic(m - i < FF_GENERIC_MR ? m - i : FF_GENERIC_MR, n - j < FF_GENERIC_NR ? n - j : FF_GENERIC_NR, k,
+                      A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : 0, alpha,
+                      flags);
+}
+
+FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
+                                 int flags) {
+  for (int j = 0; j < OUT; j += FF_GENERIC_NR)
+    for (int i = 0; i < T; i += FF_GENERIC_MR)
+      ff_tile_generic(T - i < FF_GENERIC_MR ? T - i : FF_GENERIC_MR, OUT - j < FF_GENERIC_NR ? OUT - j : FF_GENERIC_NR,
+                      IN, x + (size_t)i * IN, IN, W + (size_t)j * IN, FF_GENERIC_NR, y + (size_t)i * OUT + j, OUT,
+                      b ? b + j : 0, 1.0f, flags);
+}
+
+/* Scaled dot-product attention, every head: out [Tq, heads*dk] =
+ * softmax(scale Q K^T + mask) V, with the contract of ff_attention_avx512:
+ * q rows every ldq floats, k and v = k + heads*dk rows every ldk; key j
+ * masked when j >= key_len or (causal) j > q_pos0 + t.  Per head, K^T is
+ * gathered once, then per block of 4 query rows S = scale Q K^T, a softmax
+ * per row (the row max subtracted) and O = P V.
+ * scratch: (dk + 8) * pad16(key_len) floats. */
+FF_KERNEL void ff_attention_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
+                                    int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
+  const int d = heads * dk, ld = (key_len + 15) & ~15;
+  float *kt = scratch, *s = scratch + (size_t)dk * ld;
+  for (int h = 0; h < heads; h++) {
+    for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
+      for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
+    for (int t0 = 0; t0 < Tq; t0 += FF_GENERIC_MR) {
+      const int mb = Tq - t0 < FF_GENERIC_MR ? Tq - t0 : FF_GENERIC_MR;
+      int nv = key_len; /* keys any row of the block sees */
+      if (causal && q_pos0 + t0 + mb < nv) nv = q_pos0 + t0 + mb;
+      if (nv <= 0) { /* every key masked: 0, as the reference */
+        for (int t = t0; t < t0 + mb; t++)
+          for (int i = 0; i < dk; i++) out[(size_t)t * d + h * dk + i] = 0.0f;
+        continue;
+      }
+      ff_matmul_generic(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, 0, scale, 0);
+      for (int r = 0; r < mb; r++) { /* softmax over the keys row r sees; the rest 0 */
+        float *row = s + (size_t)r * ld, max = -3.402823466e+38f, sum = 0.0f;
+        const int visible = causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv;
+        for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
+        for (int j = 0; j < visible; j++) sum += row[j] = expf(row[j] - max);
+        for (int j = 0; j < visible; j++) row[j] *= 1.0f / sum;
+        for (int j = visible; j < nv; j++) row[j] = 0.0f;
+      }
+      ff_matmul_generic(mb, dk, nv, s, ld, k + d + h * dk, ldk, out + (size_t)t0 * d + h * dk, d, 0, 1.0f, 0);
+    }
+  }
+}
+#endif
+
 #line 5 "templates/embed.c"
-/* embed_128x64: x [T, 64] = E[tokens] * 8.0f  (E [128, 64]; ids checked by the caller) */
-static void embed_128x64(const int32_t *tokens, int T, const float *restrict E, float *restrict x) {
+/* embed_128x64_panels: x [T, 64] = E[tokens] * 8.0f  (E [128, 64]; ids checked by the caller) */
+static void embed_128x64_panels(const int32_t *tokens, int T, const float *restrict E, float *restrict x) {
   for (int t = 0; t < T; t++) {
-    const float *restrict e = E + (size_t)tokens[t] * 64;
+    /* E is the output head too, packed as W^T in panels of 16 columns:
+     * E[v, i] is at (v / 16) * 64 * 16 + i * 16 + v % 16 */
+    const float *restrict e = E + (size_t)(tokens[t] / 16) * 64 * 16 + tokens[t] % 16;
     float *restrict xt = x + (size_t)t * 64;
-    for (int i = 0; i < 64; i++) xt[i] = e[i] * 8.0f;
+    for (int i = 0; i < 64; i++) xt[i] = e[(size_t)i * 16] * 8.0f;
+#line 19 "templates/embed.c"
   }
 }
 
 
-#line 21 "templates/embed.c"
+#line 29 "templates/embed.c"
 /* sinusoidal_64_freq[i] = 10000^(-2i/64), folded at generation time */
 static const double sinusoidal_64_freq[32] = {
   1.0, 0.74989420933245587, 0.56234132519034907, 0.42169650342858228, 0.31622776601683794, 0.23713737056616555, 0.17782794100389226, 0.1333521432163324,
   0.10000000000000001, 0.074989420933245579, 0.056234132519034905, 0.042169650342858224, 0.031622776601683791, 0.02371373705661655, 0.017782794100389229, 0.013335214321633241,
   0.01, 0.0074989420933245588, 0.005623413251903491, 0.0042169650342858229, 0.003162277660168379, 0.0023713737056616549, 0.001778279410038923, 0.0013335214321633241,
   0.001, 0.00074989420933245575, 0.0005623413251903491, 0.00042169650342858229, 0.00031622776601683794, 0.00023713737056616554, 0.00017782794100389227, 0.0001333521432163324,
-#line 24 "templates/embed.c"
+#line 32 "templates/embed.c"
 };
 
 /* sinusoidal_64: x[t, :] += PE(pos0 + t), PE(pos, 2i) = sin(pos f_i), PE(pos, 2i+1) = cos(pos f_i) */
@@ -56,282 +178,113 @@ static void sinusoidal_64(float *x, int T, int pos0) {
     for (int i = 0; i < 32; i++) {
       const double angle = (double)(pos0 + t) * sinusoidal_64_freq[i];
       xt[2 * i] += (float)sin(angle);
-#line 36 "templates/embed.c"
+#line 44 "templates/embed.c"
       xt[2 * i + 1] += (float)cos(angle);
     }
   }
 }
 
 
-#line 4 "templates/linear.c"
-/* linear_64x192: y [T, 192] = x [T, 64] W + b
- * W is nn.Linear's weight transposed, [64, 192] with rows every 192 floats. */
+#line 5 "templates/linear.c"
+/* linear_64x192: y [T, 192] = x W^T + b, x [T, 64]
+ * W^T [64, 192] packed in 12 panels of 16 columns (ff_linear_generic). */
 static void linear_64x192(const float *restrict x, int T, const float *restrict W, const float *restrict b,
                   float *restrict y) {
-#line 12 "templates/linear.c"
-  for (int t = 0; t < T; t++) {
-    const float *restrict xt = x + (size_t)t * 64;
-    float *restrict yt = y + (size_t)t * 192;
-    for (int o = 0; o < 192; o++) yt[o] = b[o];
-#line 20 "templates/linear.c"
-    for (int i = 0; i < 64; i++) {
-      const float xi = xt[i];
-      const float *restrict wi = W + (size_t)i * 192;
-      for (int o = 0; o < 192; o += 8) { /* unrolled x8 */
-        yt[o] += xi * wi[o];
-        yt[(o + 1)] += xi * wi[(o + 1)];
-        yt[(o + 2)] += xi * wi[(o + 2)];
-        yt[(o + 3)] += xi * wi[(o + 3)];
-        yt[(o + 4)] += xi * wi[(o + 4)];
-        yt[(o + 5)] += xi * wi[(o + 5)];
-        yt[(o + 6)] += xi * wi[(o + 6)];
-        yt[(o + 7)] += xi * wi[(o + 7)];
-      }
-#line 26 "templates/linear.c"
-    }
-  }
+  ff_linear_generic(x, T, 64, W, b, 192, y, 0);
 }
 
 
 #line 4 "templates/attention.c"
 /* attention_h4x16_q192_kv192: out [Tq, 64] = softmax(Q K^T / sqrt(16) + mask) V, 4 heads of 16
  * q rows every 192 floats; k rows every 192 floats, v 64 floats after k.
- * Masked: keys j >= key_len (padding).
- * Masked scores are -inf (left out of the sums); the row max is subtracted. */
+ * Masked: keys j >= key_len (padding); masked scores are -inf
+ * and the row max is subtracted (ff_attention_generic, scratch of
+ * (16 + 8) x pad16(key_len) floats). */
 static void attention_h4x16_q192_kv192(const float *restrict q, const float *restrict k, int Tq, int key_len, int q_pos0,
-                  float *restrict scores, float *restrict out) {
-  const float *restrict v = k + 64;
-  (void)q_pos0;
-#line 15 "templates/attention.c"
-  for (int h = 0; h < 4; h++) {
-    for (int t = 0; t < Tq; t++) {
-      const float *restrict qt = q + (size_t)t * 192 + h * 16;
-      int visible = key_len;
-#line 22 "templates/attention.c"
-      float max = -3.402823466e+38f;
-      for (int j = 0; j < visible; j++) { /* scores = q k^T / sqrt(d_k) */
-        const float *restrict kj = k + (size_t)j * 192 + h * 16;
-        float s = 0.0f;
-        for (int i = 0; i < 16; i += 8) { /* unrolled x8 */
-          s += qt[i] * kj[i];
-          s += qt[(i + 1)] * kj[(i + 1)];
-          s += qt[(i + 2)] * kj[(i + 2)];
-          s += qt[(i + 3)] * kj[(i + 3)];
-          s += qt[(i + 4)] * kj[(i + 4)];
-          s += qt[(i + 5)] * kj[(i + 5)];
-          s += qt[(i + 6)] * kj[(i + 6)];
-          s += qt[(i + 7)] * kj[(i + 7)];
-        }
-#line 29 "templates/attention.c"
-        s *= 0.25f;
-        scores[j] = s;
-        if (s > max) max = s;
-      }
-      double sum = 0.0;
-      for (int j = 0; j < visible; j++) {
-        scores[j] = expf(scores[j] - max);
-        sum += scores[j];
-      }
-      const float inv = (float)(1.0 / sum);
-      float *restrict ot = out + (size_t)t * 64 + h * 16;
-      for (int i = 0; i < 16; i += 8) { /* unrolled x8 */
-        ot[i] = 0.0f;
-        ot[(i + 1)] = 0.0f;
-        ot[(i + 2)] = 0.0f;
-        ot[(i + 3)] = 0.0f;
-        ot[(i + 4)] = 0.0f;
-        ot[(i + 5)] = 0.0f;
-        ot[(i + 6)] = 0.0f;
-        ot[(i + 7)] = 0.0f;
-      }
-#line 43 "templates/attention.c"
-      for (int j = 0; j < visible; j++) { /* out = P V */
-        const float p = scores[j] * inv;
-        const float *restrict vj = v + (size_t)j * 192 + h * 16;
-        for (int i = 0; i < 16; i += 8) { /* unrolled x8 */
-          ot[i] += p * vj[i];
-          ot[(i + 1)] += p * vj[(i + 1)];
-          ot[(i + 2)] += p * vj[(i + 2)];
-          ot[(i + 3)] += p * vj[(i + 3)];
-          ot[(i + 4)] += p * vj[(i + 4)];
-          ot[(i + 5)] += p * vj[(i + 5)];
-          ot[(i + 6)] += p * vj[(i + 6)];
-          ot[(i + 7)] += p * vj[(i + 7)];
-        }
-#line 49 "templates/attention.c"
-      }
-    }
-  }
+                  float *restrict scratch, float *restrict out) {
+  ff_attention_generic(q, 192, k, 192, Tq, key_len, 4, 16, 0, q_pos0, 0.25f, scratch, out);
 }
 
 
-#line 4 "templates/linear.c"
-/* linear_64x64: y [T, 64] = x [T, 64] W + b
- * W is nn.Linear's weight transposed, [64, 64] with rows every 64 floats. */
-static void linear_64x64(const float *restrict x, int T, const float *restrict W, const float *restrict b,
+#line 5 "templates/linear.c"
+/* linear_64x64_add: y [T, 64] += x W^T + b, x [T, 64]
+ * W^T [64, 64] packed in 4 panels of 16 columns (ff_linear_generic). */
+static void linear_64x64_add(const float *restrict x, int T, const float *restrict W, const float *restrict b,
                   float *restrict y) {
-#line 12 "templates/linear.c"
-  for (int t = 0; t < T; t++) {
-    const float *restrict xt = x + (size_t)t * 64;
-    float *restrict yt = y + (size_t)t * 64;
-    for (int o = 0; o < 64; o++) yt[o] = b[o];
-#line 20 "templates/linear.c"
-    for (int i = 0; i < 64; i++) {
-      const float xi = xt[i];
-      const float *restrict wi = W + (size_t)i * 64;
-      for (int o = 0; o < 64; o += 8) { /* unrolled x8 */
-        yt[o] += xi * wi[o];
-        yt[(o + 1)] += xi * wi[(o + 1)];
-        yt[(o + 2)] += xi * wi[(o + 2)];
-        yt[(o + 3)] += xi * wi[(o + 3)];
-        yt[(o + 4)] += xi * wi[(o + 4)];
-        yt[(o + 5)] += xi * wi[(o + 5)];
-        yt[(o + 6)] += xi * wi[(o + 6)];
-        yt[(o + 7)] += xi * wi[(o + 7)];
-      }
-#line 26 "templates/linear.c"
-    }
-  }
+  ff_linear_generic(x, T, 64, W, b, 64, y, FF_ACC);
 }
 
 
-#line 21 "templates/norm.c"
-/* residual_layernorm_64: x = LayerNorm(x + y), post-LN residual: eps 1.0000000000000001e-05, 64 features, biased var */
-static void residual_layernorm_64(float *restrict x, const float *restrict y, int T, const float *gamma, const float *beta) {
+#line 5 "templates/norm.c"
+/* layernorm_64: y = (x - mean) / sqrt(var + 1.0000000000000001e-05) * gamma + beta over 64 features, biased var */
+static void layernorm_64(const float *x, int T, const float *gamma, const float *beta, float *y) {
   for (int t = 0; t < T; t++) {
-    float *restrict xt = x + (size_t)t * 64;
-    const float *restrict yt = y + (size_t)t * 64;
+    const float *xt = x + (size_t)t * 64;
+    float *yt = y + (size_t)t * 64;
     double mean = 0.0, var = 0.0;
-    for (int i = 0; i < 64; i++) {
-      xt[i] += yt[i];
-      mean += xt[i];
-    }
+    for (int i = 0; i < 64; i++) mean += xt[i];
     mean /= 64;
     for (int i = 0; i < 64; i++) var += (xt[i] - mean) * (xt[i] - mean);
     var /= 64;
     const float rstd = (float)(1.0 / sqrt(var + 1.0000000000000001e-05));
-    for (int i = 0; i < 64; i++) xt[i] = (float)(xt[i] - mean) * rstd * gamma[i] + beta[i];
+    for (int i = 0; i < 64; i++) yt[i] = (float)(xt[i] - mean) * rstd * gamma[i] + beta[i];
   }
 }
 
 
-#line 4 "templates/linear.c"
-/* linear_64x256: y [T, 256] = x [T, 64] W + b
- * W is nn.Linear's weight transposed, [64, 256] with rows every 256 floats. */
-static void linear_64x256(const float *restrict x, int T, const float *restrict W, const float *restrict b,
+#line 5 "templates/linear.c"
+/* linear_64x256_relu: y [T, 256] = max(0, x W^T + b), x [T, 64]
+ * W^T [64, 256] packed in 16 panels of 16 columns (ff_linear_generic). */
+static void linear_64x256_relu(const float *restrict x, int T, const float *restrict W, const float *restrict b,
                   float *restrict y) {
-#line 12 "templates/linear.c"
-  for (int t = 0; t < T; t++) {
-    const float *restrict xt = x + (size_t)t * 64;
-    float *restrict yt = y + (size_t)t * 256;
-    for (int o = 0; o < 256; o++) yt[o] = b[o];
-#line 20 "templates/linear.c"
-    for (int i = 0; i < 64; i++) {
-      const float xi = xt[i];
-      const float *restrict wi = W + (size_t)i * 256;
-      for (int o = 0; o < 256; o += 8) { /* unrolled x8 */
-        yt[o] += xi * wi[o];
-        yt[(o + 1)] += xi * wi[(o + 1)];
-        yt[(o + 2)] += xi * wi[(o + 2)];
-        yt[(o + 3)] += xi * wi[(o + 3)];
-        yt[(o + 4)] += xi * wi[(o + 4)];
-        yt[(o + 5)] += xi * wi[(o + 5)];
-        yt[(o + 6)] += xi * wi[(o + 6)];
-        yt[(o + 7)] += xi * wi[(o + 7)];
-      }
-#line 26 "templates/linear.c"
-    }
-  }
+  ff_linear_generic(x, T, 64, W, b, 256, y, FF_RELU);
 }
 
 
-#line 4 "templates/ffn.c"
-/* relu_256: h = max(0, h) over [T, 256] */
-static void relu_256(float *h, int T) {
-  for (size_t i = 0; i < (size_t)T * 256; i++) h[i] = h[i] > 0.0f ? h[i] : 0.0f;
-}
-
-
-#line 4 "templates/linear.c"
-/* linear_256x64: y [T, 64] = x [T, 256] W + b
- * W is nn.Linear's weight transposed, [256, 64] with rows every 64 floats. */
-static void linear_256x64(const float *restrict x, int T, const float *restrict W, const float *restrict b,
+#line 5 "templates/linear.c"
+/* linear_256x64_add: y [T, 64] += x W^T + b, x [T, 256]
+ * W^T [256, 64] packed in 4 panels of 16 columns (ff_linear_generic). */
+static void linear_256x64_add(const float *restrict x, int T, const float *restrict W, const float *restrict b,
                   float *restrict y) {
-#line 12 "templates/linear.c"
-  for (int t = 0; t < T; t++) {
-    const float *restrict xt = x + (size_t)t * 256;
-    float *restrict yt = y + (size_t)t * 64;
-    for (int o = 0; o < 64; o++) yt[o] = b[o];
-#line 20 "templates/linear.c"
-    for (int i = 0; i < 256; i++) {
-      const float xi = xt[i];
-      const float *restrict wi = W + (size_t)i * 64;
-      for (int o = 0; o < 64; o += 8) { /* unrolled x8 */
-        yt[o] += xi * wi[o];
-        yt[(o + 1)] += xi * wi[(o + 1)];
-        yt[(o + 2)] += xi * wi[(o + 2)];
-        yt[(o + 3)] += xi * wi[(o + 3)];
-        yt[(o + 4)] += xi * wi[(o + 4)];
-        yt[(o + 5)] += xi * wi[(o + 5)];
-        yt[(o + 6)] += xi * wi[(o + 6)];
-        yt[(o + 7)] += xi * wi[(o + 7)];
-      }
-#line 26 "templates/linear.c"
-    }
-  }
+  ff_linear_generic(x, T, 256, W, b, 64, y, FF_ACC);
 }
 
 
-#line 31 "templates/linear.c"
-/* logits_64x128: logits [T, 128] = x [T, 64] E^T, E [128, 64] (embedding or lm_head) */
-static void logits_64x128(const float *restrict x, int T, const float *restrict E, float *restrict logits) {
-  for (int t = 0; t < T; t++) {
-    const float *restrict xt = x + (size_t)t * 64;
-    for (int v = 0; v < 128; v++) {
-      const float *restrict e = E + (size_t)v * 64;
-      float acc = 0.0f;
-      for (int i = 0; i < 64; i += 8) { /* unrolled x8 */
-        acc += xt[i] * e[i];
-        acc += xt[(i + 1)] * e[(i + 1)];
-        acc += xt[(i + 2)] * e[(i + 2)];
-        acc += xt[(i + 3)] * e[(i + 3)];
-        acc += xt[(i + 4)] * e[(i + 4)];
-        acc += xt[(i + 5)] * e[(i + 5)];
-        acc += xt[(i + 6)] * e[(i + 6)];
-        acc += xt[(i + 7)] * e[(i + 7)];
-      }
-#line 41 "templates/linear.c"
-      logits[(size_t)t * 128 + v] = acc;
-    }
-  }
+#line 5 "templates/linear.c"
+/* linear_64x128_nobias: y [T, 128] = x W^T, x [T, 64]
+ * W^T [64, 128] packed in 8 panels of 16 columns (ff_linear_generic). */
+static void linear_64x128_nobias(const float *restrict x, int T, const float *restrict W, const float *restrict b,
+                  float *restrict y) {
+  ff_linear_generic(x, T, 64, W, b, 128, y, 0);
 }
 
 
-#line 311 "tiny.c"
+#line 263 "tiny.c"
 
 /* ---- weights: offsets in floats into tiny_weights.data ----
- * Linear weights are stored transposed ([in, out]); the rest as in PyTorch. */
+ * The matrices of linear ops are packed as W^T in panels of 16 columns for
+ * ff_linear_generic (templates/kernels/gemm_generic.c); the rest as in PyTorch. */
 enum {
-  W_EMBED                         = 0, /* embed.weight [128, 64] */
-  W_L00_SELF_ATTN_IN_PROJ_WEIGHT  = 8192, /* layers.0.self_attn.in_proj_weight [192, 64] stored transposed */
+  W_EMBED                         = 0, /* embed.weight [128, 64], W^T in panels of 16 */
+  W_L00_SELF_ATTN_IN_PROJ_WEIGHT  = 8192, /* layers.0.self_attn.in_proj_weight [192, 64], W^T in panels of 16 */
   W_L00_SELF_ATTN_IN_PROJ_BIAS    = 20480, /* layers.0.self_attn.in_proj_bias [192] */
-  W_L00_SELF_ATTN_OUT_PROJ_WEIGHT = 20672, /* layers.0.self_attn.out_proj.weight [64, 64] stored transposed */
+  W_L00_SELF_ATTN_OUT_PROJ_WEIGHT = 20672, /* layers.0.self_attn.out_proj.weight [64, 64], W^T in panels of 16 */
   W_L00_SELF_ATTN_OUT_PROJ_BIAS   = 24768, /* layers.0.self_attn.out_proj.bias [64] */
-  W_L00_LINEAR1_WEIGHT            = 24832, /* layers.0.linear1.weight [256, 64] stored transposed */
+  W_L00_LINEAR1_WEIGHT            = 24832, /* layers.0.linear1.weight [256, 64], W^T in panels of 16 */
   W_L00_LINEAR1_BIAS              = 41216, /* layers.0.linear1.bias [256] */
-  W_L00_LINEAR2_WEIGHT            = 41472, /* layers.0.linear2.weight [64, 256] stored transposed */
+  W_L00_LINEAR2_WEIGHT            = 41472, /* layers.0.linear2.weight [64, 256], W^T in panels of 16 */
   W_L00_LINEAR2_BIAS              = 57856, /* layers.0.linear2.bias [64] */
   W_L00_NORM1_WEIGHT              = 57920, /* layers.0.norm1.weight [64] */
   W_L00_NORM1_BIAS                = 57984, /* layers.0.norm1.bias [64] */
   W_L00_NORM2_WEIGHT              = 58048, /* layers.0.norm2.weight [64] */
   W_L00_NORM2_BIAS                = 58112, /* layers.0.norm2.bias [64] */
-  W_L01_SELF_ATTN_IN_PROJ_WEIGHT  = 58176, /* layers.1.self_attn.in_proj_weight [192, 64] stored transposed */
+  W_L01_SELF_ATTN_IN_PROJ_WEIGHT  = 58176, /* layers.1.self_attn.in_proj_weight [192, 64], W^T in panels of 16 */
   W_L01_SELF_ATTN_IN_PROJ_BIAS    = 70464, /* layers.1.self_attn.in_proj_bias [192] */
-  W_L01_SELF_ATTN_OUT_PROJ_WEIGHT = 70656, /* layers.1.self_attn.out_proj.weight [64, 64] stored transposed */
+  W_L01_SELF_ATTN_OUT_PROJ_WEIGHT = 70656, /* layers.1.self_attn.out_proj.weight [64, 64], W^T in panels of 16 */
   W_L01_SELF_ATTN_OUT_PROJ_BIAS   = 74752, /* layers.1.self_attn.out_proj.bias [64] */
-  W_L01_LINEAR1_WEIGHT            = 74816, /* layers.1.linear1.weight [256, 64] stored transposed */
+  W_L01_LINEAR1_WEIGHT            = 74816, /* layers.1.linear1.weight [256, 64], W^T in panels of 16 */
   W_L01_LINEAR1_BIAS              = 91200, /* layers.1.linear1.bias [256] */
-  W_L01_LINEAR2_WEIGHT            = 91456, /* layers.1.linear2.weight [64, 256] stored transposed */
+  W_L01_LINEAR2_WEIGHT            = 91456, /* layers.1.linear2.weight [64, 256], W^T in panels of 16 */
   W_L01_LINEAR2_BIAS              = 107840, /* layers.1.linear2.bias [64] */
   W_L01_NORM1_WEIGHT              = 107904, /* layers.1.norm1.weight [64] */
   W_L01_NORM1_BIAS                = 107968, /* layers.1.norm1.bias [64] */
@@ -341,25 +294,21 @@ enum {
 
 /* ---- activations: offsets in floats into the state, every buffer max_seq rows ---- */
 enum {
-  A_SCORES         = 0, /* [1, 64] one row of attention scores */
-  A_X              = 64, /* [64, 64] the residual stream */
-  A_L00_ATTN_QKV   = 4160, /* [64, 192] q | k | v, ops 3..4 */
-  A_L00_ATTN_CTX   = 16448, /* [64, 64] attention heads, concatenated, ops 4..5 */
-  A_L00_ATTN_OUT   = 4160, /* [64, 64] self-attention output, ops 5..6 */
-  A_L00_FFN_HIDDEN = 4160, /* [64, 256] linear1 output, ops 7..9 */
-  A_L00_FFN_OUT    = 20544, /* [64, 64] feed-forward output, ops 9..10 */
-  A_L01_ATTN_QKV   = 4160, /* [64, 192] q | k | v, ops 11..12 */
-  A_L01_ATTN_CTX   = 16448, /* [64, 64] attention heads, concatenated, ops 12..13 */
-  A_L01_ATTN_OUT   = 4160, /* [64, 64] self-attention output, ops 13..14 */
-  A_L01_FFN_HIDDEN = 4160, /* [64, 256] linear1 output, ops 15..17 */
-  A_L01_FFN_OUT    = 20544, /* [64, 64] feed-forward output, ops 17..18 */
+  A_SCORES         = 0, /* [24, 64] attention scratch: K^T of a head and a block of score rows */
+  A_X              = 1536, /* [64, 64] the residual stream */
+  A_L00_ATTN_QKV   = 5632, /* [64, 192] q | k | v, ops 3..4 */
+  A_L00_ATTN_CTX   = 17920, /* [64, 64] attention heads, concatenated, ops 4..5 */
+  A_L00_FFN_HIDDEN = 5632, /* [64, 256] linear1 output, ops 7..8 */
+  A_L01_ATTN_QKV   = 5632, /* [64, 192] q | k | v, ops 10..11 */
+  A_L01_ATTN_CTX   = 17920, /* [64, 64] attention heads, concatenated, ops 11..12 */
+  A_L01_FFN_HIDDEN = 5632, /* [64, 256] linear1 output, ops 14..15 */
 };
 
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
   /* embed: tokens [T] -> [T,64]: x = E[token] * sqrt(64) */
-  embed_128x64(tokens, T, w + W_EMBED, a + A_X);
+  embed_128x64_panels(tokens, T, w + W_EMBED, a + A_X);
 
   /* positions: [T,64] in place: x += PE(pos), PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...) */
   sinusoidal_64(a + A_X, T, 0);
@@ -370,23 +319,20 @@ static void encode(const float *restrict w, float *restrict a, const int32_t *to
   /* l00_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V */
   attention_h4x16_q192_kv192(a + A_L00_ATTN_QKV, a + A_L00_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L00_ATTN_CTX);
 
-  /* l00_attn_out: [T,64] -> [T,64]: y = x W^T + b */
-  linear_64x64(a + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, a + A_L00_ATTN_OUT);
+  /* l00_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b */
+  linear_64x64_add(a + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
 
-  /* l00_attn_add_norm: x [T,64] + y [T,64] -> x: x = LayerNorm(x + y) */
-  residual_layernorm_64(a + A_X, a + A_L00_ATTN_OUT, T, w + W_L00_NORM1_WEIGHT, w + W_L00_NORM1_BIAS);
+  /* l00_attn_norm: [T,64] in place: y = LayerNorm(x) */
+  layernorm_64(a + A_X, T, w + W_L00_NORM1_WEIGHT, w + W_L00_NORM1_BIAS, a + A_X);
 
-  /* l00_ffn_up: [T,64] -> [T,256]: y = x W^T + b */
-  linear_64x256(a + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, a + A_L00_FFN_HIDDEN);
+  /* l00_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b) */
+  linear_64x256_relu(a + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, a + A_L00_FFN_HIDDEN);
 
-  /* l00_ffn_relu: [T,256] in place: h = max(0, h) */
-  relu_256(a + A_L00_FFN_HIDDEN, T);
+  /* l00_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b */
+  linear_256x64_add(a + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, a + A_X);
 
-  /* l00_ffn_down: [T,256] -> [T,64]: y = x W^T + b */
-  linear_256x64(a + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, a + A_L00_FFN_OUT);
-
-  /* l00_ffn_add_norm: x [T,64] + y [T,64] -> x: x = LayerNorm(x + y) */
-  residual_layernorm_64(a + A_X, a + A_L00_FFN_OUT, T, w + W_L00_NORM2_WEIGHT, w + W_L00_NORM2_BIAS);
+  /* l00_ffn_norm: [T,64] in place: y = LayerNorm(x) */
+  layernorm_64(a + A_X, T, w + W_L00_NORM2_WEIGHT, w + W_L00_NORM2_BIAS, a + A_X);
 
   /* l01_attn_qkv: [T,64] -> [T,192]: y = x W^T + b */
   linear_64x192(a + A_X, T, w + W_L01_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L01_SELF_ATTN_IN_PROJ_BIAS, a + A_L01_ATTN_QKV);
@@ -394,31 +340,28 @@ static void encode(const float *restrict w, float *restrict a, const int32_t *to
   /* l01_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V */
   attention_h4x16_q192_kv192(a + A_L01_ATTN_QKV, a + A_L01_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L01_ATTN_CTX);
 
-  /* l01_attn_out: [T,64] -> [T,64]: y = x W^T + b */
-  linear_64x64(a + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, a + A_L01_ATTN_OUT);
+  /* l01_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b */
+  linear_64x64_add(a + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
 
-  /* l01_attn_add_norm: x [T,64] + y [T,64] -> x: x = LayerNorm(x + y) */
-  residual_layernorm_64(a + A_X, a + A_L01_ATTN_OUT, T, w + W_L01_NORM1_WEIGHT, w + W_L01_NORM1_BIAS);
+  /* l01_attn_norm: [T,64] in place: y = LayerNorm(x) */
+  layernorm_64(a + A_X, T, w + W_L01_NORM1_WEIGHT, w + W_L01_NORM1_BIAS, a + A_X);
 
-  /* l01_ffn_up: [T,64] -> [T,256]: y = x W^T + b */
-  linear_64x256(a + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, a + A_L01_FFN_HIDDEN);
+  /* l01_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b) */
+  linear_64x256_relu(a + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, a + A_L01_FFN_HIDDEN);
 
-  /* l01_ffn_relu: [T,256] in place: h = max(0, h) */
-  relu_256(a + A_L01_FFN_HIDDEN, T);
+  /* l01_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b */
+  linear_256x64_add(a + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, a + A_X);
 
-  /* l01_ffn_down: [T,256] -> [T,64]: y = x W^T + b */
-  linear_256x64(a + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, a + A_L01_FFN_OUT);
-
-  /* l01_ffn_add_norm: x [T,64] + y [T,64] -> x: x = LayerNorm(x + y) */
-  residual_layernorm_64(a + A_X, a + A_L01_FFN_OUT, T, w + W_L01_NORM2_WEIGHT, w + W_L01_NORM2_BIAS);
+  /* l01_ffn_norm: [T,64] in place: y = LayerNorm(x) */
+  layernorm_64(a + A_X, T, w + W_L01_NORM2_WEIGHT, w + W_L01_NORM2_BIAS, a + A_X);
 
 }
 
 
 /* the output head: logits over the vocabulary */
 static void head(const float *restrict w, float *restrict a, int T, float *out) {
-  /* logits: [T,64] -> [T,128]: logits = x E^T */
-  logits_64x128(a + A_X, T, w + W_EMBED, out);
+  /* logits: [T,64] -> [T,128], logits = x E^T: y = x W^T */
+  linear_64x128_nobias(a + A_X, T, w + W_EMBED, NULL, out);
 
 }
 

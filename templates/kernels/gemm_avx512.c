@@ -1,0 +1,198 @@
+/* gemm_avx512.c - the AVX-512 matrix kernels: an 8 x 32 register tile (16 zmm
+ * accumulators, two 16-float loads of B and eight broadcasts of A per step of
+ * k, 16 FMAs), and the drivers built on it.  Weights are packed in panels of
+ * 32 columns: panel p holds W^T[:, 32p .. 32p+31] as IN rows of 32 floats,
+ * zero-padded past OUT, 64-byte aligned.
+ *
+ * The same text is compiled into the fixformer host (for the libtcc engine,
+ * which cannot emit SIMD) and copied into generated code for the cc engine
+ * and `emit --isa avx512`; FF_KERNEL is `static` there.  Contract (every ISA):
+ *   ff_matmul_*  C [m, n] = alpha A [m, k] B [k, n] + bias [n] (+ C when flags
+ *                has FF_ACC), then max(0, .) with FF_RELU; A, B and C rows
+ *                every lda, ldb, ldc floats; bias may be NULL.
+ *   ff_linear_*  y [T, OUT] = x [T, IN] W + b (flags as above), W packed in
+ *                panels (above).
+ * Sums over k run in k order per output, like the reference. */
+#if !defined(__AVX512F__) || !defined(__FMA__)
+#error "these kernels need AVX-512F and FMA: build with -mavx512f -mfma (or -march=native), or emit with --isa generic"
+#endif
+#include <immintrin.h>
+#include <stddef.h>
+
+#ifndef FF_KERNEL
+#define FF_KERNEL
+#endif
+#ifndef FF_ACC
+#define FF_ACC 1  /* C += the product instead of C = */
+#define FF_RELU 2 /* then C = max(0, C) */
+#endif
+#define FF_AVX512_MR 8
+#define FF_AVX512_NR 32
+#define FF_AVX512_KC 256 /* k per pass over a panel: 32 KB of B stays in L1 */
+
+/* The tile: M (a constant after inlining) <= 8 rows, n <= 32 columns. */
+static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, int n, int k, const float *A, int lda,
+                                                                const float *B, int ldb, float *C, int ldc,
+                                                                const float *bias, float alpha, int flags) {
+  __m512 c0[FF_AVX512_MR], c1[FF_AVX512_MR];
+  const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+  const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
+  for (int i = 0; i < M; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+  if (n == 32) {
+    for (int p = 0; p < k; p++) {
+      const __m512 b0 = _mm512_loadu_ps(B + (size_t)p * ldb), b1 = _mm512_loadu_ps(B + (size_t)p * ldb + 16);
+      for (int i = 0; i < M; i++) {
+        const __m512 a = _mm512_set1_ps(A[(size_t)i * lda + p]);
+        c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
+        c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+      }
+    }
+  } else if (n > 16) {
+    for (int p = 0; p < k; p++) {
+      const __m512 b0 = _mm512_loadu_ps(B + (size_t)p * ldb), b1 = _mm512_maskz_loadu_ps(m1, B + (size_t)p * ldb + 16);
+      for (int i = 0; i < M; i++) {
+        const __m512 a = _mm512_set1_ps(A[(size_t)i * lda + p]);
+        c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
+        c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
+      }
+    }
+  } else { /* one vector of columns */
+    for (int p = 0; p < k; p++) {
+      const __m512 b0 = _mm512_maskz_loadu_ps(m0, B + (size_t)p * ldb);
+      for (int i = 0; i < M; i++) c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A[(size_t)i * lda + p]), b0, c0[i]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), zero = _mm512_setzero_ps();
+  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : zero;
+  const __m512 bias1 = bias && n > 16 ? _mm512_maskz_loadu_ps(m1, bias + 16) : zero;
+  for (int i = 0; i < M; i++) {
+    float *c = C + (size_t)i * ldc;
+    __m512 r0 = _mm512_fmadd_ps(va, c0[i], bias0), r1 = _mm512_fmadd_ps(va, c1[i], bias1);
+    if (flags & FF_ACC) {
+      r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, c));
+      if (n > 16) r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, c + 16));
+    }
+    if (flags & FF_RELU) {
+      r0 = _mm512_max_ps(r0, zero);
+      r1 = _mm512_max_ps(r1, zero);
+    }
+    _mm512_mask_storeu_ps(c, m0, r0);
+    if (n > 16) _mm512_mask_storeu_ps(c + 16, m1, r1);
+  }
+}
+
+/* one tile of m <= 8 rows: the row count becomes a constant */
+static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
+                                int ldc, const float *bias, float alpha, int flags) {
+  switch (m) {
+  case 8: ff_tile_avx512(8, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 7: ff_tile_avx512(7, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 6: ff_tile_avx512(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 5: ff_tile_avx512(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 4: ff_tile_avx512(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 3: ff_tile_avx512(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 2: ff_tile_avx512(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  default: ff_tile_avx512(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  }
+}
+
+FF_KERNEL void ff_matmul_avx512(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
+                                int ldc, const float *bias, float alpha, int flags) {
+  for (int j = 0; j < n; j += FF_AVX512_NR)
+    for (int i = 0; i < m; i += FF_AVX512_MR)
+      ff_tile_rows_avx512(m - i < FF_AVX512_MR ? m - i : FF_AVX512_MR, n - j < FF_AVX512_NR ? n - j : FF_AVX512_NR,
+                          k, A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : NULL,
+                          alpha, flags);
+}
+
+FF_KERNEL void ff_linear_avx512(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
+                                int flags) {
+  for (int k0 = 0; k0 < IN; k0 += FF_AVX512_KC) { /* the first pass stores (+ b), later ones add */
+    const int kc = IN - k0 < FF_AVX512_KC ? IN - k0 : FF_AVX512_KC, last = k0 + kc == IN;
+    const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
+    for (int j = 0; j < OUT; j += FF_AVX512_NR) {
+      const float *panel = W + (size_t)j * IN + (size_t)k0 * FF_AVX512_NR;
+      for (int i = 0; i < T; i += FF_AVX512_MR)
+        ff_tile_rows_avx512(T - i < FF_AVX512_MR ? T - i : FF_AVX512_MR, OUT - j < FF_AVX512_NR ? OUT - j : FF_AVX512_NR,
+                            kc, x + (size_t)i * IN + k0, IN, panel, FF_AVX512_NR, y + (size_t)i * OUT + j, OUT,
+                            b && !k0 ? b + j : NULL, 1.0f, f);
+    }
+  }
+}
+
+/* e^x for x <= 0 in 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
+ * polynomial (Cephes expf), times 2^n; about 1 ulp; e^-inf and below -87.3: 0. */
+static inline __m512 ff_exp_avx512(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.33654f);
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_max_ps(x, lo);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_scalef_ps((__mmask16)~tiny, p, n);
+}
+
+/* softmax over row[0 .. visible), in place; row[visible .. n) = 0 (masked keys) */
+static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
+  __m512 vmax = _mm512_set1_ps(-3.402823466e+38f);
+  int j = 0;
+  for (; j + 16 <= visible; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(row + j));
+  const __mmask16 tail = (__mmask16)((1u << (visible - j)) - 1u);
+  vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, row + j));
+  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  __m512 vsum = _mm512_setzero_ps();
+  for (j = 0; j + 16 <= visible; j += 16) {
+    const __m512 e = ff_exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), max));
+    _mm512_storeu_ps(row + j, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  const __m512 e = _mm512_maskz_mov_ps(tail, ff_exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + j), max)));
+  _mm512_mask_storeu_ps(row + j, tail, e);
+  vsum = _mm512_add_ps(vsum, e);
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
+  for (j = 0; j + 16 <= visible; j += 16) _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
+  _mm512_mask_storeu_ps(row + j, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + j), inv));
+  for (j = visible; j < n; j++) row[j] = 0.0f;
+}
+
+/* Scaled dot-product attention, every head: out [Tq, heads*dk] =
+ * softmax(scale Q K^T + mask) V.  q rows every ldq floats, k rows every ldk
+ * (head h at columns h*dk), v = k + heads*dk with the same stride.  Key j is
+ * masked when j >= key_len, or (causal) j > q_pos0 + t for query row t.
+ * Per head, K^T is gathered once, then for each block of 8 query rows the
+ * scores S = scale Q K^T (8 rows x the visible keys), softmax row by row and
+ * O = P V are tile products.  scratch: (dk + 8) * pad16(key_len) floats. */
+FF_KERNEL void ff_attention_avx512(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
+                                   int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
+  const int d = heads * dk, ld = (key_len + 15) & ~15;
+  float *kt = scratch, *s = scratch + (size_t)dk * ld;
+  for (int h = 0; h < heads; h++) {
+    for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
+      for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
+    for (int t0 = 0; t0 < Tq; t0 += FF_AVX512_MR) {
+      const int mb = Tq - t0 < FF_AVX512_MR ? Tq - t0 : FF_AVX512_MR;
+      int nv = key_len; /* keys any row of the block sees */
+      if (causal && q_pos0 + t0 + mb < nv) nv = q_pos0 + t0 + mb;
+      if (nv <= 0) { /* every key masked: 0, as the reference */
+        for (int t = t0; t < t0 + mb; t++)
+          for (int i = 0; i < dk; i++) out[(size_t)t * d + h * dk + i] = 0.0f;
+        continue;
+      }
+      ff_matmul_avx512(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
+      for (int r = 0; r < mb; r++) {
+        int visible = causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv;
+        if (visible > 0) ff_softmax_row_avx512(s + (size_t)r * ld, visible, nv);
+        else for (int j = 0; j < nv; j++) s[(size_t)r * ld + j] = 0.0f;
+      }
+      ff_matmul_avx512(mb, dk, nv, s, ld, k + d + h * dk, ldk, out + (size_t)t0 * d + h * dk, d, NULL, 1.0f, 0);
+    }
+  }
+}
