@@ -40,6 +40,7 @@ struct ff_model {
 };
 
 static void release_engine(ff_model *m);
+static void release_program(ff_model *m);
 
 ff_model *ff_model_open(const char *path, ff_error *err) {
   ff_model *m = calloc(1, sizeof *m);
@@ -70,7 +71,7 @@ int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
   if (!strcmp(isa, "native")) isa = ff_host_isa();
   for (int i = 0; known[i]; i++)
     if (!strcmp(known[i], isa)) {
-      if (m->isa != known[i]) release_engine(m); /* the program and the packed weights depend on it */
+      if (strcmp(m->isa, known[i])) release_program(m); /* the program and the packed weights depend on it */
       m->isa = known[i];
       return 0;
     }
@@ -82,7 +83,7 @@ int ff_model_load_weights(ff_model *m, const char *path, ff_error *err) {
   int rc = ff_safetensors_read(path, &file, err);
   if (rc) return rc;
   if (m->has_weights) ff_rt_model_free(&m->rt);
-  release_engine(m);
+  release_program(m);
   m->has_weights = 0;
   if ((rc = ff_rt_model_bind(&m->rt, &m->cfg, &file, err))) {
     if (err) {
@@ -96,19 +97,27 @@ int ff_model_load_weights(ff_model *m, const char *path, ff_error *err) {
   return FF_OK;
 }
 
+/* What an engine made: compiled code, its state, the runtime's caches. */
 static void release_engine(ff_model *m) {
   if (m->rt_state.buf) ff_rt_state_free(&m->rt_state);
   m->begun = m->pos = 0;
   m->encode = NULL;
   m->decode = NULL;
   ff_jit_free(m->jit);
-  free(m->blob);
   free(m->state);
-  ff_program_free(&m->program);
   m->jit = NULL;
-  m->blob = m->state = NULL;
+  m->state = NULL;
   m->run = NULL;
   m->prepared = 0;
+}
+
+/* ... and what the engines share: the generated program and the weights
+ * packed in its layout (both depend on the ISA, the blob on the weights). */
+static void release_program(ff_model *m) {
+  release_engine(m);
+  free(m->blob);
+  m->blob = NULL;
+  ff_program_free(&m->program);
 }
 
 int ff_model_generate(ff_model *m, const char *command, const char **header, const char **source, ff_error *err) {
@@ -183,8 +192,8 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
   size_t bytes;
   int rc;
   const char *isa = ff_host_isa(); /* the JIT runs here: the best kernels of this machine */
-  if (m->isa != isa) {
-    release_engine(m);
+  if (strcmp(m->isa, isa)) {
+    release_program(m);
     m->isa = isa;
   }
   if ((rc = ff_model_generate(m, "fixformer run", &header, &source, err))) return rc;
@@ -347,7 +356,7 @@ int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, f
 
 void ff_model_close(ff_model *m) {
   if (!m) return;
-  release_engine(m);
+  release_program(m);
   if (m->has_weights) ff_rt_model_free(&m->rt);
   ff_lua_close(m->lua);
   free(m->path);

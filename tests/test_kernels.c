@@ -44,7 +44,7 @@ static const kcase cases[] = {
     {"linear",      6,   40,  0,   0,  0,    NULL,    2, 0, 0},  /* columns past one panel, no bias */
     {"linear",      37,  13,  1,   0,  1,    NULL,    5, 0, 0},  /* y += (the residual) */
     {"linear",      24,  50,  0,   0,  1,    "relu",  8, 0, 0},  /* max(0, .) fused */
-    {"linear",      300, 33,  1,   0,  1,    "relu",  3, 0, 0},  /* k in two passes of 256 */
+    {"linear",      300, 33,  1,   0,  1,    "relu",  3, 0, 0},  /* k in two passes of 192 */
     {"linear",      64,  96,  0,   0,  1,    NULL,    1, 0, 0},  /* one row (decoding) */
     {"rope",        3,   4,   36,  0,  0,    NULL,    5, 2, 0},  /* HEADS, DK, LDX */
     {"rope",        2,   10,  60,  0,  0,    NULL,    3, 0, 0},

@@ -28,7 +28,7 @@
 #endif
 #define FF_AVX512_MR 8
 #define FF_AVX512_NR 32
-#define FF_AVX512_KC 256 /* k per pass over a panel: 32 KB of B stays in L1 */
+#define FF_AVX512_KC 192 /* k per pass over a panel: 24 KB of B stays in L1 */
 
 /* The tile: M (a constant after inlining) <= 8 rows, n <= 32 columns. */
 static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, int n, int k, const float *A, int lda,
