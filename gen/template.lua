@@ -6,17 +6,11 @@
 --   ${KEY}                  replaced by vars.KEY (a string or a number);
 --                           a missing key is an error naming file, line, key
 --   @if KEY / @else / @end  kept when vars.KEY is truthy (lines starting @)
---   @unroll VAR N / @end    the body repeated for VAR = 0..N-1: fully when N is
---                           within the unroll budget, else as a loop whose
---                           body is repeated by the largest factor of 8, 4, 2
---                           dividing N (VAR becomes (VAR + k))
 -- Rendered text starts with a #line directive pointing into templates/, and
 -- gets another wherever it jumps ahead in the template, so a compiler error
 -- names the template line.
 
 local M = {}
-
-M.UNROLL_FULL = 8 -- loops of at most this many iterations are unrolled fully
 
 local cache = {}
 
@@ -52,10 +46,6 @@ local function substitute(file, lineno, line, vars)
   end))
 end
 
-local function replace_var(line, var, value)
-  return (line:gsub("%f[%w_]" .. var .. "%f[^%w_]", value))
-end
-
 -- Returns a list of {text=..., lineno=...} for lines first..last of a block.
 local function expand(file, lines, first, i, stop_at_end, vars, out)
   while i <= #lines do
@@ -74,37 +64,6 @@ local function expand(file, lines, first, i, stop_at_end, vars, out)
       if how == "else" then j, how = expand(file, lines, first, j + 1, true, vars, no) end
       if how ~= "end" then fail(file, lineno, "@if %s without @end", key) end
       for _, l in ipairs(keep and yes or no) do out[#out + 1] = l end
-      i = j + 1
-    elseif directive == "unroll" then
-      local var, count = rest:match("^([%a_][%w_]*)%s+(.+)$")
-      if not var then fail(file, lineno, "@unroll needs VAR COUNT") end
-      local n = tonumber(substitute(file, lineno, count, vars))
-      if not n or n ~= math.floor(n) or n < 0 then fail(file, lineno, "@unroll count '%s' is not a size", count) end
-      local body = {}
-      local j, how = expand(file, lines, first, i + 1, true, vars, body)
-      if how ~= "end" then fail(file, lineno, "@unroll without @end") end
-      local indent = line:match("^(%s*)")
-      local function copy(value, into, deeper)
-        for _, l in ipairs(body) do
-          if l.text then
-            into[#into + 1] = { text = (deeper or "") .. replace_var(l.text, var, value), lineno = l.lineno }
-          end
-        end
-      end
-      if n <= M.UNROLL_FULL then
-        for k = 0, n - 1 do copy(tostring(k), out) end
-      else
-        local f = (n % 8 == 0 and 8) or (n % 4 == 0 and 4) or (n % 2 == 0 and 2) or 1
-        if f == 1 then
-          out[#out + 1] = { text = string.format("%sfor (int %s = 0; %s < %d; %s++) {", indent, var, var, n, var) }
-          copy(var, out, "  ")
-        else
-          out[#out + 1] = { text = string.format("%sfor (int %s = 0; %s < %d; %s += %d) { /* unrolled x%d */",
-            indent, var, var, n, var, f, f) }
-          for k = 0, f - 1 do copy(k == 0 and var or string.format("(%s + %d)", var, k), out, "  ") end
-        end
-        out[#out + 1] = { text = indent .. "}" }
-      end
       i = j + 1
     elseif directive then
       fail(file, lineno, "unknown directive @%s", directive)
@@ -131,8 +90,8 @@ function M.render(file, name, vars, opts)
     return table.concat(text, "\n") .. "\n"
   end
   -- #line when the text jumps ahead in the template by 3 lines or more
-  -- (skipped @if branches, multi-line values); unrolled copies are not
-  -- re-synced: a compiler error lands within a line or two, and the code stays readable
+  -- (skipped @if branches, multi-line values): a compiler error lands within
+  -- a line or two of its template line, and the code stays readable
   local text = { string.format('#line %d "%s"', s.first, path) }
   local expected, furthest = s.first, s.first - 1
   for _, l in ipairs(out) do
