@@ -14,6 +14,9 @@ typedef int (*bind_fn)(void *weights, const void *blob, size_t bytes);
 /* NAME_encode and NAME_decode: step-by-step decoding (templates/model.h) */
 typedef int (*encode_fn)(const void *weights, void *state, const void *src, int S, int src_len);
 typedef int (*decode_fn)(const void *weights, void *state, const void *in, int T, int pos0, float *out);
+/* NAME_set_threads: the generated code's parallel-for */
+typedef int (*set_threads_fn)(void *state, void (*fn)(void *, int, void (*)(void *, int), void *), void *pool,
+                              int threads);
 
 struct ff_model {
   ff_lua *lua;          /* the generator's Lua state, holding the config table */
@@ -37,6 +40,8 @@ struct ff_model {
   int pos;              /* the next position a step decodes */
   int begun;            /* a source is encoded / a sequence started */
   const char *isa;      /* the matrix kernels of the generated code */
+  int threads;          /* for the generated code: 1, or a pool of this many */
+  ff_pool *pool;
 };
 
 static void release_engine(ff_model *m);
@@ -56,6 +61,7 @@ ff_model *ff_model_open(const char *path, ff_error *err) {
     return NULL;
   }
   m->isa = "generic";
+  m->threads = 1;
   if (!(m->lua = ff_lua_open(err)) || ff_lua_load_config(m->lua, path, &m->cfg, err) ||
       ff_rt_check_config(&m->cfg, err)) {
     ff_model_close(m);
@@ -184,6 +190,29 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
   return rc;
 }
 
+/* Gives the generated code's state the model's threads (a pool started on
+ * the first need). */
+static int attach_threads(ff_model *m, ff_error *err) {
+  char sym[FF_NAME_MAX + 16];
+  snprintf(sym, sizeof sym, "%s_set_threads", m->cfg.name);
+  set_threads_fn set = (set_threads_fn)ff_jit_symbol(m->jit, sym);
+  if (!set) return ff_fail(err, FF_EINVAL, "generated code lacks %s", sym);
+  if (m->threads > 1 && !m->pool && !(m->pool = ff_pool_new(m->threads, err))) return err ? err->code : FF_ENOMEM;
+  int rc = set(m->state, m->threads > 1 ? ff_pool_run : NULL, m->pool, m->threads);
+  return rc ? ff_fail(err, FF_EINVAL, "generated %s refused %d threads (status %d)", sym, m->threads, rc) : 0;
+}
+
+int ff_model_set_threads(ff_model *m, int threads, ff_error *err) {
+  if (threads < 1 || threads > FF_MAX_THREADS)
+    return ff_fail(err, FF_EINVAL, "threads: %d is outside 1..%d", threads, FF_MAX_THREADS);
+  if (threads != m->threads) {
+    ff_pool_free(m->pool);
+    m->pool = NULL;
+    m->threads = threads;
+  }
+  return m->prepared && m->engine != FF_ENGINE_RUNTIME ? attach_threads(m, err) : 0;
+}
+
 /* Compiles the generated code (header first, so it needs no include path),
  * binds the packed weights and allocates the state. */
 static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) {
@@ -235,7 +264,8 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
     return ff_fail(err, FF_EINVAL, "generated %s_bind refused the packed weights (status %d)", m->cfg.name, rc);
   if (posix_memalign(&m->state, 64, m->program.state_bytes ? m->program.state_bytes : 64))
     return ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of state", m->program.state_bytes);
-  return 0;
+  memset(m->state, 0, m->program.state_bytes);
+  return attach_threads(m, err);
 }
 
 int ff_model_prepare(ff_model *m, enum ff_engine engine, ff_error *err) {
@@ -357,6 +387,7 @@ int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, f
 void ff_model_close(ff_model *m) {
   if (!m) return;
   release_program(m);
+  ff_pool_free(m->pool);
   if (m->has_weights) ff_rt_model_free(&m->rt);
   ff_lua_close(m->lua);
   free(m->path);

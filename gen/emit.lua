@@ -122,11 +122,12 @@ function M.matrix_kernels(isa)
   local path = "templates/kernels/gemm_" .. isa .. ".c"
   local text = ff_read_template(path):gsub("\n+$", "")
   local decl = string.format([[
-void ff_linear_%s(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags);
+void ff_linear_%s(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
+    int j0, int j1);
 void ff_matmul_%s(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
     const float *bias, float alpha, int flags);
 void ff_attention_%s(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
-    int causal, int q_pos0, float scale, float *scratch, float *out);]], isa, isa, isa)
+    int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);]], isa, isa, isa)
   return table.concat({
     "/* ---- matrix kernels (" .. path .. ") ---- */",
     "#if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */",
@@ -143,7 +144,7 @@ end
 
 -- Kernels in the order the program first uses them.
 function M.kernels(P)
-  local out = { M.matrix_kernels(P.isa) }
+  local out = {}
   for _, k in ipairs(P.kernels) do
     out[#out + 1] = template.render(ops.kinds[k.kind].file, section_of(k), kernel_vars(k))
   end
@@ -162,14 +163,16 @@ function M.libc() return (template.render("model.c", "libc", {}, { lines = false
 -- to look up and cast back to the kernel's type.
 function M.kernel_unit(list)
   local parts, exports, seen = { M.types(), M.libc() }, {}, {}
-  local isas = {}
+  local isa
   for _, entry in ipairs(list) do
-    local isa = entry[2].ISA
-    if isa and not isas[isa] then
-      isas[isa] = true
-      parts[#parts + 1] = M.matrix_kernels(isa)
-    end
+    assert(not isa or not entry[2].ISA or entry[2].ISA == isa, "kernel_unit: one ISA per unit")
+    isa = isa or entry[2].ISA
   end
+  isa = isa or "generic"
+  parts[#parts + 1] = M.matrix_kernels(isa)
+  -- one thread: the helpers of the threads section with no state to read
+  parts[#parts + 1] = template.render("model.c", "threads", { NAME = "kernels", UNAME = "KERNELS", ISA = isa,
+    NR = require("plan").NR[isa], SCRATCH = 0, STANDALONE = true })
   for i, entry in ipairs(list) do
     local kind, params = entry[1], entry[2]
     ops.key(kind, params) -- the kind exists and every param is given
@@ -199,7 +202,7 @@ function M.emit(P, opts)
     IN_MUL = c.vocab and "" or string.format(" * %d", c.d_model),
     INPUT_TYPE = c.vocab and "const int32_t" or "const float",
     INPUT_DOC = c.vocab and "token ids" or string.format("float inputs (x %d)", c.d_model),
-    ENCDEC = c.arch == "encoder-decoder", ISA = P.isa, NR = P.nr,
+    ENCDEC = c.arch == "encoder-decoder", ISA = P.isa, NR = P.nr, STANDALONE = false,
   }
   local function vars(extra)
     local v = {}
@@ -219,14 +222,12 @@ function M.emit(P, opts)
   local header = template.render("model.h", "header", vars({ API = api:gsub("\n+$", ""), TYPES = M.types() }),
     { lines = false })
 
-  -- source
+  -- source: prelude, layout, threads, kernels (template text), stages (plan text)
   local parts = { template.render("model.c", "prelude", vars({ LIBC = M.libc() }), { lines = false }) }
-  parts[#parts + 1] = "/* ---- kernels (templates/) ---- */\n"
-  parts[#parts + 1] = M.kernels(P)
-  -- what follows is plan text, not template text: point #line back at this file
-  local so_far = table.concat(parts, "\n")
-  local _, lines = so_far:gsub("\n", "")
-  parts[#parts + 1] = string.format('#line %d "%s.c"\n', lines + 3, c.name)
+  local function back_to_this_file() -- #line for plan text after template text
+    local _, lines = table.concat(parts, "\n"):gsub("\n", "")
+    parts[#parts + 1] = string.format('#line %d "%s.c"\n', lines + 3, c.name)
+  end
   local wl, width = {}, 0
   for _, w in ipairs(P.weights) do width = math.max(width, #w.macro) end
   for _, w in ipairs(P.weights) do
@@ -239,17 +240,18 @@ function M.emit(P, opts)
   end
   local vl = {}
   width = 0
-  local sorted = {}
+  for _, v in ipairs(P.values) do width = math.max(width, #v.macro) end
   for _, v in ipairs(P.values) do
-    sorted[#sorted + 1] = v
-    width = math.max(width, #v.macro)
-  end
-  for _, v in ipairs(sorted) do
     vl[#vl + 1] = string.format("  %-" .. width .. "s = %d, /* [%d, %d] %s%s */", v.macro, v.offset, v.rows, v.cols,
       v.doc, v.persistent and "" or string.format(", ops %d..%d", v.first, v.last))
   end
   parts[#parts + 1] = template.render("model.c", "layout",
     vars({ WEIGHT_ENUM = table.concat(wl, "\n"), VALUE_ENUM = table.concat(vl, "\n") }), { lines = false })
+  parts[#parts + 1] = M.matrix_kernels(P.isa)
+  parts[#parts + 1] = template.render("model.c", "threads", vars({ SCRATCH = P.scratch_per_thread }))
+  parts[#parts + 1] = "/* ---- kernels (templates/) ---- */\n"
+  parts[#parts + 1] = M.kernels(P)
+  back_to_this_file()
   for _, st in ipairs(P.stages) do
     local body, uses_w = {}, false
     for _, o in ipairs(st.ops) do

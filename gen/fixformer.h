@@ -35,6 +35,11 @@ const ff_config *ff_model_config(const ff_model *m);
  * weights: "generic" (portable C, the default), "avx512", or "native" (the
  * best this machine runs).  The JIT engines always use this machine's. */
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err);
+/* Threads for the generated code (tcc, cc engines): its matrix products and
+ * attention split over a pool of this many (1..FF_MAX_THREADS; default 1).
+ * Results do not depend on it.  The runtime always runs on one thread. */
+#define FF_MAX_THREADS 8
+int ff_model_set_threads(ff_model *m, int threads, ff_error *err);
 /* Reads a safetensors file and binds it by PyTorch names (strict). */
 int ff_model_load_weights(ff_model *m, const char *safetensors_path, ff_error *err);
 /* Makes the engine ready (compiles the generated code for tcc / cc). */

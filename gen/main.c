@@ -67,6 +67,9 @@ static int require_flag(const char *cmd, const flag *flags, const char *name, co
   return 0;
 }
 
+static int int_flag(const char *cmd, const flag *flags, const char *name, int def, int *out, ff_error *err);
+static int threads_flag(const char *cmd, const flag *flags, ff_model *m, int engine, ff_error *err);
+
 /* ---- info ---------------------------------------------------------------- */
 
 static const char *const arch_names[] = {"encoder", "decoder-only", "encoder-decoder"};
@@ -346,7 +349,8 @@ static int cmd_run(const char *path, flag *flags, ff_error *err) {
   }
   in.lengths = lengths;
   if ((rc = ff_rt_check_input(c, &in, err))) goto done;
-  if ((rc = ff_model_load_weights(m, weights, err)) || (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
+  if ((rc = ff_model_load_weights(m, weights, err)) || (rc = threads_flag("run", flags, m, engine, err)) ||
+      (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
     goto done;
   int T = encdec ? in.tgt_len : in.src_len, out_dim = ff_config_out_dim(c);
   ff_array result = {FF_F32, 3, {in.batch, T, out_dim}, (size_t)in.batch * T * out_dim, NULL};
@@ -387,6 +391,15 @@ static int int_flag(const char *cmd, const flag *flags, const char *name, int de
     return ff_fail(err, FF_EINVAL, "%s: %s: '%s' is not a non-negative integer", cmd, name, s);
   *out = (int)v;
   return 0;
+}
+
+/* --threads N for the generated code of a tcc or cc engine */
+static int threads_flag(const char *cmd, const flag *flags, ff_model *m, int engine, ff_error *err) {
+  int threads, rc = int_flag(cmd, flags, "--threads", 1, &threads, err);
+  if (rc) return rc;
+  if (threads > 1 && engine == FF_ENGINE_RUNTIME)
+    return ff_fail(err, FF_EINVAL, "%s: --threads: the runtime (the reference) runs on one thread; use tcc or cc", cmd);
+  return ff_model_set_threads(m, threads, err);
 }
 
 typedef struct {
@@ -491,7 +504,8 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
     rc = ff_fail(err, FF_EINVAL, "generate: the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
     goto done;
   }
-  if ((rc = ff_model_load_weights(m, weights, err)) || (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
+  if ((rc = ff_model_load_weights(m, weights, err)) || (rc = threads_flag("generate", flags, m, engine, err)) ||
+      (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
     goto done;
   if (!(ids = malloc(sizeof *ids * (size_t)c->max_seq))) {
     rc = ff_fail(err, FF_ENOMEM, "out of memory");
@@ -581,7 +595,6 @@ static int cmd_bench(const char *path, flag *flags, ff_error *err) {
   int engine = ff_engine_parse(engine_s ? engine_s : "cc");
   if (engine < 0) return ff_fail(err, FF_EINVAL, "bench: --engine: '%s' is not one of runtime, tcc, cc", engine_s);
   if (batch < 1 || iters < 1) return ff_fail(err, FF_EINVAL, "bench: --batch and --iters must be at least 1");
-  if (threads != 1) return ff_fail(err, FF_EINVAL, "bench: --threads: only 1 thread so far");
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
@@ -600,7 +613,9 @@ static int cmd_bench(const char *path, flag *flags, ff_error *err) {
   }
   if (!weights && c->weights[0]) weights = c->weights;
   double t_gen = 0, t_pack = 0, t_compile;
-  if ((rc = bench_weights(m, weights, err)) || (rc = ff_model_set_isa(m, "native", err))) goto done;
+  if ((rc = bench_weights(m, weights, err)) || (rc = ff_model_set_isa(m, "native", err)) ||
+      (rc = threads_flag("bench", flags, m, engine, err)))
+    goto done;
   if (engine != FF_ENGINE_RUNTIME) { /* the steps of prepare, timed apart (each is kept for the next) */
     const void *blob;
     size_t bytes;
@@ -641,7 +656,7 @@ static int cmd_bench(const char *path, flag *flags, ff_error *err) {
   if (rc) goto done;
   qsort(times, (size_t)iters, sizeof *times, cmp_double);
   double med = times[iters / 2];
-  printf("bench %s: %s, d_model %d, %d heads, d_ff %d, %d+%d layers; engine %s, %d thread\n", c->name,
+  printf("bench %s: %s, d_model %d, %d heads, d_ff %d, %d+%d layers; engine %s, %d thread(s)\n", c->name,
          encdec ? "encoder-decoder" : c->arch == FF_ARCH_ENCODER ? "encoder" : "decoder-only", c->d_model, c->heads,
          c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)engine), threads);
   if (engine != FF_ENGINE_RUNTIME)
@@ -774,14 +789,16 @@ static flag run_flags[] = {{"--help", "-h", NULL, 0},      {"--weights", NULL, N
                            {"--input", NULL, NULL, 1},     {"--target-input", NULL, NULL, 1},
                            {"--lengths", NULL, NULL, 1},   {"--output", "-o", NULL, 1},
                            {"--engine", NULL, NULL, 1},    {"--tokens", NULL, NULL, 1},
-                           {"--target-tokens", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+                           {"--target-tokens", NULL, NULL, 1}, {"--threads", NULL, NULL, 1},
+                           {NULL, NULL, NULL, 0}};
 
 static flag generate_flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL, NULL, 1},
                                 {"--tokens", NULL, NULL, 1},  {"--text", NULL, NULL, 1},
                                 {"--lines", NULL, NULL, 1},   {"--max-new", NULL, NULL, 1},
                                 {"--engine", NULL, NULL, 1},  {"--bos", NULL, NULL, 1},
                                 {"--eos", NULL, NULL, 1},     {"--logits", NULL, NULL, 1},
-                                {"--ids", NULL, NULL, 0},     {NULL, NULL, NULL, 0}};
+                                {"--ids", NULL, NULL, 0},     {"--threads", NULL, NULL, 1},
+                                {NULL, NULL, NULL, 0}};
 
 static flag bench_flags[] = {{"--help", "-h", NULL, 0},   {"--weights", NULL, NULL, 1}, {"--batch", NULL, NULL, 1},
                              {"--seq", NULL, NULL, 1},    {"--engine", NULL, NULL, 1},  {"--threads", NULL, NULL, 1},
@@ -828,7 +845,8 @@ static const command commands[] = {
      "  --output OUT.npy        float32 [B,T,vocab] logits, or [B,T,d_model] hidden states;\n"
      "                          without it, the argmax ids (or first hidden values) are printed\n"
      "  --engine E              runtime (the reference; default), tcc (generated C compiled\n"
-     "                          in memory by libtcc) or cc ($CC -O3, cached shared object)\n",
+     "                          in memory by libtcc) or cc ($CC -O3, cached shared object)\n"
+     "  --threads N             tcc, cc: split matrix products and attention over N threads\n",
      cmd_run, run_flags},
     {"generate",
      "usage: fixformer generate MODEL.lua (--text \"...\" | --lines FILE | --tokens \"ids\")\n"
@@ -844,6 +862,7 @@ static const command commands[] = {
      "  --engine E        tcc (default: generated C compiled in memory), cc or runtime\n"
      "  --bos N, --eos N  start and stop ids (default: the vocabulary's)\n"
      "  --ids             also print the generated ids (EOS included), then a tab\n"
+     "  --threads N       tcc, cc: split matrix products and attention over N threads\n"
      "  --logits OUT.npy  float32 [1, P, vocab]: the logits of every position fed to\n"
      "                    the decoder (one input only)\n",
      cmd_generate, generate_flags},
@@ -856,6 +875,7 @@ static const command commands[] = {
      "  --batch B      sequences per forward (default 1)\n"
      "  --seq T        positions per sequence (default min(128, max_seq))\n"
      "  --engine E     cc (default), tcc or runtime\n"
+     "  --threads N    tcc, cc: threads for the generated code (default 1)\n"
      "  --iters N      timed runs (default 20)\n"
      "  --generate N   instead: greedy decoding of N tokens with the KV cache, tokens/s\n",
      cmd_bench, bench_flags},

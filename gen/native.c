@@ -8,11 +8,12 @@
 #include "codegen.h"
 
 #define KERNEL_DECLS(isa)                                                                                            \
-  void ff_linear_##isa(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags); \
+  void ff_linear_##isa(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,  \
+                       int j0, int j1);                                                                              \
   void ff_matmul_##isa(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,     \
                        const float *bias, float alpha, int flags);                                           \
   void ff_attention_##isa(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,  \
-                          int causal, int q_pos0, float scale, float *scratch, float *out);
+                          int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
 KERNEL_DECLS(generic)
 #ifdef FF_HAVE_AVX512
 KERNEL_DECLS(avx512)

@@ -32,6 +32,8 @@ local function weight_macro(two_stacks, spec)
   return table.concat(parts, "_")
 end
 
+M.MAX_THREADS = 8 -- threads a state can split work over (attention scratch for each)
+
 -- The column panel width of each ISA's matrix kernel (templates/kernels/).
 M.NR = { generic = 16, avx2 = 16, avx512 = 32, neon = 16 }
 
@@ -153,7 +155,7 @@ function M.plan(c, specs, isa)
     if opts.acc then what = what .. " added to the residual stream" end
     op("linear", name, { IN = IN, OUT = OUT, BIAS = has_bias, ACC = opts.acc or false, RELU = opts.relu or false,
       ISA = isa, NR = NR },
-      what, { x, rows, Wexpr(wstack, layer, wname),
+      what, { "a", x, rows, Wexpr(wstack, layer, wname),
         has_bias and Wexpr(wstack, layer, bname, part == "kv" and tostring(d) or nil) or "NULL", y })
   end
 
@@ -187,11 +189,11 @@ function M.plan(c, specs, isa)
           string.format("[T,%d] -> cache [pos0 + T,%d]", 2 * d, 2 * d), { qkv, "T", causal_cache, "pos0" })
         op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 2 * d, CAUSAL = true, ISA = isa },
           string.format("q [T,%d], k|v cache [pos0 + T,%d] -> [T,%d]", d, 2 * d, d),
-          { qkv, causal_cache, "T", "key_len", "pos0", P.scores, ctx })
+          { "a", qkv, causal_cache, "T", "key_len", "pos0", P.scores, ctx })
       else
         op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 3 * d, CAUSAL = false, ISA = isa },
           string.format("q, k, v [T,%d] -> [T,%d]", d, d),
-          { qkv, { ref = qkv, plus = d }, "T", key_len, "0", P.scores, ctx })
+          { "a", qkv, { ref = qkv, plus = d }, "T", key_len, "0", P.scores, ctx })
       end
       linear(L .. "_attn_out", wstack, layer, "self_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
     end)
@@ -203,7 +205,7 @@ function M.plan(c, specs, isa)
         local ctx = value(L .. "_cross_ctx", S, d, false, "cross-attention heads, concatenated")
         op("attention", L .. "_cross", { HEADS = c.heads, DK = P.dk, LDQ = d, LDK = 2 * d, CAUSAL = false, ISA = isa },
           string.format("q [T,%d], k|v memory [S,%d] -> [T,%d]", d, 2 * d, d),
-          { q, cross_cache, "T", "mem_len", "0", P.scores, ctx })
+          { "a", q, cross_cache, "T", "mem_len", "0", P.scores, ctx })
         linear(L .. "_cross_out", wstack, layer, "multihead_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
       end)
     end
@@ -248,8 +250,11 @@ function M.plan(c, specs, isa)
     end
   end
 
-  P.scores = value("scores", P.dk + 8, (S + 15) // 16 * 16, true,
-    "attention scratch: K^T of a head and a block of score rows")
+  P.max_threads = M.MAX_THREADS
+  P.scratch_per_thread = (P.dk + 8) * ((S + 15) // 16 * 16)
+  P.scores = value("scores", (P.dk + 8) * P.max_threads, (S + 15) // 16 * 16, true,
+    "attention scratch per thread: K^T of a head and a block of score rows")
+  value("threads", 1, 8, true, "int32 magic and thread count, the parallel-for and its pool (set_threads)")
   if c.arch == "encoder-decoder" then -- what decode needs to know of the last encode
     value("source", 1, 4, true, "int32 magic and source length, written by encode")
   end
@@ -298,7 +303,8 @@ function M.plan(c, specs, isa)
   if c.vocab then
     local E = c.tie_embeddings and W("none", -1, "embed") or W("none", -1, "lm_head")
     op("linear", "logits", { IN = d, OUT = c.vocab, BIAS = false, ACC = false, RELU = false, ISA = isa, NR = NR },
-      string.format("[T,%d] -> [T,%d], logits = x E^T", d, c.vocab), { stream, "T", "w + " .. E.macro, "NULL", "out" })
+      string.format("[T,%d] -> [T,%d], logits = x E^T", d, c.vocab),
+      { "a", stream, "T", "w + " .. E.macro, "NULL", "out" })
   else
     op("copy", "output", { D = d }, string.format("[T,%d]", d), { stream, "T", "out" })
   end

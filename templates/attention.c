@@ -4,11 +4,11 @@
 /* ${FN}: out [Tq, ${D}] = softmax(Q K^T / sqrt(${DK}) + mask) V, ${HEADS} heads of ${DK}
  * q rows every ${LDQ} floats; k rows every ${LDK} floats, v ${D} floats after k.
  * Masked: keys j >= key_len (padding)${CAUSAL_DOC}; masked scores are -inf
- * and the row max is subtracted (ff_attention_${ISA}, scratch of
- * (${DK} + 8) x pad16(key_len) floats). */
-static void ${FN}(const float *restrict q, const float *restrict k, int Tq, int key_len, int q_pos0,
-                  float *restrict scratch, float *restrict out) {
-  ff_attention_${ISA}(q, ${LDQ}, k, ${LDK}, Tq, key_len, ${HEADS}, ${DK}, ${CAUSAL}, q_pos0, ${SCALE}, scratch, out);
+ * and the row max is subtracted (ff_attention_${ISA}, heads split over the
+ * state's threads, each with (${DK} + 8) x pad16(key_len) floats of scratch). */
+static void ${FN}(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
+                  float *out) {
+  attention(a, q, ${LDQ}, k, ${LDK}, Tq, key_len, ${HEADS}, ${DK}, ${CAUSAL}, q_pos0, ${SCALE}, scratch, out);
 }
 
 @@ kv_store

@@ -3,8 +3,8 @@
 
 @@ linear
 /* ${FN}: y [T, ${OUT}] ${OPDOC_SHAPE}
- * W^T [${IN}, ${OUT}] packed in ${PANELS} panels of ${NR} columns (ff_linear_${ISA}). */
-static void ${FN}(const float *restrict x, int T, const float *restrict W, const float *restrict b,
-                  float *restrict y) {
-  ff_linear_${ISA}(x, T, ${IN}, W, b, ${OUT}, y, ${FLAGS});
+ * W^T [${IN}, ${OUT}] packed in ${PANELS} panels of ${NR} columns (ff_linear_${ISA}),
+ * split over the state's threads. */
+static void ${FN}(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(a, x, T, ${IN}, W, b, ${OUT}, y, ${FLAGS});
 }

@@ -44,6 +44,99 @@ enum {
 ${VALUE_ENUM}
 };
 
+@@ threads
+/* ---- threads: ${NAME}_set_threads keeps (fn, pool, threads) in the state;
+ * matrix products split their column panels over them, attention its heads ---- */
+@if STANDALONE
+typedef void (*${NAME}_parallel_fn)(void *pool, int n, void (*task)(void *arg, int i), void *arg);
+@end
+typedef struct {
+  int32_t magic, threads; /* "THRD", 1..${UNAME}_MAX_THREADS */
+  ${NAME}_parallel_fn fn;
+  void *pool;
+} parallel_t;
+@if STANDALONE
+
+static parallel_t parallel_of(const float *a) { /* one thread */
+  parallel_t p = {0, 1, NULL, NULL};
+  (void)a;
+  return p;
+}
+@else
+
+int ${NAME}_set_threads(void *state, ${NAME}_parallel_fn fn, void *pool, int threads) {
+  const parallel_t p = {0x44524854, threads, fn, pool};
+  if (!state || ((size_t)state & 15) != 0 || threads < 1 || threads > ${UNAME}_MAX_THREADS || (threads > 1 && !fn))
+    return ${UNAME}_EINVAL;
+  memcpy((float *)state + A_THREADS, &p, sizeof p);
+  return 0;
+}
+
+/* the state's threads; 1 unless set_threads gave more */
+static parallel_t parallel_of(const float *a) {
+  parallel_t p;
+  memcpy(&p, a + A_THREADS, sizeof p);
+  if (p.magic != 0x44524854 || p.threads < 2 || !p.fn) p.threads = 1;
+  return p;
+}
+@end
+
+typedef struct {
+  const float *x, *W, *b;
+  float *y;
+  int T, IN, OUT, flags, n;
+} linear_job;
+
+static void linear_task(void *arg, int i) { /* the i-th of n ranges of panels */
+  const linear_job *j = arg;
+  const int panels = (j->OUT + ${NR} - 1) / ${NR}, p0 = panels * i / j->n, p1 = panels * (i + 1) / j->n;
+  ff_linear_${ISA}(j->x, j->T, j->IN, j->W, j->b, j->OUT, j->y, j->flags, p0 * ${NR},
+      p1 * ${NR} < j->OUT ? p1 * ${NR} : j->OUT);
+}
+
+/* y [T, OUT] (+)= x [T, IN] W + b on the state's threads, a range of W's
+ * column panels each; one thread below a million multiply-adds. */
+static void linear(const float *a, const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
+    int flags) {
+  const parallel_t p = parallel_of(a);
+  const int panels = (OUT + ${NR} - 1) / ${NR};
+  linear_job job;
+  job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
+  job.n = p.threads < panels ? p.threads : panels;
+  if (job.n < 2 || (double)T * IN * OUT < 1e6)
+    ff_linear_${ISA}(x, T, IN, W, b, OUT, y, flags, 0, OUT);
+  else
+    p.fn(p.pool, job.n, linear_task, &job);
+}
+
+typedef struct {
+  const float *q, *k;
+  float *scratch, *out;
+  int ldq, ldk, Tq, key_len, heads, dk, causal, q_pos0, n;
+  float scale;
+} attention_job;
+
+static void attention_task(void *arg, int i) { /* the i-th of n ranges of heads, with scratch of its own */
+  const attention_job *j = arg;
+  ff_attention_${ISA}(j->q, j->ldq, j->k, j->ldk, j->Tq, j->key_len, j->heads, j->dk, j->heads * i / j->n,
+      j->heads * (i + 1) / j->n, j->causal, j->q_pos0, j->scale, j->scratch + (size_t)i * ${SCRATCH}, j->out);
+}
+
+/* Multi-head attention (ff_attention_${ISA}) on the state's threads, a range
+ * of heads each; one thread below a million multiply-adds. */
+static void attention(const float *a, const float *q, int ldq, const float *k, int ldk, int Tq, int key_len,
+    int heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
+  const parallel_t p = parallel_of(a);
+  attention_job job;
+  job.q = q, job.k = k, job.scratch = scratch, job.out = out, job.ldq = ldq, job.ldk = ldk, job.Tq = Tq;
+  job.key_len = key_len, job.heads = heads, job.dk = dk, job.causal = causal, job.q_pos0 = q_pos0;
+  job.scale = scale, job.n = p.threads < heads ? p.threads : heads;
+  if (job.n < 2 || 2.0 * Tq * key_len * heads * dk < 1e6)
+    ff_attention_${ISA}(q, ldq, k, ldk, Tq, key_len, heads, dk, 0, heads, causal, q_pos0, scale, scratch, out);
+  else
+    p.fn(p.pool, job.n, attention_task, &job);
+}
+
 @@ stage
 /* ${DOC} */
 static void ${FN}(const float *restrict w, float *restrict a, ${PARAMS}) {

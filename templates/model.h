@@ -38,6 +38,8 @@ ${TYPES}
 #define ${UNAME}_STATE_BYTES ${STATE_BYTES} /* activations and caches of one call */
 #define ${UNAME}_LAYOUT_HASH 0x${LAYOUT_HASH}ULL /* the weight layout this code was built for */
 
+#define ${UNAME}_MAX_THREADS 8 /* threads a state can split work over */
+
 /* ---- status: 0 or one of these ---- */
 #define ${UNAME}_EINVAL (-1)  /* NULL weights or state, or a misaligned state */
 #define ${UNAME}_EBLOB (-3)   /* a weight blob of the wrong size, magic, version or layout */
@@ -54,6 +56,15 @@ typedef struct ${NAME}_weights {
 int ${NAME}_bind(${NAME}_weights *w, const void *blob, size_t bytes);
 /* Points w at the weights compiled in from ${NAME}_weights.c (--embed). */
 int ${NAME}_bind_embedded(${NAME}_weights *w);
+
+/* Runs task(arg, i) for i = 0 .. n-1, on up to n threads at once, and returns
+ * when all are done: a pool of the caller's (pthreads, a task system, ...). */
+typedef void (*${NAME}_parallel_fn)(void *pool, int n, void (*task)(void *arg, int i), void *arg);
+/* Lets calls on this state split their matrix products (by column panels)
+ * and attention (by heads) over `threads` threads (1..${UNAME}_MAX_THREADS)
+ * that fn runs on pool; the results do not depend on it.  A state starts
+ * with one thread: no threads are needed to run the model. */
+int ${NAME}_set_threads(void *state, ${NAME}_parallel_fn fn, void *pool, int threads);
 
 ${API}
 

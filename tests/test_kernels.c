@@ -186,7 +186,8 @@ static double check(const kcase *k, const char *isa, generic_fn f) {
     float *x = randoms((size_t)T * IN, 1), *W = randoms((size_t)OUT * IN, 1), *b = randoms(OUT, 1);
     float *Wp = pack_panels(W, OUT, IN, panel_of(isa)), *y = randoms(ny, 1), *r = copy_of(y, ny);
     float *lin = randoms(ny, 0);
-    ((void (*)(const float *, int, const float *, const float *, float *))f)(x, T, Wp, k->flag ? b : NULL, y);
+    ((void (*)(const float *, const float *, int, const float *, const float *, float *))f)(NULL, x, T, Wp,
+                                                                                          k->flag ? b : NULL, y);
     ff_rt_linear(x, T, IN, W, k->flag ? b : NULL, OUT, lin);
     for (size_t i = 0; i < ny; i++) {
       float v = k->c ? r[i] + lin[i] : lin[i];
@@ -217,7 +218,8 @@ static double check(const kcase *k, const char *isa, generic_fn f) {
     float *q = randoms((size_t)T * LDQ, 2), *kv = randoms((size_t)Tk * LDK + D, 2);
     float *scratch = randoms((size_t)(DK + 8) * ((Tk + 15) / 16 * 16), 0), *scores = randoms((size_t)Tk, 0);
     float *y = randoms((size_t)T * D, 0), *r = randoms((size_t)T * D, 0);
-    ((void (*)(const float *, const float *, int, int, int, float *, float *))f)(q, kv, T, Tk, k->pos0, scratch, y);
+    ((void (*)(const float *, const float *, const float *, int, int, int, float *, float *))f)(NULL, q, kv, T, Tk,
+                                                                                              k->pos0, scratch, y);
     ff_rt_attention(q, LDQ, kv, kv + D, LDK, T, Tk, H, DK, Tk, k->flag, k->pos0, scores, r);
     err = scaled_err(y, r, (size_t)T * D);
     free(q), free(kv), free(scratch), free(scores), free(y), free(r);

@@ -11,7 +11,8 @@
  *                has FF_ACC), then max(0, .) with FF_RELU; A, B and C rows
  *                every lda, ldb, ldc floats; bias may be NULL.
  *   ff_linear_*  y [T, OUT] = x [T, IN] W + b (flags as above), W packed in
- *                panels (above).
+ *                panels (above); only columns j0 .. j1-1 (j0 a multiple of
+ *                the panel width), so that threads can share the panels.
  * Sums over k run in k order per output, like the reference. */
 #if !defined(__AVX512F__) || !defined(__FMA__)
 #error "these kernels need AVX-512F and FMA: build with -mavx512f -mfma (or -march=native), or emit with --isa generic"
@@ -106,11 +107,11 @@ FF_KERNEL void ff_matmul_avx512(int m, int n, int k, const float *A, int lda, co
 }
 
 FF_KERNEL void ff_linear_avx512(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
-                                int flags) {
+                                int flags, int j0, int j1) {
   for (int k0 = 0; k0 < IN; k0 += FF_AVX512_KC) { /* the first pass stores (+ b), later ones add */
     const int kc = IN - k0 < FF_AVX512_KC ? IN - k0 : FF_AVX512_KC, last = k0 + kc == IN;
     const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
-    for (int j = 0; j < OUT; j += FF_AVX512_NR) {
+    for (int j = j0; j < j1; j += FF_AVX512_NR) {
       const float *panel = W + (size_t)j * IN + (size_t)k0 * FF_AVX512_NR;
       for (int i = 0; i < T; i += FF_AVX512_MR)
         ff_tile_rows_avx512(T - i < FF_AVX512_MR ? T - i : FF_AVX512_MR, OUT - j < FF_AVX512_NR ? OUT - j : FF_AVX512_NR,
@@ -167,14 +168,16 @@ static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
  * softmax(scale Q K^T + mask) V.  q rows every ldq floats, k rows every ldk
  * (head h at columns h*dk), v = k + heads*dk with the same stride.  Key j is
  * masked when j >= key_len, or (causal) j > q_pos0 + t for query row t.
+ * Only heads h0 .. h1-1 (threads take a range each, with their own scratch).
  * Per head, K^T is gathered once, then for each block of 8 query rows the
  * scores S = scale Q K^T (8 rows x the visible keys), softmax row by row and
  * O = P V are tile products.  scratch: (dk + 8) * pad16(key_len) floats. */
 FF_KERNEL void ff_attention_avx512(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
-                                   int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
+                                   int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch,
+                                   float *out) {
   const int d = heads * dk, ld = (key_len + 15) & ~15;
   float *kt = scratch, *s = scratch + (size_t)dk * ld;
-  for (int h = 0; h < heads; h++) {
+  for (int h = h0; h < h1; h++) {
     for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
       for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
     for (int t0 = 0; t0 < Tq; t0 += FF_AVX512_MR) {

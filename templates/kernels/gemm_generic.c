@@ -5,7 +5,9 @@
  * The contract is that of every ISA (see gemm_avx512.c):
  *   ff_matmul_*  C [m, n] = alpha A [m, k] B [k, n] + bias [n] (+ C when flags
  *                has FF_ACC), then max(0, .) with FF_RELU;
- *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels. */
+ *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels; only
+ *                columns j0 .. j1-1 (j0 a multiple of 16);
+ *   ff_attention_*  heads h0 .. h1-1 of multi-head attention (below). */
 #include <math.h>
 #include <stddef.h>
 
@@ -59,8 +61,8 @@ FF_KERNEL void ff_matmul_generic(int m, int n, int k, const float *A, int lda, c
 }
 
 FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
-                                 int flags) {
-  for (int j = 0; j < OUT; j += FF_GENERIC_NR)
+                                 int flags, int j0, int j1) {
+  for (int j = j0; j < j1; j += FF_GENERIC_NR)
     for (int i = 0; i < T; i += FF_GENERIC_MR)
       ff_tile_generic(T - i < FF_GENERIC_MR ? T - i : FF_GENERIC_MR, OUT - j < FF_GENERIC_NR ? OUT - j : FF_GENERIC_NR,
                       IN, x + (size_t)i * IN, IN, W + (size_t)j * IN, FF_GENERIC_NR, y + (size_t)i * OUT + j, OUT,
@@ -70,15 +72,16 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
 /* Scaled dot-product attention, every head: out [Tq, heads*dk] =
  * softmax(scale Q K^T + mask) V, with the contract of ff_attention_avx512:
  * q rows every ldq floats, k and v = k + heads*dk rows every ldk; key j
- * masked when j >= key_len or (causal) j > q_pos0 + t.  Per head, K^T is
+ * masked when j >= key_len or (causal) j > q_pos0 + t; heads h0 .. h1-1.  Per head, K^T is
  * gathered once, then per block of 4 query rows S = scale Q K^T, a softmax
  * per row (the row max subtracted) and O = P V.
  * scratch: (dk + 8) * pad16(key_len) floats. */
 FF_KERNEL void ff_attention_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
-                                    int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
+                                    int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch,
+                                    float *out) {
   const int d = heads * dk, ld = (key_len + 15) & ~15;
   float *kt = scratch, *s = scratch + (size_t)dk * ld;
-  for (int h = 0; h < heads; h++) {
+  for (int h = h0; h < h1; h++) {
     for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
       for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
     for (int t0 = 0; t0 < Tq; t0 += FF_GENERIC_MR) {

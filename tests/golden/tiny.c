@@ -5,7 +5,7 @@
  * tiny: encoder, d_model 64, 4 heads (d_k 16), d_ff 256, 2 layers, post-norm layernorm, relu, sinusoidal positions, vocab 128 (tied head)
  * FLOPs per forward of one sequence at T = max_seq = 64: 15,876,096
  * Weights: 108160 floats (432640 bytes).
- * State: 88064 bytes (activations 88064 with lifetimes overlapped; 284672 without).
+ * State: 131136 bytes (activations 131136 with lifetimes overlapped; 327744 without).
  */
 #ifndef TINY_H
 #include "tiny.h"
@@ -26,17 +26,61 @@ void *memcpy(void *, const void *, size_t);
 #include <string.h>
 #endif
 
-/* ---- kernels (templates/) ---- */
+/* ---- weights: offsets in floats into tiny_weights.data ----
+ * The matrices of linear ops are packed as W^T in panels of 16 columns for
+ * ff_linear_generic (templates/kernels/gemm_generic.c); the rest as in PyTorch. */
+enum {
+  W_EMBED                         = 0, /* embed.weight [128, 64], W^T in panels of 16 */
+  W_L00_SELF_ATTN_IN_PROJ_WEIGHT  = 8192, /* layers.0.self_attn.in_proj_weight [192, 64], W^T in panels of 16 */
+  W_L00_SELF_ATTN_IN_PROJ_BIAS    = 20480, /* layers.0.self_attn.in_proj_bias [192] */
+  W_L00_SELF_ATTN_OUT_PROJ_WEIGHT = 20672, /* layers.0.self_attn.out_proj.weight [64, 64], W^T in panels of 16 */
+  W_L00_SELF_ATTN_OUT_PROJ_BIAS   = 24768, /* layers.0.self_attn.out_proj.bias [64] */
+  W_L00_LINEAR1_WEIGHT            = 24832, /* layers.0.linear1.weight [256, 64], W^T in panels of 16 */
+  W_L00_LINEAR1_BIAS              = 41216, /* layers.0.linear1.bias [256] */
+  W_L00_LINEAR2_WEIGHT            = 41472, /* layers.0.linear2.weight [64, 256], W^T in panels of 16 */
+  W_L00_LINEAR2_BIAS              = 57856, /* layers.0.linear2.bias [64] */
+  W_L00_NORM1_WEIGHT              = 57920, /* layers.0.norm1.weight [64] */
+  W_L00_NORM1_BIAS                = 57984, /* layers.0.norm1.bias [64] */
+  W_L00_NORM2_WEIGHT              = 58048, /* layers.0.norm2.weight [64] */
+  W_L00_NORM2_BIAS                = 58112, /* layers.0.norm2.bias [64] */
+  W_L01_SELF_ATTN_IN_PROJ_WEIGHT  = 58176, /* layers.1.self_attn.in_proj_weight [192, 64], W^T in panels of 16 */
+  W_L01_SELF_ATTN_IN_PROJ_BIAS    = 70464, /* layers.1.self_attn.in_proj_bias [192] */
+  W_L01_SELF_ATTN_OUT_PROJ_WEIGHT = 70656, /* layers.1.self_attn.out_proj.weight [64, 64], W^T in panels of 16 */
+  W_L01_SELF_ATTN_OUT_PROJ_BIAS   = 74752, /* layers.1.self_attn.out_proj.bias [64] */
+  W_L01_LINEAR1_WEIGHT            = 74816, /* layers.1.linear1.weight [256, 64], W^T in panels of 16 */
+  W_L01_LINEAR1_BIAS              = 91200, /* layers.1.linear1.bias [256] */
+  W_L01_LINEAR2_WEIGHT            = 91456, /* layers.1.linear2.weight [64, 256], W^T in panels of 16 */
+  W_L01_LINEAR2_BIAS              = 107840, /* layers.1.linear2.bias [64] */
+  W_L01_NORM1_WEIGHT              = 107904, /* layers.1.norm1.weight [64] */
+  W_L01_NORM1_BIAS                = 107968, /* layers.1.norm1.bias [64] */
+  W_L01_NORM2_WEIGHT              = 108032, /* layers.1.norm2.weight [64] */
+  W_L01_NORM2_BIAS                = 108096, /* layers.1.norm2.bias [64] */
+};
+
+/* ---- activations: offsets in floats into the state, every buffer max_seq rows ---- */
+enum {
+  A_SCORES         = 0, /* [192, 64] attention scratch per thread: K^T of a head and a block of score rows */
+  A_THREADS        = 12288, /* [1, 8] int32 magic and thread count, the parallel-for and its pool (set_threads) */
+  A_X              = 12304, /* [64, 64] the residual stream */
+  A_L00_ATTN_QKV   = 16400, /* [64, 192] q | k | v, ops 3..4 */
+  A_L00_ATTN_CTX   = 28688, /* [64, 64] attention heads, concatenated, ops 4..5 */
+  A_L00_FFN_HIDDEN = 16400, /* [64, 256] linear1 output, ops 7..8 */
+  A_L01_ATTN_QKV   = 16400, /* [64, 192] q | k | v, ops 10..11 */
+  A_L01_ATTN_CTX   = 28688, /* [64, 64] attention heads, concatenated, ops 11..12 */
+  A_L01_FFN_HIDDEN = 16400, /* [64, 256] linear1 output, ops 14..15 */
+};
+
 
 /* ---- matrix kernels (templates/kernels/gemm_generic.c) ---- */
 #if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */
 #define FF_ACC 1  /* C += the product instead of C = */
 #define FF_RELU 2 /* then C = max(0, C) */
-void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags);
+void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
+    int j0, int j1);
 void ff_matmul_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
     const float *bias, float alpha, int flags);
 void ff_attention_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
-    int causal, int q_pos0, float scale, float *scratch, float *out);
+    int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
 #else
 #define FF_KERNEL static inline
 #line 1 "templates/kernels/gemm_generic.c"
@@ -47,7 +91,9 @@ void ff_attention_generic(const float *q, int ldq, const float *k, int ldk, int 
  * The contract is that of every ISA (see gemm_avx512.c):
  *   ff_matmul_*  C [m, n] = alpha A [m, k] B [k, n] + bias [n] (+ C when flags
  *                has FF_ACC), then max(0, .) with FF_RELU;
- *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels. */
+ *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels; only
+ *                columns j0 .. j1-1 (j0 a multiple of 16);
+ *   ff_attention_*  heads h0 .. h1-1 of multi-head attention (below). */
 #include <math.h>
 #include <stddef.h>
 
@@ -101,8 +147,8 @@ FF_KERNEL void ff_matmul_generic(int m, int n, int k, const float *A, int lda, c
 }
 
 FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
-                                 int flags) {
-  for (int j = 0; j < OUT; j += FF_GENERIC_NR)
+                                 int flags, int j0, int j1) {
+  for (int j = j0; j < j1; j += FF_GENERIC_NR)
     for (int i = 0; i < T; i += FF_GENERIC_MR)
       ff_tile_generic(T - i < FF_GENERIC_MR ? T - i : FF_GENERIC_MR, OUT - j < FF_GENERIC_NR ? OUT - j : FF_GENERIC_NR,
                       IN, x + (size_t)i * IN, IN, W + (size_t)j * IN, FF_GENERIC_NR, y + (size_t)i * OUT + j, OUT,
@@ -112,15 +158,16 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
 /* Scaled dot-product attention, every head: out [Tq, heads*dk] =
  * softmax(scale Q K^T + mask) V, with the contract of ff_attention_avx512:
  * q rows every ldq floats, k and v = k + heads*dk rows every ldk; key j
- * masked when j >= key_len or (causal) j > q_pos0 + t.  Per head, K^T is
+ * masked when j >= key_len or (causal) j > q_pos0 + t; heads h0 .. h1-1.  Per head, K^T is
  * gathered once, then per block of 4 query rows S = scale Q K^T, a softmax
  * per row (the row max subtracted) and O = P V.
  * scratch: (dk + 8) * pad16(key_len) floats. */
 FF_KERNEL void ff_attention_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
-                                    int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
+                                    int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch,
+                                    float *out) {
   const int d = heads * dk, ld = (key_len + 15) & ~15;
   float *kt = scratch, *s = scratch + (size_t)dk * ld;
-  for (int h = 0; h < heads; h++) {
+  for (int h = h0; h < h1; h++) {
     for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
       for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
     for (int t0 = 0; t0 < Tq; t0 += FF_GENERIC_MR) {
@@ -146,6 +193,92 @@ FF_KERNEL void ff_attention_generic(const float *q, int ldq, const float *k, int
   }
 }
 #endif
+
+#line 48 "templates/model.c"
+/* ---- threads: tiny_set_threads keeps (fn, pool, threads) in the state;
+ * matrix products split their column panels over them, attention its heads ---- */
+#line 53 "templates/model.c"
+typedef struct {
+  int32_t magic, threads; /* "THRD", 1..TINY_MAX_THREADS */
+  tiny_parallel_fn fn;
+  void *pool;
+} parallel_t;
+#line 66 "templates/model.c"
+
+int tiny_set_threads(void *state, tiny_parallel_fn fn, void *pool, int threads) {
+  const parallel_t p = {0x44524854, threads, fn, pool};
+  if (!state || ((size_t)state & 15) != 0 || threads < 1 || threads > TINY_MAX_THREADS || (threads > 1 && !fn))
+    return TINY_EINVAL;
+  memcpy((float *)state + A_THREADS, &p, sizeof p);
+  return 0;
+}
+
+/* the state's threads; 1 unless set_threads gave more */
+static parallel_t parallel_of(const float *a) {
+  parallel_t p;
+  memcpy(&p, a + A_THREADS, sizeof p);
+  if (p.magic != 0x44524854 || p.threads < 2 || !p.fn) p.threads = 1;
+  return p;
+}
+
+typedef struct {
+  const float *x, *W, *b;
+  float *y;
+  int T, IN, OUT, flags, n;
+} linear_job;
+
+static void linear_task(void *arg, int i) { /* the i-th of n ranges of panels */
+  const linear_job *j = arg;
+  const int panels = (j->OUT + 16 - 1) / 16, p0 = panels * i / j->n, p1 = panels * (i + 1) / j->n;
+  ff_linear_generic(j->x, j->T, j->IN, j->W, j->b, j->OUT, j->y, j->flags, p0 * 16,
+      p1 * 16 < j->OUT ? p1 * 16 : j->OUT);
+}
+
+/* y [T, OUT] (+)= x [T, IN] W + b on the state's threads, a range of W's
+ * column panels each; one thread below a million multiply-adds. */
+static void linear(const float *a, const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
+    int flags) {
+  const parallel_t p = parallel_of(a);
+  const int panels = (OUT + 16 - 1) / 16;
+  linear_job job;
+  job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
+  job.n = p.threads < panels ? p.threads : panels;
+  if (job.n < 2 || (double)T * IN * OUT < 1e6)
+    ff_linear_generic(x, T, IN, W, b, OUT, y, flags, 0, OUT);
+  else
+    p.fn(p.pool, job.n, linear_task, &job);
+}
+
+typedef struct {
+  const float *q, *k;
+  float *scratch, *out;
+  int ldq, ldk, Tq, key_len, heads, dk, causal, q_pos0, n;
+  float scale;
+} attention_job;
+
+static void attention_task(void *arg, int i) { /* the i-th of n ranges of heads, with scratch of its own */
+  const attention_job *j = arg;
+  ff_attention_generic(j->q, j->ldq, j->k, j->ldk, j->Tq, j->key_len, j->heads, j->dk, j->heads * i / j->n,
+      j->heads * (i + 1) / j->n, j->causal, j->q_pos0, j->scale, j->scratch + (size_t)i * 1536, j->out);
+}
+
+/* Multi-head attention (ff_attention_generic) on the state's threads, a range
+ * of heads each; one thread below a million multiply-adds. */
+static void attention(const float *a, const float *q, int ldq, const float *k, int ldk, int Tq, int key_len,
+    int heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
+  const parallel_t p = parallel_of(a);
+  attention_job job;
+  job.q = q, job.k = k, job.scratch = scratch, job.out = out, job.ldq = ldq, job.ldk = ldk, job.Tq = Tq;
+  job.key_len = key_len, job.heads = heads, job.dk = dk, job.causal = causal, job.q_pos0 = q_pos0;
+  job.scale = scale, job.n = p.threads < heads ? p.threads : heads;
+  if (job.n < 2 || 2.0 * Tq * key_len * heads * dk < 1e6)
+    ff_attention_generic(q, ldq, k, ldk, Tq, key_len, heads, dk, 0, heads, causal, q_pos0, scale, scratch, out);
+  else
+    p.fn(p.pool, job.n, attention_task, &job);
+}
+
+
+/* ---- kernels (templates/) ---- */
 
 #line 5 "templates/embed.c"
 /* embed_128x64_panels: x [T, 64] = E[tokens] * 8.0f  (E [128, 64]; ids checked by the caller) */
@@ -187,10 +320,10 @@ static void sinusoidal_64(float *x, int T, int pos0) {
 
 #line 5 "templates/linear.c"
 /* linear_64x192: y [T, 192] = x W^T + b, x [T, 64]
- * W^T [64, 192] packed in 12 panels of 16 columns (ff_linear_generic). */
-static void linear_64x192(const float *restrict x, int T, const float *restrict W, const float *restrict b,
-                  float *restrict y) {
-  ff_linear_generic(x, T, 64, W, b, 192, y, 0);
+ * W^T [64, 192] packed in 12 panels of 16 columns (ff_linear_generic),
+ * split over the state's threads. */
+static void linear_64x192(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(a, x, T, 64, W, b, 192, y, 0);
 }
 
 
@@ -198,20 +331,20 @@ static void linear_64x192(const float *restrict x, int T, const float *restrict 
 /* attention_h4x16_q192_kv192: out [Tq, 64] = softmax(Q K^T / sqrt(16) + mask) V, 4 heads of 16
  * q rows every 192 floats; k rows every 192 floats, v 64 floats after k.
  * Masked: keys j >= key_len (padding); masked scores are -inf
- * and the row max is subtracted (ff_attention_generic, scratch of
- * (16 + 8) x pad16(key_len) floats). */
-static void attention_h4x16_q192_kv192(const float *restrict q, const float *restrict k, int Tq, int key_len, int q_pos0,
-                  float *restrict scratch, float *restrict out) {
-  ff_attention_generic(q, 192, k, 192, Tq, key_len, 4, 16, 0, q_pos0, 0.25f, scratch, out);
+ * and the row max is subtracted (ff_attention_generic, heads split over the
+ * state's threads, each with (16 + 8) x pad16(key_len) floats of scratch). */
+static void attention_h4x16_q192_kv192(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
+                  float *out) {
+  attention(a, q, 192, k, 192, Tq, key_len, 4, 16, 0, q_pos0, 0.25f, scratch, out);
 }
 
 
 #line 5 "templates/linear.c"
 /* linear_64x64_add: y [T, 64] += x W^T + b, x [T, 64]
- * W^T [64, 64] packed in 4 panels of 16 columns (ff_linear_generic). */
-static void linear_64x64_add(const float *restrict x, int T, const float *restrict W, const float *restrict b,
-                  float *restrict y) {
-  ff_linear_generic(x, T, 64, W, b, 64, y, FF_ACC);
+ * W^T [64, 64] packed in 4 panels of 16 columns (ff_linear_generic),
+ * split over the state's threads. */
+static void linear_64x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(a, x, T, 64, W, b, 64, y, FF_ACC);
 }
 
 
@@ -234,76 +367,32 @@ static void layernorm_64(const float *x, int T, const float *gamma, const float 
 
 #line 5 "templates/linear.c"
 /* linear_64x256_relu: y [T, 256] = max(0, x W^T + b), x [T, 64]
- * W^T [64, 256] packed in 16 panels of 16 columns (ff_linear_generic). */
-static void linear_64x256_relu(const float *restrict x, int T, const float *restrict W, const float *restrict b,
-                  float *restrict y) {
-  ff_linear_generic(x, T, 64, W, b, 256, y, FF_RELU);
+ * W^T [64, 256] packed in 16 panels of 16 columns (ff_linear_generic),
+ * split over the state's threads. */
+static void linear_64x256_relu(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(a, x, T, 64, W, b, 256, y, FF_RELU);
 }
 
 
 #line 5 "templates/linear.c"
 /* linear_256x64_add: y [T, 64] += x W^T + b, x [T, 256]
- * W^T [256, 64] packed in 4 panels of 16 columns (ff_linear_generic). */
-static void linear_256x64_add(const float *restrict x, int T, const float *restrict W, const float *restrict b,
-                  float *restrict y) {
-  ff_linear_generic(x, T, 256, W, b, 64, y, FF_ACC);
+ * W^T [256, 64] packed in 4 panels of 16 columns (ff_linear_generic),
+ * split over the state's threads. */
+static void linear_256x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(a, x, T, 256, W, b, 64, y, FF_ACC);
 }
 
 
 #line 5 "templates/linear.c"
 /* linear_64x128_nobias: y [T, 128] = x W^T, x [T, 64]
- * W^T [64, 128] packed in 8 panels of 16 columns (ff_linear_generic). */
-static void linear_64x128_nobias(const float *restrict x, int T, const float *restrict W, const float *restrict b,
-                  float *restrict y) {
-  ff_linear_generic(x, T, 64, W, b, 128, y, 0);
+ * W^T [64, 128] packed in 8 panels of 16 columns (ff_linear_generic),
+ * split over the state's threads. */
+static void linear_64x128_nobias(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(a, x, T, 64, W, b, 128, y, 0);
 }
 
 
-#line 263 "tiny.c"
-
-/* ---- weights: offsets in floats into tiny_weights.data ----
- * The matrices of linear ops are packed as W^T in panels of 16 columns for
- * ff_linear_generic (templates/kernels/gemm_generic.c); the rest as in PyTorch. */
-enum {
-  W_EMBED                         = 0, /* embed.weight [128, 64], W^T in panels of 16 */
-  W_L00_SELF_ATTN_IN_PROJ_WEIGHT  = 8192, /* layers.0.self_attn.in_proj_weight [192, 64], W^T in panels of 16 */
-  W_L00_SELF_ATTN_IN_PROJ_BIAS    = 20480, /* layers.0.self_attn.in_proj_bias [192] */
-  W_L00_SELF_ATTN_OUT_PROJ_WEIGHT = 20672, /* layers.0.self_attn.out_proj.weight [64, 64], W^T in panels of 16 */
-  W_L00_SELF_ATTN_OUT_PROJ_BIAS   = 24768, /* layers.0.self_attn.out_proj.bias [64] */
-  W_L00_LINEAR1_WEIGHT            = 24832, /* layers.0.linear1.weight [256, 64], W^T in panels of 16 */
-  W_L00_LINEAR1_BIAS              = 41216, /* layers.0.linear1.bias [256] */
-  W_L00_LINEAR2_WEIGHT            = 41472, /* layers.0.linear2.weight [64, 256], W^T in panels of 16 */
-  W_L00_LINEAR2_BIAS              = 57856, /* layers.0.linear2.bias [64] */
-  W_L00_NORM1_WEIGHT              = 57920, /* layers.0.norm1.weight [64] */
-  W_L00_NORM1_BIAS                = 57984, /* layers.0.norm1.bias [64] */
-  W_L00_NORM2_WEIGHT              = 58048, /* layers.0.norm2.weight [64] */
-  W_L00_NORM2_BIAS                = 58112, /* layers.0.norm2.bias [64] */
-  W_L01_SELF_ATTN_IN_PROJ_WEIGHT  = 58176, /* layers.1.self_attn.in_proj_weight [192, 64], W^T in panels of 16 */
-  W_L01_SELF_ATTN_IN_PROJ_BIAS    = 70464, /* layers.1.self_attn.in_proj_bias [192] */
-  W_L01_SELF_ATTN_OUT_PROJ_WEIGHT = 70656, /* layers.1.self_attn.out_proj.weight [64, 64], W^T in panels of 16 */
-  W_L01_SELF_ATTN_OUT_PROJ_BIAS   = 74752, /* layers.1.self_attn.out_proj.bias [64] */
-  W_L01_LINEAR1_WEIGHT            = 74816, /* layers.1.linear1.weight [256, 64], W^T in panels of 16 */
-  W_L01_LINEAR1_BIAS              = 91200, /* layers.1.linear1.bias [256] */
-  W_L01_LINEAR2_WEIGHT            = 91456, /* layers.1.linear2.weight [64, 256], W^T in panels of 16 */
-  W_L01_LINEAR2_BIAS              = 107840, /* layers.1.linear2.bias [64] */
-  W_L01_NORM1_WEIGHT              = 107904, /* layers.1.norm1.weight [64] */
-  W_L01_NORM1_BIAS                = 107968, /* layers.1.norm1.bias [64] */
-  W_L01_NORM2_WEIGHT              = 108032, /* layers.1.norm2.weight [64] */
-  W_L01_NORM2_BIAS                = 108096, /* layers.1.norm2.bias [64] */
-};
-
-/* ---- activations: offsets in floats into the state, every buffer max_seq rows ---- */
-enum {
-  A_SCORES         = 0, /* [24, 64] attention scratch: K^T of a head and a block of score rows */
-  A_X              = 1536, /* [64, 64] the residual stream */
-  A_L00_ATTN_QKV   = 5632, /* [64, 192] q | k | v, ops 3..4 */
-  A_L00_ATTN_CTX   = 17920, /* [64, 64] attention heads, concatenated, ops 4..5 */
-  A_L00_FFN_HIDDEN = 5632, /* [64, 256] linear1 output, ops 7..8 */
-  A_L01_ATTN_QKV   = 5632, /* [64, 192] q | k | v, ops 10..11 */
-  A_L01_ATTN_CTX   = 17920, /* [64, 64] attention heads, concatenated, ops 11..12 */
-  A_L01_FFN_HIDDEN = 5632, /* [64, 256] linear1 output, ops 14..15 */
-};
-
+#line 396 "tiny.c"
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
@@ -314,43 +403,43 @@ static void encode(const float *restrict w, float *restrict a, const int32_t *to
   sinusoidal_64(a + A_X, T, 0);
 
   /* l00_attn_qkv: [T,64] -> [T,192]: y = x W^T + b */
-  linear_64x192(a + A_X, T, w + W_L00_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L00_SELF_ATTN_IN_PROJ_BIAS, a + A_L00_ATTN_QKV);
+  linear_64x192(a, a + A_X, T, w + W_L00_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L00_SELF_ATTN_IN_PROJ_BIAS, a + A_L00_ATTN_QKV);
 
   /* l00_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V */
-  attention_h4x16_q192_kv192(a + A_L00_ATTN_QKV, a + A_L00_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L00_ATTN_CTX);
+  attention_h4x16_q192_kv192(a, a + A_L00_ATTN_QKV, a + A_L00_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L00_ATTN_CTX);
 
   /* l00_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b */
-  linear_64x64_add(a + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
+  linear_64x64_add(a, a + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
 
   /* l00_attn_norm: [T,64] in place: y = LayerNorm(x) */
   layernorm_64(a + A_X, T, w + W_L00_NORM1_WEIGHT, w + W_L00_NORM1_BIAS, a + A_X);
 
   /* l00_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b) */
-  linear_64x256_relu(a + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, a + A_L00_FFN_HIDDEN);
+  linear_64x256_relu(a, a + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, a + A_L00_FFN_HIDDEN);
 
   /* l00_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b */
-  linear_256x64_add(a + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, a + A_X);
+  linear_256x64_add(a, a + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, a + A_X);
 
   /* l00_ffn_norm: [T,64] in place: y = LayerNorm(x) */
   layernorm_64(a + A_X, T, w + W_L00_NORM2_WEIGHT, w + W_L00_NORM2_BIAS, a + A_X);
 
   /* l01_attn_qkv: [T,64] -> [T,192]: y = x W^T + b */
-  linear_64x192(a + A_X, T, w + W_L01_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L01_SELF_ATTN_IN_PROJ_BIAS, a + A_L01_ATTN_QKV);
+  linear_64x192(a, a + A_X, T, w + W_L01_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L01_SELF_ATTN_IN_PROJ_BIAS, a + A_L01_ATTN_QKV);
 
   /* l01_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V */
-  attention_h4x16_q192_kv192(a + A_L01_ATTN_QKV, a + A_L01_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L01_ATTN_CTX);
+  attention_h4x16_q192_kv192(a, a + A_L01_ATTN_QKV, a + A_L01_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L01_ATTN_CTX);
 
   /* l01_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b */
-  linear_64x64_add(a + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
+  linear_64x64_add(a, a + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
 
   /* l01_attn_norm: [T,64] in place: y = LayerNorm(x) */
   layernorm_64(a + A_X, T, w + W_L01_NORM1_WEIGHT, w + W_L01_NORM1_BIAS, a + A_X);
 
   /* l01_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b) */
-  linear_64x256_relu(a + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, a + A_L01_FFN_HIDDEN);
+  linear_64x256_relu(a, a + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, a + A_L01_FFN_HIDDEN);
 
   /* l01_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b */
-  linear_256x64_add(a + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, a + A_X);
+  linear_256x64_add(a, a + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, a + A_X);
 
   /* l01_ffn_norm: [T,64] in place: y = LayerNorm(x) */
   layernorm_64(a + A_X, T, w + W_L01_NORM2_WEIGHT, w + W_L01_NORM2_BIAS, a + A_X);
@@ -361,7 +450,7 @@ static void encode(const float *restrict w, float *restrict a, const int32_t *to
 /* the output head: logits over the vocabulary */
 static void head(const float *restrict w, float *restrict a, int T, float *out) {
   /* logits: [T,64] -> [T,128], logits = x E^T: y = x W^T */
-  linear_64x128_nobias(a + A_X, T, w + W_EMBED, NULL, out);
+  linear_64x128_nobias(a, a + A_X, T, w + W_EMBED, NULL, out);
 
 }
 

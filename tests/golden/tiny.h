@@ -39,8 +39,10 @@ typedef int int32_t;
 #define TINY_WEIGHTS_FLOATS 108160
 #define TINY_WEIGHTS_BYTES 432640 /* the packed weights, without the blob header */
 #define TINY_BLOB_HEADER_BYTES 64
-#define TINY_STATE_BYTES 88064 /* activations and caches of one call */
+#define TINY_STATE_BYTES 131136 /* activations and caches of one call */
 #define TINY_LAYOUT_HASH 0x4065da5a9501db64ULL /* the weight layout this code was built for */
+
+#define TINY_MAX_THREADS 8 /* threads a state can split work over */
 
 /* ---- status: 0 or one of these ---- */
 #define TINY_EINVAL (-1)  /* NULL weights or state, or a misaligned state */
@@ -58,6 +60,15 @@ typedef struct tiny_weights {
 int tiny_bind(tiny_weights *w, const void *blob, size_t bytes);
 /* Points w at the weights compiled in from tiny_weights.c (--embed). */
 int tiny_bind_embedded(tiny_weights *w);
+
+/* Runs task(arg, i) for i = 0 .. n-1, on up to n threads at once, and returns
+ * when all are done: a pool of the caller's (pthreads, a task system, ...). */
+typedef void (*tiny_parallel_fn)(void *pool, int n, void (*task)(void *arg, int i), void *arg);
+/* Lets calls on this state split their matrix products (by column panels)
+ * and attention (by heads) over `threads` threads (1..TINY_MAX_THREADS)
+ * that fn runs on pool; the results do not depend on it.  A state starts
+ * with one thread: no threads are needed to run the model. */
+int tiny_set_threads(void *state, tiny_parallel_fn fn, void *pool, int threads);
 
 /* Encodes a batch: token ids [batch, T], lengths [batch] (NULL: all T; the
  * rest is padding, masked out as keys) -> out [batch, T, 128] (logits).

@@ -1,0 +1,88 @@
+/* threads.c - a small pool of worker threads behind the generated code's
+ * parallel-for (NAME_set_threads): ff_pool_run hands n tasks out to the
+ * workers and to the calling thread, and returns when all are done. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "codegen.h"
+
+struct ff_pool {
+  pthread_mutex_t lock;
+  pthread_cond_t work, idle; /* new work for the workers; all tasks done */
+  pthread_t *workers;
+  int n_workers, stop;
+  unsigned long generation; /* bumped for each run */
+  void (*task)(void *arg, int i);
+  void *arg;
+  int n, next, done;
+};
+
+/* Takes and runs tasks of the current run until none is left (lock held on
+ * entry and on return). */
+static void drain(ff_pool *p) {
+  while (p->next < p->n) {
+    int i = p->next++;
+    pthread_mutex_unlock(&p->lock);
+    p->task(p->arg, i);
+    pthread_mutex_lock(&p->lock);
+    if (++p->done == p->n) pthread_cond_broadcast(&p->idle);
+  }
+}
+
+static void *worker(void *arg) {
+  ff_pool *p = arg;
+  unsigned long seen = 0;
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (!p->stop && p->generation == seen) pthread_cond_wait(&p->work, &p->lock);
+    if (p->stop) break;
+    seen = p->generation;
+    drain(p);
+  }
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+ff_pool *ff_pool_new(int threads, ff_error *err) {
+  ff_pool *p = calloc(1, sizeof *p);
+  if (!p || !(p->workers = calloc((size_t)(threads > 1 ? threads - 1 : 1), sizeof *p->workers))) {
+    free(p);
+    ff_fail(err, FF_ENOMEM, "out of memory");
+    return NULL;
+  }
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->work, NULL);
+  pthread_cond_init(&p->idle, NULL);
+  for (; p->n_workers < threads - 1; p->n_workers++)
+    if (pthread_create(&p->workers[p->n_workers], NULL, worker, p)) {
+      ff_pool_free(p);
+      ff_fail(err, FF_ENOMEM, "cannot start %d threads", threads);
+      return NULL;
+    }
+  return p;
+}
+
+void ff_pool_run(void *pool, int n, void (*task)(void *arg, int i), void *arg) {
+  ff_pool *p = pool;
+  pthread_mutex_lock(&p->lock);
+  p->task = task, p->arg = arg, p->n = n, p->next = 0, p->done = 0;
+  p->generation++;
+  pthread_cond_broadcast(&p->work);
+  drain(p); /* the caller works too */
+  while (p->done < p->n) pthread_cond_wait(&p->idle, &p->lock);
+  pthread_mutex_unlock(&p->lock);
+}
+
+void ff_pool_free(ff_pool *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->lock);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->work);
+  pthread_mutex_unlock(&p->lock);
+  for (int i = 0; i < p->n_workers; i++) pthread_join(p->workers[i], NULL);
+  pthread_mutex_destroy(&p->lock);
+  pthread_cond_destroy(&p->work);
+  pthread_cond_destroy(&p->idle);
+  free(p->workers);
+  free(p);
+}

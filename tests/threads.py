@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""Threads in the generated code (NAME_set_threads, `--threads N`): models
+big enough that matrix products and attention split over the pool (above a
+million multiply-adds an op), run by tcc and cc with 2 and 3 threads (3
+splits panels and heads unevenly), must equal the runtime within 1e-5; so
+must greedy decoding with threads.  Bad thread counts fail cleanly.
+
+  threads.py --fixformer BIN
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from configs import write_description  # noqa: E402
+
+CONFIGS = [  # (config, B, T): heads 4, 3, 5 against 2 and 3 threads; odd widths; padding
+    (dict(name="thr_enc", arch="encoder", d_model=128, heads=4, d_ff=300, layers=2, max_seq=80), 2, 64),
+    (dict(name="thr_dec", arch="decoder-only", d_model=96, heads=3, d_ff=250, layers=2, norm="pre",
+          norm_kind="rmsnorm", activation="swiglu", positional="rope", vocab=300, max_seq=96), 2, 70),
+    (dict(name="thr_encdec", arch="encoder-decoder", d_model=120, heads=5, d_ff=260, layers=1,
+          activation="gelu", positional="sinusoidal", vocab=200, max_seq=80), 2, 60),
+]
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd[:3]), p.returncode, p.stderr.strip()))
+    return p.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--fixformer", required=True)
+    args = ap.parse_args()
+    ff, failed = args.fixformer, 0
+    rng = np.random.RandomState(7)
+    with tempfile.TemporaryDirectory() as tmp:
+        for cfg, B, T in CONFIGS:
+            d = os.path.join(tmp, cfg["name"])
+            os.mkdir(d)
+            model = write_description(cfg, d)
+            w = os.path.join(d, "w.safetensors")
+            run([ff, "init", model, "-o", w])
+            seq = (lambda n: rng.randint(0, cfg["vocab"], size=(B, n)).astype(np.int32)) if "vocab" in cfg else \
+                (lambda n: rng.standard_normal((B, n, cfg["d_model"])).astype(np.float32))
+            files = {"--input": seq(T), "--lengths": np.array([T, T // 2 + 1], np.int32)}
+            if cfg["arch"] == "encoder-decoder":
+                files["--target-input"] = seq(T - 7)
+            flags = []
+            for k, v in files.items():
+                path = os.path.join(d, k[2:] + ".npy")
+                np.save(path, v)
+                flags += [k, path]
+            ref = os.path.join(d, "ref.npy")
+            run([ff, "run", model, "--weights", w, "--output", ref] + flags)
+            r = np.load(ref)
+            for engine in ("tcc", "cc"):
+                for threads in (2, 3):
+                    out = os.path.join(d, "out_%s_%d.npy" % (engine, threads))
+                    run([ff, "run", model, "--weights", w, "--output", out, "--engine", engine, "--threads",
+                         str(threads)] + flags)
+                    err = float(np.abs(np.load(out) - r).max()) / float(np.abs(r).max())
+                    ok = err <= 1e-5
+                    failed += not ok
+                    print("%-10s %-3s %d threads: err=%.2e %s" % (cfg["name"], engine, threads, err,
+                                                                  "ok" if ok else "FAIL"), flush=True)
+            if "vocab" in cfg:
+                gen = [ff, "generate", model, "--weights", w, "--tokens", " ".join(map(str, files["--input"][0][:40])),
+                       "--max-new", "8", "--bos", "1"]
+                want = run(gen + ["--engine", "runtime"])
+                for engine in ("tcc", "cc"):
+                    got = run(gen + ["--engine", engine, "--threads", "3"])
+                    ok = got == want
+                    failed += not ok
+                    print("%-10s %-3s greedy with 3 threads: %s %s" % (cfg["name"], engine, got.strip(),
+                                                                       "ok" if ok else "FAIL (runtime: %s)" % want))
+        model, w = os.path.join(tmp, "thr_enc", "model.lua"), os.path.join(tmp, "thr_enc", "w.safetensors")
+        for extra, piece in ((["--engine", "tcc", "--threads", "9"], "outside 1..8"),
+                             (["--engine", "tcc", "--threads", "0"], "outside 1..8"),
+                             (["--engine", "runtime", "--threads", "2"], "one thread")):
+            p = subprocess.run([ff, "run", model, "--weights", w, "--input", os.path.join(tmp, "thr_enc", "input.npy"),
+                                "--output", os.path.join(tmp, "bad.npy")] + extra, capture_output=True, text=True)
+            ok = p.returncode == 1 and piece in p.stderr and not os.path.exists(os.path.join(tmp, "bad.npy"))
+            failed += not ok
+            print("%s: exit %d: %s %s" % (" ".join(extra), p.returncode, p.stderr.strip(), "ok" if ok else "FAIL"))
+    print("threads: %s" % ("FAILED" if failed else "all equal the runtime"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
