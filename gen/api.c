@@ -14,7 +14,8 @@ typedef int (*bind_fn)(void *weights, const void *blob, size_t bytes);
 /* NAME_encode and NAME_decode: step-by-step decoding (templates/model.h) */
 typedef int (*encode_fn)(const void *weights, void *state, const void *src, int S, int src_len);
 typedef int (*decode_fn)(const void *weights, void *state, const void *in, int T, int pos0, float *out);
-/* NAME_set_threads: the generated code's parallel-for */
+/* NAME_init_state, NAME_set_threads: the state's fields and parallel-for */
+typedef int (*init_state_fn)(void *state);
 typedef int (*set_threads_fn)(void *state, void (*fn)(void *, int, void (*)(void *, int), void *), void *pool,
                               int threads);
 
@@ -264,7 +265,9 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
     return ff_fail(err, FF_EINVAL, "generated %s_bind refused the packed weights (status %d)", m->cfg.name, rc);
   if (posix_memalign(&m->state, 64, m->program.state_bytes ? m->program.state_bytes : 64))
     return ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of state", m->program.state_bytes);
-  memset(m->state, 0, m->program.state_bytes);
+  snprintf(sym, sizeof sym, "%s_init_state", m->cfg.name);
+  init_state_fn init = (init_state_fn)ff_jit_symbol(m->jit, sym);
+  if (!init || init(m->state)) return ff_fail(err, FF_EINVAL, "generated %s failed", sym);
   return attach_threads(m, err);
 }
 

@@ -172,7 +172,7 @@ function M.kernel_unit(list)
   parts[#parts + 1] = M.matrix_kernels(isa)
   -- one thread: the helpers of the threads section with no state to read
   parts[#parts + 1] = template.render("model.c", "threads", { NAME = "kernels", UNAME = "KERNELS", ISA = isa,
-    NR = require("plan").NR[isa], SCRATCH = 0, STANDALONE = true })
+    NR = require("plan").NR[isa], SCRATCH = 0, STANDALONE = true, ENCDEC = false })
   for i, entry in ipairs(list) do
     local kind, params = entry[1], entry[2]
     ops.key(kind, params) -- the kind exists and every param is given

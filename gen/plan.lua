@@ -254,9 +254,9 @@ function M.plan(c, specs, isa)
   P.scratch_per_thread = (P.dk + 8) * ((S + 15) // 16 * 16)
   P.scores = value("scores", (P.dk + 8) * P.max_threads, (S + 15) // 16 * 16, true,
     "attention scratch per thread: K^T of a head and a block of score rows")
-  value("threads", 1, 8, true, "int32 magic and thread count, the parallel-for and its pool (set_threads)")
+  value("threads", 1, 8, true, "int32 magic (init_state) and thread count, the parallel-for and its pool")
   if c.arch == "encoder-decoder" then -- what decode needs to know of the last encode
-    value("source", 1, 4, true, "int32 magic and source length, written by encode")
+    value("source", 1, 4, true, "int32 source length, written by encode")
   end
   local out_dim = c.vocab or d
   if c.arch == "encoder" or c.arch == "encoder-decoder" then

@@ -129,20 +129,84 @@ static const char *npy_load(const char *path, array *a) {
   return NULL;
 }
 
+/* out [b, t, d] to path as a float32 .npy, through path.tmp and rename: a
+ * failure leaves no half-written file. */
 static int npy_save(const char *path, const float *x, int b, int t, int d) {
-  char dict[128];
+  char dict[128], tmp[4096];
   int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d, %d), }", b, t, d);
-  size_t header = (10 + (size_t)n + 1 + 63) / 64 * 64;
-  FILE *f = fopen(path, "wb");
+  size_t header = (10 + (size_t)n + 1 + 63) / 64 * 64, count = (size_t)b * t * d;
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;
+  FILE *f = fopen(tmp, "wb");
   if (!f) return -1;
   unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)((header - 10) & 255),
                            (unsigned char)((header - 10) >> 8)};
-  fwrite(pre, 1, 10, f);
-  fputs(dict, f);
-  for (size_t i = 10 + (size_t)n; i < header - 1; i++) fputc(' ', f);
-  fputc('\n', f);
-  fwrite(x, sizeof(float), (size_t)b * t * d, f);
-  return fclose(f) ? -1 : 0;
+  int ok = fwrite(pre, 1, 10, f) == 10 && fputs(dict, f) >= 0;
+  for (size_t i = 10 + (size_t)n; ok && i < header - 1; i++) ok = fputc(' ', f) != EOF;
+  ok = ok && fputc('\n', f) != EOF && fwrite(x, sizeof(float), count, f) == count;
+  if (fclose(f) || !ok || rename(tmp, path)) {
+    remove(tmp);
+    return -1;
+  }
+  return 0;
+}
+
+/* --input [--target-input] [--lengths] --output: one forward pass. */
+static int run_forward(const ${NAME}_weights *w, const char *input, const char *target, const char *lengths_path,
+                       const char *output) {
+  array in = {0, 0, {0}, 0, NULL}, tgt = {0, 0, {0}, 0, NULL}, lens = {0, 0, {0}, 0, NULL};
+  void *state = NULL;
+  float *out = NULL;
+  int rc = 1;
+  const char *e = npy_load(input, &in);
+  if (e) {
+    fail(e, input);
+    goto done;
+  }
+  if (in.kind != (${TOKENS} ? 'i' : 'f') || in.rank != (${TOKENS} ? 2 : 3) ||
+      (!${TOKENS} && in.shape[2] != ${UNAME}_D_MODEL)) {
+    fail("%s: wrong dtype or shape for this model's input", input);
+    goto done;
+  }
+  if (target && (e = npy_load(target, &tgt))) {
+    fail(e, target);
+    goto done;
+  }
+  if (target && (tgt.kind != in.kind || tgt.rank != in.rank || tgt.shape[0] != in.shape[0])) {
+    fail("%s: wrong dtype or shape for this model's target input", target);
+    goto done;
+  }
+  if (lengths_path && (e = npy_load(lengths_path, &lens))) {
+    fail(e, lengths_path);
+    goto done;
+  }
+  if (lengths_path && (lens.kind != 'i' || lens.rank != 1 || lens.shape[0] != in.shape[0])) {
+    fail("%s: lengths must be int [B]", lengths_path);
+    goto done;
+  }
+  const int B = (int)in.shape[0], S = (int)in.shape[1], T = target ? (int)tgt.shape[1] : S;
+  state = malloc(${UNAME}_STATE_BYTES); /* malloc: 16-byte aligned */
+  out = malloc(sizeof(float) * (size_t)B * T * ${UNAME}_OUT_DIM + 4);
+  if (!state || !out || ${NAME}_init_state(state)) {
+    fail("%s", "out of memory");
+    goto done;
+  }
+  int status = ${NAME}_run(w, state, B, S, in.data, lens.data, T, tgt.data, out);
+  if (status) {
+    char text[16];
+    snprintf(text, sizeof text, "%d", status);
+    fail("the model refused the input (status %s: a token id, length or batch out of range)", text);
+  } else if (npy_save(output, out, B, T, ${UNAME}_OUT_DIM)) {
+    fail("cannot write %s", output);
+  } else {
+    rc = 0;
+  }
+done:
+  free(in.data);
+  free(tgt.data);
+  free(lens.data);
+  free(state);
+  free(out);
+  return rc;
 }
 
 @if GENERATE
@@ -258,8 +322,11 @@ static int run_generate(const ${NAME}_weights *w, const char *tokens, const char
   const int P = ${ENCDEC} ? 1 : n, room = ${UNAME}_MAX_SEQ - P;
   const int max_new = max_new_s ? atoi(max_new_s) : room;
   if (max_new < 1 || max_new > room) return fail("%s", "--max-new: the prompt and the new ids must fit in MAX_SEQ");
-  void *state = malloc(${UNAME}_STATE_BYTES);
-  if (!state) return fail("%s", "out of memory");
+  void *state = malloc(${UNAME}_STATE_BYTES); /* malloc: 16-byte aligned */
+  if (!state || ${NAME}_init_state(state)) {
+    free(state);
+    return fail("%s", "out of memory");
+  }
   int count = greedy(w, state, ids, n, bos, eos, max_new, out);
   free(state);
   if (count < 0) return fail("%s", "the model refused the input");
@@ -315,37 +382,23 @@ int main(int argc, char **argv) {
   if (!blob) return fail("cannot read %s", weights);
   memcpy(blob, raw, blob_len); /* malloc: aligned for the floats */
   free(raw);
-  if (${NAME}_bind(&w, blob, blob_len)) return fail("%s: not a weight blob for this model (size, magic or layout)", weights);
+  if (${NAME}_bind(&w, blob, blob_len)) {
+    free(blob);
+    return fail("%s: not a weight blob for this model (size, magic or layout)", weights);
+  }
 @end
+  int rc;
 @if GENERATE
-  if (generating) return run_generate(&w, tokens, text, max_new, bos, eos);
+  if (generating)
+    rc = run_generate(&w, tokens, text, max_new, bos, eos);
+  else
 @else
   (void)max_new, (void)bos, (void)eos;
 @end
-
-  array in, tgt = {0, 0, {0}, 0, NULL}, lens = {0, 0, {0}, 0, NULL};
-  const char *e = npy_load(input, &in);
-  if (e) return fail(e, input);
-  if (in.kind != (${TOKENS} ? 'i' : 'f') || in.rank != (${TOKENS} ? 2 : 3) ||
-      (!${TOKENS} && in.shape[2] != ${UNAME}_D_MODEL))
-    return fail("%s: wrong dtype or shape for this model's input", input);
-  if (target && (e = npy_load(target, &tgt))) return fail(e, target);
-  if (target && (tgt.kind != in.kind || tgt.rank != in.rank || tgt.shape[0] != in.shape[0]))
-    return fail("%s: wrong dtype or shape for this model's target input", target);
-  if (lengths_path && (e = npy_load(lengths_path, &lens))) return fail(e, lengths_path);
-  if (lengths_path && (lens.kind != 'i' || lens.rank != 1 || lens.shape[0] != in.shape[0]))
-    return fail("%s: lengths must be int [B]", lengths_path);
-
-  const int B = (int)in.shape[0], S = (int)in.shape[1], T = target ? (int)tgt.shape[1] : S;
-  void *state = malloc(${UNAME}_STATE_BYTES);
-  float *out = malloc(sizeof(float) * (size_t)B * T * ${UNAME}_OUT_DIM + 4);
-  if (!state || !out) return fail("%s", "out of memory");
-  int rc = ${NAME}_run(&w, state, B, S, in.data, lens.data, T, tgt.data, out);
-  if (rc) {
-    static char status[16];
-    snprintf(status, sizeof status, "%d", rc);
-    return fail("the model refused the input (status %s: a token id, length or batch out of range)", status);
-  }
-  if (npy_save(output, out, B, T, ${UNAME}_OUT_DIM)) return fail("cannot write %s", output);
-  return 0;
+    rc = run_forward(&w, input, target, lengths_path, output);
+@if EMBED
+@else
+  free(blob);
+@end
+  return rc;
 }

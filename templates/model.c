@@ -45,8 +45,9 @@ ${VALUE_ENUM}
 };
 
 @@ threads
-/* ---- threads: ${NAME}_set_threads keeps (fn, pool, threads) in the state;
- * matrix products split their column panels over them, attention its heads ---- */
+/* ---- the state's own fields, and threads: ${NAME}_set_threads keeps (fn,
+ * pool, threads) in the state; matrix products split their column panels
+ * over them, attention its heads ---- */
 @if STANDALONE
 typedef void (*${NAME}_parallel_fn)(void *pool, int n, void (*task)(void *arg, int i), void *arg);
 @end
@@ -64,20 +65,50 @@ static parallel_t parallel_of(const float *a) { /* one thread */
 }
 @else
 
-int ${NAME}_set_threads(void *state, ${NAME}_parallel_fn fn, void *pool, int threads) {
-  const parallel_t p = {0x44524854, threads, fn, pool};
-  if (!state || ((size_t)state & 15) != 0 || threads < 1 || threads > ${UNAME}_MAX_THREADS || (threads > 1 && !fn))
-    return ${UNAME}_EINVAL;
-  memcpy((float *)state + A_THREADS, &p, sizeof p);
-  return 0;
-}
-
-/* the state's threads; 1 unless set_threads gave more */
+/* the state's threads, as init_state / set_threads left them */
 static parallel_t parallel_of(const float *a) {
   parallel_t p;
   memcpy(&p, a + A_THREADS, sizeof p);
-  if (p.magic != 0x44524854 || p.threads < 2 || !p.fn) p.threads = 1;
   return p;
+}
+
+/* 1 when init_state prepared the state */
+static int state_ready(const void *state) {
+  return parallel_of(state).magic == 0x44524854;
+}
+@if ENCDEC
+
+/* The source length of the last encode on a state, for decode (0: none),
+ * at A_SOURCE. */
+static void set_source_length(void *state, int len) {
+  const int32_t v = len;
+  memcpy((float *)state + A_SOURCE, &v, sizeof v);
+}
+
+static int source_length(const void *state) {
+  int32_t v;
+  memcpy(&v, (const float *)state + A_SOURCE, sizeof v);
+  return v;
+}
+@end
+
+int ${NAME}_init_state(void *state) {
+  const parallel_t p = {0x44524854, 1, NULL, NULL};
+  if (!state || ((size_t)state & 15) != 0) return ${UNAME}_EINVAL;
+  memcpy((float *)state + A_THREADS, &p, sizeof p);
+@if ENCDEC
+  set_source_length(state, 0);
+@end
+  return 0;
+}
+
+int ${NAME}_set_threads(void *state, ${NAME}_parallel_fn fn, void *pool, int threads) {
+  const parallel_t p = {0x44524854, threads, fn, pool};
+  if (!state || ((size_t)state & 15) != 0 || !state_ready(state) || threads < 1 || threads > ${UNAME}_MAX_THREADS ||
+      (threads > 1 && !fn))
+    return ${UNAME}_EINVAL;
+  memcpy((float *)state + A_THREADS, &p, sizeof p);
+  return 0;
 }
 @end
 
@@ -149,7 +180,7 @@ ${BODY}}
 @@ checks
 /* 0, or the status of the first bad argument: nothing is computed on error. */
 static int check_batch(const ${NAME}_weights *w, const void *state, int batch, int T, const int32_t *lengths) {
-  if (!w || !w->data || !state || ((size_t)state & 15) != 0) return ${UNAME}_EINVAL;
+  if (!w || !w->data || !state || ((size_t)state & 15) != 0 || !state_ready(state)) return ${UNAME}_EINVAL;
   if (batch < 1 || T < 1 || T > ${UNAME}_MAX_SEQ) return ${UNAME}_ELENGTH;
   for (int b = 0; lengths && b < batch; b++)
     if (lengths[b] < 1 || lengths[b] > T) return ${UNAME}_ELENGTH;
@@ -164,21 +195,6 @@ static int check_tokens(const int32_t *tokens, size_t n) {
 }
 @end
 
-@if ENCDEC
-
-/* The source length of the last encode on a state, for decode: int32 magic
- * "FFSL" and the length at A_SOURCE (0 if nothing was encoded). */
-static void set_source_length(void *state, int len) {
-  const int32_t v[2] = {0x4c534646, len};
-  memcpy((float *)state + A_SOURCE, v, sizeof v);
-}
-
-static int source_length(const void *state) {
-  int32_t v[2];
-  memcpy(v, (const float *)state + A_SOURCE, sizeof v);
-  return v[0] == 0x4c534646 ? v[1] : 0;
-}
-@end
 
 @@ bind
 /* The blob: "FFWEIGHT", u32 version 1, u32 header bytes 64, u64 layout hash,

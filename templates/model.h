@@ -11,7 +11,8 @@
  * Usage: bind a weight blob written by `fixformer emit --weights` (or link
  * ${NAME}_weights.c from `--embed` and call ${NAME}_bind_embedded), give each
  * call its own state of ${UNAME}_STATE_BYTES bytes (16-byte aligned; it
- * holds every activation and the key/value caches), then run a forward pass.
+ * holds every activation and the key/value caches) prepared once with
+ * ${NAME}_init_state, then run a forward pass.
  * Nothing here allocates, writes a global or keeps state between calls
  * outside that state buffer: calls on different states may run in parallel.
  * Weights are float32 in the target's byte order (little-endian blobs).
@@ -41,7 +42,7 @@ ${TYPES}
 #define ${UNAME}_MAX_THREADS 8 /* threads a state can split work over */
 
 /* ---- status: 0 or one of these ---- */
-#define ${UNAME}_EINVAL (-1)  /* NULL weights or state, or a misaligned state */
+#define ${UNAME}_EINVAL (-1)  /* NULL weights or state, a misaligned or unprepared state */
 #define ${UNAME}_EBLOB (-3)   /* a weight blob of the wrong size, magic, version or layout */
 #define ${UNAME}_ETOKEN (-5)  /* a token id outside [0, VOCAB) */
 #define ${UNAME}_ELENGTH (-6) /* batch < 1, T outside 1..MAX_SEQ, or a length outside 1..T */
@@ -57,13 +58,18 @@ int ${NAME}_bind(${NAME}_weights *w, const void *blob, size_t bytes);
 /* Points w at the weights compiled in from ${NAME}_weights.c (--embed). */
 int ${NAME}_bind_embedded(${NAME}_weights *w);
 
+/* Prepares a state (${UNAME}_STATE_BYTES bytes, 16-byte aligned) before its
+ * first use: one thread, nothing encoded.  Calls on a state not prepared
+ * return ${UNAME}_EINVAL. */
+int ${NAME}_init_state(void *state);
+
 /* Runs task(arg, i) for i = 0 .. n-1, on up to n threads at once, and returns
  * when all are done: a pool of the caller's (pthreads, a task system, ...). */
 typedef void (*${NAME}_parallel_fn)(void *pool, int n, void (*task)(void *arg, int i), void *arg);
-/* Lets calls on this state split their matrix products (by column panels)
- * and attention (by heads) over `threads` threads (1..${UNAME}_MAX_THREADS)
- * that fn runs on pool; the results do not depend on it.  A state starts
- * with one thread: no threads are needed to run the model. */
+/* Lets calls on this (prepared) state split their matrix products (by column
+ * panels) and attention (by heads) over `threads` threads
+ * (1..${UNAME}_MAX_THREADS) that fn runs on pool; the results do not depend
+ * on it.  A state starts with one thread: no threads are needed. */
 int ${NAME}_set_threads(void *state, ${NAME}_parallel_fn fn, void *pool, int threads);
 
 ${API}

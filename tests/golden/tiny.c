@@ -60,7 +60,7 @@ enum {
 /* ---- activations: offsets in floats into the state, every buffer max_seq rows ---- */
 enum {
   A_SCORES         = 0, /* [192, 64] attention scratch per thread: K^T of a head and a block of score rows */
-  A_THREADS        = 12288, /* [1, 8] int32 magic and thread count, the parallel-for and its pool (set_threads) */
+  A_THREADS        = 12288, /* [1, 8] int32 magic (init_state) and thread count, the parallel-for and its pool */
   A_X              = 12304, /* [64, 64] the residual stream */
   A_L00_ATTN_QKV   = 16400, /* [64, 192] q | k | v, ops 3..4 */
   A_L00_ATTN_CTX   = 28688, /* [64, 64] attention heads, concatenated, ops 4..5 */
@@ -195,30 +195,45 @@ FF_KERNEL void ff_attention_generic(const float *q, int ldq, const float *k, int
 #endif
 
 #line 48 "templates/model.c"
-/* ---- threads: tiny_set_threads keeps (fn, pool, threads) in the state;
- * matrix products split their column panels over them, attention its heads ---- */
-#line 53 "templates/model.c"
+/* ---- the state's own fields, and threads: tiny_set_threads keeps (fn,
+ * pool, threads) in the state; matrix products split their column panels
+ * over them, attention its heads ---- */
+#line 54 "templates/model.c"
 typedef struct {
   int32_t magic, threads; /* "THRD", 1..TINY_MAX_THREADS */
   tiny_parallel_fn fn;
   void *pool;
 } parallel_t;
-#line 66 "templates/model.c"
+#line 67 "templates/model.c"
 
-int tiny_set_threads(void *state, tiny_parallel_fn fn, void *pool, int threads) {
-  const parallel_t p = {0x44524854, threads, fn, pool};
-  if (!state || ((size_t)state & 15) != 0 || threads < 1 || threads > TINY_MAX_THREADS || (threads > 1 && !fn))
-    return TINY_EINVAL;
-  memcpy((float *)state + A_THREADS, &p, sizeof p);
-  return 0;
-}
-
-/* the state's threads; 1 unless set_threads gave more */
+/* the state's threads, as init_state / set_threads left them */
 static parallel_t parallel_of(const float *a) {
   parallel_t p;
   memcpy(&p, a + A_THREADS, sizeof p);
-  if (p.magic != 0x44524854 || p.threads < 2 || !p.fn) p.threads = 1;
   return p;
+}
+
+/* 1 when init_state prepared the state */
+static int state_ready(const void *state) {
+  return parallel_of(state).magic == 0x44524854;
+}
+#line 94 "templates/model.c"
+
+int tiny_init_state(void *state) {
+  const parallel_t p = {0x44524854, 1, NULL, NULL};
+  if (!state || ((size_t)state & 15) != 0) return TINY_EINVAL;
+  memcpy((float *)state + A_THREADS, &p, sizeof p);
+#line 102 "templates/model.c"
+  return 0;
+}
+
+int tiny_set_threads(void *state, tiny_parallel_fn fn, void *pool, int threads) {
+  const parallel_t p = {0x44524854, threads, fn, pool};
+  if (!state || ((size_t)state & 15) != 0 || !state_ready(state) || threads < 1 || threads > TINY_MAX_THREADS ||
+      (threads > 1 && !fn))
+    return TINY_EINVAL;
+  memcpy((float *)state + A_THREADS, &p, sizeof p);
+  return 0;
 }
 
 typedef struct {
@@ -392,7 +407,7 @@ static void linear_64x128_nobias(const float *a, const float *x, int T, const fl
 }
 
 
-#line 396 "tiny.c"
+#line 411 "tiny.c"
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
@@ -457,7 +472,7 @@ static void head(const float *restrict w, float *restrict a, int T, float *out) 
 
 /* 0, or the status of the first bad argument: nothing is computed on error. */
 static int check_batch(const tiny_weights *w, const void *state, int batch, int T, const int32_t *lengths) {
-  if (!w || !w->data || !state || ((size_t)state & 15) != 0) return TINY_EINVAL;
+  if (!w || !w->data || !state || ((size_t)state & 15) != 0 || !state_ready(state)) return TINY_EINVAL;
   if (batch < 1 || T < 1 || T > TINY_MAX_SEQ) return TINY_ELENGTH;
   for (int b = 0; lengths && b < batch; b++)
     if (lengths[b] < 1 || lengths[b] > T) return TINY_ELENGTH;

@@ -8,7 +8,8 @@
  * Usage: bind a weight blob written by `fixformer emit --weights` (or link
  * tiny_weights.c from `--embed` and call tiny_bind_embedded), give each
  * call its own state of TINY_STATE_BYTES bytes (16-byte aligned; it
- * holds every activation and the key/value caches), then run a forward pass.
+ * holds every activation and the key/value caches) prepared once with
+ * tiny_init_state, then run a forward pass.
  * Nothing here allocates, writes a global or keeps state between calls
  * outside that state buffer: calls on different states may run in parallel.
  * Weights are float32 in the target's byte order (little-endian blobs).
@@ -45,7 +46,7 @@ typedef int int32_t;
 #define TINY_MAX_THREADS 8 /* threads a state can split work over */
 
 /* ---- status: 0 or one of these ---- */
-#define TINY_EINVAL (-1)  /* NULL weights or state, or a misaligned state */
+#define TINY_EINVAL (-1)  /* NULL weights or state, a misaligned or unprepared state */
 #define TINY_EBLOB (-3)   /* a weight blob of the wrong size, magic, version or layout */
 #define TINY_ETOKEN (-5)  /* a token id outside [0, VOCAB) */
 #define TINY_ELENGTH (-6) /* batch < 1, T outside 1..MAX_SEQ, or a length outside 1..T */
@@ -61,13 +62,18 @@ int tiny_bind(tiny_weights *w, const void *blob, size_t bytes);
 /* Points w at the weights compiled in from tiny_weights.c (--embed). */
 int tiny_bind_embedded(tiny_weights *w);
 
+/* Prepares a state (TINY_STATE_BYTES bytes, 16-byte aligned) before its
+ * first use: one thread, nothing encoded.  Calls on a state not prepared
+ * return TINY_EINVAL. */
+int tiny_init_state(void *state);
+
 /* Runs task(arg, i) for i = 0 .. n-1, on up to n threads at once, and returns
  * when all are done: a pool of the caller's (pthreads, a task system, ...). */
 typedef void (*tiny_parallel_fn)(void *pool, int n, void (*task)(void *arg, int i), void *arg);
-/* Lets calls on this state split their matrix products (by column panels)
- * and attention (by heads) over `threads` threads (1..TINY_MAX_THREADS)
- * that fn runs on pool; the results do not depend on it.  A state starts
- * with one thread: no threads are needed to run the model. */
+/* Lets calls on this (prepared) state split their matrix products (by column
+ * panels) and attention (by heads) over `threads` threads
+ * (1..TINY_MAX_THREADS) that fn runs on pool; the results do not depend
+ * on it.  A state starts with one thread: no threads are needed. */
 int tiny_set_threads(void *state, tiny_parallel_fn fn, void *pool, int threads);
 
 /* Encodes a batch: token ids [batch, T], lengths [batch] (NULL: all T; the
