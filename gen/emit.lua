@@ -9,6 +9,13 @@ local M = {}
 
 M.VERSION = "0.1.0"
 
+-- Text from outside (paths, the command line) as it may stand in a C
+-- comment: printable, and no "*/" or "/*" to end or nest one.
+function M.comment_text(s)
+  s = s:gsub("[%c\127]", "?")
+  return (s:gsub("%*/", "*?"):gsub("/%*", "?*"))
+end
+
 -- a float constant that round-trips through float32
 local function float_lit(x)
   local f = string.unpack("<f", string.pack("<f", x))
@@ -192,8 +199,8 @@ function M.emit(P, opts)
   local c = P.config
   local uname = c.name:upper()
   local common = {
-    NAME = c.name, UNAME = uname, GUARD = uname .. "_H", VERSION = M.VERSION, SOURCE = opts.source,
-    SHA256 = opts.sha256, COMMAND = opts.command, SUMMARY = summary(c, P), MAX_SEQ = c.max_seq,
+    NAME = c.name, UNAME = uname, GUARD = uname .. "_H", VERSION = M.VERSION, SOURCE = M.comment_text(opts.source),
+    SHA256 = opts.sha256, COMMAND = M.comment_text(opts.command), SUMMARY = summary(c, P), MAX_SEQ = c.max_seq,
     FLOPS = grouped(P.flops), WEIGHT_FLOATS = P.weight_floats, WEIGHT_BYTES = 4 * P.weight_floats,
     STATE_BYTES = 4 * P.arena_floats, ARENA_BYTES = 4 * P.arena_floats, NAIVE_BYTES = 4 * P.arena_naive_floats,
     LAYOUT_HASH = opts.layout_hash, D_MODEL = c.d_model, HEADS = c.heads, D_K = P.dk, D_FF = c.d_ff,

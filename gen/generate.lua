@@ -26,11 +26,12 @@ return function(config, opts)
   function ff_render_extra(section, vars)
     local c = config
     local v = {
-      NAME = c.name, UNAME = c.name:upper(), VERSION = emit.VERSION, SOURCE = opts.source,
+      NAME = c.name, UNAME = c.name:upper(), VERSION = emit.VERSION, SOURCE = emit.comment_text(opts.source),
       LAYOUT_HASH = layout_hash, FLOATS = P.weight_floats, TOKENS = c.vocab ~= nil,
       ENCDEC = c.arch == "encoder-decoder",
     }
     for k, x in pairs(vars) do v[k] = x end
+    if v.WEIGHTS then v.WEIGHTS = emit.comment_text(v.WEIGHTS) end
     if section == "main" then
       local weights = v.EMBED and "" or string.format("--weights %s.weights ", c.name)
       v.USAGE = weights .. "--input IN.npy [--lengths LEN.npy] " ..

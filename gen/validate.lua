@@ -84,8 +84,8 @@ local function check_value(path, s, v)
       if not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 48 or C_KEYWORDS[v] then
         fail(path, k, "%s is not a C identifier of at most 48 characters", show(v))
       end
-    elseif #v > s.maxlen or v:find("[\0-\31\127\"\\]") then
-      fail(path, k, "%s: at most %d printable characters, no quotes or backslashes", show(v), s.maxlen)
+    elseif #v > s.maxlen or v:find("[\0-\31\127\"\\]") or v:find("/*", 1, true) or v:find("*/", 1, true) then
+      fail(path, k, "%s: at most %d printable characters, no quotes, backslashes, /* or */", show(v), s.maxlen)
     end
   elseif s.kind == "enum" then
     for _, allowed in ipairs(s.values) do

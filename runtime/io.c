@@ -164,6 +164,10 @@ static int by_begin(const void *a, const void *b) {
   return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
+static int by_string(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static int by_name(const void *a, const void *b) {
   return strcmp(((const ff_tensor *)a)->name, ((const ff_tensor *)b)->name);
 }
@@ -269,6 +273,19 @@ int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff
     t->name = (char *)name; /* replaced by the copy below */
     i++;
   }
+  /* a name twice: JSON allows it, safetensors does not (sorted names are neighbours) */
+  const char **sorted = malloc(sizeof *sorted * (size_t)(count ? count : 1));
+  if (!sorted) {
+    rc = ff_fail(err, FF_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (int j = 0; j < count; j++) sorted[j] = ts[j].name;
+  qsort(sorted, (size_t)count, sizeof *sorted, by_string);
+  for (int j = 1; j < count && !rc; j++)
+    if (!strcmp(sorted[j], sorted[j - 1]))
+      rc = ff_fail(err, FF_EFORMAT, "tensor '%s' appears twice in the header", sorted[j]);
+  free(sorted);
+  if (rc) goto done;
   /* tensors must not overlap */
   qsort(spans, (size_t)count, sizeof *spans, by_begin);
   for (int j = 1; j < count; j++)
@@ -309,14 +326,7 @@ int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff
     t->name = np;
     np += nl;
   }
-  /* sorted by name: lookups by bsearch, and duplicates are neighbours */
-  qsort(ts, (size_t)count, sizeof *ts, by_name);
-  for (int j = 1; j < count; j++)
-    if (!strcmp(ts[j].name, ts[j - 1].name)) {
-      rc = ff_fail(err, FF_EFORMAT, "tensor '%s' appears twice in the header", ts[j].name);
-      free(block);
-      goto done;
-    }
+  qsort(ts, (size_t)count, sizeof *ts, by_name); /* lookups by bsearch */
   out->tensors = ts;
   out->count = count;
   out->storage = block;

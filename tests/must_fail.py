@@ -71,12 +71,28 @@ def main():
             del j[name]
             return json.dumps(j)
 
+        def header_overlap():  # the second tensor's data starts inside the first's
+            j = json.loads(header)
+            names = sorted(k for k in j if k != "__metadata__")
+            a, b = j[names[0]]["data_offsets"], j[names[1]]["data_offsets"]
+            j[names[1]]["data_offsets"] = [a[0], a[0] + (b[1] - b[0])]
+            return json.dumps(j)
+
+        def header_duplicate():  # the same name twice (JSON allows it; safetensors does not)
+            j = json.loads(header)
+            name = sorted(k for k in j if k != "__metadata__")[0]
+            text = json.dumps(j)
+            return text[:-1] + ', "%s": %s}' % (name, json.dumps(j[name]))
+
         def npy(name, arr):
             path = os.path.join(tmp, name + ".npy")
             np.save(path, arr)
             return path
 
         tokens = npy("tokens", np.array([[1, 2, 3, 4], [5, 6, 7, 8]], dtype=np.int32))
+        floats = desc(tmp, "floats", GOOD.replace("vocab = 10,", ""))  # a model without embeddings
+        float_weights = os.path.join(tmp, "wf.safetensors")
+        subprocess.run([ff, "init", floats, "-o", float_weights], check=True)
         out = os.path.join(tmp, "out.npy")
 
         def run_cmd(model, *extra, inp=tokens, w=weights):
@@ -111,6 +127,8 @@ def main():
              ["k13.lua", "memory"]),
             ("bad identifier", run_cmd(good_with(tmp, "k14", ('name = "m"', 'name = "m; system(1)"'))),
              ["name", "C identifier"]),
+            ("comment injection", run_cmd(good_with(tmp, "k15", extra=' prefix = "*/ int evil; /*",')),
+             ["prefix", "no quotes, backslashes, /* or */"]),
             ("missing tensor", run_cmd(good, w=weights_variant("w1", header_without("layers.0.linear1.weight"))),
              ["missing tensor 'layers.0.linear1.weight'"]),
             ("wrong shape", run_cmd(good, w=wrong_shape),
@@ -126,6 +144,10 @@ def main():
             ("float input for tokens", run_cmd(good, inp=npy("t4", np.zeros((1, 3), dtype=np.float32))), ["input"]),
             ("wrong rank", run_cmd(good, inp=npy("t5", np.zeros((3,), dtype=np.int32))), ["input", "rank 1"]),
             ("float dtype npy", run_cmd(good, inp=npy("t6", np.zeros((1, 3), dtype=np.float64))), ["dtype"]),
+            ("float input, wrong width", run_cmd(floats, inp=npy("t8", np.zeros((1, 3, 15), dtype=np.float32)),
+                                                 w=float_weights), ["[B,T,16]"]),
+            ("overlapping tensors", run_cmd(good, w=weights_variant("w4", header_overlap())), ["overlap"]),
+            ("duplicate tensor", run_cmd(good, w=weights_variant("w5", header_duplicate())), ["twice"]),
             ("missing --weights", ["run", good, "--input", tokens, "--output", out], ["--weights"]),
             ("unknown flag", run_cmd(good, "--frobnicate"), ["--frobnicate"]),
             ("bad engine", run_cmd(good, "--engine", "gpu"), ["--engine", "gpu"]),
@@ -153,7 +175,22 @@ def main():
                 problems.append("left %s behind" % out)
             failures += bool(problems)
             print("%-26s %s  [%s]" % (name, "ok" if not problems else "FAIL: " + "; ".join(problems), err[:150]))
-        for cmd in (["--help"], ["info", "--help"], ["init", "--help"], ["run", "--help"], ["emit", "--help"]):
+        # a path that would close the header comment and inject code reaches the C text defused
+        odd = os.path.join(tmp, "x*/ int evil = 1; /*")
+        os.makedirs(odd)
+        with open(os.path.join(odd, "m.lua"), "w") as f:
+            f.write(GOOD)
+        emitted = os.path.join(tmp, "emitted")
+        p = subprocess.run([ff, "emit", os.path.join(odd, "m.lua"), "-o", emitted], capture_output=True, text=True)
+        c = subprocess.run(["cc", "-std=c99", "-Wall", "-Werror", "-c", os.path.join(emitted, "m.c"), "-o",
+                            os.path.join(emitted, "m.o")], capture_output=True, text=True) if p.returncode == 0 else p
+        nm = subprocess.run(["nm", os.path.join(emitted, "m.o")], capture_output=True, text=True).stdout \
+            if c.returncode == 0 else "evil"
+        ok = p.returncode == 0 and c.returncode == 0 and "evil" not in nm
+        failures += not ok
+        print("%-26s %s" % ("path injection", "ok" if ok else "FAIL: %s%s" % (p.stderr, c.stderr)))
+        for cmd in (["--help"], ["info", "--help"], ["init", "--help"], ["run", "--help"], ["emit", "--help"],
+                    ["generate", "--help"], ["bench", "--help"]):
             p = subprocess.run([ff] + cmd, capture_output=True, text=True)
             ok = p.returncode == 0 and "usage" in p.stdout
             failures += not ok
