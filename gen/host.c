@@ -347,8 +347,12 @@ int ff_lua_load_config(ff_lua *h, const char *path, ff_config *out, ff_error *er
   ff_sha256_hex(text, len, hex);
   free(text);
   lua_remove(L, -2);
-  if (status != LUA_OK) {
-    rc = ff_fail(err, FF_EINVAL, "%s", status == LUA_ERRMEM ? "out of memory" : lua_tostring(L, -1));
+  if (status != LUA_OK) { /* syntax errors name the file already; "binary chunk" does not */
+    const char *msg = status == LUA_ERRMEM ? "out of memory" : lua_tostring(L, -1);
+    if (msg && !strncmp(msg, path, strlen(path)))
+      rc = ff_fail(err, FF_EINVAL, "%s", msg);
+    else
+      rc = ff_fail(err, FF_EINVAL, "%s: %s", path, msg ? msg : "cannot load");
     goto done;
   }
   push_sandbox_env(L);
