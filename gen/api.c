@@ -74,7 +74,7 @@ ff_model *ff_model_open(const char *path, ff_error *err) {
 const ff_config *ff_model_config(const ff_model *m) { return &m->cfg; }
 
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
-  static const char *const known[] = {"generic", "avx512", NULL};
+  static const char *const known[] = {"generic", "avx2", "avx512", NULL};
   if (!strcmp(isa, "native")) isa = ff_host_isa();
   for (int i = 0; known[i]; i++)
     if (!strcmp(known[i], isa)) {
@@ -82,7 +82,7 @@ int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
       m->isa = known[i];
       return 0;
     }
-  return ff_fail(err, FF_EINVAL, "isa: '%s' is not one of generic, avx512, native", isa);
+  return ff_fail(err, FF_EINVAL, "isa: '%s' is not one of generic, avx2, avx512, native", isa);
 }
 
 int ff_model_load_weights(ff_model *m, const char *path, ff_error *err) {
@@ -237,16 +237,7 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
   if (engine == FF_ENGINE_TCC) {
     rc = ff_jit_tcc(text, &m->jit, err);
   } else { /* the kernels as a library of their own, built once */
-    char name[64];
-    snprintf(name, sizeof name, "templates/kernels/gemm_%s.c", isa);
-    const ff_embedded_file *k = ff_embedded_find(name);
-    char *kernels = k ? malloc(k->size + 1) : NULL;
-    if (kernels) {
-      memcpy(kernels, k->data, k->size);
-      kernels[k->size] = 0;
-    }
-    rc = kernels ? ff_jit_cc(text, kernels, &m->jit, err) : ff_fail(err, FF_ENOMEM, "out of memory");
-    free(kernels);
+    rc = ff_jit_cc(text, m->program.kernels, &m->jit, err);
   }
   free(text);
   if (rc) return rc;

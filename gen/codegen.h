@@ -22,6 +22,7 @@ typedef struct {
 /* A generated program: the C text and the weight layout it expects. */
 typedef struct {
   char *header, *source;     /* NAME.h, NAME.c */
+  char *kernels;             /* the ISA's matrix kernel library on its own (the cc engine's) */
   ff_layout_entry *layout;
   int n_layout;
   size_t weight_floats;

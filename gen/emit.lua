@@ -125,9 +125,24 @@ end
 
 -- The ISA's matrix kernels (templates/kernels/gemm_ISA.c): their text, or
 -- under FIXFORMER_JIT the declarations of the host's SIMD builds of them.
+-- The library on its own: gemm_ISA.c with attention.c in place of its
+-- #include (what the host compiles from the two files, and the cc engine
+-- builds once as a shared library).
+function M.kernel_library(isa)
+  local path = "templates/kernels/gemm_" .. isa .. ".c"
+  local attention = ff_read_template("templates/kernels/attention.c"):gsub("\n+$", "")
+  local text = ff_read_template(path):gsub("\n+$", "")
+  local n
+  text, n = text:gsub('#include "attention.c"', function()
+    return '#line 1 "templates/kernels/attention.c"\n' .. attention
+  end)
+  assert(n == 1, path .. ": no #include \"attention.c\"")
+  return text
+end
+
 function M.matrix_kernels(isa)
   local path = "templates/kernels/gemm_" .. isa .. ".c"
-  local text = ff_read_template(path):gsub("\n+$", "")
+  local text = M.kernel_library(isa)
   local decl = string.format([[
 void ff_linear_%s(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
     int j0, int j1);

@@ -61,5 +61,6 @@ return function(config, opts)
   return {
     header = out.header, source = out.source, layout = layout, layout_hash = layout_hash,
     weight_floats = P.weight_floats, state_bytes = 4 * P.arena_floats, flops = P.flops,
+    kernels = emit.kernel_library(P.isa),
   }
 end

@@ -817,14 +817,15 @@ static const command commands[] = {
      cmd_init, init_flags},
     {"emit",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
-     "                      [--isa generic|avx512|native] [--with-main]\n"
+     "                      [--isa generic|avx2|avx512|native] [--with-main]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c and DIR/NAME.h.\n"
      "  --weights W      also write the weights packed in the code's layout: DIR/NAME.weights\n"
      "                   (default: the description's weights, if it names them)\n"
      "  --embed          ... as C arrays in DIR/NAME_weights.c instead (no file at run time)\n"
      "  --target TRIPLE  the target, e.g. aarch64-linux-gnu (recorded; the code is portable C99)\n"
-     "  --isa ISA        the matrix kernels: generic (portable C99, the default), avx512\n"
-     "                   (build with -mavx512f -mfma), native (the best this machine runs)\n"
+     "  --isa ISA        the matrix kernels: generic (portable C99, the default), avx2\n"
+     "                   (build with -mavx2 -mfma), avx512 (-mavx512f -mfma), native (the\n"
+     "                   best this machine runs)\n"
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
      "The same inputs give byte-identical files.  Build, e.g.:\n"
      "  cc -O2 -o NAME DIR/NAME.c DIR/NAME_main.c [DIR/NAME_weights.c] -lm\n",

@@ -15,6 +15,9 @@
   void ff_attention_##isa(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,  \
                           int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
 KERNEL_DECLS(generic)
+#ifdef FF_HAVE_AVX2
+KERNEL_DECLS(avx2)
+#endif
 #ifdef FF_HAVE_AVX512
 KERNEL_DECLS(avx512)
 #endif
@@ -26,6 +29,11 @@ static const struct {
     {"ff_linear_generic", (void (*)(void))ff_linear_generic},
     {"ff_matmul_generic", (void (*)(void))ff_matmul_generic},
     {"ff_attention_generic", (void (*)(void))ff_attention_generic},
+#ifdef FF_HAVE_AVX2
+    {"ff_linear_avx2", (void (*)(void))ff_linear_avx2},
+    {"ff_matmul_avx2", (void (*)(void))ff_matmul_avx2},
+    {"ff_attention_avx2", (void (*)(void))ff_attention_avx2},
+#endif
 #ifdef FF_HAVE_AVX512
     {"ff_linear_avx512", (void (*)(void))ff_linear_avx512},
     {"ff_matmul_avx512", (void (*)(void))ff_matmul_avx512},
@@ -43,9 +51,14 @@ const char *const *ff_host_isas(void) {
   static const char *list[4];
   if (!list[0]) {
     int n = 0;
-#ifdef FF_HAVE_AVX512
+#if defined(FF_HAVE_AVX512) || defined(FF_HAVE_AVX2)
     __builtin_cpu_init();
+#endif
+#ifdef FF_HAVE_AVX512
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) list[n++] = "avx512";
+#endif
+#ifdef FF_HAVE_AVX2
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) list[n++] = "avx2";
 #endif
     list[n] = "generic";
   }

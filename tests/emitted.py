@@ -68,17 +68,15 @@ def check_warnings(ff, tmp, n):
                 run(cc + STRICT + ["-O1", "-c", f, "-o", f + ".o"])
         for f in files:
             run(["tcc", "-c", f, "-o", f + ".tcc.o"])
-        # the AVX-512 kernels (x86-64 compilers, whatever this CPU runs)
-        d512 = os.path.join(d, "avx512")
-        if "model" in cfg:
-            emit(ff, cfg["model"], d512, "--isa", "avx512")
-        else:
-            emit(ff, model, d512, "--isa", "avx512")
-        f = os.path.join(d512, cfg["name"] + ".c")
-        for cc in (["gcc"], ["clang"]):
-            run(cc + STRICT + ["-O1", "-mavx512f", "-mfma", "-c", f, "-o", f + ".o"])
-        print("%s (%s): gcc, clang -Werror -pedantic and tcc compile cleanly (generic; avx512 with gcc, clang)" % (
-            cfg["name"], cfg["arch"]), flush=True)
+        # the SIMD kernels (x86-64 compilers, whatever this CPU runs)
+        for isa, flags in (("avx2", ["-mavx2", "-mfma"]), ("avx512", ["-mavx512f", "-mfma"])):
+            dsimd = os.path.join(d, isa)
+            emit(ff, cfg["model"] if "model" in cfg else model, dsimd, "--isa", isa)
+            f = os.path.join(dsimd, cfg["name"] + ".c")
+            for cc in (["gcc"], ["clang"]):
+                run(cc + STRICT + ["-O1"] + flags + ["-c", f, "-o", f + ".o"])
+        print("%s (%s): gcc, clang -Werror -pedantic and tcc compile cleanly (generic; avx2, avx512 with gcc, clang)"
+              % (cfg["name"], cfg["arch"]), flush=True)
 
 
 def compare(name, out_path, ref_path, tol=1e-5):
@@ -106,7 +104,7 @@ def build_and_compare(ff, tmp, n, targets, seed):
         run([ff, "run", model, "--weights", weights, "--output", ref] + args)
         for target, cc, runner, embed in targets:
             out_dir = os.path.join(d, target + ("_embed" if embed else ""))
-            isa = ["--isa", "avx512"] if target == "host-avx512" else []
+            isa = ["--isa", target[5:]] if target.startswith("host-") else []
             emit(ff, model, out_dir, "--weights", weights, "--with-main", *(["--embed"] if embed else []),
                  *(["--target", target] if not target.startswith("host") else []), *isa)
             srcs = [os.path.join(out_dir, cfg["name"] + s) for s in (".c", "_main.c")]
@@ -159,7 +157,10 @@ def main():
             elif args.check == "aot":
                 cc = os.environ.get("CC", "cc").split()
                 targets = [("host", cc, [], False), ("host", cc, [], True)]
-                if " avx512f" in open("/proc/cpuinfo").read():  # the AVX-512 kernels, where this CPU runs them
+                cpu = open("/proc/cpuinfo").read()  # the SIMD kernels, where this CPU runs them
+                if " avx2" in cpu and " fma" in cpu:
+                    targets.append(("host-avx2", cc + ["-mavx2", "-mfma"], [], False))
+                if " avx512f" in cpu:
                     targets.append(("host-avx512", cc + ["-mavx512f", "-mfma"], [], False))
                 build_and_compare(ff, tmp, args.configs, targets, 11)
             elif args.check == "cross":

@@ -164,38 +164,9 @@ static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
   for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 
-/* Scaled dot-product attention, every head: out [Tq, heads*dk] =
- * softmax(scale Q K^T + mask) V.  q rows every ldq floats, k rows every ldk
- * (head h at columns h*dk), v = k + heads*dk with the same stride.  Key j is
- * masked when j >= key_len, or (causal) j > q_pos0 + t for query row t.
- * Only heads h0 .. h1-1 (threads take a range each, with their own scratch).
- * Per head, K^T is gathered once, then for each block of 8 query rows the
- * scores S = scale Q K^T (8 rows x the visible keys), softmax row by row and
- * O = P V are tile products.  scratch: (dk + 8) * pad16(key_len) floats. */
-FF_KERNEL void ff_attention_avx512(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
-                                   int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch,
-                                   float *out) {
-  const int d = heads * dk, ld = (key_len + 15) & ~15;
-  float *kt = scratch, *s = scratch + (size_t)dk * ld;
-  for (int h = h0; h < h1; h++) {
-    for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
-      for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
-    for (int t0 = 0; t0 < Tq; t0 += FF_AVX512_MR) {
-      const int mb = Tq - t0 < FF_AVX512_MR ? Tq - t0 : FF_AVX512_MR;
-      int nv = key_len; /* keys any row of the block sees */
-      if (causal && q_pos0 + t0 + mb < nv) nv = q_pos0 + t0 + mb;
-      if (nv <= 0) { /* every key masked: 0, as the reference */
-        for (int t = t0; t < t0 + mb; t++)
-          for (int i = 0; i < dk; i++) out[(size_t)t * d + h * dk + i] = 0.0f;
-        continue;
-      }
-      ff_matmul_avx512(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
-      for (int r = 0; r < mb; r++) {
-        int visible = causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv;
-        if (visible > 0) ff_softmax_row_avx512(s + (size_t)r * ld, visible, nv);
-        else for (int j = 0; j < nv; j++) s[(size_t)r * ld + j] = 0.0f;
-      }
-      ff_matmul_avx512(mb, dk, nv, s, ld, k + d + h * dk, ldk, out + (size_t)t0 * d + h * dk, d, NULL, 1.0f, 0);
-    }
-  }
-}
+/* attention on these kernels (attention.c) */
+#define FF_ATTENTION ff_attention_avx512
+#define FF_ATT_MR FF_AVX512_MR
+#define FF_ATT_MATMUL ff_matmul_avx512
+#define FF_ATT_SOFTMAX_ROW ff_softmax_row_avx512
+#include "attention.c"

@@ -155,23 +155,49 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
                       b ? b + j : 0, 1.0f, flags);
 }
 
-/* Scaled dot-product attention, every head: out [Tq, heads*dk] =
- * softmax(scale Q K^T + mask) V, with the contract of ff_attention_avx512:
- * q rows every ldq floats, k and v = k + heads*dk rows every ldk; key j
- * masked when j >= key_len or (causal) j > q_pos0 + t; heads h0 .. h1-1.  Per head, K^T is
- * gathered once, then per block of 4 query rows S = scale Q K^T, a softmax
- * per row (the row max subtracted) and O = P V.
- * scratch: (dk + 8) * pad16(key_len) floats. */
-FF_KERNEL void ff_attention_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
-                                    int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch,
-                                    float *out) {
+/* softmax over row[0 .. visible), in place, the row max subtracted;
+ * row[visible .. n) = 0 (masked keys) */
+static void ff_softmax_row_generic(float *row, int visible, int n) {
+  float max = -3.402823466e+38f, sum = 0.0f;
+  for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
+  for (int j = 0; j < visible; j++) sum += row[j] = expf(row[j] - max);
+  for (int j = 0; j < visible; j++) row[j] *= 1.0f / sum;
+  for (int j = visible; j < n; j++) row[j] = 0.0f;
+}
+
+/* attention on these kernels (attention.c) */
+#define FF_ATTENTION ff_attention_generic
+#define FF_ATT_MR FF_GENERIC_MR
+#define FF_ATT_MATMUL ff_matmul_generic
+#define FF_ATT_SOFTMAX_ROW ff_softmax_row_generic
+#line 1 "templates/kernels/attention.c"
+/* attention.c - scaled dot-product attention on top of one ISA's matrix
+ * kernels; the ISA's file defines, then includes this (emitted code gets the
+ * text in place of the #include):
+ *   FF_ATTENTION        the function's name, ff_attention_ISA
+ *   FF_ATT_MR           query rows per block (the tile's rows)
+ *   FF_ATT_MATMUL       the ISA's ff_matmul_ISA
+ *   FF_ATT_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
+ *                       place, the row max subtracted; row[visible .. n) = 0
+ *
+ * Every head h0 .. h1-1: out [Tq, heads*dk] = softmax(scale Q K^T + mask) V.
+ * q rows every ldq floats, k rows every ldk (head h at columns h*dk), v =
+ * k + heads*dk with the same stride.  Key j is masked when j >= key_len, or
+ * (causal) j > q_pos0 + t for query row t.  Per head, K^T is gathered once,
+ * then for each block of FF_ATT_MR query rows the scores S = scale Q K^T over
+ * the keys the block sees, a softmax row by row and O = P V are tile
+ * products: at most FF_ATT_MR rows of the T x T scores exist at a time.
+ * scratch: (dk + 8) * pad16(key_len) floats (threads take a head range and
+ * scratch each). */
+FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
+                            int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out) {
   const int d = heads * dk, ld = (key_len + 15) & ~15;
   float *kt = scratch, *s = scratch + (size_t)dk * ld;
   for (int h = h0; h < h1; h++) {
     for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
       for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
-    for (int t0 = 0; t0 < Tq; t0 += FF_GENERIC_MR) {
-      const int mb = Tq - t0 < FF_GENERIC_MR ? Tq - t0 : FF_GENERIC_MR;
+    for (int t0 = 0; t0 < Tq; t0 += FF_ATT_MR) {
+      const int mb = Tq - t0 < FF_ATT_MR ? Tq - t0 : FF_ATT_MR;
       int nv = key_len; /* keys any row of the block sees */
       if (causal && q_pos0 + t0 + mb < nv) nv = q_pos0 + t0 + mb;
       if (nv <= 0) { /* every key masked: 0, as the reference */
@@ -179,16 +205,10 @@ FF_KERNEL void ff_attention_generic(const float *q, int ldq, const float *k, int
           for (int i = 0; i < dk; i++) out[(size_t)t * d + h * dk + i] = 0.0f;
         continue;
       }
-      ff_matmul_generic(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, 0, scale, 0);
-      for (int r = 0; r < mb; r++) { /* softmax over the keys row r sees; the rest 0 */
-        float *row = s + (size_t)r * ld, max = -3.402823466e+38f, sum = 0.0f;
-        const int visible = causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv;
-        for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
-        for (int j = 0; j < visible; j++) sum += row[j] = expf(row[j] - max);
-        for (int j = 0; j < visible; j++) row[j] *= 1.0f / sum;
-        for (int j = visible; j < nv; j++) row[j] = 0.0f;
-      }
-      ff_matmul_generic(mb, dk, nv, s, ld, k + d + h * dk, ldk, out + (size_t)t0 * d + h * dk, d, 0, 1.0f, 0);
+      FF_ATT_MATMUL(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
+      for (int r = 0; r < mb; r++) /* each row sees keys up to its own position */
+        FF_ATT_SOFTMAX_ROW(s + (size_t)r * ld, causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv, nv);
+      FF_ATT_MATMUL(mb, dk, nv, s, ld, k + d + h * dk, ldk, out + (size_t)t0 * d + h * dk, d, NULL, 1.0f, 0);
     }
   }
 }
@@ -407,7 +427,7 @@ static void linear_64x128_nobias(const float *a, const float *x, int T, const fl
 }
 
 
-#line 411 "tiny.c"
+#line 431 "tiny.c"
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {

@@ -1,0 +1,41 @@
+/* attention.c - scaled dot-product attention on top of one ISA's matrix
+ * kernels; the ISA's file defines, then includes this (emitted code gets the
+ * text in place of the #include):
+ *   FF_ATTENTION        the function's name, ff_attention_ISA
+ *   FF_ATT_MR           query rows per block (the tile's rows)
+ *   FF_ATT_MATMUL       the ISA's ff_matmul_ISA
+ *   FF_ATT_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
+ *                       place, the row max subtracted; row[visible .. n) = 0
+ *
+ * Every head h0 .. h1-1: out [Tq, heads*dk] = softmax(scale Q K^T + mask) V.
+ * q rows every ldq floats, k rows every ldk (head h at columns h*dk), v =
+ * k + heads*dk with the same stride.  Key j is masked when j >= key_len, or
+ * (causal) j > q_pos0 + t for query row t.  Per head, K^T is gathered once,
+ * then for each block of FF_ATT_MR query rows the scores S = scale Q K^T over
+ * the keys the block sees, a softmax row by row and O = P V are tile
+ * products: at most FF_ATT_MR rows of the T x T scores exist at a time.
+ * scratch: (dk + 8) * pad16(key_len) floats (threads take a head range and
+ * scratch each). */
+FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
+                            int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out) {
+  const int d = heads * dk, ld = (key_len + 15) & ~15;
+  float *kt = scratch, *s = scratch + (size_t)dk * ld;
+  for (int h = h0; h < h1; h++) {
+    for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
+      for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
+    for (int t0 = 0; t0 < Tq; t0 += FF_ATT_MR) {
+      const int mb = Tq - t0 < FF_ATT_MR ? Tq - t0 : FF_ATT_MR;
+      int nv = key_len; /* keys any row of the block sees */
+      if (causal && q_pos0 + t0 + mb < nv) nv = q_pos0 + t0 + mb;
+      if (nv <= 0) { /* every key masked: 0, as the reference */
+        for (int t = t0; t < t0 + mb; t++)
+          for (int i = 0; i < dk; i++) out[(size_t)t * d + h * dk + i] = 0.0f;
+        continue;
+      }
+      FF_ATT_MATMUL(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
+      for (int r = 0; r < mb; r++) /* each row sees keys up to its own position */
+        FF_ATT_SOFTMAX_ROW(s + (size_t)r * ld, causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv, nv);
+      FF_ATT_MATMUL(mb, dk, nv, s, ld, k + d + h * dk, ldk, out + (size_t)t0 * d + h * dk, d, NULL, 1.0f, 0);
+    }
+  }
+}

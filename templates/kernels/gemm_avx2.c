@@ -1,0 +1,194 @@
+/* gemm_avx2.c - the AVX2 + FMA matrix kernels: a 6 x 16 register tile (12 ymm
+ * accumulators, two 8-float loads of B and six broadcasts of A per step of
+ * k, 12 FMAs), and the drivers built on it.  Weights are packed in panels of
+ * 16 columns: panel p holds W^T[:, 16p .. 16p+15] as IN rows of 16 floats,
+ * zero-padded past OUT.  The contract is that of every ISA (gemm_avx512.c):
+ *   ff_matmul_*  C [m, n] = alpha A [m, k] B [k, n] + bias [n] (+ C when flags
+ *                has FF_ACC), then max(0, .) with FF_RELU;
+ *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels; only
+ *                columns j0 .. j1-1 (j0 a multiple of 16);
+ *   ff_attention_*  heads h0 .. h1-1 of multi-head attention (below).
+ * Sums over k run in k order per output, like the reference. */
+#if !defined(__AVX2__) || !defined(__FMA__)
+#error "these kernels need AVX2 and FMA: build with -mavx2 -mfma (or -march=native), or emit with --isa generic"
+#endif
+#include <immintrin.h>
+#include <stddef.h>
+
+#ifndef FF_KERNEL
+#define FF_KERNEL
+#endif
+#ifndef FF_ACC
+#define FF_ACC 1  /* C += the product instead of C = */
+#define FF_RELU 2 /* then C = max(0, C) */
+#endif
+#define FF_AVX2_MR 6
+#define FF_AVX2_NR 16
+#define FF_AVX2_KC 256 /* k per pass over a panel: 16 KB of B stays in L1 */
+
+/* lanes 0 .. n-1 of 8 on (maskload / maskstore) */
+static inline __m256i ff_mask_avx2(int n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 0 ? 0 : n), lane);
+}
+
+/* One row of a tile's epilogue: c = alpha acc + bias (+ c), max(0, .), masked to n. */
+static inline __attribute__((always_inline)) void ff_store_row_avx2(float *c, __m256 acc0, __m256 acc1, int n,
+                                                                   __m256 bias0, __m256 bias1, float alpha,
+                                                                   int flags) {
+  const __m256i m0 = ff_mask_avx2(n), m1 = ff_mask_avx2(n - 8);
+  const __m256 va = _mm256_set1_ps(alpha), zero = _mm256_setzero_ps();
+  __m256 r0 = _mm256_fmadd_ps(va, acc0, bias0), r1 = _mm256_fmadd_ps(va, acc1, bias1);
+  if (flags & FF_ACC) {
+    r0 = _mm256_add_ps(r0, _mm256_maskload_ps(c, m0));
+    if (n > 8) r1 = _mm256_add_ps(r1, _mm256_maskload_ps(c + 8, m1));
+  }
+  if (flags & FF_RELU) {
+    r0 = _mm256_max_ps(r0, zero);
+    r1 = _mm256_max_ps(r1, zero);
+  }
+  _mm256_maskstore_ps(c, m0, r0);
+  if (n > 8) _mm256_maskstore_ps(c + 8, m1, r1);
+}
+
+/* The tile: M (a constant after inlining) <= 6 rows, n <= 16 columns.  The
+ * twelve accumulators are named variables, not an array: GCC keeps an array
+ * of them in registers but also stores it on every step. */
+#define FF_AVX2_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define FF_AVX2_ZERO(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = c##i##0;
+#define FF_AVX2_STEP(i)                                                                                               \
+  if (M > i) {                                                                                                        \
+    const __m256 a = _mm256_broadcast_ss(A + (size_t)(i)*lda + p);                                                    \
+    c##i##0 = _mm256_fmadd_ps(a, b0, c##i##0);                                                                        \
+    c##i##1 = _mm256_fmadd_ps(a, b1, c##i##1);                                                                        \
+  }
+#define FF_AVX2_STORE(i)                                                                                              \
+  if (M > i) ff_store_row_avx2(C + (size_t)(i)*ldc, c##i##0, c##i##1, n, bias0, bias1, alpha, flags);
+static inline __attribute__((always_inline)) void ff_tile_avx2(const int M, int n, int k, const float *A, int lda,
+                                                              const float *B, int ldb, float *C, int ldc,
+                                                              const float *bias, float alpha, int flags) {
+  FF_AVX2_ROWS(FF_AVX2_ZERO)
+  if (n == 16) {
+    for (int p = 0; p < k; p++) {
+      const __m256 b0 = _mm256_loadu_ps(B + (size_t)p * ldb), b1 = _mm256_loadu_ps(B + (size_t)p * ldb + 8);
+      FF_AVX2_ROWS(FF_AVX2_STEP)
+    }
+  } else {
+    const __m256i m0 = ff_mask_avx2(n), m1 = ff_mask_avx2(n - 8);
+    for (int p = 0; p < k; p++) {
+      const __m256 b0 = _mm256_maskload_ps(B + (size_t)p * ldb, m0);
+      const __m256 b1 = _mm256_maskload_ps(B + (size_t)p * ldb + 8, m1);
+      FF_AVX2_ROWS(FF_AVX2_STEP)
+    }
+  }
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 bias0 = bias ? _mm256_maskload_ps(bias, ff_mask_avx2(n)) : zero;
+  const __m256 bias1 = bias && n > 8 ? _mm256_maskload_ps(bias + 8, ff_mask_avx2(n - 8)) : zero;
+  FF_AVX2_ROWS(FF_AVX2_STORE)
+}
+
+/* one tile of m <= 6 rows: the row count becomes a constant */
+static inline void ff_tile_rows_avx2(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
+                                     int ldc, const float *bias, float alpha, int flags) {
+  switch (m) {
+  case 6: ff_tile_avx2(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 5: ff_tile_avx2(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 4: ff_tile_avx2(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 3: ff_tile_avx2(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 2: ff_tile_avx2(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  default: ff_tile_avx2(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  }
+}
+
+FF_KERNEL void ff_matmul_avx2(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
+                              int ldc, const float *bias, float alpha, int flags) {
+  for (int j = 0; j < n; j += FF_AVX2_NR)
+    for (int i = 0; i < m; i += FF_AVX2_MR)
+      ff_tile_rows_avx2(m - i < FF_AVX2_MR ? m - i : FF_AVX2_MR, n - j < FF_AVX2_NR ? n - j : FF_AVX2_NR, k,
+                        A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : NULL,
+                        alpha, flags);
+}
+
+FF_KERNEL void ff_linear_avx2(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
+                              int flags, int j0, int j1) {
+  for (int k0 = 0; k0 < IN; k0 += FF_AVX2_KC) { /* the first pass stores (+ b), later ones add */
+    const int kc = IN - k0 < FF_AVX2_KC ? IN - k0 : FF_AVX2_KC, last = k0 + kc == IN;
+    const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
+    for (int j = j0; j < j1; j += FF_AVX2_NR) {
+      const float *panel = W + (size_t)j * IN + (size_t)k0 * FF_AVX2_NR;
+      for (int i = 0; i < T; i += FF_AVX2_MR)
+        ff_tile_rows_avx2(T - i < FF_AVX2_MR ? T - i : FF_AVX2_MR, OUT - j < FF_AVX2_NR ? OUT - j : FF_AVX2_NR, kc,
+                          x + (size_t)i * IN + k0, IN, panel, FF_AVX2_NR, y + (size_t)i * OUT + j, OUT,
+                          b && !k0 ? b + j : NULL, 1.0f, f);
+    }
+  }
+}
+
+/* e^x for x <= 0 in 8 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
+ * polynomial (Cephes expf), times 2^n built in the exponent bits; about
+ * 1 ulp; below -87.3 (and -inf): 0. */
+static inline __m256 ff_exp_avx2(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.33654f);
+  const __m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_ps(x, lo);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256 two_n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                                                              _mm256_set1_epi32(127)), 23));
+  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, two_n));
+}
+
+static inline float ff_hmax_avx2(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+static inline float ff_hsum_avx2(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* softmax over row[0 .. visible), in place; row[visible .. n) = 0 (masked keys) */
+static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
+  __m256 vmax = _mm256_set1_ps(-3.402823466e+38f);
+  int j = 0;
+  for (; j + 8 <= visible; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
+  float max = ff_hmax_avx2(vmax);
+  for (int t = j; t < visible; t++) max = row[t] > max ? row[t] : max;
+  const __m256 vm = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  for (j = 0; j + 8 <= visible; j += 8) {
+    const __m256 e = ff_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+    _mm256_storeu_ps(row + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  const __m256i tail = ff_mask_avx2(visible - j);
+  const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(tail),
+                                 ff_exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(row + j, tail), vm)));
+  _mm256_maskstore_ps(row + j, tail, e);
+  vsum = _mm256_add_ps(vsum, e);
+  const __m256 inv = _mm256_set1_ps(1.0f / ff_hsum_avx2(vsum));
+  for (j = 0; j + 8 <= visible; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
+  _mm256_maskstore_ps(row + j, tail, _mm256_mul_ps(_mm256_maskload_ps(row + j, tail), inv));
+  for (j = visible; j < n; j++) row[j] = 0.0f;
+}
+
+/* attention on these kernels (attention.c) */
+#define FF_ATTENTION ff_attention_avx2
+#define FF_ATT_MR FF_AVX2_MR
+#define FF_ATT_MATMUL ff_matmul_avx2
+#define FF_ATT_SOFTMAX_ROW ff_softmax_row_avx2
+#include "attention.c"
