@@ -74,7 +74,7 @@ ff_model *ff_model_open(const char *path, ff_error *err) {
 const ff_config *ff_model_config(const ff_model *m) { return &m->cfg; }
 
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
-  static const char *const known[] = {"generic", "avx2", "avx512", NULL};
+  static const char *const known[] = {"generic", "avx2", "avx512", "neon", NULL};
   if (!strcmp(isa, "native")) isa = ff_host_isa();
   for (int i = 0; known[i]; i++)
     if (!strcmp(known[i], isa)) {
@@ -82,7 +82,7 @@ int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
       m->isa = known[i];
       return 0;
     }
-  return ff_fail(err, FF_EINVAL, "isa: '%s' is not one of generic, avx2, avx512, native", isa);
+  return ff_fail(err, FF_EINVAL, "isa: '%s' is not one of generic, avx2, avx512, neon, native", isa);
 }
 
 int ff_model_load_weights(ff_model *m, const char *path, ff_error *err) {

@@ -32,8 +32,8 @@ ff_model *ff_model_open(const char *description_path, ff_error *err);
 /* The resolved config of an open model. */
 const ff_config *ff_model_config(const ff_model *m);
 /* The matrix kernels generated code calls, which fix the packing of the
- * weights: "generic" (portable C, the default), "avx2", "avx512", or
- * "native" (the best this machine runs).  The JIT engines always use this machine's. */
+ * weights: "generic" (portable C, the default), "avx2", "avx512", "neon",
+ * or "native" (the best this machine runs).  The JIT engines always use this machine's. */
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err);
 /* Threads for the generated code (tcc, cc engines): its matrix products and
  * attention split over a pool of this many (1..FF_MAX_THREADS; default 1).

@@ -724,6 +724,7 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   const ff_config *c = ff_model_config(m);
   if (!weights && c->weights[0]) weights = c->weights; /* the description's, as for run */
   const char *isa = value_of(flags, "--isa");
+  if (!isa && target && !strncmp(target, "aarch64", 7)) isa = "neon"; /* every AArch64 CPU has it */
   if (isa && (rc = ff_model_set_isa(m, isa, err))) {
     ff_model_close(m);
     return rc;
@@ -817,15 +818,15 @@ static const command commands[] = {
      cmd_init, init_flags},
     {"emit",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
-     "                      [--isa generic|avx2|avx512|native] [--with-main]\n"
+     "                      [--isa generic|avx2|avx512|neon|native] [--with-main]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c and DIR/NAME.h.\n"
      "  --weights W      also write the weights packed in the code's layout: DIR/NAME.weights\n"
      "                   (default: the description's weights, if it names them)\n"
      "  --embed          ... as C arrays in DIR/NAME_weights.c instead (no file at run time)\n"
-     "  --target TRIPLE  the target, e.g. aarch64-linux-gnu (recorded; the code is portable C99)\n"
-     "  --isa ISA        the matrix kernels: generic (portable C99, the default), avx2\n"
-     "                   (build with -mavx2 -mfma), avx512 (-mavx512f -mfma), native (the\n"
-     "                   best this machine runs)\n"
+     "  --target TRIPLE  the target, e.g. aarch64-linux-gnu (recorded in the header; picks --isa)\n"
+     "  --isa ISA        the matrix kernels: generic (portable C99; the default, but neon\n"
+     "                   for an aarch64 --target), avx2 (build with -mavx2 -mfma), avx512\n"
+     "                   (-mavx512f -mfma), neon (AArch64), native (the best this machine runs)\n"
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
      "The same inputs give byte-identical files.  Build, e.g.:\n"
      "  cc -O2 -o NAME DIR/NAME.c DIR/NAME_main.c [DIR/NAME_weights.c] -lm\n",

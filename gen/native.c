@@ -21,6 +21,9 @@ KERNEL_DECLS(avx2)
 #ifdef FF_HAVE_AVX512
 KERNEL_DECLS(avx512)
 #endif
+#ifdef FF_HAVE_NEON
+KERNEL_DECLS(neon)
+#endif
 
 static const struct {
   const char *name;
@@ -38,6 +41,11 @@ static const struct {
     {"ff_linear_avx512", (void (*)(void))ff_linear_avx512},
     {"ff_matmul_avx512", (void (*)(void))ff_matmul_avx512},
     {"ff_attention_avx512", (void (*)(void))ff_attention_avx512},
+#endif
+#ifdef FF_HAVE_NEON
+    {"ff_linear_neon", (void (*)(void))ff_linear_neon},
+    {"ff_matmul_neon", (void (*)(void))ff_matmul_neon},
+    {"ff_attention_neon", (void (*)(void))ff_attention_neon},
 #endif
 };
 
@@ -59,6 +67,9 @@ const char *const *ff_host_isas(void) {
 #endif
 #ifdef FF_HAVE_AVX2
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) list[n++] = "avx2";
+#endif
+#ifdef FF_HAVE_NEON
+    list[n++] = "neon"; /* every AArch64 CPU has it */
 #endif
     list[n] = "generic";
   }

@@ -7,9 +7,9 @@
   emitted.py --fixformer BIN --check aot        the emitted driver built with cc -O2 prints
                                                 the runtime's numbers (blob and --embed; and
                                                 --isa avx512 where the CPU has it)
-  emitted.py --fixformer BIN --check cross      aarch64 and riscv64 builds (-static, --embed
-                                                --with-main) under qemu-user print the
-                                                host runtime's numbers
+  emitted.py --fixformer BIN --check cross      aarch64 (NEON kernels) and riscv64 (portable)
+                                                builds (-static, --embed --with-main) under
+                                                qemu-user print the host runtime's numbers
   emitted.py --fixformer BIN --check golden     models/tiny.lua emits byte for byte the
                                                 committed tests/golden/tiny.{c,h}, twice
                                                 (--update rewrites the golden files)
@@ -69,14 +69,16 @@ def check_warnings(ff, tmp, n):
         for f in files:
             run(["tcc", "-c", f, "-o", f + ".tcc.o"])
         # the SIMD kernels (x86-64 compilers, whatever this CPU runs)
-        for isa, flags in (("avx2", ["-mavx2", "-mfma"]), ("avx512", ["-mavx512f", "-mfma"])):
+        for isa, flags, ccs in (("avx2", ["-mavx2", "-mfma"], (["gcc"], ["clang"])),
+                                ("avx512", ["-mavx512f", "-mfma"], (["gcc"], ["clang"])),
+                                ("neon", [], (["aarch64-linux-gnu-gcc"],))):
             dsimd = os.path.join(d, isa)
             emit(ff, cfg["model"] if "model" in cfg else model, dsimd, "--isa", isa)
             f = os.path.join(dsimd, cfg["name"] + ".c")
-            for cc in (["gcc"], ["clang"]):
+            for cc in ccs:
                 run(cc + STRICT + ["-O1"] + flags + ["-c", f, "-o", f + ".o"])
-        print("%s (%s): gcc, clang -Werror -pedantic and tcc compile cleanly (generic; avx2, avx512 with gcc, clang)"
-              % (cfg["name"], cfg["arch"]), flush=True)
+        print("%s (%s): gcc, clang -Werror -pedantic and tcc compile cleanly (generic; avx2, avx512 with gcc, "
+              "clang; neon with aarch64-linux-gnu-gcc)" % (cfg["name"], cfg["arch"]), flush=True)
 
 
 def compare(name, out_path, ref_path, tol=1e-5):

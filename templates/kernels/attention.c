@@ -6,6 +6,7 @@
  *   FF_ATT_MATMUL       the ISA's ff_matmul_ISA
  *   FF_ATT_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
  *                       place, the row max subtracted; row[visible .. n) = 0
+ *                       (if not defined: the scalar one below, with expf)
  *
  * Every head h0 .. h1-1: out [Tq, heads*dk] = softmax(scale Q K^T + mask) V.
  * q rows every ldq floats, k rows every ldk (head h at columns h*dk), v =
@@ -16,6 +17,17 @@
  * products: at most FF_ATT_MR rows of the T x T scores exist at a time.
  * scratch: (dk + 8) * pad16(key_len) floats (threads take a head range and
  * scratch each). */
+#ifndef FF_ATT_SOFTMAX_ROW
+static void ff_softmax_row_scalar(float *row, int visible, int n) {
+  float max = -3.402823466e+38f, sum = 0.0f;
+  for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
+  for (int j = 0; j < visible; j++) sum += row[j] = expf(row[j] - max);
+  for (int j = 0; j < visible; j++) row[j] *= 1.0f / sum;
+  for (int j = visible; j < n; j++) row[j] = 0.0f;
+}
+#define FF_ATT_SOFTMAX_ROW ff_softmax_row_scalar
+#endif
+
 FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
                             int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out) {
   const int d = heads * dk, ld = (key_len + 15) & ~15;

@@ -69,19 +69,8 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
                       b ? b + j : 0, 1.0f, flags);
 }
 
-/* softmax over row[0 .. visible), in place, the row max subtracted;
- * row[visible .. n) = 0 (masked keys) */
-static void ff_softmax_row_generic(float *row, int visible, int n) {
-  float max = -3.402823466e+38f, sum = 0.0f;
-  for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
-  for (int j = 0; j < visible; j++) sum += row[j] = expf(row[j] - max);
-  for (int j = 0; j < visible; j++) row[j] *= 1.0f / sum;
-  for (int j = visible; j < n; j++) row[j] = 0.0f;
-}
-
 /* attention on these kernels (attention.c) */
 #define FF_ATTENTION ff_attention_generic
 #define FF_ATT_MR FF_GENERIC_MR
 #define FF_ATT_MATMUL ff_matmul_generic
-#define FF_ATT_SOFTMAX_ROW ff_softmax_row_generic
 #include "attention.c"

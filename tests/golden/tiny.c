@@ -155,21 +155,10 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
                       b ? b + j : 0, 1.0f, flags);
 }
 
-/* softmax over row[0 .. visible), in place, the row max subtracted;
- * row[visible .. n) = 0 (masked keys) */
-static void ff_softmax_row_generic(float *row, int visible, int n) {
-  float max = -3.402823466e+38f, sum = 0.0f;
-  for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
-  for (int j = 0; j < visible; j++) sum += row[j] = expf(row[j] - max);
-  for (int j = 0; j < visible; j++) row[j] *= 1.0f / sum;
-  for (int j = visible; j < n; j++) row[j] = 0.0f;
-}
-
 /* attention on these kernels (attention.c) */
 #define FF_ATTENTION ff_attention_generic
 #define FF_ATT_MR FF_GENERIC_MR
 #define FF_ATT_MATMUL ff_matmul_generic
-#define FF_ATT_SOFTMAX_ROW ff_softmax_row_generic
 #line 1 "templates/kernels/attention.c"
 /* attention.c - scaled dot-product attention on top of one ISA's matrix
  * kernels; the ISA's file defines, then includes this (emitted code gets the
@@ -179,6 +168,7 @@ static void ff_softmax_row_generic(float *row, int visible, int n) {
  *   FF_ATT_MATMUL       the ISA's ff_matmul_ISA
  *   FF_ATT_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
  *                       place, the row max subtracted; row[visible .. n) = 0
+ *                       (if not defined: the scalar one below, with expf)
  *
  * Every head h0 .. h1-1: out [Tq, heads*dk] = softmax(scale Q K^T + mask) V.
  * q rows every ldq floats, k rows every ldk (head h at columns h*dk), v =
@@ -189,6 +179,17 @@ static void ff_softmax_row_generic(float *row, int visible, int n) {
  * products: at most FF_ATT_MR rows of the T x T scores exist at a time.
  * scratch: (dk + 8) * pad16(key_len) floats (threads take a head range and
  * scratch each). */
+#ifndef FF_ATT_SOFTMAX_ROW
+static void ff_softmax_row_scalar(float *row, int visible, int n) {
+  float max = -3.402823466e+38f, sum = 0.0f;
+  for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
+  for (int j = 0; j < visible; j++) sum += row[j] = expf(row[j] - max);
+  for (int j = 0; j < visible; j++) row[j] *= 1.0f / sum;
+  for (int j = visible; j < n; j++) row[j] = 0.0f;
+}
+#define FF_ATT_SOFTMAX_ROW ff_softmax_row_scalar
+#endif
+
 FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
                             int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out) {
   const int d = heads * dk, ld = (key_len + 15) & ~15;
@@ -427,7 +428,7 @@ static void linear_64x128_nobias(const float *a, const float *x, int T, const fl
 }
 
 
-#line 431 "tiny.c"
+#line 432 "tiny.c"
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {

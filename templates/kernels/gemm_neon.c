@@ -1,0 +1,142 @@
+/* gemm_neon.c - the AArch64 NEON matrix kernels: a 6 x 16 register tile (24
+ * q accumulators, four 4-float loads of B and six broadcasts of A per step
+ * of k, 24 FMAs), and the drivers built on it.  Weights are packed in panels
+ * of 16 columns: panel p holds W^T[:, 16p .. 16p+15] as IN rows of 16
+ * floats, zero-padded past OUT.  The contract is that of every ISA
+ * (gemm_avx512.c):
+ *   ff_matmul_*  C [m, n] = alpha A [m, k] B [k, n] + bias [n] (+ C when flags
+ *                has FF_ACC), then max(0, .) with FF_RELU;
+ *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels; only
+ *                columns j0 .. j1-1 (j0 a multiple of 16);
+ *   ff_attention_*  heads h0 .. h1-1 of multi-head attention (attention.c).
+ * Sums over k run in k order per output, like the reference.  NEON has no
+ * masked loads: a tile narrower than 16 columns goes through a zero-padded
+ * copy of its rows of B and of its output. */
+#if !defined(__aarch64__) || !defined(__ARM_NEON)
+#error "these kernels need AArch64 NEON; emit with --isa generic for other targets"
+#endif
+#include <arm_neon.h>
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#ifndef FF_KERNEL
+#define FF_KERNEL
+#endif
+#ifndef FF_ACC
+#define FF_ACC 1  /* C += the product instead of C = */
+#define FF_RELU 2 /* then C = max(0, C) */
+#endif
+#define FF_NEON_MR 6
+#define FF_NEON_NR 16
+#define FF_NEON_KC 256 /* k per pass over a panel: 16 KB of B stays in L1 */
+
+/* The tile: M (a constant after inlining) <= 6 rows by 16 columns of B rows
+ * every ldb floats; acc[i][0..3] the row's four vectors. */
+static inline __attribute__((always_inline)) void ff_tile_neon(const int M, int k, const float *A, int lda,
+                                                              const float *B, int ldb, float32x4_t acc[][4]) {
+  float32x4_t c00 = vdupq_n_f32(0), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+  float32x4_t c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+  float32x4_t c40 = c00, c41 = c00, c42 = c00, c43 = c00, c50 = c00, c51 = c00, c52 = c00, c53 = c00;
+  for (int p = 0; p < k; p++) {
+    const float *b = B + (size_t)p * ldb;
+    const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8), b3 = vld1q_f32(b + 12);
+#define FF_NEON_ROW(i)                                                                                                \
+  if (M > i) {                                                                                                        \
+    const float32x4_t a = vld1q_dup_f32(A + (size_t)(i)*lda + p);                                                     \
+    c##i##0 = vfmaq_f32(c##i##0, a, b0), c##i##1 = vfmaq_f32(c##i##1, a, b1);                                         \
+    c##i##2 = vfmaq_f32(c##i##2, a, b2), c##i##3 = vfmaq_f32(c##i##3, a, b3);                                         \
+  }
+    FF_NEON_ROW(0) FF_NEON_ROW(1) FF_NEON_ROW(2) FF_NEON_ROW(3) FF_NEON_ROW(4) FF_NEON_ROW(5)
+#undef FF_NEON_ROW
+  }
+#define FF_NEON_OUT(i) \
+  if (M > i) acc[i][0] = c##i##0, acc[i][1] = c##i##1, acc[i][2] = c##i##2, acc[i][3] = c##i##3;
+  FF_NEON_OUT(0) FF_NEON_OUT(1) FF_NEON_OUT(2) FF_NEON_OUT(3) FF_NEON_OUT(4) FF_NEON_OUT(5)
+#undef FF_NEON_OUT
+}
+
+static inline void ff_tile_m_neon(int m, int k, const float *A, int lda, const float *B, int ldb,
+                                  float32x4_t acc[][4]) {
+  switch (m) { /* the row count becomes a constant */
+  case 6: ff_tile_neon(6, k, A, lda, B, ldb, acc); break;
+  case 5: ff_tile_neon(5, k, A, lda, B, ldb, acc); break;
+  case 4: ff_tile_neon(4, k, A, lda, B, ldb, acc); break;
+  case 3: ff_tile_neon(3, k, A, lda, B, ldb, acc); break;
+  case 2: ff_tile_neon(2, k, A, lda, B, ldb, acc); break;
+  default: ff_tile_neon(1, k, A, lda, B, ldb, acc); break;
+  }
+}
+
+/* One tile of m <= 6 rows and n <= 16 columns, with the epilogue
+ * C = alpha acc + bias (+ C), max(0, .).  A narrow tile multiplies
+ * zero-padded copies of its B rows, KC rows at a time. */
+static void ff_tile_rows_neon(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
+                              int ldc, const float *bias, float alpha, int flags) {
+  float32x4_t acc[FF_NEON_MR][4];
+  if (n == FF_NEON_NR) {
+    ff_tile_m_neon(m, k, A, lda, B, ldb, acc);
+  } else {
+    float pad[FF_NEON_KC * FF_NEON_NR];
+    float32x4_t part[FF_NEON_MR][4];
+    for (int i = 0; i < m; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = vdupq_n_f32(0.0f);
+    memset(pad, 0, sizeof pad);
+    for (int k0 = 0; k0 < k; k0 += FF_NEON_KC) {
+      const int kc = k - k0 < FF_NEON_KC ? k - k0 : FF_NEON_KC;
+      for (int p = 0; p < kc; p++) memcpy(pad + p * FF_NEON_NR, B + (size_t)(k0 + p) * ldb, sizeof(float) * n);
+      ff_tile_m_neon(m, kc, A + k0, lda, pad, FF_NEON_NR, part);
+      for (int i = 0; i < m; i++)
+        for (int v = 0; v < 4; v++) acc[i][v] = vaddq_f32(acc[i][v], part[i][v]);
+    }
+  }
+  for (int i = 0; i < m; i++) {
+    float row[FF_NEON_NR], *c = C + (size_t)i * ldc;
+    for (int v = 0; v < 4; v++) vst1q_f32(row + 4 * v, acc[i][v]);
+    for (int j = 0; j < n; j++) {
+      float r = alpha * row[j] + (bias ? bias[j] : 0.0f);
+      if (flags & FF_ACC) r += c[j];
+      c[j] = (flags & FF_RELU) && r < 0.0f ? 0.0f : r;
+    }
+  }
+}
+
+FF_KERNEL void ff_matmul_neon(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
+                              int ldc, const float *bias, float alpha, int flags) {
+  for (int j = 0; j < n; j += FF_NEON_NR)
+    for (int i = 0; i < m; i += FF_NEON_MR)
+      ff_tile_rows_neon(m - i < FF_NEON_MR ? m - i : FF_NEON_MR, n - j < FF_NEON_NR ? n - j : FF_NEON_NR, k,
+                        A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : NULL,
+                        alpha, flags);
+}
+
+FF_KERNEL void ff_linear_neon(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
+                              int flags, int j0, int j1) {
+  for (int k0 = 0; k0 < IN; k0 += FF_NEON_KC) { /* the first pass stores (+ b), later ones add */
+    const int kc = IN - k0 < FF_NEON_KC ? IN - k0 : FF_NEON_KC, last = k0 + kc == IN;
+    const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
+    for (int j = j0; j < j1; j += FF_NEON_NR) { /* panels are zero-padded: every tile is 16 wide */
+      const float *panel = W + (size_t)j * IN + (size_t)k0 * FF_NEON_NR;
+      for (int i = 0; i < T; i += FF_NEON_MR) {
+        float32x4_t acc[FF_NEON_MR][4];
+        const int m = T - i < FF_NEON_MR ? T - i : FF_NEON_MR, n = OUT - j < FF_NEON_NR ? OUT - j : FF_NEON_NR;
+        ff_tile_m_neon(m, kc, x + (size_t)i * IN + k0, IN, panel, FF_NEON_NR, acc);
+        for (int r = 0; r < m; r++) {
+          float row[FF_NEON_NR], *c = y + (size_t)(i + r) * OUT + j;
+          const float *bj = b && !k0 ? b + j : NULL;
+          for (int v = 0; v < 4; v++) vst1q_f32(row + 4 * v, acc[r][v]);
+          for (int q = 0; q < n; q++) {
+            float s = row[q] + (bj ? bj[q] : 0.0f);
+            if (f & FF_ACC) s += c[q];
+            c[q] = (f & FF_RELU) && s < 0.0f ? 0.0f : s;
+          }
+        }
+      }
+    }
+  }
+}
+
+/* attention on these kernels (attention.c) */
+#define FF_ATTENTION ff_attention_neon
+#define FF_ATT_MR FF_NEON_MR
+#define FF_ATT_MATMUL ff_matmul_neon
+#include "attention.c"
