@@ -198,7 +198,8 @@ static int attach_threads(ff_model *m, ff_error *err) {
   snprintf(sym, sizeof sym, "%s_set_threads", m->cfg.name);
   set_threads_fn set = (set_threads_fn)ff_jit_symbol(m->jit, sym);
   if (!set) return ff_fail(err, FF_EINVAL, "generated code lacks %s", sym);
-  if (m->threads > 1 && !m->pool && !(m->pool = ff_pool_new(m->threads, err))) return err ? err->code : FF_ENOMEM;
+  if (m->threads > 1 && !m->pool && !(m->pool = ff_pool_new(m->threads)))
+    return ff_fail(err, FF_ENOMEM, "cannot start %d threads", m->threads);
   int rc = set(m->state, m->threads > 1 ? ff_pool_run : NULL, m->pool, m->threads);
   return rc ? ff_fail(err, FF_EINVAL, "generated %s refused %d threads (status %d)", sym, m->threads, rc) : 0;
 }

@@ -78,13 +78,14 @@ int ff_render_kernels(ff_lua *h, const char *list, char **text, ff_error *err);
  * floats, 64-byte aligned.  Free with free(). */
 int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err);
 
-/* ---- threads (threads.c) ------------------------------------------------ */
+/* ---- threads (templates/pool.c) ------------------------------------------ */
 
 /* A pool of threads - 1 workers (the caller is the last) that runs the
  * generated code's parallel-for: ff_pool_run(pool, n, task, arg) runs
- * task(arg, i) for i < n and returns when all are done. */
+ * task(arg, i) for i < n and returns when all are done.  NULL: no memory
+ * or no threads. */
 typedef struct ff_pool ff_pool;
-ff_pool *ff_pool_new(int threads, ff_error *err);
+ff_pool *ff_pool_new(int threads);
 void ff_pool_run(void *pool, int n, void (*task)(void *arg, int i), void *arg);
 void ff_pool_free(ff_pool *p);
 

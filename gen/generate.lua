@@ -35,13 +35,14 @@ return function(config, opts)
     if section == "main" then
       local weights = v.EMBED and "" or string.format("--weights %s.weights ", c.name)
       v.USAGE = weights .. "--input IN.npy [--lengths LEN.npy] " ..
-        (v.ENCDEC and "--target-input TGT.npy " or "") .. "--output OUT.npy"
+        (v.ENCDEC and "--target-input TGT.npy " or "") .. "--output OUT.npy [--threads N]"
+      v.POOL = ff_read_template("templates/pool.c"):gsub("\n+$", "")
       v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder"
       v.VOCABULARY = vars.vocabulary ~= nil
       local voc = vars.vocabulary or { bos = -1, eos = -1, unk = -1, pad = -1, lowercase = false, tokens = {} }
       v.BOS, v.EOS, v.UNK, v.LOWERCASE = voc.bos, voc.eos, voc.unk, voc.lowercase
       v.GEN_USAGE = weights .. (v.VOCABULARY and "(--text 'TEXT' | --tokens 'IDS')" or "--tokens 'IDS'") ..
-        " [--max-new N] [--bos ID] [--eos ID]"
+        " [--max-new N] [--bos ID] [--eos ID] [--threads N]"
       local specials, tokens = {}, {}
       for _, id in ipairs({ voc.pad, voc.bos, voc.eos, voc.unk }) do
         if id >= 0 then specials[#specials + 1] = tostring(id) end

@@ -19,6 +19,36 @@ static int fail(const char *fmt, const char *arg) {
   return 1;
 }
 
+#ifdef FF_THREADS /* build with -DFF_THREADS -pthread for --threads N (templates/pool.c) */
+#define FF_POOL_API static
+${POOL}
+#endif
+
+/* --threads N: calls on the state split their work over N threads (in a
+ * build with FF_THREADS); *pool is what to give drop_threads after. */
+static int use_threads(void *state, const char *threads_s, void **pool) {
+  const int n = threads_s ? atoi(threads_s) : 1;
+  *pool = NULL;
+  if (n < 1 || n > ${UNAME}_MAX_THREADS) return fail("--threads %s: outside 1..${UNAME}_MAX_THREADS", threads_s);
+  if (n == 1) return 0;
+#ifdef FF_THREADS
+  if (!(*pool = ff_pool_new(n)) || ${NAME}_set_threads(state, ff_pool_run, *pool, n))
+    return fail("%s", "cannot start the threads");
+  return 0;
+#else
+  (void)state;
+  return fail("%s", "--threads: this program was built without threads (-DFF_THREADS -pthread)");
+#endif
+}
+
+static void drop_threads(void *pool) {
+#ifdef FF_THREADS
+  if (pool) ff_pool_free(pool);
+#else
+  (void)pool;
+#endif
+}
+
 static unsigned char *read_all(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
@@ -152,9 +182,9 @@ static int npy_save(const char *path, const float *x, int b, int t, int d) {
 
 /* --input [--target-input] [--lengths] --output: one forward pass. */
 static int run_forward(const ${NAME}_weights *w, const char *input, const char *target, const char *lengths_path,
-                       const char *output) {
+                       const char *output, const char *threads) {
   array in = {0, 0, {0}, 0, NULL}, tgt = {0, 0, {0}, 0, NULL}, lens = {0, 0, {0}, 0, NULL};
-  void *state = NULL;
+  void *state = NULL, *pool = NULL;
   float *out = NULL;
   int rc = 1;
   const char *e = npy_load(input, &in);
@@ -190,6 +220,7 @@ static int run_forward(const ${NAME}_weights *w, const char *input, const char *
     fail("%s", "out of memory");
     goto done;
   }
+  if (use_threads(state, threads, &pool)) goto done;
   int status = ${NAME}_run(w, state, B, S, in.data, lens.data, T, tgt.data, out);
   if (status) {
     char text[16];
@@ -201,6 +232,7 @@ static int run_forward(const ${NAME}_weights *w, const char *input, const char *
     rc = 0;
   }
 done:
+  drop_threads(pool);
   free(in.data);
   free(tgt.data);
   free(lens.data);
@@ -308,7 +340,7 @@ static int parse_ids(const char *s, int32_t *ids, int cap) {
 
 /* --tokens / --text: generate and print ids (or text) on one line. */
 static int run_generate(const ${NAME}_weights *w, const char *tokens, const char *text, const char *max_new_s,
-                        const char *bos_s, const char *eos_s) {
+                        const char *bos_s, const char *eos_s, const char *threads) {
   int32_t ids[${UNAME}_MAX_SEQ], out[${UNAME}_MAX_SEQ];
   int n = -1, bos = bos_s ? atoi(bos_s) : ${BOS}, eos = eos_s ? atoi(eos_s) : ${EOS};
   if (tokens) n = parse_ids(tokens, ids, ${UNAME}_MAX_SEQ);
@@ -322,12 +354,17 @@ static int run_generate(const ${NAME}_weights *w, const char *tokens, const char
   const int P = ${ENCDEC} ? 1 : n, room = ${UNAME}_MAX_SEQ - P;
   const int max_new = max_new_s ? atoi(max_new_s) : room;
   if (max_new < 1 || max_new > room) return fail("%s", "--max-new: the prompt and the new ids must fit in MAX_SEQ");
-  void *state = malloc(${UNAME}_STATE_BYTES); /* malloc: 16-byte aligned */
+  void *state = malloc(${UNAME}_STATE_BYTES), *pool = NULL; /* malloc: 16-byte aligned */
   if (!state || ${NAME}_init_state(state)) {
     free(state);
     return fail("%s", "out of memory");
   }
+  if (use_threads(state, threads, &pool)) {
+    free(state);
+    return 1;
+  }
   int count = greedy(w, state, ids, n, bos, eos, max_new, out);
+  drop_threads(pool);
   free(state);
   if (count < 0) return fail("%s", "the model refused the input");
   for (int i = 0; i < count; i++) {
@@ -346,14 +383,15 @@ static int run_generate(const ${NAME}_weights *w, const char *tokens, const char
 
 int main(int argc, char **argv) {
   const char *weights = NULL, *input = NULL, *lengths_path = NULL, *target = NULL, *output = NULL;
-  const char *tokens = NULL, *text = NULL, *max_new = NULL, *bos = NULL, *eos = NULL;
+  const char *tokens = NULL, *text = NULL, *max_new = NULL, *bos = NULL, *eos = NULL, *threads = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char **slot = !strcmp(a, "--weights") ? &weights : !strcmp(a, "--input") ? &input
                       : !strcmp(a, "--lengths") ? &lengths_path : !strcmp(a, "--target-input") ? &target
                       : !strcmp(a, "--output") ? &output : !strcmp(a, "--tokens") ? &tokens
                       : !strcmp(a, "--text") ? &text : !strcmp(a, "--max-new") ? &max_new
-                      : !strcmp(a, "--bos") ? &bos : !strcmp(a, "--eos") ? &eos : NULL;
+                      : !strcmp(a, "--bos") ? &bos : !strcmp(a, "--eos") ? &eos
+                      : !strcmp(a, "--threads") ? &threads : NULL;
     if (!strcmp(a, "--help")) {
       printf("usage: %s ${USAGE}\n", argv[0]);
 @if GENERATE
@@ -390,12 +428,12 @@ int main(int argc, char **argv) {
   int rc;
 @if GENERATE
   if (generating)
-    rc = run_generate(&w, tokens, text, max_new, bos, eos);
+    rc = run_generate(&w, tokens, text, max_new, bos, eos, threads);
   else
 @else
   (void)max_new, (void)bos, (void)eos;
 @end
-    rc = run_forward(&w, input, target, lengths_path, output);
+    rc = run_forward(&w, input, target, lengths_path, output, threads);
 @if EMBED
 @else
   free(blob);

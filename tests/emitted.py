@@ -66,6 +66,7 @@ def check_warnings(ff, tmp, n):
         for cc in (["gcc"], ["clang"]):
             for f in files:
                 run(cc + STRICT + ["-O1", "-c", f, "-o", f + ".o"])
+            run(cc + STRICT + ["-O1", "-DFF_THREADS", "-pthread", "-c", files[1], "-o", files[1] + ".threads.o"])
         for f in files:
             run(["tcc", "-c", f, "-o", f + ".tcc.o"])
         # the SIMD kernels (x86-64 compilers, whatever this CPU runs)

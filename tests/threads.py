@@ -3,7 +3,9 @@
 big enough that matrix products and attention split over the pool (above a
 million multiply-adds an op), run by tcc and cc with 2 and 3 threads (3
 splits panels and heads unevenly), must equal the runtime within 1e-5; so
-must greedy decoding with threads.  Bad thread counts fail cleanly.
+must greedy decoding with threads, and the emitted program built with its
+pthread pool (-DFF_THREADS -pthread) run with --threads 3.  Bad thread
+counts fail cleanly.
 
   threads.py --fixformer BIN
 """
@@ -71,6 +73,18 @@ def main():
                     failed += not ok
                     print("%-10s %-3s %d threads: err=%.2e %s" % (cfg["name"], engine, threads, err,
                                                                   "ok" if ok else "FAIL"), flush=True)
+            # the emitted program built with its pthread pool (-DFF_THREADS -pthread)
+            out_dir = os.path.join(d, "emit")
+            run([ff, "emit", model, "-o", out_dir, "--weights", w, "--with-main"])
+            exe = os.path.join(out_dir, cfg["name"])
+            run(["cc", "-O2", "-std=c99", "-DFF_THREADS", "-pthread", "-o", exe] +
+                [os.path.join(out_dir, cfg["name"] + s) for s in (".c", "_main.c")] + ["-lm"])
+            out = os.path.join(d, "out_emitted.npy")
+            run([exe, "--weights", os.path.join(out_dir, cfg["name"] + ".weights"), "--output", out, "--threads", "3"]
+                + flags)
+            err = float(np.abs(np.load(out) - r).max()) / float(np.abs(r).max())
+            failed += not err <= 1e-5
+            print("%-10s emitted program, 3 threads: err=%.2e %s" % (cfg["name"], err, "ok" if err <= 1e-5 else "FAIL"))
             if "vocab" in cfg:
                 gen = [ff, "generate", model, "--weights", w, "--tokens", " ".join(map(str, files["--input"][0][:40])),
                        "--max-new", "8", "--bos", "1"]

@@ -1,10 +1,20 @@
-/* threads.c - a small pool of worker threads behind the generated code's
+/* pool.c - a small pool of worker threads behind the generated code's
  * parallel-for (NAME_set_threads): ff_pool_run hands n tasks out to the
- * workers and to the calling thread, and returns when all are done. */
+ * workers and to the calling thread, and returns when all are done.  Plain
+ * C and pthreads; compiled into the fixformer host, and copied into the
+ * --with-main driver (used there when built with -DFF_THREADS -pthread).
+ *   ff_pool_new(threads)   threads - 1 workers (the caller is the last), or NULL
+ *   ff_pool_run(pool, n, task, arg)   task(arg, i) for i < n, all done on return
+ *   ff_pool_free(pool) */
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "codegen.h"
+#ifndef FF_POOL_API
+#define FF_POOL_API
+#endif
+
+typedef struct ff_pool ff_pool;
+FF_POOL_API void ff_pool_free(ff_pool *p);
 
 struct ff_pool {
   pthread_mutex_t lock;
@@ -43,11 +53,10 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-ff_pool *ff_pool_new(int threads, ff_error *err) {
+FF_POOL_API ff_pool *ff_pool_new(int threads) {
   ff_pool *p = calloc(1, sizeof *p);
   if (!p || !(p->workers = calloc((size_t)(threads > 1 ? threads - 1 : 1), sizeof *p->workers))) {
     free(p);
-    ff_fail(err, FF_ENOMEM, "out of memory");
     return NULL;
   }
   pthread_mutex_init(&p->lock, NULL);
@@ -56,13 +65,12 @@ ff_pool *ff_pool_new(int threads, ff_error *err) {
   for (; p->n_workers < threads - 1; p->n_workers++)
     if (pthread_create(&p->workers[p->n_workers], NULL, worker, p)) {
       ff_pool_free(p);
-      ff_fail(err, FF_ENOMEM, "cannot start %d threads", threads);
       return NULL;
     }
   return p;
 }
 
-void ff_pool_run(void *pool, int n, void (*task)(void *arg, int i), void *arg) {
+FF_POOL_API void ff_pool_run(void *pool, int n, void (*task)(void *arg, int i), void *arg) {
   ff_pool *p = pool;
   pthread_mutex_lock(&p->lock);
   p->task = task, p->arg = arg, p->n = n, p->next = 0, p->done = 0;
@@ -73,7 +81,7 @@ void ff_pool_run(void *pool, int n, void (*task)(void *arg, int i), void *arg) {
   pthread_mutex_unlock(&p->lock);
 }
 
-void ff_pool_free(ff_pool *p) {
+FF_POOL_API void ff_pool_free(ff_pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->lock);
   p->stop = 1;
