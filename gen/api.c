@@ -281,8 +281,9 @@ int ff_model_prepare(ff_model *m, enum ff_engine engine, ff_error *err) {
 
 int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *err) {
   if (!m->prepared) return ff_fail(err, FF_EINVAL, "the model has no engine: call ff_model_prepare first");
-  int rc = ff_rt_check_input(&m->cfg, in, err); /* the same checks and messages for every engine */
-  if (rc || m->engine == FF_ENGINE_RUNTIME) return rc ? rc : ff_rt_forward(&m->rt, in, out, err);
+  if (m->engine == FF_ENGINE_RUNTIME) return ff_rt_forward(&m->rt, in, out, err); /* which checks the input */
+  int rc = ff_rt_check_input(&m->cfg, in, err); /* the runtime's checks and messages for the generated code too */
+  if (rc) return rc;
   const void *src = m->cfg.vocab > 0 ? (const void *)in->src_tokens : (const void *)in->src_embeds;
   const void *tgt = m->cfg.vocab > 0 ? (const void *)in->tgt_tokens : (const void *)in->tgt_embeds;
   rc = m->run(&m->weights, m->state, in->batch, in->src_len, src, in->lengths, in->tgt_len, tgt, out);
@@ -291,15 +292,6 @@ int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *e
 }
 
 /* ---- step by step ---------------------------------------------------------- */
-
-/* ids in [0, vocab) */
-static int check_ids(const ff_config *c, const char *what, const int32_t *ids, int n, int pos0, ff_error *err) {
-  for (int i = 0; i < n; i++)
-    if (ids[i] < 0 || ids[i] >= c->vocab)
-      return ff_fail(err, FF_ETOKEN, "%s: token id %ld at position %d is outside the vocabulary [0, %d)", what,
-                     (long)ids[i], pos0 + i, c->vocab);
-  return 0;
-}
 
 int ff_model_begin(ff_model *m, const void *src, int S, ff_error *err) {
   const ff_config *c = &m->cfg;
@@ -311,16 +303,16 @@ int ff_model_begin(ff_model *m, const void *src, int S, ff_error *err) {
   if (encdec) {
     if (!src || S < 1 || S > c->max_seq)
       return ff_fail(err, FF_ELENGTH, "source length %d is outside 1..max_seq (%d)", src ? S : 0, c->max_seq);
-    if (c->vocab > 0 && (rc = check_ids(c, "source", src, S, 0, err))) return rc;
   }
-  if (m->engine == FF_ENGINE_RUNTIME) {
+  if (m->engine == FF_ENGINE_RUNTIME) { /* ff_rt_begin checks the ids */
     if (!m->rt_state.buf && (rc = ff_rt_state_init(&m->rt_state, &m->rt, err))) return rc;
     if (encdec) {
       const int32_t *ids = c->vocab > 0 ? src : NULL;
       const float *x = c->vocab > 0 ? NULL : src;
       if ((rc = ff_rt_begin(&m->rt_state, ids, x, S, S, err))) return rc;
     }
-  } else if (encdec) {
+  } else if (encdec) { /* a bad id gets the runtime's message, not the generated code's status */
+    if (c->vocab > 0 && (rc = ff_rt_check_tokens(c, "source", src, 1, S, 0, err))) return rc;
     if (!m->encode) return ff_fail(err, FF_EINVAL, "generated code lacks %s_encode", c->name);
     if ((rc = m->encode(&m->weights, m->state, src, S, S)))
       return ff_fail(err, rc, "generated %s_encode refused the source (status %d)", c->name, rc);
@@ -336,14 +328,15 @@ int ff_model_step(ff_model *m, const void *in, int T, float *out, ff_error *err)
   if (T < 1 || m->pos + T > c->max_seq)
     return ff_fail(err, FF_ELENGTH, "cannot decode positions %d..%d: max_seq is %d", m->pos, m->pos + T - 1,
                    c->max_seq);
-  if (c->vocab > 0 && (rc = check_ids(c, "input", in, T, m->pos, err))) return rc;
-  if (m->engine == FF_ENGINE_RUNTIME) {
+  if (m->engine == FF_ENGINE_RUNTIME) { /* ff_rt_step checks the ids */
     m->rt_state.pos = m->pos;
     rc = ff_rt_step(&m->rt_state, c->vocab > 0 ? in : NULL, c->vocab > 0 ? NULL : in, T, out, err);
-  } else if (!m->decode) {
-    rc = ff_fail(err, FF_EINVAL, "generated code lacks %s_decode", c->name);
-  } else if ((rc = m->decode(&m->weights, m->state, in, T, m->pos, out))) {
-    rc = ff_fail(err, rc, "generated %s_decode refused the input (status %d)", c->name, rc);
+  } else if (!(rc = c->vocab > 0 ? ff_rt_check_tokens(c, "input", in, 1, T, m->pos, err) : 0)) {
+    /* (a bad id gets the runtime's message, not the generated code's status) */
+    if (!m->decode)
+      rc = ff_fail(err, FF_EINVAL, "generated code lacks %s_decode", c->name);
+    else if ((rc = m->decode(&m->weights, m->state, in, T, m->pos, out)))
+      rc = ff_fail(err, rc, "generated %s_decode refused the input (status %d)", c->name, rc);
   }
   if (!rc) m->pos += T;
   return rc;

@@ -159,6 +159,10 @@ typedef struct ff_rt_input {
  * 1 <= lengths[b] <= T, the right kind of input present, every token id in
  * [0, vocab). */
 int ff_rt_check_input(const ff_config *c, const ff_rt_input *in, ff_error *err);
+/* FF_ETOKEN naming the first id of ids [B, T] outside [0, vocab) as
+ * "what: token id X at [b,t]", t counted from position pos0. */
+int ff_rt_check_tokens(const ff_config *c, const char *what, const int32_t *ids, int B, int T, int pos0,
+                       ff_error *err);
 int ff_rt_forward(const ff_rt_model *m, const ff_rt_input *in, float *out, ff_error *err);
 /* ---- step by step: greedy decoding with a key/value cache --------------- */
 

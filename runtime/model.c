@@ -29,13 +29,14 @@ int ff_rt_check_config(const ff_config *c, ff_error *err) {
   return FF_OK;
 }
 
-static int check_tokens(const ff_config *c, const char *what, const int32_t *ids, int B, int T, ff_error *err) {
+int ff_rt_check_tokens(const ff_config *c, const char *what, const int32_t *ids, int B, int T, int pos0,
+                       ff_error *err) {
   for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++) {
       int32_t id = ids[(size_t)b * T + t];
       if (id < 0 || id >= c->vocab)
         return ff_fail(err, FF_ETOKEN, "%s: token id %ld at [%d,%d] is outside the vocabulary [0, %d)", what,
-                       (long)id, b, t, c->vocab);
+                       (long)id, b, pos0 + t, c->vocab);
     }
   return FF_OK;
 }
@@ -60,9 +61,9 @@ int ff_rt_check_input(const ff_config *c, const ff_rt_input *in, ff_error *err) 
       return ff_fail(err, FF_ELENGTH, "lengths[%d] = %ld is outside 1..T (T = %d)", b, (long)in->lengths[b],
                      in->src_len);
   if (tokens) { /* every id, padding included: the generated code embeds them all */
-    int rc = check_tokens(c, "input", in->src_tokens, in->batch, in->src_len, err);
+    int rc = ff_rt_check_tokens(c, "input", in->src_tokens, in->batch, in->src_len, 0, err);
     if (!rc && c->arch == FF_ARCH_ENCODER_DECODER)
-      rc = check_tokens(c, "target input", in->tgt_tokens, in->batch, in->tgt_len, err);
+      rc = ff_rt_check_tokens(c, "target input", in->tgt_tokens, in->batch, in->tgt_len, 0, err);
     if (rc) return rc;
   }
   return FF_OK;
@@ -282,11 +283,8 @@ int ff_rt_begin(ff_rt_state *st, const int32_t *tokens, const float *embeds, int
   if (S < 1 || S > c->max_seq || len < 1 || len > S)
     return ff_fail(err, FF_ELENGTH, "source length %d (valid %d) is outside 1..max_seq (%d)", S, len, c->max_seq);
   if (c->vocab > 0 && !tokens) return ff_fail(err, FF_EINVAL, "begin: the model takes token ids");
-  for (int t = 0; c->vocab > 0 && t < S; t++)
-    if (tokens[t] < 0 || tokens[t] >= c->vocab)
-      return ff_fail(err, FF_ETOKEN, "source: token id %ld at %d is outside the vocabulary [0, %d)", (long)tokens[t], t,
-                     c->vocab);
-  return begin(st, tokens, embeds, S, len, err);
+  int rc = c->vocab > 0 ? ff_rt_check_tokens(c, "source", tokens, 1, S, 0, err) : FF_OK;
+  return rc ? rc : begin(st, tokens, embeds, S, len, err);
 }
 
 /* T new positions at pos0.. through the decoder (keys past key_len are
@@ -310,11 +308,8 @@ int ff_rt_step(ff_rt_state *st, const int32_t *tokens, const float *embeds, int 
     return ff_fail(err, FF_ELENGTH, "cannot decode positions %d..%d: max_seq is %d", st->pos, st->pos + T - 1,
                    c->max_seq);
   if (c->vocab > 0 && !tokens) return ff_fail(err, FF_EINVAL, "step: the model takes token ids");
-  for (int t = 0; c->vocab > 0 && t < T; t++)
-    if (tokens[t] < 0 || tokens[t] >= c->vocab)
-      return ff_fail(err, FF_ETOKEN, "token id %ld at position %d is outside the vocabulary [0, %d)",
-                     (long)tokens[t], st->pos + t, c->vocab);
-  return decode(st, tokens, embeds, T, st->pos, st->pos + T, out, err);
+  int rc = c->vocab > 0 ? ff_rt_check_tokens(c, "input", tokens, 1, T, st->pos, err) : FF_OK;
+  return rc ? rc : decode(st, tokens, embeds, T, st->pos, st->pos + T, out, err);
 }
 
 int ff_rt_forward(const ff_rt_model *m, const ff_rt_input *in, float *out, ff_error *err) {
