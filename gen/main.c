@@ -147,10 +147,15 @@ static int cmd_init(const char *path, flag *flags, ff_error *err) {
 
 /* ---- run ----------------------------------------------------------------- */
 
-/* --weights, or the file the description names */
+/* --weights, or else the file the description names (NULL if neither) */
+static const char *default_weights(const ff_config *c, const char *given) {
+  return given ? given : c->weights[0] ? c->weights : NULL;
+}
+
+/* ... and an error when there is none */
 static int weights_of(const char *cmd, const ff_config *c, const char **weights, ff_error *err) {
-  if (!*weights && c->weights[0]) *weights = c->weights;
-  if (!*weights) return ff_fail(err, FF_EINVAL, "%s: --weights is required (the description names no weights)", cmd);
+  if (!(*weights = default_weights(c, *weights)))
+    return ff_fail(err, FF_EINVAL, "%s: --weights is required (the description names no weights)", cmd);
   return 0;
 }
 
@@ -611,7 +616,7 @@ static int cmd_bench(const char *path, flag *flags, ff_error *err) {
     rc = ff_fail(err, FF_EINVAL, "bench: --generate N needs a decoder with a vocab and N < max_seq (%d)", c->max_seq);
     goto done;
   }
-  if (!weights && c->weights[0]) weights = c->weights;
+  weights = default_weights(c, weights);
   double t_gen = 0, t_pack = 0, t_compile;
   if ((rc = bench_weights(m, weights, err)) || (rc = ff_model_set_isa(m, "native", err)) ||
       (rc = threads_flag("bench", flags, m, engine, err)))
@@ -722,7 +727,7 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
-  if (!weights && c->weights[0]) weights = c->weights; /* the description's, as for run */
+  weights = default_weights(c, weights); /* the description's, as for run */
   const char *isa = value_of(flags, "--isa");
   if (!isa && target && !strncmp(target, "aarch64", 7)) isa = "neon"; /* every AArch64 CPU has it */
   if (isa && (rc = ff_model_set_isa(m, isa, err))) {
