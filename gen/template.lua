@@ -107,9 +107,4 @@ function M.render(file, name, vars, opts)
   return table.concat(text, "\n") .. "\n"
 end
 
--- True when a template file has the section.
-function M.has(file, name)
-  return sections_of("templates/" .. file)[name] ~= nil
-end
-
 return M
