@@ -1,5 +1,8 @@
 /* norm.c - LayerNorm and RMSNorm over the last dimension.  Row sums in
- * double, as in the runtime; y may be x (in place). */
+ * double, as in the runtime, but over 8 interleaved partial sums: 8
+ * independent chains of adds instead of one (which the compiler may also
+ * vectorise), so a row is not bound by the latency of each add.  y may be x
+ * (in place). */
 
 @@ layernorm
 /* ${FN}: y = (x - mean) / sqrt(var + ${EPS}) * gamma + beta over ${D} features, biased var */
@@ -7,11 +10,13 @@ static void ${FN}(const float *x, int T, const float *gamma, const float *beta, 
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * ${D};
     float *yt = y + (size_t)t * ${D};
-    double mean = 0.0, var = 0.0;
-    for (int i = 0; i < ${D}; i++) mean += xt[i];
-    mean /= ${D};
-    for (int i = 0; i < ${D}; i++) var += (xt[i] - mean) * (xt[i] - mean);
-    var /= ${D};
+    double s[8] = {0}, q[8] = {0};
+    for (int i = 0; i < ${D}; i += 8)
+      for (int l = 0; l < 8 && i + l < ${D}; l++) s[l] += xt[i + l];
+    const double mean = ((s[0] + s[1]) + (s[2] + s[3]) + ((s[4] + s[5]) + (s[6] + s[7]))) / ${D};
+    for (int i = 0; i < ${D}; i += 8)
+      for (int l = 0; l < 8 && i + l < ${D}; l++) q[l] += (xt[i + l] - mean) * (xt[i + l] - mean);
+    const double var = ((q[0] + q[1]) + (q[2] + q[3]) + ((q[4] + q[5]) + (q[6] + q[7]))) / ${D};
     const float rstd = (float)(1.0 / sqrt(var + ${EPS}));
     for (int i = 0; i < ${D}; i++) yt[i] = (float)(xt[i] - mean) * rstd * gamma[i] + beta[i];
   }
@@ -23,9 +28,11 @@ static void ${FN}(const float *x, int T, const float *gamma, float *y) {
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * ${D};
     float *yt = y + (size_t)t * ${D};
-    double ms = 0.0;
-    for (int i = 0; i < ${D}; i++) ms += (double)xt[i] * xt[i];
-    const float rstd = (float)(1.0 / sqrt(ms / ${D} + ${EPS}));
+    double q[8] = {0};
+    for (int i = 0; i < ${D}; i += 8)
+      for (int l = 0; l < 8 && i + l < ${D}; l++) q[l] += (double)xt[i + l] * xt[i + l];
+    const double ms = ((q[0] + q[1]) + (q[2] + q[3]) + ((q[4] + q[5]) + (q[6] + q[7]))) / ${D};
+    const float rstd = (float)(1.0 / sqrt(ms + ${EPS}));
     for (int i = 0; i < ${D}; i++) yt[i] = xt[i] * rstd * gamma[i];
   }
 }

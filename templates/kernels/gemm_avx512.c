@@ -19,6 +19,7 @@
 #endif
 #include <immintrin.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifndef FF_KERNEL
 #define FF_KERNEL
@@ -31,23 +32,36 @@
 #define FF_AVX512_NR 32
 #define FF_AVX512_KC 192 /* k per pass over a panel: 24 KB of B stays in L1 */
 
-/* The tile: M (a constant after inlining) <= 8 rows, n <= 32 columns. */
+/* The tile: M (a constant after inlining) <= 8 rows, n <= 32 columns; it
+ * prefetches from pf on the full-width path. */
 static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, int n, int k, const float *A, int lda,
                                                                 const float *B, int ldb, float *C, int ldc,
-                                                                const float *bias, float alpha, int flags) {
+                                                                const float *bias, float alpha, int flags,
+                                                                uintptr_t pf, int pfs) {
   __m512 c0[FF_AVX512_MR], c1[FF_AVX512_MR];
   const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
   const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
   for (int i = 0; i < M; i++) c0[i] = c1[i] = _mm512_setzero_ps();
   if (n == 32) {
-    for (int p = 0; p < k; p++) {
-      const __m512 b0 = _mm512_loadu_ps(B + (size_t)p * ldb), b1 = _mm512_loadu_ps(B + (size_t)p * ldb + 16);
-      for (int i = 0; i < M; i++) {
-        const __m512 a = _mm512_set1_ps(A[(size_t)i * lda + p]);
-        c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
-        c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
-      }
+    /* Two steps of k per line of the next slice of W fetched (pf, pfs bytes
+     * further per step; linear's share, see ff_linear_avx512). */
+    int p = 0;
+#define FF_STEP(p)                                                                                                      \
+  do {                                                                                                                 \
+    const __m512 b0 = _mm512_loadu_ps(B + (size_t)(p) * ldb), b1 = _mm512_loadu_ps(B + (size_t)(p) * ldb + 16);       \
+    for (int i = 0; i < M; i++) {                                                                                      \
+      const __m512 a = _mm512_set1_ps(A[(size_t)i * lda + (p)]);                                                       \
+      c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);                                                                           \
+      c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);                                                                           \
+    }                                                                                                                  \
+  } while (0)
+    for (; p + 2 <= k; p += 2) {
+      _mm_prefetch((const char *)(pf + (uintptr_t)pfs * p), _MM_HINT_T0);
+      FF_STEP(p);
+      FF_STEP(p + 1);
     }
+    if (p < k) FF_STEP(p);
+#undef FF_STEP
   } else if (n > 16) {
     for (int p = 0; p < k; p++) {
       const __m512 b0 = _mm512_loadu_ps(B + (size_t)p * ldb), b1 = _mm512_maskz_loadu_ps(m1, B + (size_t)p * ldb + 16);
@@ -84,16 +98,16 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
 
 /* one tile of m <= 8 rows: the row count becomes a constant */
 static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
-                                int ldc, const float *bias, float alpha, int flags) {
+                                int ldc, const float *bias, float alpha, int flags, uintptr_t pf, int pfs) {
   switch (m) {
-  case 8: ff_tile_avx512(8, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  case 7: ff_tile_avx512(7, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  case 6: ff_tile_avx512(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  case 5: ff_tile_avx512(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  case 4: ff_tile_avx512(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  case 3: ff_tile_avx512(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  case 2: ff_tile_avx512(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  default: ff_tile_avx512(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 8: ff_tile_avx512(8, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 7: ff_tile_avx512(7, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 6: ff_tile_avx512(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 5: ff_tile_avx512(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 4: ff_tile_avx512(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 3: ff_tile_avx512(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 2: ff_tile_avx512(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  default: ff_tile_avx512(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
   }
 }
 
@@ -103,22 +117,32 @@ FF_KERNEL void ff_matmul_avx512(int m, int n, int k, const float *A, int lda, co
     for (int i = 0; i < m; i += FF_AVX512_MR)
       ff_tile_rows_avx512(m - i < FF_AVX512_MR ? m - i : FF_AVX512_MR, n - j < FF_AVX512_NR ? n - j : FF_AVX512_NR,
                           k, A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : NULL,
-                          alpha, flags);
+                          alpha, flags, (uintptr_t)B, 0);
 }
 
 FF_KERNEL void ff_linear_avx512(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
                                 int flags, int j0, int j1) {
-  for (int k0 = 0; k0 < IN; k0 += FF_AVX512_KC) { /* the first pass stores (+ b), later ones add */
-    const int kc = IN - k0 < FF_AVX512_KC ? IN - k0 : FF_AVX512_KC, last = k0 + kc == IN;
-    const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
-    for (int j = j0; j < j1; j += FF_AVX512_NR) {
+  const int tiles = (T + FF_AVX512_MR - 1) / FF_AVX512_MR;
+  for (int j = j0; j < j1; j += FF_AVX512_NR)       /* panel by panel: W is read once, front to back */
+    for (int k0 = 0; k0 < IN; k0 += FF_AVX512_KC) { /* the first pass stores (+ b), later ones add */
+      const int kc = IN - k0 < FF_AVX512_KC ? IN - k0 : FF_AVX512_KC, last = k0 + kc == IN;
+      const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
       const float *panel = W + (size_t)j * IN + (size_t)k0 * FF_AVX512_NR;
+      /* The next pass's slice of W (the next k block, else the next panel's
+       * first) follows this one in memory: each tile fetches its share of it
+       * into L1, spread over its steps of k, so that the next pass does not
+       * start on DRAM misses.  Addresses are integers: a fetch that runs past
+       * W is harmless, a pointer past it would not be. */
+      const int next_kc = !last ? (IN - k0 - kc < FF_AVX512_KC ? IN - k0 - kc : FF_AVX512_KC)
+                          : j + FF_AVX512_NR < j1 ? (IN < FF_AVX512_KC ? IN : FF_AVX512_KC) : 0;
+      const int lines = next_kc * FF_AVX512_NR / 16, share = (lines + tiles - 1) / tiles;
+      const int pfs = (64 * share + kc - 1) / kc;
+      const uintptr_t next = (uintptr_t)panel + sizeof(float) * (size_t)kc * FF_AVX512_NR;
       for (int i = 0; i < T; i += FF_AVX512_MR)
         ff_tile_rows_avx512(T - i < FF_AVX512_MR ? T - i : FF_AVX512_MR, OUT - j < FF_AVX512_NR ? OUT - j : FF_AVX512_NR,
                             kc, x + (size_t)i * IN + k0, IN, panel, FF_AVX512_NR, y + (size_t)i * OUT + j, OUT,
-                            b && !k0 ? b + j : NULL, 1.0f, f);
+                            b && !k0 ? b + j : NULL, 1.0f, f, next + (uintptr_t)64 * share * (i / FF_AVX512_MR), pfs);
     }
-  }
 }
 
 /* e^x for x <= 0 in 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6

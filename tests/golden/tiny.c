@@ -384,17 +384,19 @@ static void linear_64x64_add(const float *a, const float *x, int T, const float 
 }
 
 
-#line 5 "templates/norm.c"
+#line 8 "templates/norm.c"
 /* layernorm_64: y = (x - mean) / sqrt(var + 1.0000000000000001e-05) * gamma + beta over 64 features, biased var */
 static void layernorm_64(const float *x, int T, const float *gamma, const float *beta, float *y) {
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * 64;
     float *yt = y + (size_t)t * 64;
-    double mean = 0.0, var = 0.0;
-    for (int i = 0; i < 64; i++) mean += xt[i];
-    mean /= 64;
-    for (int i = 0; i < 64; i++) var += (xt[i] - mean) * (xt[i] - mean);
-    var /= 64;
+    double s[8] = {0}, q[8] = {0};
+    for (int i = 0; i < 64; i += 8)
+      for (int l = 0; l < 8 && i + l < 64; l++) s[l] += xt[i + l];
+    const double mean = ((s[0] + s[1]) + (s[2] + s[3]) + ((s[4] + s[5]) + (s[6] + s[7]))) / 64;
+    for (int i = 0; i < 64; i += 8)
+      for (int l = 0; l < 8 && i + l < 64; l++) q[l] += (xt[i + l] - mean) * (xt[i + l] - mean);
+    const double var = ((q[0] + q[1]) + (q[2] + q[3]) + ((q[4] + q[5]) + (q[6] + q[7]))) / 64;
     const float rstd = (float)(1.0 / sqrt(var + 1.0000000000000001e-05));
     for (int i = 0; i < 64; i++) yt[i] = (float)(xt[i] - mean) * rstd * gamma[i] + beta[i];
   }
@@ -428,7 +430,7 @@ static void linear_64x128_nobias(const float *a, const float *x, int T, const fl
 }
 
 
-#line 432 "tiny.c"
+#line 434 "tiny.c"
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
