@@ -94,7 +94,11 @@ local function kernel_vars(k)
     v.SCALE = float_lit(1 / math.sqrt(p.DK))
     v.CAUSAL_DOC = p.CAUSAL and " and keys j > q_pos0 + t (causal)" or ""
   end
-  if k.kind == "layernorm" or k.kind == "rmsnorm" then v.EPS = double_lit(p.EPS) end
+  if k.kind == "layernorm" or k.kind == "rmsnorm" then
+    v.EPS = double_lit(p.EPS)
+    v.D8 = p.D - p.D % 8 -- the features summed 8 at a time, then the tail
+    v.TAIL = p.D % 8 ~= 0
+  end
   if k.kind == "sinusoidal" then
     v.HALF = (p.D + 1) // 2
     v.ODD = p.D % 2 == 1
@@ -125,18 +129,23 @@ end
 
 -- The ISA's matrix kernels (templates/kernels/gemm_ISA.c): their text, or
 -- under FIXFORMER_JIT the declarations of the host's SIMD builds of them.
--- The library on its own: gemm_ISA.c with attention.c in place of its
--- #include (what the host compiles from the two files, and the cc engine
--- builds once as a shared library).
+-- The library on its own: gemm_ISA.c with the shared drivers it includes
+-- (kernels/linear.c, kernels/attention.c) in place of their #include lines:
+-- what the host compiles from the files, and the cc engine builds once as a
+-- shared library.
 function M.kernel_library(isa)
   local path = "templates/kernels/gemm_" .. isa .. ".c"
-  local attention = ff_read_template("templates/kernels/attention.c"):gsub("\n+$", "")
   local text = ff_read_template(path):gsub("\n+$", "")
-  local n
-  text, n = text:gsub('#include "attention.c"', function()
-    return '#line 1 "templates/kernels/attention.c"\n' .. attention
-  end)
-  assert(n == 1, path .. ": no #include \"attention.c\"")
+  for _, name in ipairs({ "linear.c", "attention.c" }) do
+    local driver = ff_read_template("templates/kernels/" .. name):gsub("\n+$", "")
+    local at = text:find('#include "' .. name .. '"', 1, true)
+    if at then -- the driver's text, then a #line back to the ISA's file
+      local _, before = text:sub(1, at):gsub("\n", "")
+      local rest = text:sub(at):gsub("^[^\n]*\n?", "", 1)
+      text = text:sub(1, at - 1) .. '#line 1 "templates/kernels/' .. name .. '"\n' .. driver .. "\n"
+        .. string.format('#line %d "%s"\n', before + 2, path) .. rest
+    end
+  end
   return text
 end
 

@@ -11,11 +11,17 @@ static void ${FN}(const float *x, int T, const float *gamma, const float *beta, 
     const float *xt = x + (size_t)t * ${D};
     float *yt = y + (size_t)t * ${D};
     double s[8] = {0}, q[8] = {0};
-    for (int i = 0; i < ${D}; i += 8)
-      for (int l = 0; l < 8 && i + l < ${D}; l++) s[l] += xt[i + l];
+    for (int i = 0; i < ${D8}; i += 8)
+      for (int l = 0; l < 8; l++) s[l] += xt[i + l];
+@if TAIL
+    for (int i = ${D8}; i < ${D}; i++) s[i - ${D8}] += xt[i];
+@end
     const double mean = ((s[0] + s[1]) + (s[2] + s[3]) + ((s[4] + s[5]) + (s[6] + s[7]))) / ${D};
-    for (int i = 0; i < ${D}; i += 8)
-      for (int l = 0; l < 8 && i + l < ${D}; l++) q[l] += (xt[i + l] - mean) * (xt[i + l] - mean);
+    for (int i = 0; i < ${D8}; i += 8)
+      for (int l = 0; l < 8; l++) q[l] += (xt[i + l] - mean) * (xt[i + l] - mean);
+@if TAIL
+    for (int i = ${D8}; i < ${D}; i++) q[i - ${D8}] += (xt[i] - mean) * (xt[i] - mean);
+@end
     const double var = ((q[0] + q[1]) + (q[2] + q[3]) + ((q[4] + q[5]) + (q[6] + q[7]))) / ${D};
     const float rstd = (float)(1.0 / sqrt(var + ${EPS}));
     for (int i = 0; i < ${D}; i++) yt[i] = (float)(xt[i] - mean) * rstd * gamma[i] + beta[i];
@@ -29,8 +35,11 @@ static void ${FN}(const float *x, int T, const float *gamma, float *y) {
     const float *xt = x + (size_t)t * ${D};
     float *yt = y + (size_t)t * ${D};
     double q[8] = {0};
-    for (int i = 0; i < ${D}; i += 8)
-      for (int l = 0; l < 8 && i + l < ${D}; l++) q[l] += (double)xt[i + l] * xt[i + l];
+    for (int i = 0; i < ${D8}; i += 8)
+      for (int l = 0; l < 8; l++) q[l] += (double)xt[i + l] * xt[i + l];
+@if TAIL
+    for (int i = ${D8}; i < ${D}; i++) q[i - ${D8}] += (double)xt[i] * xt[i];
+@end
     const double ms = ((q[0] + q[1]) + (q[2] + q[3]) + ((q[4] + q[5]) + (q[6] + q[7]))) / ${D};
     const float rstd = (float)(1.0 / sqrt(ms + ${EPS}));
     for (int i = 0; i < ${D}; i++) yt[i] = xt[i] * rstd * gamma[i];

@@ -46,6 +46,7 @@ static const kcase cases[] = {
     {"linear",      24,  50,  0,   0,  1,    "relu",  8, 0, 0},  /* max(0, .) fused */
     {"linear",      300, 33,  1,   0,  1,    "relu",  3, 0, 0},  /* k in two passes of 192 */
     {"linear",      64,  96,  0,   0,  1,    NULL,    1, 0, 0},  /* one row (decoding) */
+    {"linear",      600, 70,  1,   0,  1,    "relu",  11, 0, 0}, /* k in 3-4 passes over 3-5 panels */
     {"rope",        3,   4,   36,  0,  0,    NULL,    5, 2, 0},  /* HEADS, DK, LDX */
     {"rope",        2,   10,  60,  0,  0,    NULL,    3, 0, 0},
     {"kv_store",    6,   18,  0,   0,  0,    NULL,    3, 4, 0},  /* D, LDX */

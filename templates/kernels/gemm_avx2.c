@@ -14,6 +14,7 @@
 #endif
 #include <immintrin.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifndef FF_KERNEL
 #define FF_KERNEL
@@ -58,26 +59,37 @@ static inline __attribute__((always_inline)) void ff_store_row_avx2(float *c, __
 #define FF_AVX2_ZERO(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = c##i##0;
 #define FF_AVX2_STEP(i)                                                                                               \
   if (M > i) {                                                                                                        \
-    const __m256 a = _mm256_broadcast_ss(A + (size_t)(i)*lda + p);                                                    \
+    const __m256 a = _mm256_broadcast_ss(A + (size_t)(i)*lda + q);                                                    \
     c##i##0 = _mm256_fmadd_ps(a, b0, c##i##0);                                                                        \
     c##i##1 = _mm256_fmadd_ps(a, b1, c##i##1);                                                                        \
   }
 #define FF_AVX2_STORE(i)                                                                                              \
   if (M > i) ff_store_row_avx2(C + (size_t)(i)*ldc, c##i##0, c##i##1, n, bias0, bias1, alpha, flags);
+/* One step q of k, the full-width path */
+#define FF_AVX2_KSTEP(Q)                                                                                              \
+  {                                                                                                                   \
+    const int q = (Q);                                                                                                \
+    const __m256 b0 = _mm256_loadu_ps(B + (size_t)q * ldb), b1 = _mm256_loadu_ps(B + (size_t)q * ldb + 8);             \
+    FF_AVX2_ROWS(FF_AVX2_STEP)                                                                                        \
+  }
 static inline __attribute__((always_inline)) void ff_tile_avx2(const int M, int n, int k, const float *A, int lda,
                                                               const float *B, int ldb, float *C, int ldc,
-                                                              const float *bias, float alpha, int flags) {
+                                                              const float *bias, float alpha, int flags,
+                                                              uintptr_t pf, int pfs) {
   FF_AVX2_ROWS(FF_AVX2_ZERO)
-  if (n == 16) {
-    for (int p = 0; p < k; p++) {
-      const __m256 b0 = _mm256_loadu_ps(B + (size_t)p * ldb), b1 = _mm256_loadu_ps(B + (size_t)p * ldb + 8);
-      FF_AVX2_ROWS(FF_AVX2_STEP)
+  if (n == 16) { /* two steps of k per line fetched from pf (linear.c) */
+    int p = 0;
+    for (; p + 2 <= k; p += 2) {
+      _mm_prefetch((const char *)(pf + (uintptr_t)pfs * p), _MM_HINT_T0);
+      FF_AVX2_KSTEP(p)
+      FF_AVX2_KSTEP(p + 1)
     }
+    if (p < k) FF_AVX2_KSTEP(p)
   } else {
     const __m256i m0 = ff_mask_avx2(n), m1 = ff_mask_avx2(n - 8);
-    for (int p = 0; p < k; p++) {
-      const __m256 b0 = _mm256_maskload_ps(B + (size_t)p * ldb, m0);
-      const __m256 b1 = _mm256_maskload_ps(B + (size_t)p * ldb + 8, m1);
+    for (int q = 0; q < k; q++) {
+      const __m256 b0 = _mm256_maskload_ps(B + (size_t)q * ldb, m0);
+      const __m256 b1 = _mm256_maskload_ps(B + (size_t)q * ldb + 8, m1);
       FF_AVX2_ROWS(FF_AVX2_STEP)
     }
   }
@@ -89,14 +101,14 @@ static inline __attribute__((always_inline)) void ff_tile_avx2(const int M, int 
 
 /* one tile of m <= 6 rows: the row count becomes a constant */
 static inline void ff_tile_rows_avx2(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
-                                     int ldc, const float *bias, float alpha, int flags) {
+                                     int ldc, const float *bias, float alpha, int flags, uintptr_t pf, int pfs) {
   switch (m) {
-  case 6: ff_tile_avx2(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  case 5: ff_tile_avx2(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  case 4: ff_tile_avx2(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  case 3: ff_tile_avx2(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  case 2: ff_tile_avx2(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
-  default: ff_tile_avx2(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags); break;
+  case 6: ff_tile_avx2(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 5: ff_tile_avx2(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 4: ff_tile_avx2(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 3: ff_tile_avx2(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 2: ff_tile_avx2(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  default: ff_tile_avx2(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
   }
 }
 
@@ -106,23 +118,16 @@ FF_KERNEL void ff_matmul_avx2(int m, int n, int k, const float *A, int lda, cons
     for (int i = 0; i < m; i += FF_AVX2_MR)
       ff_tile_rows_avx2(m - i < FF_AVX2_MR ? m - i : FF_AVX2_MR, n - j < FF_AVX2_NR ? n - j : FF_AVX2_NR, k,
                         A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : NULL,
-                        alpha, flags);
+                        alpha, flags, (uintptr_t)B, 0);
 }
 
-FF_KERNEL void ff_linear_avx2(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
-                              int flags, int j0, int j1) {
-  for (int k0 = 0; k0 < IN; k0 += FF_AVX2_KC) { /* the first pass stores (+ b), later ones add */
-    const int kc = IN - k0 < FF_AVX2_KC ? IN - k0 : FF_AVX2_KC, last = k0 + kc == IN;
-    const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
-    for (int j = j0; j < j1; j += FF_AVX2_NR) {
-      const float *panel = W + (size_t)j * IN + (size_t)k0 * FF_AVX2_NR;
-      for (int i = 0; i < T; i += FF_AVX2_MR)
-        ff_tile_rows_avx2(T - i < FF_AVX2_MR ? T - i : FF_AVX2_MR, OUT - j < FF_AVX2_NR ? OUT - j : FF_AVX2_NR, kc,
-                          x + (size_t)i * IN + k0, IN, panel, FF_AVX2_NR, y + (size_t)i * OUT + j, OUT,
-                          b && !k0 ? b + j : NULL, 1.0f, f);
-    }
-  }
-}
+/* linear on these kernels (linear.c) */
+#define FF_LINEAR ff_linear_avx2
+#define FF_LIN_MR FF_AVX2_MR
+#define FF_LIN_NR FF_AVX2_NR
+#define FF_LIN_KC FF_AVX2_KC
+#define FF_LIN_TILE ff_tile_rows_avx2
+#include "linear.c"
 
 /* e^x for x <= 0 in 8 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n built in the exponent bits; about

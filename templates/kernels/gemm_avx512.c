@@ -120,30 +120,13 @@ FF_KERNEL void ff_matmul_avx512(int m, int n, int k, const float *A, int lda, co
                           alpha, flags, (uintptr_t)B, 0);
 }
 
-FF_KERNEL void ff_linear_avx512(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
-                                int flags, int j0, int j1) {
-  const int tiles = (T + FF_AVX512_MR - 1) / FF_AVX512_MR;
-  for (int j = j0; j < j1; j += FF_AVX512_NR)       /* panel by panel: W is read once, front to back */
-    for (int k0 = 0; k0 < IN; k0 += FF_AVX512_KC) { /* the first pass stores (+ b), later ones add */
-      const int kc = IN - k0 < FF_AVX512_KC ? IN - k0 : FF_AVX512_KC, last = k0 + kc == IN;
-      const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
-      const float *panel = W + (size_t)j * IN + (size_t)k0 * FF_AVX512_NR;
-      /* The next pass's slice of W (the next k block, else the next panel's
-       * first) follows this one in memory: each tile fetches its share of it
-       * into L1, spread over its steps of k, so that the next pass does not
-       * start on DRAM misses.  Addresses are integers: a fetch that runs past
-       * W is harmless, a pointer past it would not be. */
-      const int next_kc = !last ? (IN - k0 - kc < FF_AVX512_KC ? IN - k0 - kc : FF_AVX512_KC)
-                          : j + FF_AVX512_NR < j1 ? (IN < FF_AVX512_KC ? IN : FF_AVX512_KC) : 0;
-      const int lines = next_kc * FF_AVX512_NR / 16, share = (lines + tiles - 1) / tiles;
-      const int pfs = (64 * share + kc - 1) / kc;
-      const uintptr_t next = (uintptr_t)panel + sizeof(float) * (size_t)kc * FF_AVX512_NR;
-      for (int i = 0; i < T; i += FF_AVX512_MR)
-        ff_tile_rows_avx512(T - i < FF_AVX512_MR ? T - i : FF_AVX512_MR, OUT - j < FF_AVX512_NR ? OUT - j : FF_AVX512_NR,
-                            kc, x + (size_t)i * IN + k0, IN, panel, FF_AVX512_NR, y + (size_t)i * OUT + j, OUT,
-                            b && !k0 ? b + j : NULL, 1.0f, f, next + (uintptr_t)64 * share * (i / FF_AVX512_MR), pfs);
-    }
-}
+/* linear on these kernels (linear.c) */
+#define FF_LINEAR ff_linear_avx512
+#define FF_LIN_MR FF_AVX512_MR
+#define FF_LIN_NR FF_AVX512_NR
+#define FF_LIN_KC FF_AVX512_KC
+#define FF_LIN_TILE ff_tile_rows_avx512
+#include "linear.c"
 
 /* e^x for x <= 0 in 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n; about 1 ulp; e^-inf and below -87.3: 0. */

@@ -18,6 +18,7 @@
 #include <arm_neon.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #ifndef FF_KERNEL
@@ -32,15 +33,18 @@
 #define FF_NEON_KC 256 /* k per pass over a panel: 16 KB of B stays in L1 */
 
 /* The tile: M (a constant after inlining) <= 6 rows by 16 columns of B rows
- * every ldb floats; acc[i][0..3] the row's four vectors. */
+ * every ldb floats; acc[i][0..3] the row's four vectors.  Every two steps of
+ * k it fetches the line at pf + pfs p (linear.c). */
 static inline __attribute__((always_inline)) void ff_tile_neon(const int M, int k, const float *A, int lda,
-                                                              const float *B, int ldb, float32x4_t acc[][4]) {
+                                                              const float *B, int ldb, float32x4_t acc[][4],
+                                                              uintptr_t pf, int pfs) {
   float32x4_t c00 = vdupq_n_f32(0), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
   float32x4_t c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
   float32x4_t c40 = c00, c41 = c00, c42 = c00, c43 = c00, c50 = c00, c51 = c00, c52 = c00, c53 = c00;
   for (int p = 0; p < k; p++) {
     const float *b = B + (size_t)p * ldb;
     const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8), b3 = vld1q_f32(b + 12);
+    if (!(p & 1)) __builtin_prefetch((const void *)(pf + (uintptr_t)pfs * p));
 #define FF_NEON_ROW(i)                                                                                                \
   if (M > i) {                                                                                                        \
     const float32x4_t a = vld1q_dup_f32(A + (size_t)(i)*lda + p);                                                     \
@@ -57,14 +61,14 @@ static inline __attribute__((always_inline)) void ff_tile_neon(const int M, int 
 }
 
 static inline void ff_tile_m_neon(int m, int k, const float *A, int lda, const float *B, int ldb,
-                                  float32x4_t acc[][4]) {
+                                  float32x4_t acc[][4], uintptr_t pf, int pfs) {
   switch (m) { /* the row count becomes a constant */
-  case 6: ff_tile_neon(6, k, A, lda, B, ldb, acc); break;
-  case 5: ff_tile_neon(5, k, A, lda, B, ldb, acc); break;
-  case 4: ff_tile_neon(4, k, A, lda, B, ldb, acc); break;
-  case 3: ff_tile_neon(3, k, A, lda, B, ldb, acc); break;
-  case 2: ff_tile_neon(2, k, A, lda, B, ldb, acc); break;
-  default: ff_tile_neon(1, k, A, lda, B, ldb, acc); break;
+  case 6: ff_tile_neon(6, k, A, lda, B, ldb, acc, pf, pfs); break;
+  case 5: ff_tile_neon(5, k, A, lda, B, ldb, acc, pf, pfs); break;
+  case 4: ff_tile_neon(4, k, A, lda, B, ldb, acc, pf, pfs); break;
+  case 3: ff_tile_neon(3, k, A, lda, B, ldb, acc, pf, pfs); break;
+  case 2: ff_tile_neon(2, k, A, lda, B, ldb, acc, pf, pfs); break;
+  default: ff_tile_neon(1, k, A, lda, B, ldb, acc, pf, pfs); break;
   }
 }
 
@@ -72,10 +76,10 @@ static inline void ff_tile_m_neon(int m, int k, const float *A, int lda, const f
  * C = alpha acc + bias (+ C), max(0, .).  A narrow tile multiplies
  * zero-padded copies of its B rows, KC rows at a time. */
 static void ff_tile_rows_neon(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
-                              int ldc, const float *bias, float alpha, int flags) {
+                              int ldc, const float *bias, float alpha, int flags, uintptr_t pf, int pfs) {
   float32x4_t acc[FF_NEON_MR][4];
   if (n == FF_NEON_NR) {
-    ff_tile_m_neon(m, k, A, lda, B, ldb, acc);
+    ff_tile_m_neon(m, k, A, lda, B, ldb, acc, pf, pfs);
   } else {
     float pad[FF_NEON_KC * FF_NEON_NR];
     float32x4_t part[FF_NEON_MR][4];
@@ -84,7 +88,7 @@ static void ff_tile_rows_neon(int m, int n, int k, const float *A, int lda, cons
     for (int k0 = 0; k0 < k; k0 += FF_NEON_KC) {
       const int kc = k - k0 < FF_NEON_KC ? k - k0 : FF_NEON_KC;
       for (int p = 0; p < kc; p++) memcpy(pad + p * FF_NEON_NR, B + (size_t)(k0 + p) * ldb, sizeof(float) * n);
-      ff_tile_m_neon(m, kc, A + k0, lda, pad, FF_NEON_NR, part);
+      ff_tile_m_neon(m, kc, A + k0, lda, pad, FF_NEON_NR, part, pf, pfs);
       for (int i = 0; i < m; i++)
         for (int v = 0; v < 4; v++) acc[i][v] = vaddq_f32(acc[i][v], part[i][v]);
     }
@@ -106,34 +110,16 @@ FF_KERNEL void ff_matmul_neon(int m, int n, int k, const float *A, int lda, cons
     for (int i = 0; i < m; i += FF_NEON_MR)
       ff_tile_rows_neon(m - i < FF_NEON_MR ? m - i : FF_NEON_MR, n - j < FF_NEON_NR ? n - j : FF_NEON_NR, k,
                         A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : NULL,
-                        alpha, flags);
+                        alpha, flags, (uintptr_t)B, 0);
 }
 
-FF_KERNEL void ff_linear_neon(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
-                              int flags, int j0, int j1) {
-  for (int k0 = 0; k0 < IN; k0 += FF_NEON_KC) { /* the first pass stores (+ b), later ones add */
-    const int kc = IN - k0 < FF_NEON_KC ? IN - k0 : FF_NEON_KC, last = k0 + kc == IN;
-    const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
-    for (int j = j0; j < j1; j += FF_NEON_NR) { /* panels are zero-padded: every tile is 16 wide */
-      const float *panel = W + (size_t)j * IN + (size_t)k0 * FF_NEON_NR;
-      for (int i = 0; i < T; i += FF_NEON_MR) {
-        float32x4_t acc[FF_NEON_MR][4];
-        const int m = T - i < FF_NEON_MR ? T - i : FF_NEON_MR, n = OUT - j < FF_NEON_NR ? OUT - j : FF_NEON_NR;
-        ff_tile_m_neon(m, kc, x + (size_t)i * IN + k0, IN, panel, FF_NEON_NR, acc);
-        for (int r = 0; r < m; r++) {
-          float row[FF_NEON_NR], *c = y + (size_t)(i + r) * OUT + j;
-          const float *bj = b && !k0 ? b + j : NULL;
-          for (int v = 0; v < 4; v++) vst1q_f32(row + 4 * v, acc[r][v]);
-          for (int q = 0; q < n; q++) {
-            float s = row[q] + (bj ? bj[q] : 0.0f);
-            if (f & FF_ACC) s += c[q];
-            c[q] = (f & FF_RELU) && s < 0.0f ? 0.0f : s;
-          }
-        }
-      }
-    }
-  }
-}
+/* linear on these kernels (linear.c) */
+#define FF_LINEAR ff_linear_neon
+#define FF_LIN_MR FF_NEON_MR
+#define FF_LIN_NR FF_NEON_NR
+#define FF_LIN_KC FF_NEON_KC
+#define FF_LIN_TILE ff_tile_rows_neon
+#include "linear.c"
 
 /* attention on these kernels (attention.c) */
 #define FF_ATTENTION ff_attention_neon

@@ -213,6 +213,8 @@ FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, in
     }
   }
 }
+#line 77 "templates/kernels/gemm_generic.c"
+
 #endif
 
 #line 48 "templates/model.c"
@@ -392,10 +394,12 @@ static void layernorm_64(const float *x, int T, const float *gamma, const float 
     float *yt = y + (size_t)t * 64;
     double s[8] = {0}, q[8] = {0};
     for (int i = 0; i < 64; i += 8)
-      for (int l = 0; l < 8 && i + l < 64; l++) s[l] += xt[i + l];
+      for (int l = 0; l < 8; l++) s[l] += xt[i + l];
+#line 19 "templates/norm.c"
     const double mean = ((s[0] + s[1]) + (s[2] + s[3]) + ((s[4] + s[5]) + (s[6] + s[7]))) / 64;
     for (int i = 0; i < 64; i += 8)
-      for (int l = 0; l < 8 && i + l < 64; l++) q[l] += (xt[i + l] - mean) * (xt[i + l] - mean);
+      for (int l = 0; l < 8; l++) q[l] += (xt[i + l] - mean) * (xt[i + l] - mean);
+#line 25 "templates/norm.c"
     const double var = ((q[0] + q[1]) + (q[2] + q[3]) + ((q[4] + q[5]) + (q[6] + q[7]))) / 64;
     const float rstd = (float)(1.0 / sqrt(var + 1.0000000000000001e-05));
     for (int i = 0; i < 64; i++) yt[i] = (float)(xt[i] - mean) * rstd * gamma[i] + beta[i];
@@ -430,7 +434,7 @@ static void linear_64x128_nobias(const float *a, const float *x, int T, const fl
 }
 
 
-#line 434 "tiny.c"
+#line 438 "tiny.c"
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {

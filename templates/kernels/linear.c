@@ -1,0 +1,40 @@
+/* linear.c - y [T, OUT] = x [T, IN] W + b on one ISA's register tile, W
+ * packed in panels of FF_LIN_NR columns (panel p: W^T [:, NR p .. NR p + NR-1]
+ * as IN rows of NR floats, zero-padded past OUT).  The ISA's file defines,
+ * then includes this (emitted code gets the text in place of the #include):
+ *   FF_LINEAR           the function's name, ff_linear_ISA
+ *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC   the tile's rows and columns, and the k
+ *                       per pass over a panel (its slice stays in L1)
+ *   FF_LIN_TILE         tile(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha,
+ *                       flags, pf, pfs): C = alpha A B + bias (+ C, FF_ACC),
+ *                       max(0, .) (FF_RELU) for m <= MR rows, n <= NR
+ *                       columns; it fetches the line at pf + pfs p into L1
+ *                       at some steps p of k (it may fetch more, never less)
+ * Only columns j0 .. j1-1 (j0 a multiple of NR), so that threads can share
+ * the panels.  Sums over k run in k order per output, like the reference. */
+#include <stdint.h>
+
+FF_KERNEL void FF_LINEAR(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
+                         int j0, int j1) {
+  const int tiles = (T + FF_LIN_MR - 1) / FF_LIN_MR;
+  for (int j = j0; j < j1; j += FF_LIN_NR)       /* panel by panel: W is read once, front to back */
+    for (int k0 = 0; k0 < IN; k0 += FF_LIN_KC) { /* the first pass stores (+ b), later ones add */
+      const int kc = IN - k0 < FF_LIN_KC ? IN - k0 : FF_LIN_KC, last = k0 + kc == IN;
+      const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
+      const float *panel = W + (size_t)j * IN + (size_t)k0 * FF_LIN_NR;
+      /* The next pass's slice of W (the next k block, else the next panel's
+       * first) follows this one in memory: each tile fetches its share of it,
+       * spread over its steps of k, so that the next pass does not start on
+       * DRAM misses.  Addresses are integers: a fetch past W is harmless, a
+       * pointer past it would not be. */
+      const int next_kc = !last ? (IN - k0 - kc < FF_LIN_KC ? IN - k0 - kc : FF_LIN_KC)
+                          : j + FF_LIN_NR < j1 ? (IN < FF_LIN_KC ? IN : FF_LIN_KC) : 0;
+      const int lines = next_kc * FF_LIN_NR / 16, share = (lines + tiles - 1) / tiles;
+      const int pfs = (64 * share + kc - 1) / kc;
+      const uintptr_t next = (uintptr_t)panel + sizeof(float) * (size_t)kc * FF_LIN_NR;
+      for (int i = 0; i < T; i += FF_LIN_MR)
+        FF_LIN_TILE(T - i < FF_LIN_MR ? T - i : FF_LIN_MR, OUT - j < FF_LIN_NR ? OUT - j : FF_LIN_NR, kc,
+                    x + (size_t)i * IN + k0, IN, panel, FF_LIN_NR, y + (size_t)i * OUT + j, OUT,
+                    b && !k0 ? b + j : NULL, 1.0f, f, next + (uintptr_t)64 * share * (i / FF_LIN_MR), pfs);
+    }
+}
