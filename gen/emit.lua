@@ -94,11 +94,7 @@ local function kernel_vars(k)
     v.SCALE = float_lit(1 / math.sqrt(p.DK))
     v.CAUSAL_DOC = p.CAUSAL and " and keys j > q_pos0 + t (causal)" or ""
   end
-  if k.kind == "layernorm" or k.kind == "rmsnorm" then
-    v.EPS = double_lit(p.EPS)
-    v.D8 = p.D - p.D % 8 -- the features summed 8 at a time, then the tail
-    v.TAIL = p.D % 8 ~= 0
-  end
+  if k.kind == "layernorm" or k.kind == "rmsnorm" then v.EPS = double_lit(p.EPS) end
   if k.kind == "sinusoidal" then
     v.HALF = (p.D + 1) // 2
     v.ODD = p.D % 2 == 1
@@ -130,13 +126,13 @@ end
 -- The ISA's matrix kernels (templates/kernels/gemm_ISA.c): their text, or
 -- under FIXFORMER_JIT the declarations of the host's SIMD builds of them.
 -- The library on its own: gemm_ISA.c with the shared drivers it includes
--- (kernels/linear.c, kernels/attention.c) in place of their #include lines:
+-- (kernels/linear.c, plain.c, attention.c) in place of their #include lines:
 -- what the host compiles from the files, and the cc engine builds once as a
 -- shared library.
 function M.kernel_library(isa)
   local path = "templates/kernels/gemm_" .. isa .. ".c"
   local text = ff_read_template(path):gsub("\n+$", "")
-  for _, name in ipairs({ "linear.c", "attention.c" }) do
+  for _, name in ipairs({ "linear.c", "plain.c", "attention.c" }) do
     local driver = ff_read_template("templates/kernels/" .. name):gsub("\n+$", "")
     local at = text:find('#include "' .. name .. '"', 1, true)
     if at then -- the driver's text, then a #line back to the ISA's file
@@ -158,7 +154,12 @@ void ff_linear_%s(const float *x, int T, int IN, const float *W, const float *b,
 void ff_matmul_%s(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
     const float *bias, float alpha, int flags);
 void ff_attention_%s(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
-    int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);]], isa, isa, isa)
+    int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
+void ff_layernorm_%s(const float *x, int T, int D, const float *gamma, const float *beta, double eps, float *y);
+void ff_rmsnorm_%s(const float *x, int T, int D, const float *gamma, double eps, float *y);
+void ff_gelu_%s(float *h, size_t n);
+void ff_gelu_tanh_%s(float *h, size_t n);
+void ff_swiglu_%s(const float *h, int T, int N, float *a);]], isa, isa, isa, isa, isa, isa, isa, isa)
   return table.concat({
     "/* ---- matrix kernels (" .. path .. ") ---- */",
     "#if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */",
@@ -166,7 +167,7 @@ void ff_attention_%s(const float *q, int ldq, const float *k, int ldk, int Tq, i
     "#define FF_RELU 2 /* then C = max(0, C) */",
     decl,
     "#else",
-    "#define FF_KERNEL static inline",
+    "#define FF_KERNEL static inline __attribute__((unused)) /* a model calls some of them */",
     string.format('#line 1 "%s"', path),
     text,
     "#endif",

@@ -42,9 +42,10 @@ int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err) {
   tcc_define_symbol(s, "FIXFORMER_JIT", "1");
   if (tcc_compile_string(s, text) < 0) goto failed;
   for (size_t i = 0; i < sizeof symbols / sizeof *symbols; i++) tcc_add_symbol(s, symbols[i].name, symbols[i].fn);
-  for (const char *const *isa = ff_host_isas(); *isa; isa++) /* the SIMD matrix kernels */
-    for (int k = 0; k < 3; k++) {
-      static const char *const kinds[] = {"ff_linear", "ff_matmul", "ff_attention"};
+  static const char *const kinds[] = {"ff_linear",  "ff_matmul", "ff_attention", "ff_layernorm",
+                                      "ff_rmsnorm", "ff_gelu",   "ff_gelu_tanh", "ff_swiglu"};
+  for (const char *const *isa = ff_host_isas(); *isa; isa++) /* the native kernels (templates/kernels/) */
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
       char name[64];
       snprintf(name, sizeof name, "%s_%s", kinds[k], *isa);
       tcc_add_symbol(s, name, ff_native_kernel(name));

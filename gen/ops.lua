@@ -72,19 +72,19 @@ M.kinds = {
     flops = function(p, T, Tk) return 4 * T * (Tk or T) * p.HEADS * p.DK end,
   },
   layernorm = {
-    file = "norm.c", params = { "D", "EPS" },
+    file = "norm.c", params = { "D", "EPS", "ISA" },
     fn = function(p) return string.format("layernorm_%d", p.D) end,
     doc = function() return "y = LayerNorm(x)" end,
     flops = function(p, T) return 8 * T * p.D end,
   },
   rmsnorm = {
-    file = "norm.c", params = { "D", "EPS" },
+    file = "norm.c", params = { "D", "EPS", "ISA" },
     fn = function(p) return string.format("rmsnorm_%d", p.D) end,
     doc = function() return "y = RMSNorm(x)" end,
     flops = function(p, T) return 5 * T * p.D end,
   },
   activation = {
-    file = "ffn.c", params = { "N", "ACT" },
+    file = "ffn.c", params = { "N", "ACT", "ISA" },
     fn = function(p) return string.format("%s_%d", p.ACT, p.N) end,
     doc = function(p)
       return ({ relu = "h = max(0, h)", gelu = "h = h/2 (1 + erf(h/sqrt 2))",
@@ -93,7 +93,7 @@ M.kinds = {
     flops = function(p, T) return 8 * T * p.N end,
   },
   swiglu = {
-    file = "ffn.c", params = { "N" },
+    file = "ffn.c", params = { "N", "ISA" },
     fn = function(p) return string.format("swiglu_%d", p.N) end,
     doc = function() return "a = silu(gate) * up" end,
     flops = function(p, T) return 6 * T * p.N end,

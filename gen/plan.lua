@@ -135,9 +135,9 @@ function M.plan(c, specs, isa)
     local gamma = Wexpr(wstack, layer, role .. ".weight")
     local shape = x == y and string.format("[T,%d] in place", d) or string.format("[T,%d] -> [T,%d]", d, d)
     if c.norm_kind == "layernorm" then
-      op("layernorm", name, { D = d, EPS = c.eps }, shape, { x, "T", gamma, Wexpr(wstack, layer, role .. ".bias"), y })
+      op("layernorm", name, { D = d, EPS = c.eps, ISA = isa }, shape, { x, "T", gamma, Wexpr(wstack, layer, role .. ".bias"), y })
     else
-      op("rmsnorm", name, { D = d, EPS = c.eps }, shape, { x, "T", gamma, y })
+      op("rmsnorm", name, { D = d, EPS = c.eps, ISA = isa }, shape, { x, "T", gamma, y })
     end
   end
 
@@ -216,10 +216,10 @@ function M.plan(c, specs, isa)
       local act = hidden
       if c.activation == "swiglu" then
         act = value(L .. "_ffn_act", S, c.d_ff, false, "silu(gate) * up")
-        op("swiglu", L .. "_ffn_swiglu", { N = c.d_ff }, string.format("[T,%d] -> [T,%d]", up, c.d_ff),
+        op("swiglu", L .. "_ffn_swiglu", { N = c.d_ff, ISA = isa }, string.format("[T,%d] -> [T,%d]", up, c.d_ff),
           { hidden, "T", act })
       elseif c.activation ~= "relu" then -- relu is fused into linear1
-        op("activation", L .. "_ffn_" .. c.activation, { N = c.d_ff, ACT = c.activation },
+        op("activation", L .. "_ffn_" .. c.activation, { N = c.d_ff, ACT = c.activation, ISA = isa },
           string.format("[T,%d] in place", c.d_ff), { hidden, "T" })
       end
       linear(L .. "_ffn_down", wstack, layer, "linear2", act, residual, c.d_ff, d, nil, { acc = true })

@@ -191,6 +191,10 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
   for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 
+/* norms and activations (plain.c) */
+#define FF_PLAIN(name) ff_##name##_avx2
+#include "plain.c"
+
 /* attention on these kernels (attention.c) */
 #define FF_ATTENTION ff_attention_avx2
 #define FF_ATT_MR FF_AVX2_MR

@@ -171,6 +171,10 @@ static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
   for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 
+/* norms and activations (plain.c) */
+#define FF_PLAIN(name) ff_##name##_avx512
+#include "plain.c"
+
 /* attention on these kernels (attention.c) */
 #define FF_ATTENTION ff_attention_avx512
 #define FF_ATT_MR FF_AVX512_MR

@@ -69,6 +69,10 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
                       b ? b + j : 0, 1.0f, flags);
 }
 
+/* norms and activations (plain.c) */
+#define FF_PLAIN(name) ff_##name##_generic
+#include "plain.c"
+
 /* attention on these kernels (attention.c) */
 #define FF_ATTENTION ff_attention_generic
 #define FF_ATT_MR FF_GENERIC_MR

@@ -121,6 +121,10 @@ FF_KERNEL void ff_matmul_neon(int m, int n, int k, const float *A, int lda, cons
 #define FF_LIN_TILE ff_tile_rows_neon
 #include "linear.c"
 
+/* norms and activations (plain.c) */
+#define FF_PLAIN(name) ff_##name##_neon
+#include "plain.c"
+
 /* attention on these kernels (attention.c) */
 #define FF_ATTENTION ff_attention_neon
 #define FF_ATT_MR FF_NEON_MR
