@@ -204,7 +204,7 @@ function M.kernel_unit(list)
   parts[#parts + 1] = M.matrix_kernels(isa)
   -- one thread: the helpers of the threads section with no state to read
   parts[#parts + 1] = template.render("model.c", "threads", { NAME = "kernels", UNAME = "KERNELS", ISA = isa,
-    NR = require("plan").NR[isa], SCRATCH = 0, STANDALONE = true, ENCDEC = false })
+    NR = require("plan").NR[isa], SCRATCH = 0, SLOTS = 1, STANDALONE = true, ENCDEC = false })
   for i, entry in ipairs(list) do
     local kind, params = entry[1], entry[2]
     ops.key(kind, params) -- the kind exists and every param is given
@@ -280,7 +280,8 @@ function M.emit(P, opts)
   parts[#parts + 1] = template.render("model.c", "layout",
     vars({ WEIGHT_ENUM = table.concat(wl, "\n"), VALUE_ENUM = table.concat(vl, "\n") }), { lines = false })
   parts[#parts + 1] = M.matrix_kernels(P.isa)
-  parts[#parts + 1] = template.render("model.c", "threads", vars({ SCRATCH = P.scratch_per_thread }))
+  parts[#parts + 1] = template.render("model.c", "threads",
+    vars({ SCRATCH = P.scratch_per_thread, SLOTS = P.max_threads }))
   parts[#parts + 1] = "/* ---- kernels (templates/) ---- */\n"
   parts[#parts + 1] = M.kernels(P)
   back_to_this_file()

@@ -21,8 +21,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from configs import write_description  # noqa: E402
 
-CONFIGS = [  # (config, B, T): heads 4, 3, 5 against 2 and 3 threads; odd widths; padding
+CONFIGS = [  # (config, B, T): heads 4, 10 (more than the 8 scratch slots), 3, 5 against 2 and 3 threads; odd
+    # widths; padding
     (dict(name="thr_enc", arch="encoder", d_model=128, heads=4, d_ff=300, layers=2, max_seq=80), 2, 64),
+    (dict(name="thr_heads", arch="encoder", d_model=160, heads=10, d_ff=200, layers=1, max_seq=80), 2, 64),
     (dict(name="thr_dec", arch="decoder-only", d_model=96, heads=3, d_ff=250, layers=2, norm="pre",
           norm_kind="rmsnorm", activation="swiglu", positional="rope", vocab=300, max_seq=96), 2, 70),
     (dict(name="thr_encdec", arch="encoder-decoder", d_model=120, heads=5, d_ff=260, layers=1,

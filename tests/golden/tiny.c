@@ -390,16 +390,17 @@ static void linear_task(void *arg, int i) { /* the i-th of n ranges of panels */
       p1 * 16 < j->OUT ? p1 * 16 : j->OUT);
 }
 
-/* y [T, OUT] (+)= x [T, IN] W + b on the state's threads, a range of W's
- * column panels each; one thread below a million multiply-adds. */
+/* y [T, OUT] (+)= x [T, IN] W + b on the state's threads: 4 tasks per
+ * thread, a range of W's column panels each, which the threads take in turn
+ * (a thread held up takes fewer); one thread below a million multiply-adds. */
 static void linear(const float *a, const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
     int flags) {
   const parallel_t p = parallel_of(a);
   const int panels = (OUT + 16 - 1) / 16;
   linear_job job;
   job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
-  job.n = p.threads < panels ? p.threads : panels;
-  if (job.n < 2 || (double)T * IN * OUT < 1e6)
+  job.n = 4 * p.threads < panels ? 4 * p.threads : panels;
+  if (p.threads < 2 || job.n < 2 || (double)T * IN * OUT < 1e6)
     ff_linear_generic(x, T, IN, W, b, OUT, y, flags, 0, OUT);
   else
     p.fn(p.pool, job.n, linear_task, &job);
@@ -412,22 +413,23 @@ typedef struct {
   float scale;
 } attention_job;
 
-static void attention_task(void *arg, int i) { /* the i-th of n ranges of heads, with scratch of its own */
+static void attention_task(void *arg, int i) { /* the i-th of n ranges of heads, with scratch slot i */
   const attention_job *j = arg;
   ff_attention_generic(j->q, j->ldq, j->k, j->ldk, j->Tq, j->key_len, j->heads, j->dk, j->heads * i / j->n,
       j->heads * (i + 1) / j->n, j->causal, j->q_pos0, j->scale, j->scratch + (size_t)i * 1536, j->out);
 }
 
-/* Multi-head attention (ff_attention_generic) on the state's threads, a range
- * of heads each; one thread below a million multiply-adds. */
+/* Multi-head attention (ff_attention_generic) on the state's threads: up to
+ * 8 tasks (the scratch slots), a range of heads each, which the threads
+ * take in turn; one thread below a million multiply-adds. */
 static void attention(const float *a, const float *q, int ldq, const float *k, int ldk, int Tq, int key_len,
     int heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
   const parallel_t p = parallel_of(a);
   attention_job job;
   job.q = q, job.k = k, job.scratch = scratch, job.out = out, job.ldq = ldq, job.ldk = ldk, job.Tq = Tq;
   job.key_len = key_len, job.heads = heads, job.dk = dk, job.causal = causal, job.q_pos0 = q_pos0;
-  job.scale = scale, job.n = p.threads < heads ? p.threads : heads;
-  if (job.n < 2 || 2.0 * Tq * key_len * heads * dk < 1e6)
+  job.scale = scale, job.n = heads < 8 ? heads : 8; /* a thread held up takes fewer */
+  if (p.threads < 2 || job.n < 2 || 2.0 * Tq * key_len * heads * dk < 1e6)
     ff_attention_generic(q, ldq, k, ldk, Tq, key_len, heads, dk, 0, heads, causal, q_pos0, scale, scratch, out);
   else
     p.fn(p.pool, job.n, attention_task, &job);
@@ -539,7 +541,7 @@ static void linear_64x128_nobias(const float *a, const float *x, int T, const fl
 }
 
 
-#line 543 "tiny.c"
+#line 545 "tiny.c"
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
