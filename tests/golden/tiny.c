@@ -87,7 +87,11 @@ void ff_gelu_generic(float *h, size_t n);
 void ff_gelu_tanh_generic(float *h, size_t n);
 void ff_swiglu_generic(const float *h, int T, int N, float *a);
 #else
-#define FF_KERNEL static inline __attribute__((unused)) /* a model calls some of them */
+#if defined(__GNUC__) || defined(__TINYC__) /* a model calls some of them */
+#define FF_KERNEL static inline __attribute__((unused))
+#else
+#define FF_KERNEL static inline
+#endif
 #line 1 "templates/kernels/gemm_generic.c"
 /* gemm_generic.c - the portable matrix kernels: a 4 x 16 tile of plain C
  * loops with constant bounds, which compilers keep in vector registers where
@@ -541,7 +545,7 @@ static void linear_64x128_nobias(const float *a, const float *x, int T, const fl
 }
 
 
-#line 545 "tiny.c"
+#line 549 "tiny.c"
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
