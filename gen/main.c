@@ -673,7 +673,7 @@ static int cmd_bench(const char *path, flag *flags, ff_error *err) {
            gen / (med / 1e3));
   else
     printf("forward batch %d x T %d: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; %.2f GFLOP/s at the "
-           "median (%.3g FLOP)\n", batch, T, times[0], med, times[iters - 1], iters, flops / (med * 1e6), flops);
+           "median (%.0f FLOP)\n", batch, T, times[0], med, times[iters - 1], iters, flops / (med * 1e6), flops);
   printf("median_ms: %.4f\n", med);
 done:
   free(ids);
