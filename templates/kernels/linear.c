@@ -9,7 +9,9 @@
  *                       flags, pf, pfs): C = alpha A B + bias (+ C, FF_ACC),
  *                       max(0, .) (FF_RELU) for m <= MR rows, n <= NR
  *                       columns; it fetches the line at pf + pfs p into L1
- *                       at some steps p of k (it may fetch more, never less)
+ *                       at every second step p of k (so a share of more
+ *                       than k/2 lines, as when T <= MR, is fetched in part:
+ *                       a hint, which the results do not depend on)
  * Only columns j0 .. j1-1 (j0 a multiple of NR), so that threads can share
  * the panels.  Sums over k run in k order per output, like the reference. */
 #include <stdint.h>
