@@ -41,9 +41,10 @@ typedef struct {
  * first ("avx512", ..., "generic"), and the best of them. */
 const char *const *ff_host_isas(void);
 const char *ff_host_isa(void);
-/* The host's build of an ISA's kernel, for the libtcc engine: name is
- * "ff_linear_ISA" or "ff_matmul_ISA"; NULL if it is not compiled in. */
-void *ff_native_kernel(const char *name);
+/* The host's builds of the kernels (templates/kernels/), for the libtcc
+ * engine: add(ctx, "ff_KIND_ISA", fn) for each kernel of each ISA in
+ * ff_host_isas(). */
+void ff_native_kernels(void (*add)(void *ctx, const char *name, void *fn), void *ctx);
 
 /* Plans and emits the loaded description (its config table is in the
  * state's registry) for config c. */

@@ -22,6 +22,7 @@ static void on_error(void *opaque, const char *msg) {
 
 static void *tcc_symbol(void *s, const char *name) { return tcc_get_symbol(s, name); }
 static void tcc_close(void *s) { tcc_delete(s); }
+static void add_kernel(void *s, const char *name, void *fn) { tcc_add_symbol(s, name, fn); }
 
 int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err) {
   static const struct {
@@ -42,14 +43,7 @@ int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err) {
   tcc_define_symbol(s, "FIXFORMER_JIT", "1");
   if (tcc_compile_string(s, text) < 0) goto failed;
   for (size_t i = 0; i < sizeof symbols / sizeof *symbols; i++) tcc_add_symbol(s, symbols[i].name, symbols[i].fn);
-  static const char *const kinds[] = {"ff_linear",  "ff_matmul", "ff_attention", "ff_layernorm",
-                                      "ff_rmsnorm", "ff_gelu",   "ff_gelu_tanh", "ff_swiglu"};
-  for (const char *const *isa = ff_host_isas(); *isa; isa++) /* the native kernels (templates/kernels/) */
-    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-      char name[64];
-      snprintf(name, sizeof name, "%s_%s", kinds[k], *isa);
-      tcc_add_symbol(s, name, ff_native_kernel(name));
-    }
+  ff_native_kernels(add_kernel, s); /* the SIMD kernels the host carries (templates/kernels/) */
   if (tcc_relocate(s, TCC_RELOCATE_AUTO) < 0) goto failed;
   ff_jit *j = calloc(1, sizeof *j);
   if (!j) {

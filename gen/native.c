@@ -1,4 +1,4 @@
-/* native.c - the matrix kernels of templates/kernels/ compiled into the host
+/* native.c - the kernels of templates/kernels/ compiled into the host
  * (CMakeLists.txt builds each ISA's file with its flags), for the libtcc
  * engine: libtcc cannot emit SIMD, so the JIT-compiled model calls these
  * through tcc_add_symbol while the model code itself stays specialised. */
@@ -30,54 +30,32 @@ KERNEL_DECLS(avx512)
 KERNEL_DECLS(neon)
 #endif
 
+#define KERNEL_ENTRY(kind, isa) {#isa, "ff_" #kind "_" #isa, (void (*)(void))ff_##kind##_##isa},
+#define KERNEL_ENTRIES(isa)                                                                                          \
+  KERNEL_ENTRY(linear, isa) KERNEL_ENTRY(matmul, isa) KERNEL_ENTRY(attention, isa) KERNEL_ENTRY(layernorm, isa)      \
+  KERNEL_ENTRY(rmsnorm, isa) KERNEL_ENTRY(gelu, isa) KERNEL_ENTRY(gelu_tanh, isa) KERNEL_ENTRY(swiglu, isa)
+
+/* every kernel the host carries: its ISA, C name and address */
 static const struct {
-  const char *name;
+  const char *isa, *name;
   void (*fn)(void);
 } kernels[] = {
-    {"ff_linear_generic", (void (*)(void))ff_linear_generic},
-    {"ff_matmul_generic", (void (*)(void))ff_matmul_generic},
-    {"ff_attention_generic", (void (*)(void))ff_attention_generic},
-    {"ff_layernorm_generic", (void (*)(void))ff_layernorm_generic},
-    {"ff_rmsnorm_generic", (void (*)(void))ff_rmsnorm_generic},
-    {"ff_gelu_generic", (void (*)(void))ff_gelu_generic},
-    {"ff_gelu_tanh_generic", (void (*)(void))ff_gelu_tanh_generic},
-    {"ff_swiglu_generic", (void (*)(void))ff_swiglu_generic},
+    KERNEL_ENTRIES(generic)
 #ifdef FF_HAVE_AVX2
-    {"ff_linear_avx2", (void (*)(void))ff_linear_avx2},
-    {"ff_matmul_avx2", (void (*)(void))ff_matmul_avx2},
-    {"ff_attention_avx2", (void (*)(void))ff_attention_avx2},
-    {"ff_layernorm_avx2", (void (*)(void))ff_layernorm_avx2},
-    {"ff_rmsnorm_avx2", (void (*)(void))ff_rmsnorm_avx2},
-    {"ff_gelu_avx2", (void (*)(void))ff_gelu_avx2},
-    {"ff_gelu_tanh_avx2", (void (*)(void))ff_gelu_tanh_avx2},
-    {"ff_swiglu_avx2", (void (*)(void))ff_swiglu_avx2},
+    KERNEL_ENTRIES(avx2)
 #endif
 #ifdef FF_HAVE_AVX512
-    {"ff_linear_avx512", (void (*)(void))ff_linear_avx512},
-    {"ff_matmul_avx512", (void (*)(void))ff_matmul_avx512},
-    {"ff_attention_avx512", (void (*)(void))ff_attention_avx512},
-    {"ff_layernorm_avx512", (void (*)(void))ff_layernorm_avx512},
-    {"ff_rmsnorm_avx512", (void (*)(void))ff_rmsnorm_avx512},
-    {"ff_gelu_avx512", (void (*)(void))ff_gelu_avx512},
-    {"ff_gelu_tanh_avx512", (void (*)(void))ff_gelu_tanh_avx512},
-    {"ff_swiglu_avx512", (void (*)(void))ff_swiglu_avx512},
+    KERNEL_ENTRIES(avx512)
 #endif
 #ifdef FF_HAVE_NEON
-    {"ff_linear_neon", (void (*)(void))ff_linear_neon},
-    {"ff_matmul_neon", (void (*)(void))ff_matmul_neon},
-    {"ff_attention_neon", (void (*)(void))ff_attention_neon},
-    {"ff_layernorm_neon", (void (*)(void))ff_layernorm_neon},
-    {"ff_rmsnorm_neon", (void (*)(void))ff_rmsnorm_neon},
-    {"ff_gelu_neon", (void (*)(void))ff_gelu_neon},
-    {"ff_gelu_tanh_neon", (void (*)(void))ff_gelu_tanh_neon},
-    {"ff_swiglu_neon", (void (*)(void))ff_swiglu_neon},
+    KERNEL_ENTRIES(neon)
 #endif
 };
 
-void *ff_native_kernel(const char *name) {
+void ff_native_kernels(void (*add)(void *ctx, const char *name, void *fn), void *ctx) {
   for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++)
-    if (!strcmp(kernels[i].name, name)) return (void *)kernels[i].fn;
-  return NULL;
+    for (const char *const *isa = ff_host_isas(); *isa; isa++)
+      if (!strcmp(kernels[i].isa, *isa)) add(ctx, kernels[i].name, (void *)kernels[i].fn);
 }
 
 const char *const *ff_host_isas(void) {
