@@ -125,24 +125,26 @@ end
 
 -- The ISA's matrix kernels (templates/kernels/gemm_ISA.c): their text, or
 -- under FIXFORMER_JIT the declarations of the host's SIMD builds of them.
--- The library on its own: gemm_ISA.c with the shared drivers it includes
--- (kernels/linear.c, plain.c, attention.c) in place of their #include lines:
+-- The library on its own: gemm_ISA.c with the text of each shared driver it
+-- includes (#include "NAME.c": kernels/drivers.c, plain.c, attention.c) in
+-- place of the #include line, followed by a #line back to the ISA's file:
 -- what the host compiles from the files, and the cc engine builds once as a
 -- shared library.
 function M.kernel_library(isa)
   local path = "templates/kernels/gemm_" .. isa .. ".c"
-  local text = ff_read_template(path):gsub("\n+$", "")
-  for _, name in ipairs({ "linear.c", "plain.c", "attention.c" }) do
-    local driver = ff_read_template("templates/kernels/" .. name):gsub("\n+$", "")
-    local at = text:find('#include "' .. name .. '"', 1, true)
-    if at then -- the driver's text, then a #line back to the ISA's file
-      local _, before = text:sub(1, at):gsub("\n", "")
-      local rest = text:sub(at):gsub("^[^\n]*\n?", "", 1)
-      text = text:sub(1, at - 1) .. '#line 1 "templates/kernels/' .. name .. '"\n' .. driver .. "\n"
-        .. string.format('#line %d "%s"\n', before + 2, path) .. rest
+  local out, n = {}, 0
+  for line in (ff_read_template(path):gsub("\n+$", "") .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local name = line:match('^#include "([%w_]+%.c)"$')
+    if name then
+      out[#out + 1] = '#line 1 "templates/kernels/' .. name .. '"'
+      out[#out + 1] = (ff_read_template("templates/kernels/" .. name):gsub("\n+$", ""))
+      out[#out + 1] = string.format('#line %d "%s"', n + 1, path)
+    else
+      out[#out + 1] = line
     end
   end
-  return text
+  return table.concat(out, "\n")
 end
 
 function M.matrix_kernels(isa)

@@ -77,7 +77,7 @@ static inline __attribute__((always_inline)) void ff_tile_avx2(const int M, int 
                                                               const float *bias, float alpha, int flags,
                                                               uintptr_t pf, int pfs) {
   FF_AVX2_ROWS(FF_AVX2_ZERO)
-  if (n == 16) { /* two steps of k per line fetched from pf (linear.c) */
+  if (n == 16) { /* two steps of k per line fetched from pf (drivers.c) */
     int p = 0;
     for (; p + 2 <= k; p += 2) {
       _mm_prefetch((const char *)(pf + (uintptr_t)pfs * p), _MM_HINT_T0);
@@ -112,22 +112,14 @@ static inline void ff_tile_rows_avx2(int m, int n, int k, const float *A, int ld
   }
 }
 
-FF_KERNEL void ff_matmul_avx2(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
-                              int ldc, const float *bias, float alpha, int flags) {
-  for (int j = 0; j < n; j += FF_AVX2_NR)
-    for (int i = 0; i < m; i += FF_AVX2_MR)
-      ff_tile_rows_avx2(m - i < FF_AVX2_MR ? m - i : FF_AVX2_MR, n - j < FF_AVX2_NR ? n - j : FF_AVX2_NR, k,
-                        A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : NULL,
-                        alpha, flags, (uintptr_t)B, 0);
-}
-
-/* linear on these kernels (linear.c) */
+/* matmul and linear on these kernels (drivers.c) */
+#define FF_MATMUL ff_matmul_avx2
 #define FF_LINEAR ff_linear_avx2
 #define FF_LIN_MR FF_AVX2_MR
 #define FF_LIN_NR FF_AVX2_NR
 #define FF_LIN_KC FF_AVX2_KC
 #define FF_LIN_TILE ff_tile_rows_avx2
-#include "linear.c"
+#include "drivers.c"
 
 /* e^x for x <= 0 in 8 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n built in the exponent bits; about

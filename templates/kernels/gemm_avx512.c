@@ -111,22 +111,14 @@ static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, co
   }
 }
 
-FF_KERNEL void ff_matmul_avx512(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
-                                int ldc, const float *bias, float alpha, int flags) {
-  for (int j = 0; j < n; j += FF_AVX512_NR)
-    for (int i = 0; i < m; i += FF_AVX512_MR)
-      ff_tile_rows_avx512(m - i < FF_AVX512_MR ? m - i : FF_AVX512_MR, n - j < FF_AVX512_NR ? n - j : FF_AVX512_NR,
-                          k, A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : NULL,
-                          alpha, flags, (uintptr_t)B, 0);
-}
-
-/* linear on these kernels (linear.c) */
+/* matmul and linear on these kernels (drivers.c) */
+#define FF_MATMUL ff_matmul_avx512
 #define FF_LINEAR ff_linear_avx512
 #define FF_LIN_MR FF_AVX512_MR
 #define FF_LIN_NR FF_AVX512_NR
 #define FF_LIN_KC FF_AVX512_KC
 #define FF_LIN_TILE ff_tile_rows_avx512
-#include "linear.c"
+#include "drivers.c"
 
 /* e^x for x <= 0 in 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n; about 1 ulp; e^-inf and below -87.3: 0. */

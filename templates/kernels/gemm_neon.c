@@ -34,7 +34,7 @@
 
 /* The tile: M (a constant after inlining) <= 6 rows by 16 columns of B rows
  * every ldb floats; acc[i][0..3] the row's four vectors.  Every two steps of
- * k it fetches the line at pf + pfs p (linear.c). */
+ * k it fetches the line at pf + pfs p (drivers.c). */
 static inline __attribute__((always_inline)) void ff_tile_neon(const int M, int k, const float *A, int lda,
                                                               const float *B, int ldb, float32x4_t acc[][4],
                                                               uintptr_t pf, int pfs) {
@@ -104,22 +104,14 @@ static void ff_tile_rows_neon(int m, int n, int k, const float *A, int lda, cons
   }
 }
 
-FF_KERNEL void ff_matmul_neon(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
-                              int ldc, const float *bias, float alpha, int flags) {
-  for (int j = 0; j < n; j += FF_NEON_NR)
-    for (int i = 0; i < m; i += FF_NEON_MR)
-      ff_tile_rows_neon(m - i < FF_NEON_MR ? m - i : FF_NEON_MR, n - j < FF_NEON_NR ? n - j : FF_NEON_NR, k,
-                        A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : NULL,
-                        alpha, flags, (uintptr_t)B, 0);
-}
-
-/* linear on these kernels (linear.c) */
+/* matmul and linear on these kernels (drivers.c) */
+#define FF_MATMUL ff_matmul_neon
 #define FF_LINEAR ff_linear_neon
 #define FF_LIN_MR FF_NEON_MR
 #define FF_LIN_NR FF_NEON_NR
 #define FF_LIN_KC FF_NEON_KC
 #define FF_LIN_TILE ff_tile_rows_neon
-#include "linear.c"
+#include "drivers.c"
 
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_neon

@@ -335,8 +335,7 @@ FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, in
     }
   }
 }
-#line 190 "templates/kernels/gemm_generic.c"
-
+#line 81 "templates/kernels/gemm_generic.c"
 #endif
 
 #line 48 "templates/model.c"
@@ -545,7 +544,7 @@ static void linear_64x128_nobias(const float *a, const float *x, int T, const fl
 }
 
 
-#line 549 "tiny.c"
+#line 548 "tiny.c"
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {

@@ -1,8 +1,7 @@
-/* linear.c - y [T, OUT] = x [T, IN] W + b on one ISA's register tile, W
- * packed in panels of FF_LIN_NR columns (panel p: W^T [:, NR p .. NR p + NR-1]
- * as IN rows of NR floats, zero-padded past OUT).  The ISA's file defines,
- * then includes this (emitted code gets the text in place of the #include):
- *   FF_LINEAR           the function's name, ff_linear_ISA
+/* drivers.c - the matrix products on one ISA's register tile.  The ISA's
+ * file defines, then includes this (emitted code gets the text in place of
+ * the #include):
+ *   FF_MATMUL, FF_LINEAR  the functions' names, ff_matmul_ISA, ff_linear_ISA
  *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC   the tile's rows and columns, and the k
  *                       per pass over a panel (its slice stays in L1)
  *   FF_LIN_TILE         tile(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha,
@@ -12,9 +11,23 @@
  *                       at every second step p of k (so a share of more
  *                       than k/2 lines, as when T <= MR, is fetched in part:
  *                       a hint, which the results do not depend on)
- * Only columns j0 .. j1-1 (j0 a multiple of NR), so that threads can share
- * the panels.  Sums over k run in k order per output, like the reference. */
+ * ff_matmul: C [m, n] = alpha A [m, k] B [k, n] + bias (+ C), any B (rows
+ * every ldb floats), tile by tile (no fetch ahead: B is attention's, small).
+ * ff_linear: y [T, OUT] = x [T, IN] W + b, W packed in panels of NR columns
+ * (panel p: W^T [:, NR p .. NR p + NR-1] as IN rows of NR floats,
+ * zero-padded past OUT); only columns j0 .. j1-1 (j0 a multiple of NR), so
+ * that threads can share the panels.  Sums over k run in k order per output,
+ * like the reference. */
 #include <stdint.h>
+
+FF_KERNEL void FF_MATMUL(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                         const float *bias, float alpha, int flags) {
+  for (int j = 0; j < n; j += FF_LIN_NR)
+    for (int i = 0; i < m; i += FF_LIN_MR)
+      FF_LIN_TILE(m - i < FF_LIN_MR ? m - i : FF_LIN_MR, n - j < FF_LIN_NR ? n - j : FF_LIN_NR, k,
+                  A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : NULL, alpha,
+                  flags, (uintptr_t)B, 0);
+}
 
 FF_KERNEL void FF_LINEAR(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
                          int j0, int j1) {
