@@ -240,7 +240,7 @@ function M.emit(P, opts)
     IN_MUL = c.vocab and "" or string.format(" * %d", c.d_model),
     INPUT_TYPE = c.vocab and "const int32_t" or "const float",
     INPUT_DOC = c.vocab and "token ids" or string.format("float inputs (x %d)", c.d_model),
-    ENCDEC = c.arch == "encoder-decoder", ISA = P.isa, NR = P.nr, STANDALONE = false,
+    ENCDEC = c.arch == "encoder-decoder", ISA = P.isa, NR = P.nr, STANDALONE = false, MAX_THREADS = P.max_threads,
   }
   local function vars(extra)
     local v = {}

@@ -28,7 +28,7 @@ return function(config, opts)
     local v = {
       NAME = c.name, UNAME = c.name:upper(), VERSION = emit.VERSION, SOURCE = emit.comment_text(opts.source),
       LAYOUT_HASH = layout_hash, FLOATS = P.weight_floats, TOKENS = c.vocab ~= nil,
-      ENCDEC = c.arch == "encoder-decoder",
+      ENCDEC = c.arch == "encoder-decoder", MAX_THREADS = P.max_threads,
     }
     for k, x in pairs(vars) do v[k] = x end
     if v.WEIGHTS then v.WEIGHTS = emit.comment_text(v.WEIGHTS) end

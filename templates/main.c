@@ -29,7 +29,7 @@ ${POOL}
 static int use_threads(void *state, const char *threads_s, void **pool) {
   const int n = threads_s ? atoi(threads_s) : 1;
   *pool = NULL;
-  if (n < 1 || n > ${UNAME}_MAX_THREADS) return fail("--threads %s: outside 1..${UNAME}_MAX_THREADS", threads_s);
+  if (n < 1 || n > ${UNAME}_MAX_THREADS) return fail("--threads %s: outside 1..${MAX_THREADS}", threads_s);
   if (n == 1) return 0;
 #ifdef FF_THREADS
   if (!(*pool = ff_pool_new(n)) || ${NAME}_set_threads(state, ff_pool_run, *pool, n))

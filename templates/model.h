@@ -39,7 +39,7 @@ ${TYPES}
 #define ${UNAME}_STATE_BYTES ${STATE_BYTES} /* activations and caches of one call */
 #define ${UNAME}_LAYOUT_HASH 0x${LAYOUT_HASH}ULL /* the weight layout this code was built for */
 
-#define ${UNAME}_MAX_THREADS 8 /* threads a state can split work over */
+#define ${UNAME}_MAX_THREADS ${MAX_THREADS} /* threads a state can split work over */
 
 /* ---- status: 0 or one of these ---- */
 #define ${UNAME}_EINVAL (-1)  /* NULL weights or state, a misaligned or unprepared state */

@@ -106,6 +106,13 @@ def main():
             ok = p.returncode == 1 and piece in p.stderr and not os.path.exists(os.path.join(tmp, "bad.npy"))
             failed += not ok
             print("%s: exit %d: %s %s" % (" ".join(extra), p.returncode, p.stderr.strip(), "ok" if ok else "FAIL"))
+        emitted = os.path.join(tmp, "thr_enc", "emit")  # the emitted program says the same bound
+        p = subprocess.run([os.path.join(emitted, "thr_enc"), "--weights", os.path.join(emitted, "thr_enc.weights"),
+                            "--input", os.path.join(tmp, "thr_enc", "input.npy"), "--output",
+                            os.path.join(tmp, "bad.npy"), "--threads", "9"], capture_output=True, text=True)
+        ok = p.returncode == 1 and "outside 1..8" in p.stderr and not os.path.exists(os.path.join(tmp, "bad.npy"))
+        failed += not ok
+        print("emitted program --threads 9: exit %d: %s %s" % (p.returncode, p.stderr.strip(), "ok" if ok else "FAIL"))
     print("threads: %s" % ("FAILED" if failed else "all equal the runtime"))
     return 1 if failed else 0
 
