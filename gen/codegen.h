@@ -41,6 +41,8 @@ typedef struct {
  * first ("avx512", ..., "generic"), and the best of them. */
 const char *const *ff_host_isas(void);
 const char *ff_host_isa(void);
+/* FF_EINVAL when FIXFORMER_ISA is set to an ISA this host does not run. */
+int ff_host_isa_check(ff_error *err);
 /* The host's builds of the kernels (templates/kernels/), for the libtcc
  * engine: add(ctx, "ff_KIND_ISA", fn) for each kernel of each ISA in
  * ff_host_isas(). */

@@ -2,6 +2,7 @@
  * calls the public API (fixformer.h) and returns a status; only main turns a
  * status into an exit code and prints the one-line error. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,25 @@ static int weights_of(const char *cmd, const ff_config *c, const char **weights,
   if (!(*weights = default_weights(c, *weights)))
     return ff_fail(err, FF_EINVAL, "%s: --weights is required (the description names no weights)", cmd);
   return 0;
+}
+
+/* Non-finite weights are refused unless --allow-nonfinite: a NaN in a
+ * checkpoint is almost always a broken export, and it would only show as
+ * NaN outputs later.  (TEMPORARY: reads the file again; moves to the API.) */
+static int check_finite(ff_model *m, const char *weights, ff_error *err) {
+  (void)m;
+  ff_tensor_file f;
+  int rc = ff_safetensors_read(weights, &f, err);
+  for (int i = 0; !rc && i < f.count; i++)
+    for (size_t k = 0; k < f.tensors[i].numel; k++)
+      if (!isfinite(f.tensors[i].data[k])) {
+        rc = ff_fail(err, FF_EINVAL, "%s: tensor '%s' holds a non-finite value (%g at element %zu); "
+                     "--allow-nonfinite runs anyway, NaN propagating as in PyTorch", weights, f.tensors[i].name,
+                     (double)f.tensors[i].data[k], k);
+        break;
+      }
+  ff_tensor_file_free(&f);
+  return rc;
 }
 
 /* Token ids from an int32 or int64 array of rank 2 -> int32 [B, T]. */
@@ -354,7 +374,9 @@ static int cmd_run(const char *path, flag *flags, ff_error *err) {
   }
   in.lengths = lengths;
   if ((rc = ff_rt_check_input(c, &in, err))) goto done;
-  if ((rc = ff_model_load_weights(m, weights, err)) || (rc = threads_flag("run", flags, m, engine, err)) ||
+  if ((rc = ff_model_load_weights(m, weights, err)) ||
+      (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
+      (rc = threads_flag("run", flags, m, engine, err)) ||
       (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
     goto done;
   int T = encdec ? in.tgt_len : in.src_len, out_dim = ff_config_out_dim(c);
@@ -509,7 +531,9 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
     rc = ff_fail(err, FF_EINVAL, "generate: the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
     goto done;
   }
-  if ((rc = ff_model_load_weights(m, weights, err)) || (rc = threads_flag("generate", flags, m, engine, err)) ||
+  if ((rc = ff_model_load_weights(m, weights, err)) ||
+      (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
+      (rc = threads_flag("generate", flags, m, engine, err)) ||
       (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
     goto done;
   if (!(ids = malloc(sizeof *ids * (size_t)c->max_seq))) {
@@ -577,15 +601,26 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Random weights for a bench without --weights: `init` into a temporary file. */
+/* Random weights for a bench without --weights: `init` into a temporary
+ * file of our own (mkstemp: nobody else's file or link is written). */
 static int bench_weights(ff_model *m, const char *given, ff_error *err) {
   if (given) return ff_model_load_weights(m, given, err);
   const char *dir = getenv("TMPDIR");
-  char path[1024];
-  snprintf(path, sizeof path, "%s/fixformer-bench-%ld.safetensors", dir && *dir ? dir : "/tmp", (long)getpid());
-  int rc = ff_rt_init_weights(ff_model_config(m), 1, path, err);
+  char *path = malloc(strlen(dir && *dir ? dir : "/tmp") + 48);
+  if (!path) return ff_fail(err, FF_ENOMEM, "out of memory");
+  sprintf(path, "%s/fixformer-bench-XXXXXX", dir && *dir ? dir : "/tmp");
+  int fd = mkstemp(path), rc;
+  if (fd < 0) {
+    rc = ff_fail(err, FF_EIO, "bench: cannot create a temporary weights file in %s: %s", dir && *dir ? dir : "/tmp",
+                 strerror(errno));
+    free(path);
+    return rc;
+  }
+  close(fd); /* init replaces it by rename, in the same private name */
+  rc = ff_rt_init_weights(ff_model_config(m), 1, path, err);
   if (!rc) rc = ff_model_load_weights(m, path, err);
   unlink(path);
+  free(path);
   return rc;
 }
 
@@ -687,15 +722,11 @@ done:
 
 /* ---- emit ---------------------------------------------------------------- */
 
-/* "DIR/NAME" + suffix */
-static void out_path(char *buf, size_t n, const char *dir, const char *name, const char *suffix) {
-  snprintf(buf, n, "%s/%s%s", dir, name, suffix);
-}
-
-static int write_text(const char *path, const char *text, ff_error *err) {
-  int rc = ff_write_file_atomic(path, text, strlen(text), err);
-  if (!rc) printf("wrote %s (%zu bytes)\n", path, strlen(text));
-  return rc;
+/* "DIR/NAME" + suffix, malloc'd */
+static char *out_path(const char *dir, const char *name, const char *suffix) {
+  char *p = malloc(strlen(dir) + strlen(name) + strlen(suffix) + 2);
+  if (p) sprintf(p, "%s/%s%s", dir, name, suffix);
+  return p;
 }
 
 /* A target triple: the architecture first, e.g. aarch64-linux-gnu. */
@@ -739,44 +770,47 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
     return ff_fail(err, FF_EINVAL, "emit: --embed needs --weights W.safetensors");
   }
   const char *header, *source;
-  char file[4096], *text = NULL;
+  char *text = NULL, *driver = NULL;
   if ((weights && (rc = ff_model_load_weights(m, weights, err))) ||
+      (weights && !value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
       (rc = ff_model_generate(m, command, &header, &source, err)))
     goto done;
-  /* everything is rendered before the first file is written */
+  /* everything is rendered before the first file is written, and written all or none */
   if (weights && embed && (rc = ff_model_weights_source(m, weights, &text, err))) goto done;
-  char *driver = NULL;
   if (with_main && (rc = ff_model_driver_source(m, embed, &driver, err))) goto done;
-  struct stat st; /* the folder is made only once there is something to put in it */
-  if (stat(dir, &st) && mkdir(dir, 0777) && errno != EEXIST) {
-    rc = ff_fail(err, FF_EIO, "emit: cannot create %s: %s", dir, strerror(errno));
-    goto written;
-  }
-  if (!stat(dir, &st) && !S_ISDIR(st.st_mode)) {
-    rc = ff_fail(err, FF_EIO, "emit: %s is not a directory", dir);
-    goto written;
-  }
-  out_path(file, sizeof file, dir, c->name, ".h");
-  if ((rc = write_text(file, header, err))) goto written;
-  out_path(file, sizeof file, dir, c->name, ".c");
-  if ((rc = write_text(file, source, err))) goto written;
+  ff_file_out files[5];
+  int n_files = 0;
+  files[n_files++] = (ff_file_out){out_path(dir, c->name, ".h"), header, strlen(header)};
+  files[n_files++] = (ff_file_out){out_path(dir, c->name, ".c"), source, strlen(source)};
   if (weights && embed) {
-    out_path(file, sizeof file, dir, c->name, "_weights.c");
-    rc = write_text(file, text, err);
+    files[n_files++] = (ff_file_out){out_path(dir, c->name, "_weights.c"), text, strlen(text)};
   } else if (weights) {
     const void *blob;
     size_t bytes;
-    out_path(file, sizeof file, dir, c->name, ".weights");
-    if (!(rc = ff_model_weight_blob(m, &blob, &bytes, err)) && !(rc = ff_write_file_atomic(file, blob, bytes, err)))
-      printf("wrote %s (%zu bytes)\n", file, bytes);
+    if ((rc = ff_model_weight_blob(m, &blob, &bytes, err))) goto written;
+    files[n_files++] = (ff_file_out){out_path(dir, c->name, ".weights"), blob, bytes};
   }
-  if (!rc && driver) {
-    out_path(file, sizeof file, dir, c->name, "_main.c");
-    rc = write_text(file, driver, err);
+  if (driver) files[n_files++] = (ff_file_out){out_path(dir, c->name, "_main.c"), driver, strlen(driver)};
+  for (int i = 0; i < n_files; i++)
+    if (!files[i].path) {
+      rc = ff_fail(err, FF_ENOMEM, "out of memory");
+      goto written;
+    }
+  struct stat st; /* the folder is made only once there is something to put in it */
+  if (stat(dir, &st) && mkdir(dir, 0777) && errno != EEXIST) {
+    rc = ff_fail(err, FF_EIO, "cannot create %s: %s", dir, strerror(errno));
+    goto written;
   }
+  if (!stat(dir, &st) && !S_ISDIR(st.st_mode)) {
+    rc = ff_fail(err, FF_EIO, "%s is not a directory", dir);
+    goto written;
+  }
+  if ((rc = ff_write_files_atomic(files, n_files, err))) goto written;
+  for (int i = 0; i < n_files; i++) printf("wrote %s (%zu bytes)\n", files[i].path, files[i].len);
 written:
-  free(driver);
+  for (int i = 0; i < n_files; i++) free((void *)files[i].path);
 done:
+  free(driver);
   free(text);
   ff_model_close(m);
   return rc;
@@ -790,13 +824,14 @@ static flag init_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 
 static flag emit_flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NULL, 1},
                             {"--weights", NULL, NULL, 1}, {"--embed", NULL, NULL, 0},
                             {"--target", NULL, NULL, 1},  {"--with-main", NULL, NULL, 0},
-                            {"--isa", NULL, NULL, 1},     {NULL, NULL, NULL, 0}};
+                            {"--isa", NULL, NULL, 1},     {"--allow-nonfinite", NULL, NULL, 0},
+                            {NULL, NULL, NULL, 0}};
 static flag run_flags[] = {{"--help", "-h", NULL, 0},      {"--weights", NULL, NULL, 1},
                            {"--input", NULL, NULL, 1},     {"--target-input", NULL, NULL, 1},
                            {"--lengths", NULL, NULL, 1},   {"--output", "-o", NULL, 1},
                            {"--engine", NULL, NULL, 1},    {"--tokens", NULL, NULL, 1},
                            {"--target-tokens", NULL, NULL, 1}, {"--threads", NULL, NULL, 1},
-                           {NULL, NULL, NULL, 0}};
+                           {"--allow-nonfinite", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
 static flag generate_flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL, NULL, 1},
                                 {"--tokens", NULL, NULL, 1},  {"--text", NULL, NULL, 1},
@@ -804,7 +839,7 @@ static flag generate_flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL
                                 {"--engine", NULL, NULL, 1},  {"--bos", NULL, NULL, 1},
                                 {"--eos", NULL, NULL, 1},     {"--logits", NULL, NULL, 1},
                                 {"--ids", NULL, NULL, 0},     {"--threads", NULL, NULL, 1},
-                                {NULL, NULL, NULL, 0}};
+                                {"--allow-nonfinite", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
 static flag bench_flags[] = {{"--help", "-h", NULL, 0},   {"--weights", NULL, NULL, 1}, {"--batch", NULL, NULL, 1},
                              {"--seq", NULL, NULL, 1},    {"--engine", NULL, NULL, 1},  {"--threads", NULL, NULL, 1},
@@ -833,7 +868,8 @@ static const command commands[] = {
      "                   for an aarch64 --target), avx2 (build with -mavx2 -mfma), avx512\n"
      "                   (-mavx512f -mfma), neon (AArch64), native (the best this machine runs)\n"
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
-     "The same inputs give byte-identical files.  Build, e.g.:\n"
+     "  --allow-nonfinite  write weights holding NaN or infinities (refused by default)\n"
+     "The files appear all or none.  The same inputs give byte-identical files.  Build, e.g.:\n"
      "  cc -O2 -o NAME DIR/NAME.c DIR/NAME_main.c [DIR/NAME_weights.c] -lm\n",
      cmd_emit, emit_flags},
     {"run",
@@ -853,7 +889,9 @@ static const command commands[] = {
      "                          without it, the argmax ids (or first hidden values) are printed\n"
      "  --engine E              runtime (the reference; default), tcc (generated C compiled\n"
      "                          in memory by libtcc) or cc ($CC -O3, cached shared object)\n"
-     "  --threads N             tcc, cc: split matrix products and attention over N threads\n",
+     "  --threads N             tcc, cc: split matrix products and attention over N threads\n"
+     "  --allow-nonfinite       run with NaN or infinite weights (refused by default);\n"
+     "                          they propagate as in PyTorch\n",
      cmd_run, run_flags},
     {"generate",
      "usage: fixformer generate MODEL.lua (--text \"...\" | --lines FILE | --tokens \"ids\")\n"
@@ -871,7 +909,8 @@ static const command commands[] = {
      "  --ids             also print the generated ids (EOS included), then a tab\n"
      "  --threads N       tcc, cc: split matrix products and attention over N threads\n"
      "  --logits OUT.npy  float32 [1, P, vocab]: the logits of every position fed to\n"
-     "                    the decoder (one input only)\n",
+     "                    the decoder (one input only)\n"
+     "  --allow-nonfinite run with NaN or infinite weights (refused by default)\n",
      cmd_generate, generate_flags},
     {"bench",
      "usage: fixformer bench MODEL.lua [--weights W] [--batch B] [--seq T] [--engine tcc|cc|runtime]\n"

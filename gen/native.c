@@ -2,6 +2,7 @@
  * (CMakeLists.txt builds each ISA's file with its flags), for the libtcc
  * engine: libtcc cannot emit SIMD, so the JIT-compiled model calls these
  * through tcc_add_symbol while the model code itself stays specialised. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,4 +87,16 @@ const char *ff_host_isa(void) {
   for (int i = 0; want && isas[i]; i++)
     if (!strcmp(isas[i], want)) return isas[i];
   return isas[0];
+}
+
+int ff_host_isa_check(ff_error *err) {
+  const char *want = getenv("FIXFORMER_ISA");
+  const char *const *isas = ff_host_isas();
+  if (!want) return 0;
+  char list[64] = "";
+  for (int i = 0; isas[i]; i++) {
+    if (!strcmp(isas[i], want)) return 0;
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", isas[i]);
+  }
+  return ff_fail(err, FF_EINVAL, "FIXFORMER_ISA=%s: not an ISA this machine runs (%s)", want, list);
 }

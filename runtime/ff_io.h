@@ -92,8 +92,11 @@ typedef struct ff_vocab {
   int lowercase;
 } ff_vocab;
 
-/* Reads and checks a vocabulary; expected_size > 0 must equal its size. */
+/* Reads and checks a vocabulary; expected_size > 0 must equal its size.
+ * ff_vocab_parse does the same on len bytes of JSON read from path (for its
+ * messages only). */
 int ff_vocab_load(const char *path, int expected_size, ff_vocab *v, ff_error *err);
+int ff_vocab_parse(const char *path, const char *text, size_t len, int expected_size, ff_vocab *v, ff_error *err);
 void ff_vocab_free(ff_vocab *v);
 /* text -> ids (at most cap), *n of them. */
 int ff_vocab_encode(const ff_vocab *v, const char *text, int32_t *ids, int cap, int *n, ff_error *err);
@@ -105,8 +108,18 @@ size_t ff_vocab_decode(const ff_vocab *v, const int32_t *ids, int n, char *text,
 
 /* Reads a whole file into a malloc'd buffer. */
 int ff_read_file(const char *path, uint8_t **buf, size_t *len, ff_error *err);
-/* Writes len bytes to path through a temporary file and rename(2). */
+/* Writes len bytes to path through a temporary file and rename(2); an
+ * existing symlink, FIFO or device (/dev/stdout, /dev/null) is written in
+ * place instead, never replaced; a directory is an error. */
 int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_error *err);
+/* Writes n regular files all or none: every temporary is written first, then
+ * each renamed into place; a failure puts back what was there before. */
+typedef struct ff_file_out {
+  const char *path;
+  const void *data;
+  size_t len;
+} ff_file_out;
+int ff_write_files_atomic(const ff_file_out *files, int n, ff_error *err);
 
 /* Checked size arithmetic: 0 on success, -1 on overflow. */
 int ff_size_mul(size_t a, size_t b, size_t *out);

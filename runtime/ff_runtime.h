@@ -136,6 +136,8 @@ typedef struct ff_rt_model {
  * ownership of *file on success and on failure. */
 int ff_rt_model_bind(ff_rt_model *m, const ff_config *c, ff_tensor_file *file, ff_error *err);
 void ff_rt_model_free(ff_rt_model *m);
+/* FF_EINVAL naming the first tensor that holds a NaN or an infinity. */
+int ff_rt_check_finite(const ff_rt_model *m, ff_error *err);
 
 /* One forward pass over a batch.
  *   encoder, decoder-only: src [B, T] tokens or [B, T, d] floats, output [B, T, out_dim].

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,74 +32,203 @@ int ff_size_add(size_t a, size_t b, size_t *out) {
 
 /* ---- files ------------------------------------------------------------- */
 
-int ff_read_file(const char *path, uint8_t **buf, size_t *len, ff_error *err) {
-  *buf = NULL;
-  *len = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return ff_fail(err, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
+/* Opens path for reading only if it is a regular file: O_NONBLOCK so that a
+ * FIFO named by mistake is refused instead of hanging in open(2). */
+static int open_regular(const char *path, int *fd, size_t *size, ff_error *err) {
+  *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (*fd < 0) return ff_fail(err, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
-  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return ff_fail(err, FF_EIO, "%s: not a regular file", path);
+  if (fstat(*fd, &st) || !S_ISREG(st.st_mode)) {
+    int dir = !fstat(*fd, &st) && S_ISDIR(st.st_mode);
+    close(*fd);
+    return ff_fail(err, FF_EIO, "%s: %s", path, dir ? "is a directory" : "not a regular file (a FIFO, device or socket)");
   }
   if ((unsigned long long)st.st_size > MAX_FILE_BYTES) {
-    fclose(f);
+    close(*fd);
     return ff_fail(err, FF_EIO, "%s: larger than %zu bytes", path, MAX_FILE_BYTES);
   }
-  size_t n = (size_t)st.st_size;
+  fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+  *size = (size_t)st.st_size;
+  return FF_OK;
+}
+
+/* n bytes at offset into buf; -1 on a read error or a file shorter than that */
+static int read_at(int fd, uint8_t *buf, size_t n, size_t offset) {
+  while (n > 0) {
+    ssize_t r = pread(fd, buf, n, (off_t)offset);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    buf += r;
+    offset += (size_t)r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* The rest of an open file of size n, after its first `have` bytes in b. */
+static int read_rest(int fd, uint8_t *b, size_t have, size_t n, const char *path, ff_error *err) {
+  if (n > have && read_at(fd, b + have, n - have, have)) return ff_fail(err, FF_EIO, "%s: read error", path);
+  return FF_OK;
+}
+
+int ff_read_file(const char *path, uint8_t **buf, size_t *len, ff_error *err) {
+  int fd, rc;
+  size_t n;
+  *buf = NULL;
+  *len = 0;
+  if ((rc = open_regular(path, &fd, &n, err))) return rc;
   uint8_t *b = malloc(n ? n : 1);
   if (!b) {
-    fclose(f);
+    close(fd);
     return ff_fail(err, FF_ENOMEM, "%s: out of memory for %zu bytes", path, n);
   }
-  size_t got = fread(b, 1, n, f);
-  int bad = ferror(f);
-  fclose(f);
-  if (bad || got != n) {
+  rc = read_rest(fd, b, 0, n, path, err);
+  close(fd);
+  if (rc) {
     free(b);
-    return ff_fail(err, FF_EIO, "%s: read error", path);
+    return rc;
   }
   *buf = b;
   *len = n;
   return FF_OK;
 }
 
-int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_error *err) {
+/* len bytes to fd; 0 or an errno */
+static int write_all(int fd, const void *data, size_t len) {
+  const uint8_t *p = data;
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : EIO;
+    p += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
+/* A temporary beside path holding the data, with the mode a new file gets;
+ * *tmp is malloc'd (NULL on failure, nothing left behind). */
+static int write_temporary(const char *path, const void *data, size_t len, char **tmp) {
   size_t n = strlen(path) + 16;
-  char *tmp = malloc(n);
-  if (!tmp) return ff_fail(err, FF_ENOMEM, "out of memory");
-  snprintf(tmp, n, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
+  int e = 0;
+  if (!(*tmp = malloc(n))) return ENOMEM;
+  snprintf(*tmp, n, "%s.tmp.XXXXXX", path);
+  int fd = mkstemp(*tmp);
   if (fd < 0) {
-    int e = errno;
-    free(tmp);
-    return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e));
+    e = errno;
+    free(*tmp);
+    *tmp = NULL;
+    return e;
   }
   mode_t mask = umask(0);
   umask(mask);
   fchmod(fd, 0666 & ~mask); /* mkstemp makes 0600; give the usual mode */
-  const uint8_t *p = data;
-  size_t left = len;
-  int e = 0;
-  while (left > 0) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      e = w < 0 ? errno : EIO;
-      break;
-    }
-    p += w;
-    left -= (size_t)w;
-  }
+  e = write_all(fd, data, len);
   if (close(fd) && !e) e = errno;
-  if (!e && rename(tmp, path)) e = errno;
   if (e) {
+    unlink(*tmp);
+    free(*tmp);
+    *tmp = NULL;
+  }
+  return e;
+}
+
+/* Whether path is written in place: an existing symlink, FIFO or device is
+ * written through (--output /dev/stdout, /dev/null, a pipe), never replaced
+ * by rename; a directory or a dangling link is an error. */
+static int in_place(const char *path, int *yes, int *truncate, ff_error *err) {
+  struct stat st, target;
+  *yes = *truncate = 0;
+  if (lstat(path, &st)) return errno == ENOENT ? 0 : ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(errno));
+  if (S_ISREG(st.st_mode)) return 0;
+  if (stat(path, &target))
+    return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, errno == ENOENT ? "a dangling symbolic link" : strerror(errno));
+  if (S_ISDIR(target.st_mode)) return ff_fail(err, FF_EIO, "%s: cannot write: is a directory", path);
+  *yes = 1;
+  *truncate = S_ISREG(target.st_mode);
+  return 0;
+}
+
+int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_error *err) {
+  int direct, truncate, rc = in_place(path, &direct, &truncate, err), e;
+  if (rc) return rc;
+  if (direct) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC | (truncate ? O_TRUNC : 0));
+    if (fd < 0) return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(errno));
+    e = write_all(fd, data, len);
+    if (close(fd) && !e) e = errno;
+    return e ? ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e)) : FF_OK;
+  }
+  char *tmp;
+  if ((e = write_temporary(path, data, len, &tmp))) return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e));
+  if (rename(tmp, path)) {
+    e = errno;
     unlink(tmp);
     free(tmp);
     return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e));
   }
   free(tmp);
   return FF_OK;
+}
+
+int ff_write_files_atomic(const ff_file_out *files, int n, ff_error *err) {
+  char **tmp = calloc((size_t)n + 1, sizeof *tmp), **old = calloc((size_t)n + 1, sizeof *old);
+  int rc = FF_OK, done = 0, e;
+  struct stat st;
+  if (!tmp || !old) {
+    free(tmp);
+    free(old);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < n && !rc; i++) /* regular files only: a folder or device in the way is an error */
+    if (!lstat(files[i].path, &st) && !S_ISREG(st.st_mode))
+      rc = ff_fail(err, FF_EIO, "%s: cannot write: %s", files[i].path,
+                   S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+  for (int i = 0; i < n && !rc; i++) /* every file's bytes on disk before any name changes */
+    if ((e = write_temporary(files[i].path, files[i].data, files[i].len, &tmp[i])))
+      rc = ff_fail(err, FF_EIO, "%s: cannot write: %s", files[i].path, strerror(e));
+  for (; done < n && !rc; done++) { /* the old file aside, then the new one in its place */
+    const char *path = files[done].path;
+    if (!lstat(path, &st)) {
+      int fd;
+      size_t len = strlen(path) + 16;
+      if (!(old[done] = malloc(len))) {
+        rc = ff_fail(err, FF_ENOMEM, "out of memory");
+        break;
+      }
+      snprintf(old[done], len, "%s.old.XXXXXX", path);
+      if ((fd = mkstemp(old[done])) < 0 || close(fd) || rename(path, old[done])) {
+        rc = ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(errno));
+        if (fd >= 0) unlink(old[done]);
+        free(old[done]);
+        old[done] = NULL;
+        break;
+      }
+    }
+    if (rename(tmp[done], path)) {
+      rc = ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(errno));
+      if (old[done]) rename(old[done], path);
+      free(old[done]);
+      old[done] = NULL;
+      break;
+    }
+    free(tmp[done]);
+    tmp[done] = NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    if (rc && i < done) { /* undo: what was there before, or nothing */
+      if (old[i]) rename(old[i], files[i].path);
+      else unlink(files[i].path);
+    } else if (old[i]) {
+      unlink(old[i]);
+    }
+    if (tmp[i]) unlink(tmp[i]);
+    free(tmp[i]);
+    free(old[i]);
+  }
+  free(tmp);
+  free(old);
+  return rc;
 }
 
 /* ---- safetensors ----------------------------------------------------------- */
@@ -172,20 +302,31 @@ static int by_name(const void *a, const void *b) {
   return strcmp(((const ff_tensor *)a)->name, ((const ff_tensor *)b)->name);
 }
 
+/* What a file that is not safetensors probably is, from its first bytes. */
+static const char *not_safetensors(const uint8_t *b, size_t n) {
+  if (n >= 4 && !memcmp(b, "PK\x03\x04", 4))
+    return "a zip archive, as torch.save writes; save the state_dict with safetensors' save_file instead";
+  if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+    return "a Python pickle (an old torch.save); save the state_dict with safetensors' save_file instead";
+  if (n >= 6 && !memcmp(b, "\x93NUMPY", 6)) return "a .npy array, not a safetensors file";
+  if (n >= 4 && !memcmp(b, "GGUF", 4)) return "a GGUF file, not a safetensors file";
+  return NULL;
+}
+
 int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff_error *err) {
   memset(out, 0, sizeof *out);
   if (len < 8) return ff_fail(err, FF_EFORMAT, "not a safetensors file: %zu bytes, shorter than the 8-byte header length", len);
   uint64_t hlen = le64(buf);
-  if (hlen == 0) return ff_fail(err, FF_EFORMAT, "header length 0");
-  if (hlen > FF_SAFETENSORS_MAX_HEADER)
-    return ff_fail(err, FF_EFORMAT, "header length %llu exceeds the %u-byte limit", (unsigned long long)hlen,
-                   FF_SAFETENSORS_MAX_HEADER);
+  const char *what = not_safetensors(buf, len);
+  /* a length that is no header's: the file is something else, and its bytes are not echoed */
+  if (what || hlen == 0 || hlen > FF_SAFETENSORS_MAX_HEADER || len < 9 || buf[8] != '{')
+    return ff_fail(err, FF_EFORMAT, "%s",
+                   what ? what : "not a safetensors file (no 8-byte header length followed by a JSON header)");
   if (hlen > len - 8)
-    return ff_fail(err, FF_EFORMAT, "truncated: header length %llu, but only %zu bytes follow",
+    return ff_fail(err, FF_EFORMAT, "truncated: the header needs %llu bytes, only %zu follow",
                    (unsigned long long)hlen, len - 8);
   const uint8_t *data = buf + 8 + hlen;
   size_t data_len = len - 8 - (size_t)hlen;
-  if (buf[8] != '{') return ff_fail(err, FF_EFORMAT, "header is not a JSON object");
   cJSON *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
   if (!root || !cJSON_IsObject(root)) {
     cJSON_Delete(root);
@@ -339,18 +480,36 @@ done:
 }
 
 int ff_safetensors_read(const char *path, ff_tensor_file *out, ff_error *err) {
-  uint8_t *buf;
+  int fd, rc;
   size_t len;
+  uint8_t head[9], *buf = NULL;
   memset(out, 0, sizeof *out);
-  int rc = ff_read_file(path, &buf, &len, err);
-  if (rc) return rc;
-  rc = ff_safetensors_parse(buf, len, out, err);
-  free(buf);
-  if (rc && err) {
-    char msg[FF_ERROR_MAX];
-    memcpy(msg, err->msg, sizeof msg);
-    ff_fail(err, rc, "%s: %s", path, msg);
+  if ((rc = open_regular(path, &fd, &len, err))) return rc;
+  /* the header length and the header's first byte are checked before the rest is read */
+  size_t have = len < sizeof head ? len : sizeof head;
+  const char *what = NULL;
+  if (read_at(fd, head, have, 0)) {
+    rc = ff_fail(err, FF_EIO, "%s: read error", path);
+  } else if ((what = not_safetensors(head, have)) || have < sizeof head || le64(head) == 0 ||
+             le64(head) > FF_SAFETENSORS_MAX_HEADER || head[8] != '{') {
+    rc = ff_fail(err, FF_EFORMAT, "%s: %s", path,
+                 what ? what : "not a safetensors file (no 8-byte header length followed by a JSON header)");
+  } else if (!(buf = malloc(len))) {
+    rc = ff_fail(err, FF_ENOMEM, "%s: out of memory for %zu bytes", path, len);
+  } else {
+    memcpy(buf, head, have);
+    rc = read_rest(fd, buf, have, len, path, err);
   }
+  close(fd);
+  if (!rc) {
+    rc = ff_safetensors_parse(buf, len, out, err);
+    if (rc && err) {
+      char msg[FF_ERROR_MAX];
+      memcpy(msg, err->msg, sizeof msg);
+      ff_fail(err, rc, "%s: %s", path, msg);
+    }
+  }
+  free(buf);
   return rc;
 }
 

@@ -221,6 +221,21 @@ fail:
   return rc;
 }
 
+int ff_rt_check_finite(const ff_rt_model *m, ff_error *err) {
+  for (int i = 0; i < m->file.count; i++) {
+    const ff_tensor *t = &m->file.tensors[i];
+    size_t bad = 0, first = 0;
+    for (size_t k = 0; k < t->numel; k++)
+      if (!isfinite(t->data[k]) && !bad++) first = k;
+    if (bad)
+      return ff_fail(err, FF_EINVAL,
+                     "tensor '%s': %zu non-finite value%s (the first, %g, at element %zu); "
+                     "--allow-nonfinite runs anyway, NaN propagating as in PyTorch",
+                     t->name, bad, bad > 1 ? "s" : "", (double)t->data[first], first);
+  }
+  return 0;
+}
+
 void ff_rt_model_free(ff_rt_model *m) {
   if (!m) return;
   ff_tensor_file_free(&m->file);

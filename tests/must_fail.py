@@ -106,7 +106,39 @@ def main():
         tensors["layers.0.linear1.weight"] = tensors["layers.0.linear1.weight"][:23]
         wrong_shape = os.path.join(tmp, "w2.safetensors")
         write_safetensors(wrong_shape, tensors)
+        fifo = os.path.join(tmp, "fifo.safetensors")
+        os.mkfifo(fifo)
+        torch_zip = os.path.join(tmp, "model.pt")  # what torch.save writes: a zip archive
+        with open(torch_zip, "wb") as f:
+            f.write(b"PK\x03\x04" + os.urandom(60))
+        big_junk = os.path.join(tmp, "big.safetensors")  # 4 GiB, sparse: junk must be refused unread
+        with open(big_junk, "wb") as f:
+            f.write(b"\xff" * 8 + b"junk")
+            f.truncate(4 << 30)
+        nan_weights = os.path.join(tmp, "wnan.safetensors")
+        t_nan = read_safetensors(weights)
+        t_nan["layers.0.linear1.weight"] = t_nan["layers.0.linear1.weight"].copy()
+        t_nan["layers.0.linear1.weight"][3, 5] = np.nan
+        write_safetensors(nan_weights, t_nan)
+        odd_name = os.path.join(tmp, "wodd.safetensors")  # an extra tensor whose name holds control characters
+        t_odd = read_safetensors(weights)
+        t_odd["evil\n\x1b[31mred"] = np.zeros(2, dtype=np.float32)
+        write_safetensors(odd_name, t_odd)
+        lines = os.path.join(tmp, "lines.txt")  # line 2 is longer than the dates model's max_seq
+        with open(lines, "w") as f:
+            f.write("march 5, 1999\n" + "a" * 80 + "\n")
+        dates = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "dates.lua")
         cases = [
+            ("weights are a FIFO", run_cmd(good, w=fifo), ["fifo.safetensors", "not a regular file"]),
+            ("torch.save file", run_cmd(good, w=torch_zip), ["model.pt", "torch.save", "save_file"]),
+            ("4 GiB junk weights", run_cmd(good, w=big_junk), ["big.safetensors", "not a safetensors file"]),
+            ("non-finite weight", run_cmd(good, w=nan_weights),
+             ["layers.0.linear1.weight", "non-finite", "--allow-nonfinite"]),
+            ("control chars, description", run_cmd(desc(tmp, "k18", 'error("a\\nb\\27[31m")\n')),
+             ["k18.lua", "a\\nb\\x1b[31m"]),
+            ("control chars, tensor name", run_cmd(good, w=odd_name), ["unexpected tensor 'evil\\n\\x1b[31mred'"]),
+            ("--lines error, said once", ["generate", dates, "--lines", lines],
+             [lines + ":2: text: more than 48 tokens"]),
             ("unknown key", run_cmd(good_with(tmp, "k1", extra=" dmodel = 64,")), ["unknown key 'dmodel'", "k1.lua"]),
             ("wrong type", run_cmd(good_with(tmp, "k2", ("d_model = 16", 'd_model = "16"'))),
              ["d_model", "expected an integer"]),
@@ -164,7 +196,8 @@ def main():
             if os.path.exists(out):
                 os.remove(out)
             try:
-                p = subprocess.run([ff] + cmd, capture_output=True, text=True, timeout=20)
+                argv = cmd if cmd[0] == "env" else [ff] + cmd
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
                 code, err = p.returncode, p.stderr.strip()
             except subprocess.TimeoutExpired:
                 code, err = None, "timed out"
