@@ -317,11 +317,12 @@ int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff
   memset(out, 0, sizeof *out);
   if (len < 8) return ff_fail(err, FF_EFORMAT, "not a safetensors file: %zu bytes, shorter than the 8-byte header length", len);
   uint64_t hlen = le64(buf);
-  const char *what = not_safetensors(buf, len);
   /* a length that is no header's: the file is something else, and its bytes are not echoed */
-  if (what || hlen == 0 || hlen > FF_SAFETENSORS_MAX_HEADER || len < 9 || buf[8] != '{')
+  if (hlen == 0 || hlen > FF_SAFETENSORS_MAX_HEADER || len < 9 || buf[8] != '{') {
+    const char *what = not_safetensors(buf, len);
     return ff_fail(err, FF_EFORMAT, "%s",
                    what ? what : "not a safetensors file (no 8-byte header length followed by a JSON header)");
+  }
   if (hlen > len - 8)
     return ff_fail(err, FF_EFORMAT, "truncated: the header needs %llu bytes, only %zu follow",
                    (unsigned long long)hlen, len - 8);
@@ -490,8 +491,8 @@ int ff_safetensors_read(const char *path, ff_tensor_file *out, ff_error *err) {
   const char *what = NULL;
   if (read_at(fd, head, have, 0)) {
     rc = ff_fail(err, FF_EIO, "%s: read error", path);
-  } else if ((what = not_safetensors(head, have)) || have < sizeof head || le64(head) == 0 ||
-             le64(head) > FF_SAFETENSORS_MAX_HEADER || head[8] != '{') {
+  } else if (have < sizeof head || le64(head) == 0 || le64(head) > FF_SAFETENSORS_MAX_HEADER || head[8] != '{') {
+    what = not_safetensors(head, have); /* only now: a header length can look like a pickle's first bytes */
     rc = ff_fail(err, FF_EFORMAT, "%s: %s", path,
                  what ? what : "not a safetensors file (no 8-byte header length followed by a JSON header)");
   } else if (!(buf = malloc(len))) {

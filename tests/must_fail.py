@@ -211,6 +211,21 @@ def main():
                 problems.append("left %s behind" % out)
             failures += bool(problems)
             print("%-26s %s  [%s]" % (name, "ok" if not problems else "FAIL: " + "; ".join(problems), err[:150]))
+        # a header 0x580 bytes long starts 80 05 00 ..., a pickle's first bytes: still safetensors
+        small = desc(tmp, "small", GOOD.replace("vocab = 10,", "bias = false,"))  # 8 tensors: a short header
+        small_weights = os.path.join(tmp, "ws.safetensors")
+        subprocess.run([ff, "init", small, "-o", small_weights], check=True)
+        t = read_safetensors(small_weights)
+        pickle_like = os.path.join(tmp, "w6.safetensors")
+        for pad in range(0, 0x580):  # __metadata__ grows the header to 0x580 bytes: 80 05 00 ...
+            write_safetensors(pickle_like, t, metadata={"pad": "x" * pad})
+            if open(pickle_like, "rb").read(2) == b"\x80\x05":
+                break
+        p = subprocess.run([ff] + run_cmd(small, w=pickle_like, inp=npy("f1", np.zeros((1, 2, 16), np.float32))),
+                           capture_output=True, text=True)
+        ok = p.returncode == 0 and open(pickle_like, "rb").read(2) == b"\x80\x05"
+        failures += not ok
+        print("%-26s %s" % ("header length 80 05 ...", "ok" if ok else "FAIL: " + p.stderr))
         # a path that would close the header comment and inject code reaches the C text defused
         odd = os.path.join(tmp, "x*/ int evil = 1; /*")
         os.makedirs(odd)

@@ -19,10 +19,11 @@ import configs
 
 # ---- files ---------------------------------------------------------------
 
-def write_safetensors(path, tensors, dtype="F32"):
+def write_safetensors(path, tensors, dtype="F32", metadata=None):
     """tensors: name -> array; written in sorted name order as F32, F16 or
-    BF16 (rounded to nearest even, as torch converts)."""
-    header, offset, blobs = {}, 0, []
+    BF16 (rounded to nearest even, as torch converts); metadata: the
+    __metadata__ dict of strings, if any."""
+    header, offset, blobs = ({"__metadata__": metadata} if metadata else {}), 0, []
     for name in sorted(tensors):
         a = np.ascontiguousarray(np.asarray(tensors[name], dtype="<f4"))
         if dtype == "F16":
