@@ -37,6 +37,7 @@ return function(config, opts)
       v.USAGE = weights .. "--input IN.npy [--lengths LEN.npy] " ..
         (v.ENCDEC and "--target-input TGT.npy " or "") .. "--output OUT.npy [--threads N]"
       v.POOL = ff_read_template("templates/pool.c"):gsub("\n+$", "")
+      v.NPY = ff_read_template("templates/driver_npy.c"):gsub("\n+$", "")
       v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder"
       v.VOCABULARY = vars.vocabulary ~= nil
       local voc = vars.vocabulary or { bos = -1, eos = -1, unk = -1, pad = -1, lowercase = false, tokens = {} }

@@ -6,16 +6,25 @@
  * A standalone driver for ${NAME}.c with the flags of `fixformer run`:
  *   ${NAME} ${USAGE}
  * Exit status 0, or 1 with one line on stderr. */
+
+/* ---- files: the .npy reader and writer (templates/driver_npy.c) ---- */
+${NPY}
+
+/* ---- the driver (templates/main.c) ---- */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "${NAME}.h"
 
-static int fail(const char *fmt, const char *arg) {
+static int fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   fprintf(stderr, "${NAME}: ");
-  fprintf(stderr, fmt, arg);
+  vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
+  va_end(ap);
   return 1;
 }
 
@@ -49,147 +58,17 @@ static void drop_threads(void *pool) {
 #endif
 }
 
-static unsigned char *read_all(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *buf = malloc(cap);
-  while (buf) {
-    n += fread(buf + n, 1, cap - n, f);
-    if (n < cap) break;
-    unsigned char *bigger = cap < ((size_t)1 << 34) ? realloc(buf, cap * 2) : NULL;
-    if (!bigger) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = bigger;
-    cap *= 2;
-  }
-  if (buf && ferror(f)) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  *len = n;
-  return buf;
-}
-
-/* A .npy array: dtype 'i' (int32 or int64, converted to int32) or 'f' (float32). */
-typedef struct {
-  char kind;
-  int rank;
-  long shape[4];
-  size_t numel;
-  void *data;
-} array;
-
-static const char *npy_load(const char *path, array *a) {
-  size_t len, hlen, start = 10, item;
-  unsigned char *buf = read_all(path, &len);
-  if (!buf) return "cannot read %s";
-  if (len < 10 || memcmp(buf, "\x93NUMPY", 6) || buf[6] < 1 || buf[6] > 3) {
-    free(buf);
-    return "%s: not a .npy file";
-  }
-  hlen = buf[8] | (size_t)buf[9] << 8;
-  if (buf[6] > 1) {
-    if (len < 12) {
-      free(buf);
-      return "%s: truncated";
-    }
-    hlen |= (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
-    start = 12;
-  }
-  if (hlen > len - start) {
-    free(buf);
-    return "%s: truncated header";
-  }
-  char head[512];
-  size_t hn = hlen < sizeof head - 1 ? hlen : sizeof head - 1;
-  memcpy(head, buf + start, hn);
-  head[hn] = 0;
-  const char *d = strstr(head, "descr"), *s = strstr(head, "shape"), *fo = strstr(head, "fortran_order");
-  if (!d || !s || !fo || !strstr(fo, "False")) {
-    free(buf);
-    return "%s: not a C-order array";
-  }
-  d = strchr(d + 6, '\'');
-  if (!d) d = strchr(strstr(head, "descr") + 6, '"');
-  if (!d || d[1] != '<' || !strchr("if", d[2]) || !strchr("48", d[3]) || (d[2] == 'f' && d[3] != '4')) {
-    free(buf);
-    return "%s: dtype must be int32 '<i4', int64 '<i8' or float32 '<f4'";
-  }
-  a->kind = d[2];
-  item = (size_t)(d[3] - '0');
-  s = strchr(s, '(');
-  a->rank = 0;
-  a->numel = 1;
-  while (s && *++s && *s != ')') {
-    if (*s < '0' || *s > '9') continue;
-    if (a->rank == 4) {
-      free(buf);
-      return "%s: rank above 4";
-    }
-    long v = strtol(s, (char **)&s, 10);
-    a->shape[a->rank++] = v;
-    a->numel *= (size_t)v;
-    s--;
-  }
-  if (len - start - hlen != a->numel * item) {
-    free(buf);
-    return "%s: data size does not match the shape";
-  }
-  a->data = malloc(a->numel * 4 + 4);
-  if (!a->data) {
-    free(buf);
-    return "%s: out of memory";
-  }
-  const unsigned char *p = buf + start + hlen;
-  for (size_t i = 0; i < a->numel; i++) {
-    if (item == 8) { /* int64 -> int32 (little-endian) */
-      long long v;
-      memcpy(&v, p + 8 * i, 8);
-      ((int32_t *)a->data)[i] = v < -2147483647 || v > 2147483647 ? -1 : (int32_t)v;
-    } else {
-      memcpy((char *)a->data + 4 * i, p + 4 * i, 4);
-    }
-  }
-  free(buf);
-  return NULL;
-}
-
-/* out [b, t, d] to path as a float32 .npy, through path.tmp and rename: a
- * failure leaves no half-written file. */
-static int npy_save(const char *path, const float *x, int b, int t, int d) {
-  char dict[128], tmp[4096];
-  int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d, %d), }", b, t, d);
-  size_t header = (10 + (size_t)n + 1 + 63) / 64 * 64, count = (size_t)b * t * d;
-  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return -1;
-  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)((header - 10) & 255),
-                           (unsigned char)((header - 10) >> 8)};
-  int ok = fwrite(pre, 1, 10, f) == 10 && fputs(dict, f) >= 0;
-  for (size_t i = 10 + (size_t)n; ok && i < header - 1; i++) ok = fputc(' ', f) != EOF;
-  ok = ok && fputc('\n', f) != EOF && fwrite(x, sizeof(float), count, f) == count;
-  if (fclose(f) || !ok || rename(tmp, path)) {
-    remove(tmp);
-    return -1;
-  }
-  return 0;
-}
-
 /* --input [--target-input] [--lengths] --output: one forward pass. */
 static int run_forward(const ${NAME}_weights *w, const char *input, const char *target, const char *lengths_path,
                        const char *output, const char *threads) {
-  array in = {0, 0, {0}, 0, NULL}, tgt = {0, 0, {0}, 0, NULL}, lens = {0, 0, {0}, 0, NULL};
+  npy_array in = {0, 0, {0, 0, 0, 0}, 0, NULL}, tgt = in, lens = in;
   void *state = NULL, *pool = NULL;
   float *out = NULL;
+  size_t out_bytes;
   int rc = 1;
   const char *e = npy_load(input, &in);
   if (e) {
-    fail(e, input);
+    fail("%s: %s", input, e);
     goto done;
   }
   if (in.kind != (${TOKENS} ? 'i' : 'f') || in.rank != (${TOKENS} ? 2 : 3) ||
@@ -198,15 +77,16 @@ static int run_forward(const ${NAME}_weights *w, const char *input, const char *
     goto done;
   }
   if (target && (e = npy_load(target, &tgt))) {
-    fail(e, target);
+    fail("%s: %s", target, e);
     goto done;
   }
-  if (target && (tgt.kind != in.kind || tgt.rank != in.rank || tgt.shape[0] != in.shape[0])) {
+  if (target && (tgt.kind != in.kind || tgt.rank != in.rank || tgt.shape[0] != in.shape[0] ||
+                 (!${TOKENS} && tgt.shape[2] != ${UNAME}_D_MODEL))) {
     fail("%s: wrong dtype or shape for this model's target input", target);
     goto done;
   }
   if (lengths_path && (e = npy_load(lengths_path, &lens))) {
-    fail(e, lengths_path);
+    fail("%s: %s", lengths_path, e);
     goto done;
   }
   if (lengths_path && (lens.kind != 'i' || lens.rank != 1 || lens.shape[0] != in.shape[0])) {
@@ -214,8 +94,13 @@ static int run_forward(const ${NAME}_weights *w, const char *input, const char *
     goto done;
   }
   const int B = (int)in.shape[0], S = (int)in.shape[1], T = target ? (int)tgt.shape[1] : S;
+  if (npy_mul((size_t)B, (size_t)T, &out_bytes) || npy_mul(out_bytes, sizeof(float) * ${UNAME}_OUT_DIM, &out_bytes) ||
+      out_bytes > (size_t)-1 - 4) {
+    fail("%s: the output would be too large", input);
+    goto done;
+  }
   state = malloc(${UNAME}_STATE_BYTES); /* malloc: 16-byte aligned */
-  out = malloc(sizeof(float) * (size_t)B * T * ${UNAME}_OUT_DIM + 4);
+  out = malloc(out_bytes + 4);
   if (!state || !out || ${NAME}_init_state(state)) {
     fail("%s", "out of memory");
     goto done;
@@ -223,11 +108,9 @@ static int run_forward(const ${NAME}_weights *w, const char *input, const char *
   if (use_threads(state, threads, &pool)) goto done;
   int status = ${NAME}_run(w, state, B, S, in.data, lens.data, T, tgt.data, out);
   if (status) {
-    char text[16];
-    snprintf(text, sizeof text, "%d", status);
-    fail("the model refused the input (status %s: a token id, length or batch out of range)", text);
-  } else if (npy_save(output, out, B, T, ${UNAME}_OUT_DIM)) {
-    fail("cannot write %s", output);
+    fail("the model refused the input (status %d: a token id, length or batch out of range)", status);
+  } else if ((e = npy_save(output, out, B, T, ${UNAME}_OUT_DIM))) {
+    fail("cannot write %s: %s", output, e);
   } else {
     rc = 0;
   }
@@ -415,13 +298,19 @@ int main(int argc, char **argv) {
 @else
   if (!weights) return fail("%s", "--weights is required");
   size_t blob_len;
-  unsigned char *raw = read_all(weights, &blob_len);
-  void *blob = raw ? malloc(blob_len + 16) : NULL;
-  if (!blob) return fail("cannot read %s", weights);
-  memcpy(blob, raw, blob_len); /* malloc: aligned for the floats */
+  const char *why;
+  unsigned char *raw = npy_read_all(weights, (size_t)${UNAME}_BLOB_HEADER_BYTES + ${UNAME}_WEIGHTS_BYTES, &blob_len, &why);
+  if (!raw) return fail("cannot read %s: %s", weights, why);
+  unsigned char *mem = malloc(blob_len + 16), *blob;
+  if (!mem) {
+    free(raw);
+    return fail("cannot read %s: %s", weights, "out of memory");
+  }
+  blob = mem + (16 - (size_t)mem % 16) % 16; /* aligned for the floats (bind checks) */
+  memcpy(blob, raw, blob_len);
   free(raw);
   if (${NAME}_bind(&w, blob, blob_len)) {
-    free(blob);
+    free(mem);
     return fail("%s: not a weight blob for this model (size, magic or layout)", weights);
   }
 @end
@@ -436,7 +325,7 @@ int main(int argc, char **argv) {
     rc = run_forward(&w, input, target, lengths_path, output, threads);
 @if EMBED
 @else
-  free(blob);
+  free(mem);
 @end
   return rc;
 }
