@@ -1,4 +1,13 @@
-/* api.c - the public API of fixformer.h over the host and the runtime. */
+/* api.c - the public API of fixformer.h over the host and the runtime.
+ *
+ * Threads: every call on a model holds the model's mutex, so calls on one
+ * model from several threads are serialised.  What clones share (the
+ * description, the bound weights, the generated program, the packed blob and
+ * the compiled code) lives in reference-counted parts that are never changed
+ * once made: a call that would change one makes a new part for its own model
+ * and drops its reference to the old.  What a model owns alone is its
+ * generated-code state, the runtime's caches, its position and its pool. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,159 +28,325 @@ typedef int (*init_state_fn)(void *state);
 typedef int (*set_threads_fn)(void *state, void (*fn)(void *, int, void (*)(void *, int), void *), void *pool,
                               int threads);
 
-struct ff_model {
-  ff_lua *lua;          /* the generator's Lua state, holding the config table */
-  char *path;           /* the description as given */
+/* ---- the shared parts, reference-counted ------------------------------------ */
+
+static void ref(int *refs) { __atomic_add_fetch(refs, 1, __ATOMIC_RELAXED); }
+static int unref(int *refs) { return __atomic_sub_fetch(refs, 1, __ATOMIC_ACQ_REL) == 0; }
+
+/* The description: its Lua state (the generator runs in it, one call at a
+ * time: lock) and the resolved config. */
+typedef struct {
+  int refs;
+  pthread_mutex_t lock;
+  ff_lua *lua;
+  char *path;
   ff_config cfg;
-  ff_rt_model rt;       /* bound weights (the runtime's view) */
-  int has_weights;
+  unsigned last;    /* the program whose ff_render_extra the Lua state holds */
+  unsigned next_id; /* numbers the programs generated in it */
+} shared_desc;
+
+typedef struct { int refs; ff_rt_model rt; } shared_weights;
+
+typedef struct {
+  int refs;
+  unsigned id;
+  char *command;
+  ff_program program;
+} shared_program;
+
+typedef struct { int refs; void *data; size_t bytes; } shared_blob; /* packed weights */
+
+typedef struct { /* compiled code and its entry points */
+  int refs;
+  enum ff_engine engine;
+  ff_jit *jit;
+  bind_fn bind;
+  run_fn run;
+  encode_fn encode; /* encoder-decoder only */
+  decode_fn decode; /* decoder-only and encoder-decoder */
+  init_state_fn init_state;
+  set_threads_fn set_threads;
+} shared_code;
+
+/* libtcc 0.9.27 keeps global state in tcc_new, compile, relocate and
+ * delete: one compiler at a time in the process. */
+static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void desc_unref(shared_desc *d) {
+  if (!d || !unref(&d->refs)) return;
+  ff_lua_close(d->lua);
+  free(d->path);
+  pthread_mutex_destroy(&d->lock);
+  free(d);
+}
+
+static void weights_unref(shared_weights *w) {
+  if (!w || !unref(&w->refs)) return;
+  ff_rt_model_free(&w->rt);
+  free(w);
+}
+
+static void program_unref(shared_program *p) {
+  if (!p || !unref(&p->refs)) return;
+  ff_program_free(&p->program);
+  free(p->command);
+  free(p);
+}
+
+static void blob_unref(shared_blob *b) {
+  if (!b || !unref(&b->refs)) return;
+  free(b->data);
+  free(b);
+}
+
+static void code_unref(shared_code *k) {
+  if (!k || !unref(&k->refs)) return;
+  pthread_mutex_lock(&tcc_lock);
+  ff_jit_free(k->jit);
+  pthread_mutex_unlock(&tcc_lock);
+  free(k);
+}
+
+/* ---- the model ----------------------------------------------------------------- */
+
+struct ff_model {
+  pthread_mutex_t lock;     /* held by every call on this model */
+  shared_desc *desc;
+  shared_weights *w;        /* NULL: no weights yet */
+  shared_program *prog;     /* NULL: not generated for isa yet */
+  shared_blob *blob;        /* NULL: not packed yet (depends on prog and w) */
+  shared_code *code;        /* NULL: not compiled (runtime engine, or unprepared) */
+  const char *isa;          /* the matrix kernels of the generated code */
   enum ff_engine engine;
   int prepared;
-  /* tcc / cc engines */
-  ff_program program;
-  ff_jit *jit;
-  void *blob;           /* packed weights */
-  void *state;          /* program.state_bytes, 64-byte aligned */
-  struct { const float *data; } weights; /* NAME_weights */
-  run_fn run;
-  encode_fn encode;     /* encoder-decoder only */
-  decode_fn decode;     /* decoder-only and encoder-decoder */
-  /* step by step */
-  ff_rt_state rt_state; /* the runtime's caches, allocated on the first begin */
-  int pos;              /* the next position a step decodes */
-  int begun;            /* a source is encoded / a sequence started */
-  const char *isa;      /* the matrix kernels of the generated code */
-  int threads;          /* for the generated code: 1, or a pool of this many */
+  /* this model's own */
+  struct { const float *data; } weights; /* NAME_weights, bound to blob */
+  void *state;              /* program.state_bytes, 64-byte aligned */
+  ff_rt_state rt_state;     /* the runtime's caches, allocated on the first begin */
+  int pos;                  /* the next position a step decodes */
+  int begun;                /* a source is encoded / a sequence started */
+  int threads;              /* for the generated code: 1, or a pool of this many */
   ff_pool *pool;
 };
 
-static void release_engine(ff_model *m);
-static void release_program(ff_model *m);
+#define CFG(m) (&(m)->desc->cfg)
 
-ff_model *ff_model_open(const char *path, ff_error *err) {
+static int null_arg(ff_error *err, const char *fn, const char *arg) {
+  return ff_fail(err, FF_EINVAL, "%s: %s is NULL", fn, arg);
+}
+
+static void lock(const ff_model *m) { pthread_mutex_lock((pthread_mutex_t *)&m->lock); }
+static void unlock(const ff_model *m) { pthread_mutex_unlock((pthread_mutex_t *)&m->lock); }
+
+/* The host's ISA list is made on first use: once, before any model exists. */
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+static void isa_init(void) { (void)ff_host_isas(); }
+
+static ff_model *model_new(ff_error *err) {
   ff_model *m = calloc(1, sizeof *m);
   if (!m) {
     ff_fail(err, FF_ENOMEM, "out of memory");
     return NULL;
   }
-  size_t n = strlen(path) + 1;
-  if ((m->path = malloc(n))) memcpy(m->path, path, n);
-  if (!m->path) {
-    ff_fail(err, FF_ENOMEM, "out of memory");
-    ff_model_close(m);
+  if (pthread_mutex_init(&m->lock, NULL)) {
+    free(m);
+    ff_fail(err, FF_ENOMEM, "cannot create a mutex");
     return NULL;
   }
   m->isa = "generic";
   m->threads = 1;
-  if (!(m->lua = ff_lua_open(err)) || ff_lua_load_config(m->lua, path, &m->cfg, err) ||
-      ff_rt_check_config(&m->cfg, err)) {
+  return m;
+}
+
+ff_model *ff_model_open(const char *path, ff_error *err) {
+  if (!path) {
+    null_arg(err, "ff_model_open", "the description path");
+    return NULL;
+  }
+  pthread_once(&isa_once, isa_init);
+  ff_model *m = model_new(err);
+  shared_desc *d = m ? calloc(1, sizeof *d) : NULL;
+  if (m && !d) ff_fail(err, FF_ENOMEM, "out of memory");
+  if (!d) {
+    ff_model_close(m);
+    return NULL;
+  }
+  size_t n = strlen(path) + 1;
+  if (pthread_mutex_init(&d->lock, NULL)) {
+    free(d);
+    ff_model_close(m);
+    ff_fail(err, FF_ENOMEM, "cannot create a mutex");
+    return NULL;
+  }
+  d->refs = 1;
+  m->desc = d;
+  if ((d->path = malloc(n))) memcpy(d->path, path, n);
+  if (!d->path) {
+    ff_fail(err, FF_ENOMEM, "out of memory");
+    ff_model_close(m);
+    return NULL;
+  }
+  if (!(d->lua = ff_lua_open(err)) || ff_lua_load_config(d->lua, path, &d->cfg, err) ||
+      ff_rt_check_config(&d->cfg, err)) {
     ff_model_close(m);
     return NULL;
   }
   return m;
 }
 
-const ff_config *ff_model_config(const ff_model *m) { return &m->cfg; }
+const ff_config *ff_model_config(const ff_model *m) { return m ? CFG(m) : NULL; }
+
+/* What an engine made for this model: its state, the runtime's caches. */
+static void release_engine(ff_model *m) {
+  if (m->rt_state.buf) ff_rt_state_free(&m->rt_state);
+  memset(&m->rt_state, 0, sizeof m->rt_state);
+  m->begun = m->pos = 0;
+  code_unref(m->code);
+  m->code = NULL;
+  free(m->state);
+  m->state = NULL;
+  m->weights.data = NULL;
+  m->prepared = 0;
+}
+
+/* ... and the generated program and the packed weights (they depend on the ISA). */
+static void release_program(ff_model *m) {
+  release_engine(m);
+  blob_unref(m->blob);
+  m->blob = NULL;
+  program_unref(m->prog);
+  m->prog = NULL;
+}
 
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
   static const char *const known[] = {"generic", "avx2", "avx512", "neon", NULL};
+  if (!m) return null_arg(err, "ff_model_set_isa", "the model");
+  if (!isa) return null_arg(err, "ff_model_set_isa", "isa");
   if (!strcmp(isa, "native")) isa = ff_host_isa();
   for (int i = 0; known[i]; i++)
     if (!strcmp(known[i], isa)) {
+      lock(m);
       if (strcmp(m->isa, known[i])) release_program(m); /* the program and the packed weights depend on it */
       m->isa = known[i];
+      unlock(m);
       return 0;
     }
   return ff_fail(err, FF_EINVAL, "isa: '%s' is not one of generic, avx2, avx512, neon, native", isa);
 }
 
-int ff_model_load_weights(ff_model *m, const char *path, ff_error *err) {
-  ff_tensor_file file;
-  int rc = ff_safetensors_read(path, &file, err);
-  if (rc) return rc;
-  if (m->has_weights) ff_rt_model_free(&m->rt);
-  release_program(m);
-  m->has_weights = 0;
-  if ((rc = ff_rt_model_bind(&m->rt, &m->cfg, &file, err))) {
-    if (err) {
-      char msg[FF_ERROR_MAX];
-      memcpy(msg, err->msg, sizeof msg);
-      ff_fail(err, rc, "%s: %s", path, msg);
-    }
+/* ---- generating and packing ---------------------------------------------------- */
+
+/* Runs the generator for the model's ISA into a new program part. */
+static int generate_locked(ff_model *m, const char *command, ff_error *err) {
+  if (m->prog) return 0;
+  shared_program *p = calloc(1, sizeof *p);
+  size_t n = strlen(command) + 1;
+  if (!p || !(p->command = malloc(n))) {
+    free(p);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  memcpy(p->command, command, n);
+  p->refs = 1;
+  shared_desc *d = m->desc;
+  ff_gen_options o = {d->path, command, m->isa};
+  pthread_mutex_lock(&d->lock);
+  int rc = ff_generate(d->lua, &d->cfg, &o, &p->program, err);
+  d->last = p->id = ++d->next_id;
+  pthread_mutex_unlock(&d->lock);
+  if (rc) {
+    program_unref(p);
     return rc;
   }
-  m->has_weights = 1;
-  return FF_OK;
-}
-
-/* What an engine made: compiled code, its state, the runtime's caches. */
-static void release_engine(ff_model *m) {
-  if (m->rt_state.buf) ff_rt_state_free(&m->rt_state);
-  m->begun = m->pos = 0;
-  m->encode = NULL;
-  m->decode = NULL;
-  ff_jit_free(m->jit);
-  free(m->state);
-  m->jit = NULL;
-  m->state = NULL;
-  m->run = NULL;
-  m->prepared = 0;
-}
-
-/* ... and what the engines share: the generated program and the weights
- * packed in its layout (both depend on the ISA, the blob on the weights). */
-static void release_program(ff_model *m) {
-  release_engine(m);
-  free(m->blob);
-  m->blob = NULL;
-  ff_program_free(&m->program);
+  m->prog = p;
+  return 0;
 }
 
 int ff_model_generate(ff_model *m, const char *command, const char **header, const char **source, ff_error *err) {
-  if (!m->program.source) {
-    ff_gen_options o = {m->path, command, m->isa};
-    int rc = ff_generate(m->lua, &m->cfg, &o, &m->program, err);
-    if (rc) return rc;
-  }
-  if (header) *header = m->program.header;
-  if (source) *source = m->program.source;
-  return 0;
-}
-
-int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error *err) {
-  int rc;
-  if (!m->has_weights) return ff_fail(err, FF_EINVAL, "no weights: load them before packing");
-  if ((rc = ff_model_generate(m, "fixformer", NULL, NULL, err))) return rc;
-  if (!m->blob) {
-    size_t n;
-    if ((rc = ff_pack_weights(&m->program, &m->rt.file, &m->blob, &n, err))) return rc;
-  }
-  *blob = m->blob;
-  *bytes = FF_BLOB_HEADER + m->program.weight_floats * sizeof(float);
-  return 0;
-}
-
-int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err) {
-  ff_vocab vocab;
-  int rc = ff_model_generate(m, "fixformer", NULL, NULL, err);
-  if (rc || (m->cfg.vocabulary[0] && (rc = ff_vocab_load(m->cfg.vocabulary, m->cfg.vocab, &vocab, err)))) return rc;
-  ff_extra x = {"main", embed, NULL, NULL, NULL, m->cfg.vocabulary[0] ? &vocab : NULL};
-  rc = ff_render_extra(m->lua, &x, text, err);
-  if (m->cfg.vocabulary[0]) ff_vocab_free(&vocab);
+  if (!m) return null_arg(err, "ff_model_generate", "the model");
+  lock(m);
+  int rc = generate_locked(m, command ? command : "fixformer", err);
+  if (!rc && header) *header = m->prog->program.header;
+  if (!rc && source) *source = m->prog->program.source;
+  unlock(m);
   return rc;
 }
 
-int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, ff_error *err) {
-  const void *blob;
-  size_t bytes;
-  int rc = ff_model_weight_blob(m, &blob, &bytes, err);
-  if (rc) return rc;
-  const float *x = (const float *)(const void *)((const char *)blob + FF_BLOB_HEADER);
-  size_t n = m->program.weight_floats, cap;
+/* Renders a file that goes with the model's program; the Lua state holds
+ * the last generated program's renderer, which may be another model's. */
+static int render_locked(ff_model *m, const ff_extra *x, char **text, ff_error *err) {
+  shared_desc *d = m->desc;
+  int rc = 0;
+  pthread_mutex_lock(&d->lock);
+  if (d->last != m->prog->id) {
+    ff_program again = {0};
+    ff_gen_options o = {d->path, m->prog->command, m->isa};
+    if (!(rc = ff_generate(d->lua, &d->cfg, &o, &again, err))) d->last = m->prog->id;
+    ff_program_free(&again);
+  }
+  if (!rc) rc = ff_render_extra(d->lua, x, text, err);
+  pthread_mutex_unlock(&d->lock);
+  return rc;
+}
+
+/* Packs weights w into the model's program layout. */
+static int pack(ff_model *m, shared_weights *w, shared_blob **out, ff_error *err) {
+  shared_blob *b = calloc(1, sizeof *b);
+  if (!b) return ff_fail(err, FF_ENOMEM, "out of memory");
+  int rc = ff_pack_weights(&m->prog->program, &w->rt.file, &b->data, &b->bytes, err);
+  if (rc) {
+    free(b);
+    return rc;
+  }
+  b->refs = 1;
+  b->bytes = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
+  *out = b;
+  return 0;
+}
+
+static int blob_locked(ff_model *m, ff_error *err) {
+  int rc;
+  if (!m->w) return ff_fail(err, FF_EINVAL, "no weights: load them before packing");
+  if ((rc = generate_locked(m, "fixformer", err))) return rc;
+  return m->blob ? 0 : pack(m, m->w, &m->blob, err);
+}
+
+int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_weight_blob", "the model");
+  if (!blob || !bytes) return null_arg(err, "ff_model_weight_blob", blob ? "bytes" : "blob");
+  lock(m);
+  int rc = blob_locked(m, err);
+  if (!rc) {
+    *blob = m->blob->data;
+    *bytes = m->blob->bytes;
+  }
+  unlock(m);
+  return rc;
+}
+
+int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_driver_source", "the model");
+  if (!text) return null_arg(err, "ff_model_driver_source", "text");
+  const ff_config *c = CFG(m);
+  ff_vocab vocab;
+  lock(m);
+  int rc = generate_locked(m, "fixformer", err);
+  if (!rc && c->vocabulary[0]) rc = ff_vocab_load(c->vocabulary, c->vocab, &vocab, err);
+  if (!rc) {
+    ff_extra x = {"main", embed, NULL, NULL, NULL, c->vocabulary[0] ? &vocab : NULL};
+    rc = render_locked(m, &x, text, err);
+    if (c->vocabulary[0]) ff_vocab_free(&vocab);
+  }
+  unlock(m);
+  return rc;
+}
+
+/* The blob's floats as C initialiser text: %.9g round-trips a float32. */
+static int float_text(const float *x, size_t n, const char *weights_path, char **out, ff_error *err) {
+  size_t cap;
   if (ff_size_mul(n + 1, 24, &cap)) return ff_fail(err, FF_ENOMEM, "weights too large to embed");
   char *data = malloc(cap + 64), *p = data;
   if (!data) return ff_fail(err, FF_ENOMEM, "out of memory for the embedded weights");
-  for (size_t i = 0; i < n; i++) { /* %.9g round-trips a float32 */
+  for (size_t i = 0; i < n; i++) {
     if (x[i] != x[i] || x[i] - x[i] != 0) {
       free(data);
       return ff_fail(err, FF_EINVAL, "%s: a weight is not finite; --embed cannot write it", weights_path);
@@ -183,88 +358,207 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
   }
   if (!n) p += sprintf(p, "  0.0f");
   *p = 0;
-  char hex[65];
-  ff_sha256_hex(x, n * sizeof *x, hex);
-  ff_extra xw = {"weights", 1, data, weights_path, hex, NULL};
-  rc = ff_render_extra(m->lua, &xw, text, err);
+  *out = data;
+  return 0;
+}
+
+int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_weights_source", "the model");
+  if (!weights_path || !text) return null_arg(err, "ff_model_weights_source", text ? "weights_path" : "text");
+  char *data = NULL;
+  lock(m);
+  int rc = blob_locked(m, err);
+  if (!rc) {
+    const float *x = (const float *)(const void *)((const char *)m->blob->data + FF_BLOB_HEADER);
+    size_t n = m->prog->program.weight_floats;
+    if (!(rc = float_text(x, n, weights_path, &data, err))) {
+      char hex[65];
+      ff_sha256_hex(x, n * sizeof *x, hex);
+      ff_extra xw = {"weights", 1, data, weights_path, hex, NULL};
+      rc = render_locked(m, &xw, text, err);
+    }
+  }
+  unlock(m);
   free(data);
   return rc;
 }
 
+/* ---- weights --------------------------------------------------------------------- */
+
+/* Reads and binds a weights file into a new part; nothing of m changes. */
+static int read_weights(ff_model *m, const char *path, shared_weights **out, ff_error *err) {
+  ff_tensor_file file;
+  int rc = ff_safetensors_read(path, &file, err);
+  if (rc) return rc;
+  shared_weights *w = calloc(1, sizeof *w);
+  if (!w) {
+    ff_tensor_file_free(&file);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  if ((rc = ff_rt_model_bind(&w->rt, CFG(m), &file, err))) { /* which takes the file either way */
+    free(w);
+    if (err) {
+      char msg[FF_ERROR_MAX];
+      memcpy(msg, err->msg, sizeof msg);
+      ff_fail(err, rc, "%s: %s", path, msg);
+    }
+    return rc;
+  }
+  w->refs = 1;
+  *out = w;
+  return 0;
+}
+
+/* New weights into a prepared generated engine: packed and bound first, so
+ * a failure leaves the model as it was. */
+static int load_locked(ff_model *m, const char *path, ff_error *err) {
+  shared_weights *w = NULL;
+  shared_blob *b = NULL;
+  int rc = read_weights(m, path, &w, err);
+  if (rc) return rc;
+  struct { const float *data; } bound = {NULL};
+  if (m->prepared && m->code) {
+    if ((rc = pack(m, w, &b, err))) {
+      weights_unref(w);
+      return rc;
+    }
+    if ((rc = m->code->bind(&bound, b->data, b->bytes))) {
+      blob_unref(b);
+      weights_unref(w);
+      return ff_fail(err, FF_EINVAL, "generated %s_bind refused the packed weights (status %d)", CFG(m)->name, rc);
+    }
+  }
+  /* the new weights replace the old; the caches computed with those go */
+  if (m->rt_state.buf) ff_rt_state_free(&m->rt_state);
+  memset(&m->rt_state, 0, sizeof m->rt_state);
+  m->begun = m->pos = 0;
+  weights_unref(m->w);
+  blob_unref(m->blob);
+  m->w = w;
+  m->blob = b;
+  m->weights.data = bound.data;
+  return 0;
+}
+
+int ff_model_load_weights(ff_model *m, const char *path, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_load_weights", "the model");
+  if (!path) return null_arg(err, "ff_model_load_weights", "the weights path");
+  lock(m);
+  int rc = load_locked(m, path, err);
+  unlock(m);
+  return rc;
+}
+
+/* ---- engines ---------------------------------------------------------------------- */
+
 /* Gives the generated code's state the model's threads (a pool started on
  * the first need). */
 static int attach_threads(ff_model *m, ff_error *err) {
-  char sym[FF_NAME_MAX + 16];
-  snprintf(sym, sizeof sym, "%s_set_threads", m->cfg.name);
-  set_threads_fn set = (set_threads_fn)ff_jit_symbol(m->jit, sym);
-  if (!set) return ff_fail(err, FF_EINVAL, "generated code lacks %s", sym);
   if (m->threads > 1 && !m->pool && !(m->pool = ff_pool_new(m->threads)))
     return ff_fail(err, FF_ENOMEM, "cannot start %d threads", m->threads);
-  int rc = set(m->state, m->threads > 1 ? ff_pool_run : NULL, m->pool, m->threads);
-  return rc ? ff_fail(err, FF_EINVAL, "generated %s refused %d threads (status %d)", sym, m->threads, rc) : 0;
+  int rc = m->code->set_threads(m->state, m->threads > 1 ? ff_pool_run : NULL, m->pool, m->threads);
+  return rc ? ff_fail(err, FF_EINVAL, "generated %s_set_threads refused %d threads (status %d)", CFG(m)->name,
+                      m->threads, rc)
+            : 0;
 }
 
 int ff_model_set_threads(ff_model *m, int threads, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_set_threads", "the model");
   if (threads < 1 || threads > FF_MAX_THREADS)
     return ff_fail(err, FF_EINVAL, "threads: %d is outside 1..%d", threads, FF_MAX_THREADS);
+  lock(m);
   if (threads != m->threads) {
     ff_pool_free(m->pool);
     m->pool = NULL;
     m->threads = threads;
   }
-  return m->prepared && m->engine != FF_ENGINE_RUNTIME ? attach_threads(m, err) : 0;
+  int rc = m->prepared && m->code ? attach_threads(m, err) : 0;
+  unlock(m);
+  return rc;
 }
 
-/* Compiles the generated code (header first, so it needs no include path),
- * binds the packed weights and allocates the state. */
-static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) {
-  const char *header, *source;
-  const void *blob;
-  size_t bytes;
+static void *symbol(shared_code *k, const char *name, const char *suffix) {
+  char sym[FF_NAME_MAX + 16];
+  snprintf(sym, sizeof sym, "%s_%s", name, suffix);
+  return ff_jit_symbol(k->jit, sym);
+}
+
+/* Compiles the program (header first, so it needs no include path) into a
+ * new code part. */
+static int compile(ff_model *m, enum ff_engine engine, shared_code **out, ff_error *err) {
+  const ff_program *p = &m->prog->program;
+  const char *name = CFG(m)->name;
+  size_t hl = strlen(p->header), sl = strlen(p->source);
+  shared_code *k = calloc(1, sizeof *k);
+  char *text = malloc(hl + sl + 2);
+  if (!k || !text) {
+    free(k);
+    free(text);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  k->refs = 1;
+  k->engine = engine;
+  memcpy(text, p->header, hl);
+  text[hl] = '\n';
+  memcpy(text + hl + 1, p->source, sl + 1);
+  if (getenv("FIXFORMER_DUMP")) fputs(text, stderr); /* like tinygrad's DEBUG=4 */
   int rc;
+  if (engine == FF_ENGINE_TCC) {
+    pthread_mutex_lock(&tcc_lock);
+    rc = ff_jit_tcc(text, &k->jit, err);
+    pthread_mutex_unlock(&tcc_lock);
+  } else { /* the kernels as a library of their own, built once */
+    rc = ff_jit_cc(text, p->kernels, &k->jit, err);
+  }
+  free(text);
+  if (rc) {
+    free(k);
+    return rc;
+  }
+  pthread_mutex_lock(&tcc_lock); /* (tcc_get_symbol walks libtcc's state too) */
+  k->bind = (bind_fn)symbol(k, name, "bind");
+  k->run = (run_fn)symbol(k, name, "run");
+  k->encode = (encode_fn)symbol(k, name, "encode");
+  k->decode = (decode_fn)symbol(k, name, "decode");
+  k->init_state = (init_state_fn)symbol(k, name, "init_state");
+  k->set_threads = (set_threads_fn)symbol(k, name, "set_threads");
+  pthread_mutex_unlock(&tcc_lock);
+  *out = k;
+  if (!k->bind || !k->run || !k->init_state || !k->set_threads)
+    return ff_fail(err, FF_EINVAL, "generated code lacks %s_bind, _run, _init_state or _set_threads", name);
+  return 0;
+}
+
+/* This model's own state for the code: weights bound, state allocated and
+ * prepared, threads attached. */
+static int attach_state(ff_model *m, ff_error *err) {
+  const char *name = CFG(m)->name;
+  size_t n = m->prog->program.state_bytes;
+  int rc = m->code->bind(&m->weights, m->blob->data, m->blob->bytes);
+  if (rc) return ff_fail(err, FF_EINVAL, "generated %s_bind refused the packed weights (status %d)", name, rc);
+  if (posix_memalign(&m->state, 64, n ? n : 64)) {
+    m->state = NULL;
+    return ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of state", n);
+  }
+  if (m->code->init_state(m->state)) return ff_fail(err, FF_EINVAL, "generated %s_init_state failed", name);
+  return attach_threads(m, err);
+}
+
+static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) {
   const char *isa = ff_host_isa(); /* the JIT runs here: the best kernels of this machine */
+  int rc;
   if (strcmp(m->isa, isa)) {
     release_program(m);
     m->isa = isa;
   }
-  if ((rc = ff_model_generate(m, "fixformer run", &header, &source, err))) return rc;
-  size_t hl = strlen(header), sl = strlen(source);
-  char *text = malloc(hl + sl + 2);
-  if (!text) return ff_fail(err, FF_ENOMEM, "out of memory");
-  memcpy(text, header, hl);
-  text[hl] = '\n';
-  memcpy(text + hl + 1, source, sl + 1);
-  if (getenv("FIXFORMER_DUMP")) fputs(text, stderr); /* like tinygrad's DEBUG=4 */
-  if (engine == FF_ENGINE_TCC) {
-    rc = ff_jit_tcc(text, &m->jit, err);
-  } else { /* the kernels as a library of their own, built once */
-    rc = ff_jit_cc(text, m->program.kernels, &m->jit, err);
-  }
-  free(text);
-  if (rc) return rc;
-  char sym[FF_NAME_MAX + 16];
-  snprintf(sym, sizeof sym, "%s_bind", m->cfg.name);
-  bind_fn bind = (bind_fn)ff_jit_symbol(m->jit, sym);
-  snprintf(sym, sizeof sym, "%s_run", m->cfg.name);
-  m->run = (run_fn)ff_jit_symbol(m->jit, sym);
-  if (!bind || !m->run) return ff_fail(err, FF_EINVAL, "generated code lacks %s_bind or %s_run", m->cfg.name, m->cfg.name);
-  snprintf(sym, sizeof sym, "%s_encode", m->cfg.name);
-  m->encode = (encode_fn)ff_jit_symbol(m->jit, sym);
-  snprintf(sym, sizeof sym, "%s_decode", m->cfg.name);
-  m->decode = (decode_fn)ff_jit_symbol(m->jit, sym);
-  if ((rc = ff_model_weight_blob(m, &blob, &bytes, err))) return rc;
-  if ((rc = bind(&m->weights, blob, bytes)))
-    return ff_fail(err, FF_EINVAL, "generated %s_bind refused the packed weights (status %d)", m->cfg.name, rc);
-  if (posix_memalign(&m->state, 64, m->program.state_bytes ? m->program.state_bytes : 64))
-    return ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of state", m->program.state_bytes);
-  snprintf(sym, sizeof sym, "%s_init_state", m->cfg.name);
-  init_state_fn init = (init_state_fn)ff_jit_symbol(m->jit, sym);
-  if (!init || init(m->state)) return ff_fail(err, FF_EINVAL, "generated %s failed", sym);
-  return attach_threads(m, err);
+  if ((rc = generate_locked(m, "fixformer run", err)) || (rc = blob_locked(m, err)) ||
+      (rc = compile(m, engine, &m->code, err)))
+    return rc;
+  return attach_state(m, err);
 }
 
-int ff_model_prepare(ff_model *m, enum ff_engine engine, ff_error *err) {
-  if (!m->has_weights) return ff_fail(err, FF_EINVAL, "no weights: load them before preparing an engine");
+static int prepare_locked(ff_model *m, enum ff_engine engine, ff_error *err) {
+  if (!m->w) return ff_fail(err, FF_EINVAL, "no weights: load them before preparing an engine");
   if (m->prepared && m->engine == engine) return 0;
   release_engine(m);
   if (engine != FF_ENGINE_RUNTIME) {
@@ -279,33 +573,86 @@ int ff_model_prepare(ff_model *m, enum ff_engine engine, ff_error *err) {
   return FF_OK;
 }
 
-int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *err) {
-  if (!m->prepared) return ff_fail(err, FF_EINVAL, "the model has no engine: call ff_model_prepare first");
-  if (m->engine == FF_ENGINE_RUNTIME) return ff_rt_forward(&m->rt, in, out, err); /* which checks the input */
-  int rc = ff_rt_check_input(&m->cfg, in, err); /* the runtime's checks and messages for the generated code too */
+int ff_model_prepare(ff_model *m, enum ff_engine engine, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_prepare", "the model");
+  if (engine != FF_ENGINE_RUNTIME && engine != FF_ENGINE_TCC && engine != FF_ENGINE_CC)
+    return ff_fail(err, FF_EINVAL, "engine: %d is not one of runtime (%d), tcc (%d), cc (%d)", (int)engine,
+                   FF_ENGINE_RUNTIME, FF_ENGINE_TCC, FF_ENGINE_CC);
+  lock(m);
+  int rc = prepare_locked(m, engine, err);
+  unlock(m);
+  return rc;
+}
+
+ff_model *ff_model_clone(const ff_model *m, ff_error *err) {
+  if (!m) {
+    null_arg(err, "ff_model_clone", "the model");
+    return NULL;
+  }
+  ff_model *c = model_new(err);
+  if (!c) return NULL;
+  lock(m);
+  ref(&m->desc->refs);
+  c->desc = m->desc;
+  if ((c->w = m->w)) ref(&c->w->refs);
+  if ((c->prog = m->prog)) ref(&c->prog->refs);
+  if ((c->blob = m->blob)) ref(&c->blob->refs);
+  if ((c->code = m->code)) ref(&c->code->refs);
+  c->isa = m->isa;
+  c->threads = m->threads;
+  c->engine = m->engine;
+  int rc = m->code ? attach_state(c, err) : 0;
+  c->prepared = m->prepared;
+  unlock(m);
+  if (rc) {
+    ff_model_close(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* ---- running --------------------------------------------------------------------- */
+
+static int not_prepared(ff_error *err) {
+  return ff_fail(err, FF_EINVAL, "the model has no engine: call ff_model_prepare first");
+}
+
+static int forward_locked(ff_model *m, const ff_rt_input *in, float *out, ff_error *err) {
+  const ff_config *c = CFG(m);
+  if (!m->prepared) return not_prepared(err);
+  if (m->engine == FF_ENGINE_RUNTIME) return ff_rt_forward(&m->w->rt, in, out, err); /* which checks the input */
+  int rc = ff_rt_check_input(c, in, err); /* the runtime's checks and messages for the generated code too */
   if (rc) return rc;
-  const void *src = m->cfg.vocab > 0 ? (const void *)in->src_tokens : (const void *)in->src_embeds;
-  const void *tgt = m->cfg.vocab > 0 ? (const void *)in->tgt_tokens : (const void *)in->tgt_embeds;
-  rc = m->run(&m->weights, m->state, in->batch, in->src_len, src, in->lengths, in->tgt_len, tgt, out);
-  if (rc) return ff_fail(err, rc, "generated %s_run refused the input (status %d)", m->cfg.name, rc);
+  const void *src = c->vocab > 0 ? (const void *)in->src_tokens : (const void *)in->src_embeds;
+  const void *tgt = c->vocab > 0 ? (const void *)in->tgt_tokens : (const void *)in->tgt_embeds;
+  rc = m->code->run(&m->weights, m->state, in->batch, in->src_len, src, in->lengths, in->tgt_len, tgt, out);
+  if (rc) return ff_fail(err, rc, "generated %s_run refused the input (status %d)", c->name, rc);
   return 0;
 }
 
-/* ---- step by step ---------------------------------------------------------- */
+int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_forward", "the model");
+  if (!in || !out) return null_arg(err, "ff_model_forward", in ? "out" : "in");
+  lock(m);
+  int rc = forward_locked(m, in, out, err);
+  unlock(m);
+  return rc;
+}
 
-int ff_model_begin(ff_model *m, const void *src, int S, ff_error *err) {
-  const ff_config *c = &m->cfg;
+/* ---- step by step ---------------------------------------------------------------- */
+
+static int begin_locked(ff_model *m, const void *src, int S, ff_error *err) {
+  const ff_config *c = CFG(m);
   int rc, encdec = c->arch == FF_ARCH_ENCODER_DECODER;
-  if (!m->prepared) return ff_fail(err, FF_EINVAL, "the model has no engine: call ff_model_prepare first");
+  if (!m->prepared) return not_prepared(err);
   if (c->arch == FF_ARCH_ENCODER) return ff_fail(err, FF_EINVAL, "an encoder has no decoder to decode with");
   m->begun = 0;
   m->pos = 0;
-  if (encdec) {
-    if (!src || S < 1 || S > c->max_seq)
-      return ff_fail(err, FF_ELENGTH, "source length %d is outside 1..max_seq (%d)", src ? S : 0, c->max_seq);
-  }
+  if (encdec && !src) return ff_fail(err, FF_EINVAL, "begin: the encoder-decoder model needs a source (src is NULL)");
+  if (encdec && (S < 1 || S > c->max_seq))
+    return ff_fail(err, FF_ELENGTH, "source length %d is outside 1..max_seq (%d)", S, c->max_seq);
   if (m->engine == FF_ENGINE_RUNTIME) { /* ff_rt_begin checks the ids */
-    if (!m->rt_state.buf && (rc = ff_rt_state_init(&m->rt_state, &m->rt, err))) return rc;
+    if (!m->rt_state.buf && (rc = ff_rt_state_init(&m->rt_state, &m->w->rt, err))) return rc;
     if (encdec) {
       const int32_t *ids = c->vocab > 0 ? src : NULL;
       const float *x = c->vocab > 0 ? NULL : src;
@@ -313,50 +660,76 @@ int ff_model_begin(ff_model *m, const void *src, int S, ff_error *err) {
     }
   } else if (encdec) { /* a bad id gets the runtime's message, not the generated code's status */
     if (c->vocab > 0 && (rc = ff_rt_check_tokens(c, "source", src, 1, S, 0, err))) return rc;
-    if (!m->encode) return ff_fail(err, FF_EINVAL, "generated code lacks %s_encode", c->name);
-    if ((rc = m->encode(&m->weights, m->state, src, S, S)))
+    if (!m->code->encode) return ff_fail(err, FF_EINVAL, "generated code lacks %s_encode", c->name);
+    if ((rc = m->code->encode(&m->weights, m->state, src, S, S)))
       return ff_fail(err, rc, "generated %s_encode refused the source (status %d)", c->name, rc);
   }
   m->begun = 1;
   return 0;
 }
 
-int ff_model_step(ff_model *m, const void *in, int T, float *out, ff_error *err) {
-  const ff_config *c = &m->cfg;
+int ff_model_begin(ff_model *m, const void *src, int S, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_begin", "the model");
+  lock(m);
+  int rc = begin_locked(m, src, S, err);
+  unlock(m);
+  return rc;
+}
+
+static int step_locked(ff_model *m, const void *in, int T, float *out, ff_error *err) {
+  const ff_config *c = CFG(m);
   int rc;
   if (!m->begun) return ff_fail(err, FF_EINVAL, "step: call ff_model_begin first");
-  if (T < 1 || m->pos + T > c->max_seq)
-    return ff_fail(err, FF_ELENGTH, "cannot decode positions %d..%d: max_seq is %d", m->pos, m->pos + T - 1,
+  if (T < 1 || T > c->max_seq - m->pos) /* (pos <= max_seq: no overflow) */
+    return ff_fail(err, FF_ELENGTH, "cannot decode %d positions from position %d: max_seq is %d", T, m->pos,
                    c->max_seq);
   if (m->engine == FF_ENGINE_RUNTIME) { /* ff_rt_step checks the ids */
     m->rt_state.pos = m->pos;
     rc = ff_rt_step(&m->rt_state, c->vocab > 0 ? in : NULL, c->vocab > 0 ? NULL : in, T, out, err);
   } else if (!(rc = c->vocab > 0 ? ff_rt_check_tokens(c, "input", in, 1, T, m->pos, err) : 0)) {
     /* (a bad id gets the runtime's message, not the generated code's status) */
-    if (!m->decode)
+    if (!m->code->decode)
       rc = ff_fail(err, FF_EINVAL, "generated code lacks %s_decode", c->name);
-    else if ((rc = m->decode(&m->weights, m->state, in, T, m->pos, out)))
+    else if ((rc = m->code->decode(&m->weights, m->state, in, T, m->pos, out)))
       rc = ff_fail(err, rc, "generated %s_decode refused the input (status %d)", c->name, rc);
   }
   if (!rc) m->pos += T;
   return rc;
 }
 
-int ff_model_position(const ff_model *m) { return m->pos; }
+int ff_model_step(ff_model *m, const void *in, int T, float *out, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_step", "the model");
+  if (!in || !out) return null_arg(err, "ff_model_step", in ? "out" : "in");
+  lock(m);
+  int rc = step_locked(m, in, T, out, err);
+  unlock(m);
+  return rc;
+}
 
-int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err) {
-  const ff_config *c = &m->cfg;
+int ff_model_position(const ff_model *m) {
+  if (!m) return FF_EINVAL;
+  lock(m);
+  int pos = m->pos;
+  unlock(m);
+  return pos;
+}
+
+static int greedy_locked(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err) {
+  const ff_config *c = CFG(m);
   int V = c->vocab, P = g->prompt_len, rc;
-  *n_out = 0;
+  size_t cells;
   if (V <= 0) return ff_fail(err, FF_EINVAL, "greedy decoding needs a model with a vocab");
+  if (!g->prompt) return null_arg(err, "ff_model_greedy", "the prompt");
   if (P < 1) return ff_fail(err, FF_ELENGTH, "greedy decoding needs a prompt of at least one id");
-  if (g->max_new < 1 || P > c->max_seq || g->max_new > c->max_seq - P)
+  if (g->max_new < 1 || P > c->max_seq || g->max_new > c->max_seq - P) /* (no overflow) */
     return ff_fail(err, FF_ELENGTH, "%d prompt ids and %d new ones do not fit in max_seq = %d positions", P,
                    g->max_new, c->max_seq);
-  float *own = logits ? NULL : malloc(sizeof *own * (size_t)P * V);
+  if (ff_size_mul((size_t)P, (size_t)V, &cells) || ff_size_mul(cells, sizeof(float), &cells))
+    return ff_fail(err, FF_ENOMEM, "logits of %d positions do not fit in memory", P);
+  float *own = logits ? NULL : malloc(cells);
   if (!logits && !own) return ff_fail(err, FF_ENOMEM, "out of memory");
   float *row = logits ? logits : own;
-  if (!(rc = ff_model_begin(m, g->src, g->src_len, err)) && !(rc = ff_model_step(m, g->prompt, P, row, err))) {
+  if (!(rc = begin_locked(m, g->src, g->src_len, err)) && !(rc = step_locked(m, g->prompt, P, row, err))) {
     row += (size_t)(P - 1) * V; /* the logits of the last position */
     for (;;) {
       int32_t next = 0;
@@ -365,10 +738,20 @@ int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, f
       out[(*n_out)++] = next;
       if (next == g->eos || *n_out == g->max_new) break;
       if (logits) row += V;
-      if ((rc = ff_model_step(m, &next, 1, row, err))) break;
+      if ((rc = step_locked(m, &next, 1, row, err))) break;
     }
   }
   free(own);
+  return rc;
+}
+
+int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err) {
+  if (n_out) *n_out = 0;
+  if (!m) return null_arg(err, "ff_model_greedy", "the model");
+  if (!g || !out || !n_out) return null_arg(err, "ff_model_greedy", !g ? "g" : !out ? "out" : "n_out");
+  lock(m);
+  int rc = greedy_locked(m, g, out, n_out, logits, err);
+  unlock(m);
   return rc;
 }
 
@@ -376,9 +759,9 @@ void ff_model_close(ff_model *m) {
   if (!m) return;
   release_program(m);
   ff_pool_free(m->pool);
-  if (m->has_weights) ff_rt_model_free(&m->rt);
-  ff_lua_close(m->lua);
-  free(m->path);
+  weights_unref(m->w);
+  desc_unref(m->desc);
+  pthread_mutex_destroy(&m->lock);
   free(m);
 }
 
@@ -389,7 +772,7 @@ const char *ff_engine_name(enum ff_engine e) {
 }
 
 int ff_engine_parse(const char *name) {
-  for (int i = 0; i < (int)(sizeof engine_names / sizeof *engine_names); i++)
+  for (int i = 0; name && i < (int)(sizeof engine_names / sizeof *engine_names); i++)
     if (!strcmp(name, engine_names[i])) return i;
   return -1;
 }

@@ -104,11 +104,16 @@ typedef struct ff_jit {
 /* Compiles C text in memory with libtcc; the math and memory functions the
  * generated code uses are handed over with tcc_add_symbol. */
 int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err);
-/* Compiles C text with $CC (default cc) -O3 -march=native into a shared
- * object cached by source hash, and dlopens it.  kernels: NULL, or the text
- * of the matrix kernel library, then built once into a cached library of its
- * own and linked, the text compiled with FF_EXTERN_KERNELS. */
+/* Compiles C text with $CC (default cc) -O3 and the flags of ff_host_isa()
+ * into a shared object in a private, verified cache (gen/jit_cc.c), and
+ * dlopens it.  kernels: NULL, or the text of the matrix kernel library, then
+ * built once into a cached library of its own and linked, the text compiled
+ * with FF_EXTERN_KERNELS. */
 int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err);
+/* The cc engine's cache folder into buf (created 0700, refused unless ours alone). */
+int ff_cc_cache_dir(char *buf, size_t n, ff_error *err);
+/* Empties that folder (but temporaries of builds still running); what it removed. */
+int ff_cc_cache_clean(size_t *removed_bytes, int *removed_files, ff_error *err);
 void *ff_jit_symbol(ff_jit *j, const char *name);
 void ff_jit_free(ff_jit *j);
 

@@ -27,41 +27,76 @@ enum ff_engine {
   FF_ENGINE_CC       /* generated C compiled by $CC into a shared object */
 };
 
-/* Loads a description in the sandbox and validates it.  NULL on error. */
+/* Arguments and NULL: err may be NULL in every call (the status is still
+ * returned).  Any other pointer argument is required unless its function
+ * says it may be NULL; a NULL one is FF_EINVAL ("FUNCTION: ARG is NULL"),
+ * never a crash.
+ *
+ * Threads: every call on one ff_model holds that model's lock, so calls on
+ * one model from several threads are safe but run one at a time.  A
+ * decoding sequence (ff_model_begin, then ff_model_step ...) is one position
+ * in one model: it belongs to one thread at a time, as interleaved steps of
+ * two threads on one model would decode one sequence made of both.  To serve
+ * many threads at once, give each its own clone (ff_model_clone): clones
+ * share the description, the weights, the generated program, the packed
+ * weights and the compiled code, and each has its own state, caches,
+ * position and thread pool, so calls on different clones run in parallel.
+ * Calls that change a model (ff_model_load_weights, ff_model_set_isa,
+ * ff_model_prepare with another engine) change that model only, never its
+ * clones.  Models and clones may be closed in any order, from any thread,
+ * once no call on that same model is running. */
+
+/* Loads a description in the sandbox and validates it.  NULL on error
+ * (description_path NULL: FF_EINVAL). */
 ff_model *ff_model_open(const char *description_path, ff_error *err);
-/* The resolved config of an open model. */
+/* A new model sharing m's description, weights, generated program, packed
+ * weights and compiled code (nothing is copied or compiled again), with its
+ * own state, caches, position, threads and pool; prepared if m is, for the
+ * same engine, ISA and number of threads.  NULL on error (m NULL:
+ * FF_EINVAL). */
+ff_model *ff_model_clone(const ff_model *m, ff_error *err);
+/* The resolved config of an open model (the same for its clones); NULL if m
+ * is NULL. */
 const ff_config *ff_model_config(const ff_model *m);
 /* The matrix kernels generated code calls, which fix the packing of the
  * weights: "generic" (portable C, the default), "avx2", "avx512", "neon",
- * or "native" (the best this machine runs).  The JIT engines always use this machine's. */
+ * or "native" (the best this machine runs).  The JIT engines always use this
+ * machine's.  Another ISA than the current one unprepares the model. */
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err);
 /* Threads for the generated code (tcc, cc engines): its matrix products and
  * attention split over a pool of this many (1..FF_MAX_THREADS; default 1).
  * Results do not depend on it.  The runtime always runs on one thread. */
 #define FF_MAX_THREADS 8
 int ff_model_set_threads(ff_model *m, int threads, ff_error *err);
-/* Reads a safetensors file and binds it by PyTorch names (strict). */
+/* Reads a safetensors file and binds it by PyTorch names (strict).  On
+ * error the model keeps its previous weights and engine, as if not called;
+ * on success a prepared model stays prepared (with the new weights) and a
+ * decoding sequence must begin again. */
 int ff_model_load_weights(ff_model *m, const char *safetensors_path, ff_error *err);
-/* Makes the engine ready (compiles the generated code for tcc / cc). */
+/* Makes the engine ready (compiles the generated code for tcc / cc); an
+ * engine outside enum ff_engine is FF_EINVAL. */
 int ff_model_prepare(ff_model *m, enum ff_engine engine, ff_error *err);
-/* One forward pass; out holds batch * T * ff_config_out_dim floats. */
+/* One forward pass; out holds batch * T * ff_config_out_dim floats.  In in,
+ * lengths may be NULL (all full), and the token or float inputs the model
+ * does not take; a missing one it takes is FF_EINVAL. */
 int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *err);
 /* ---- step by step: decoding with the key/value cache -------------------- */
 
 /* Starts a sequence: for encoder-decoder, encodes the source src (ids [S],
  * or floats [S, d_model] for a model without vocab) once, computing every
  * decoder layer's cross-attention keys and values; for decoder-only, src is
- * ignored.  The next step decodes position 0. */
+ * ignored and may be NULL (encoder-decoder: NULL is FF_EINVAL).  The next
+ * step decodes position 0. */
 int ff_model_begin(ff_model *m, const void *src, int S, ff_error *err);
 /* Decodes T new positions (ids [T] or floats [T, d_model]) at the current
  * position, appending their keys and values to the cache: out [T, out_dim].
- * FF_ELENGTH past max_seq. */
+ * FF_ELENGTH when T < 1 or the positions would pass max_seq. */
 int ff_model_step(ff_model *m, const void *in, int T, float *out, ff_error *err);
-/* The position the next step decodes. */
+/* The position the next step decodes; FF_EINVAL if m is NULL. */
 int ff_model_position(const ff_model *m);
 
 typedef struct ff_greedy {
-  const int32_t *src;    /* encoder-decoder: the source ids */
+  const int32_t *src;    /* encoder-decoder: the source ids (else ignored, may be NULL) */
   int src_len;
   const int32_t *prompt; /* the decoder's first ids (encoder-decoder: usually just BOS) */
   int prompt_len;
@@ -70,13 +105,15 @@ typedef struct ff_greedy {
 } ff_greedy;
 
 /* Greedy decoding with the cache: out receives the generated ids (max_new
- * at most, eos included when it came), *n_out their count.  logits, if not
- * NULL, receives [prompt_len + max_new - 1, vocab]: the logits of every
- * position fed to the decoder, in order (row i predicts id i + 1). */
+ * at most, eos included when it came), *n_out their count (0 on error).
+ * logits may be NULL; if not, it receives [prompt_len + max_new - 1, vocab]:
+ * the logits of every position fed to the decoder, in order (row i predicts
+ * id i + 1).  g, g->prompt, out and n_out are required. */
 int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err);
 
-/* The generated C for the model: header and source text, owned by m.
- * command is recorded in the header comment. */
+/* The generated C for the model: header and source text, owned by m (valid
+ * until m changes ISA or is closed).  command is recorded in the header
+ * comment (NULL: "fixformer"); header and source may be NULL. */
 int ff_model_generate(ff_model *m, const char *command, const char **header, const char **source, ff_error *err);
 /* The loaded weights packed into the generated code's layout: a blob with a
  * 64-byte header (magic, version, layout hash, size), owned by m. */
@@ -85,10 +122,12 @@ int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error
  * (NAME_weights.c) for the generated code; malloc'd text for the caller. */
 int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err);
 int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, ff_error *err);
-/* Frees everything; NULL is fine. */
+/* Frees the model (what it shares with clones when the last of them goes);
+ * NULL is fine. */
 void ff_model_close(ff_model *m);
 
-/* Name of an engine ("runtime", "tcc", "cc") and back; -1 if unknown. */
+/* Name of an engine ("runtime", "tcc", "cc"; "?" if unknown) and back; -1
+ * if unknown or NULL. */
 const char *ff_engine_name(enum ff_engine e);
 int ff_engine_parse(const char *name);
 

@@ -105,7 +105,7 @@ void ff_rt_activate(enum ff_activation act, float *x, size_t n) {
   for (size_t i = 0; i < n; i++) {
     float v = x[i];
     switch (act) {
-    case FF_ACT_RELU: x[i] = v > 0.0f ? v : 0.0f; break;
+    case FF_ACT_RELU: x[i] = v < 0.0f ? 0.0f : v; break; /* NaN stays NaN, as torch.relu */
     case FF_ACT_GELU: x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break;
     case FF_ACT_GELU_TANH:
       x[i] = 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));

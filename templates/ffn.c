@@ -3,9 +3,9 @@
  * one op; ReLU is fused into linear1 and stands here for the kernel tests. */
 
 @@ relu
-/* ${FN}: h = max(0, h) over [T, ${N}] */
+/* ${FN}: h = max(0, h) over [T, ${N}]; NaN stays NaN, as in PyTorch */
 static void ${FN}(float *h, int T) {
-  for (size_t i = 0; i < (size_t)T * ${N}; i++) h[i] = h[i] > 0.0f ? h[i] : 0.0f;
+  for (size_t i = 0; i < (size_t)T * ${N}; i++) h[i] = h[i] < 0.0f ? 0.0f : h[i];
 }
 
 @@ gelu

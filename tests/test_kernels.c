@@ -9,6 +9,13 @@
  * widths, padding and causal masks and strided q/k/v, for every ISA whose
  * matrix kernels this machine runs (templates/kernels/gemm_*.c).
  *
+ * Cases marked nan plant NaN and +-inf in inputs or weights (poison_*() and
+ * check()): the template's output and the runtime's must have NaN and +-inf
+ * exactly where PyTorch has them (the expected places are written from the
+ * formulas, not taken from either side: relu(NaN) = NaN, gelu(-inf) = NaN, a
+ * NaN score makes its softmax row NaN, a NaN in a key masked for a row does
+ * not reach it), and the finite rest must agree as above.
+ *
  *   test_kernels [tcc|cc ...]      (default: both)
  */
 #include <math.h>
@@ -27,41 +34,56 @@ typedef struct {
   int flag;         /* BIAS / CAUSAL / SCALE */
   const char *act;  /* activation name; for linear: "relu" fused */
   int T, pos0, key_len;
+  int nan;          /* 1: NaN and +-inf planted (poison), their places checked (expected) */
 } kcase;
 
 static const kcase cases[] = {
-    /* kind         a    b    c    d   flag  act      T  pos0 key_len */
-    {"embed",       13,  11,  0,   0,  1,    NULL,    5, 0, 0},  /* D, VOCAB, PANEL; scale sqrt(D) */
-    {"embed",       16,  7,   0,   0,  0,    NULL,    3, 0, 0},  /* unscaled */
-    {"embed",       12,  37,  16,  0,  1,    NULL,    6, 0, 0},  /* from W^T panels of 16 (tied head) */
-    {"embed",       5,   40,  32,  0,  1,    NULL,    4, 0, 0},  /* ... of 32 */
-    {"copy",        9,   0,   0,   0,  0,    NULL,    4, 0, 0},
-    {"sinusoidal",  12,  0,   0,   0,  0,    NULL,    6, 3, 0},  /* D, at positions 3.. */
-    {"sinusoidal",  7,   0,   0,   0,  0,    NULL,    5, 0, 0},  /* odd D */
-    {"learned",     10,  0,   0,   0,  0,    NULL,    4, 2, 0},
-    {"linear",      5,   7,   0,   0,  1,    NULL,    3, 0, 0},  /* IN, OUT, ACC; flag BIAS: a partial tile */
-    {"linear",      9,   16,  0,   0,  1,    NULL,    9, 0, 0},  /* rows past one tile */
-    {"linear",      6,   40,  0,   0,  0,    NULL,    2, 0, 0},  /* columns past one panel, no bias */
-    {"linear",      37,  13,  1,   0,  1,    NULL,    5, 0, 0},  /* y += (the residual) */
-    {"linear",      24,  50,  0,   0,  1,    "relu",  8, 0, 0},  /* max(0, .) fused */
-    {"linear",      300, 33,  1,   0,  1,    "relu",  3, 0, 0},  /* k in two passes of 192 */
-    {"linear",      64,  96,  0,   0,  1,    NULL,    1, 0, 0},  /* one row (decoding) */
-    {"linear",      600, 70,  1,   0,  1,    "relu",  11, 0, 0}, /* k in 3-4 passes over 3-5 panels */
-    {"rope",        3,   4,   36,  0,  0,    NULL,    5, 2, 0},  /* HEADS, DK, LDX */
-    {"rope",        2,   10,  60,  0,  0,    NULL,    3, 0, 0},
-    {"kv_store",    6,   18,  0,   0,  0,    NULL,    3, 4, 0},  /* D, LDX */
-    {"attention",   3,   4,   36,  36, 0,    NULL,    6, 0, 4},  /* HEADS, DK, LDQ, LDK: padding */
-    {"attention",   2,   8,   48,  32, 1,    NULL,    5, 3, 8},  /* causal over a cache */
-    {"attention",   1,   3,   3,   6,  0,    NULL,    4, 0, 7},  /* cross-attention layout */
-    {"attention",   4,   16,  192, 128, 1,   NULL,    1, 9, 10}, /* one step at position 9 */
-    {"attention",   2,   40,  240, 160, 0,   NULL,   11, 0, 37}, /* a head wider than a tile */
-    {"attention",   5,   8,   120, 80, 1,    NULL,   19, 0, 19}, /* several query blocks, causal */
-    {"layernorm",   11,  0,   0,   0,  0,    NULL,    4, 0, 0},
-    {"rmsnorm",     9,   0,   0,   0,  0,    NULL,    4, 0, 0},
-    {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0},
-    {"activation",  13,  0,   0,   0,  0,    "gelu",  3, 0, 0},
-    {"activation",  13,  0,   0,   0,  0,    "gelu_tanh", 3, 0, 0},
-    {"swiglu",      11,  0,   0,   0,  0,    NULL,    4, 0, 0},
+    /* kind         a    b    c    d   flag  act      T  pos0 key_len nan */
+    {"embed",       13,  11,  0,   0,  1,    NULL,    5, 0, 0, 0},  /* D, VOCAB, PANEL; scale sqrt(D) */
+    {"embed",       16,  7,   0,   0,  0,    NULL,    3, 0, 0, 0},  /* unscaled */
+    {"embed",       12,  37,  16,  0,  1,    NULL,    6, 0, 0, 0},  /* from W^T panels of 16 (tied head) */
+    {"embed",       5,   40,  32,  0,  1,    NULL,    4, 0, 0, 0},  /* ... of 32 */
+    {"copy",        9,   0,   0,   0,  0,    NULL,    4, 0, 0, 0},
+    {"sinusoidal",  12,  0,   0,   0,  0,    NULL,    6, 3, 0, 0},  /* D, at positions 3.. */
+    {"sinusoidal",  7,   0,   0,   0,  0,    NULL,    5, 0, 0, 0},  /* odd D */
+    {"learned",     10,  0,   0,   0,  0,    NULL,    4, 2, 0, 0},
+    {"linear",      5,   7,   0,   0,  1,    NULL,    3, 0, 0, 0},  /* IN, OUT, ACC; flag BIAS: a partial tile */
+    {"linear",      9,   16,  0,   0,  1,    NULL,    9, 0, 0, 0},  /* rows past one tile */
+    {"linear",      6,   40,  0,   0,  0,    NULL,    2, 0, 0, 0},  /* columns past one panel, no bias */
+    {"linear",      37,  13,  1,   0,  1,    NULL,    5, 0, 0, 0},  /* y += (the residual) */
+    {"linear",      24,  50,  0,   0,  1,    "relu",  8, 0, 0, 0},  /* max(0, .) fused */
+    {"linear",      300, 33,  1,   0,  1,    "relu",  3, 0, 0, 0},  /* k in two passes of 192 */
+    {"linear",      64,  96,  0,   0,  1,    NULL,    1, 0, 0, 0},  /* one row (decoding) */
+    {"linear",      600, 70,  1,   0,  1,    "relu",  11, 0, 0, 0}, /* k in 3-4 passes over 3-5 panels */
+    {"rope",        3,   4,   36,  0,  0,    NULL,    5, 2, 0, 0},  /* HEADS, DK, LDX */
+    {"rope",        2,   10,  60,  0,  0,    NULL,    3, 0, 0, 0},
+    {"kv_store",    6,   18,  0,   0,  0,    NULL,    3, 4, 0, 0},  /* D, LDX */
+    {"attention",   3,   4,   36,  36, 0,    NULL,    6, 0, 4, 0},  /* HEADS, DK, LDQ, LDK: padding */
+    {"attention",   2,   8,   48,  32, 1,    NULL,    5, 3, 8, 0},  /* causal over a cache */
+    {"attention",   1,   3,   3,   6,  0,    NULL,    4, 0, 7, 0},  /* cross-attention layout */
+    {"attention",   4,   16,  192, 128, 1,   NULL,    1, 9, 10, 0}, /* one step at position 9 */
+    {"attention",   2,   40,  240, 160, 0,   NULL,   11, 0, 37, 0}, /* a head wider than a tile */
+    {"attention",   5,   8,   120, 80, 1,    NULL,   19, 0, 19, 0}, /* several query blocks, causal */
+    {"layernorm",   11,  0,   0,   0,  0,    NULL,    4, 0, 0, 0},
+    {"rmsnorm",     9,   0,   0,   0,  0,    NULL,    4, 0, 0, 0},
+    {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0, 0},
+    {"activation",  13,  0,   0,   0,  0,    "gelu",  3, 0, 0, 0},
+    {"activation",  13,  0,   0,   0,  0,    "gelu_tanh", 3, 0, 0, 0},
+    {"swiglu",      11,  0,   0,   0,  0,    NULL,    4, 0, 0, 0},
+    /* NaN and +-inf planted: where, and where they must come out, see poison_*() and check() */
+    {"embed",       12,  37,  16,  0,  1,    NULL,    6, 0, 0, 1},
+    {"linear",      37,  13,  1,   0,  1,    "relu",  5, 0, 0, 1},  /* fused relu(NaN) = NaN, relu(-inf) = 0 */
+    {"linear",      300, 70,  1,   0,  1,    "relu",  11, 0, 0, 1}, /* NaN from the first pass of k */
+    {"linear",      24,  50,  0,   0,  1,    NULL,    8, 0, 0, 1},
+    {"attention",   3,   4,   36,  36, 0,    NULL,    6, 0, 4, 1},  /* NaN score row, padded NaN keys */
+    {"attention",   5,   8,   120, 80, 1,    NULL,   19, 0, 19, 1}, /* causal: only rows at or past a NaN key */
+    {"attention",   2,   16,  96,  64, 1,    NULL,    7, 5, 12, 1}, /* ... over a cache */
+    {"layernorm",   11,  0,   0,   0,  0,    NULL,    4, 0, 0, 1},
+    {"rmsnorm",     9,   0,   0,   0,  0,    NULL,    4, 0, 0, 1},
+    {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0, 1},
+    {"activation",  13,  0,   0,   0,  0,    "gelu",  3, 0, 0, 1},
+    {"activation",  13,  0,   0,   0,  0,    "gelu_tanh", 3, 0, 0, 1},
+    {"swiglu",      11,  0,   0,   0,  0,    NULL,    4, 0, 0, 1},
 };
 #define N_CASES (int)(sizeof cases / sizeof *cases)
 #define EPS 1e-5
@@ -133,15 +155,104 @@ static float *pack_panels(const float *W, int rows, int cols, int nr) {
   return P;
 }
 
-/* max |got - want| / max |want| */
-static double scaled_err(const float *got, const float *want, size_t n) {
+/* 0 finite, 'N' NaN, '+' +inf, '-' -inf */
+static char class_of(float v) { return v != v ? 'N' : v == INFINITY ? '+' : v == -INFINITY ? '-' : 0; }
+
+static char *classes(size_t n) { /* all finite */
+  char *c = calloc(n ? n : 1, 1);
+  if (!c) {
+    fprintf(stderr, "test_kernels: out of memory\n");
+    exit(1);
+  }
+  return c;
+}
+
+static const char *class_name(char c) { return c == 'N' ? "NaN" : c == '+' ? "+inf" : c == '-' ? "-inf" : "finite"; }
+
+/* Over n outputs: got (the template's) and want (the runtime's) must be
+ * NaN, +inf and -inf at the same places, and there as ex says when ex is
+ * given (NULL: finite everywhere); then max |got - want| / max |want| over
+ * the finite rest.  A misplaced NaN or inf: 1e30 (fails), and one line. */
+static double compare(const float *got, const float *want, const char *ex, size_t n) {
   double e = 0, m = 0;
   for (size_t i = 0; i < n; i++) {
+    const char g = class_of(got[i]), w = class_of(want[i]), x = ex ? ex[i] : 0;
+    if (g != x || w != x) {
+      printf("  output %zu: template %s (%g), runtime %s (%g), expected %s\n", i, class_name(g), got[i],
+             class_name(w), want[i], class_name(x));
+      return 1e30;
+    }
+    if (x) continue;
     double d = fabs((double)got[i] - want[i]);
-    if (!(d <= e)) e = d; /* NaN counts as the largest */
+    if (!(d <= e)) e = d;
     if (fabs(want[i]) > m) m = fabs(want[i]);
   }
   return e / (m > 0 ? m : 1e-30);
+}
+
+static double scaled_err(const float *got, const float *want, size_t n) { return compare(got, want, NULL, n); }
+
+/* ---- NaN and inf planted, and where PyTorch has them ------------------------ */
+
+/* linear: W[OUT-1, IN/2] NaN (that column NaN), W[OUT/2, 0] +inf with x[:, 0]
+ * = +-1 by row (that column +-inf; relu: +inf or 0), x[T-1, IN-1] NaN (that
+ * row NaN).  The expected classes of y [T, OUT]. */
+static char *poison_linear(const kcase *k, float *x, float *W) {
+  const int IN = k->a, OUT = k->b, T = k->T, o1 = OUT - 1, o2 = OUT / 2;
+  char *ex = classes((size_t)T * OUT);
+  W[(size_t)o1 * IN + IN / 2] = NAN, W[(size_t)o2 * IN] = INFINITY;
+  for (int t = 0; t < T; t++) x[(size_t)t * IN] = t % 2 ? -1.0f : 1.0f;
+  x[(size_t)(T - 1) * IN + IN - 1] = NAN;
+  for (int t = 0; t < T; t++)
+    for (int o = 0; o < OUT; o++)
+      ex[(size_t)t * OUT + o] = t == T - 1 || o == o1 ? 'N' : o != o2 ? 0 : t % 2 == 0 ? '+' : k->act ? 0 : '-';
+  return ex;
+}
+
+/* norms: x[1, 2] NaN (row 1 NaN), x[2, 0] +inf (layernorm: row 2 NaN;
+ * rmsnorm: x / sqrt(inf) = 0 but inf 0 = NaN at [2, 0]), gamma[3] NaN
+ * (column 3 NaN). */
+static char *poison_norm(const kcase *k, int ln, float *x, float *g) {
+  const int D = k->a, T = k->T;
+  char *ex = classes((size_t)T * D);
+  x[(size_t)D + 2] = NAN, x[(size_t)2 * D] = INFINITY, g[3] = NAN;
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < D; i++)
+      ex[(size_t)t * D + i] = t == 1 || i == 3 || (t == 2 && (ln || i == 0)) ? 'N' : 0;
+  return ex;
+}
+
+/* attention (q [T, LDQ]; k | v rows every LDK, Tk + 2 of them):
+ *   bidirectional: k NaN at key 1 of head 0 (every row's head 0 NaN: its
+ *   score rows hold a NaN), q NaN at row 2 of head 1 (that row's head 1),
+ *   v +inf at key 0, head 2, element 1 (+inf in that column of every row);
+ *   causal: v NaN at key kn = pos0 + T/2 of head 0, element 3 (that column
+ *   NaN in the rows at or past kn, not before), k NaN at key kn + 2 of head 1
+ *   (that head NaN in rows at or past it), v -inf at key kn - 3 of the last
+ *   head, element 0;
+ * and the two padding keys past key_len NaN throughout: no effect. */
+static char *poison_attention(const kcase *k, float *q, float *kv) {
+  const int H = k->a, DK = k->b, LDQ = k->c, LDK = k->d, D = H * DK, T = k->T, Tk = k->key_len;
+  char *ex = classes((size_t)T * D);
+  for (size_t i = (size_t)Tk * LDK; i < (size_t)(Tk + 2) * LDK + D; i++) kv[i] = NAN;
+  if (!k->flag) {
+    kv[(size_t)1 * LDK + 2] = NAN, q[(size_t)2 * LDQ + DK] = NAN, kv[D + 2 * DK + 1] = INFINITY;
+    for (int t = 0; t < T; t++)
+      for (int i = 0; i < D; i++)
+        ex[(size_t)t * D + i] = i < DK || (t == 2 && i < 2 * DK) ? 'N' : i == 2 * DK + 1 ? '+' : 0;
+    return ex;
+  }
+  const int kn = k->pos0 + T / 2;
+  kv[(size_t)kn * LDK + D + 3] = NAN, kv[(size_t)(kn + 2) * LDK + DK] = NAN;
+  kv[(size_t)(kn - 3) * LDK + D + (H - 1) * DK] = -INFINITY;
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < D; i++) {
+      const int pos = k->pos0 + t;
+      ex[(size_t)t * D + i] = (i == 3 && pos >= kn) || (i >= DK && i < 2 * DK && pos >= kn + 2) ? 'N'
+                              : i == (H - 1) * DK && pos >= kn - 3                            ? '-'
+                                                                                              : 0;
+    }
+  return ex;
 }
 
 /* ---- one case against its twin --------------------------------------------- */
@@ -157,11 +268,19 @@ static double check(const kcase *k, const char *isa, generic_fn f) {
     int32_t tok[64];
     for (int t = 0; t < T; t++) tok[t] = (t * 7 + 3) % V;
     float *E = randoms((size_t)V * D, 1), *x = randoms((size_t)T * D, 0), *r = randoms((size_t)T * D, 0);
+    char *ex = k->nan ? classes((size_t)T * D) : NULL;
+    if (k->nan) { /* a NaN in the row of the first token, +inf in that of the third: only their rows */
+      E[(size_t)tok[0] * D + 1] = NAN, E[(size_t)tok[2] * D] = INFINITY;
+      for (int t = 0; t < T; t++) {
+        if (tok[t] == tok[0]) ex[(size_t)t * D + 1] = 'N';
+        if (tok[t] == tok[2]) ex[(size_t)t * D] = '+';
+      }
+    }
     float *Ep = k->c ? pack_panels(E, V, D, k->c) : NULL;
     ((void (*)(const int32_t *, int, const float *, float *))f)(tok, T, k->c ? Ep : E, x);
     ff_rt_embed(tok, T, E, V, D, k->flag, r, NULL);
-    err = scaled_err(x, r, (size_t)T * D);
-    free(E), free(x), free(r), free(Ep);
+    err = compare(x, r, ex, (size_t)T * D);
+    free(E), free(x), free(r), free(Ep), free(ex);
   } else if (!strcmp(s, "copy")) {
     size_t n = (size_t)T * k->a;
     float *x = randoms(n, 1), *y = randoms(n, 0);
@@ -185,6 +304,7 @@ static double check(const kcase *k, const char *isa, generic_fn f) {
     int IN = k->a, OUT = k->b;
     size_t ny = (size_t)T * OUT;
     float *x = randoms((size_t)T * IN, 1), *W = randoms((size_t)OUT * IN, 1), *b = randoms(OUT, 1);
+    char *ex = k->nan ? poison_linear(k, x, W) : NULL;
     float *Wp = pack_panels(W, OUT, IN, panel_of(isa)), *y = randoms(ny, 1), *r = copy_of(y, ny);
     float *lin = randoms(ny, 0);
     ((void (*)(const float *, const float *, int, const float *, const float *, float *))f)(NULL, x, T, Wp,
@@ -194,8 +314,8 @@ static double check(const kcase *k, const char *isa, generic_fn f) {
       float v = k->c ? r[i] + lin[i] : lin[i];
       r[i] = k->act && v < 0 ? 0.0f : v;
     }
-    err = scaled_err(y, r, ny);
-    free(x), free(W), free(b), free(Wp), free(y), free(r), free(lin);
+    err = compare(y, r, ex, ny);
+    free(x), free(W), free(b), free(Wp), free(y), free(r), free(lin), free(ex);
   } else if (!strcmp(s, "rope")) {
     int H = k->a, DK = k->b, LDX = k->c, D = H * DK;
     size_t n = (size_t)T * LDX;
@@ -216,18 +336,21 @@ static double check(const kcase *k, const char *isa, generic_fn f) {
     free(qkv), free(cache), free(r);
   } else if (!strcmp(s, "attention")) {
     int H = k->a, DK = k->b, LDQ = k->c, LDK = k->d, D = H * DK, Tk = k->key_len;
-    float *q = randoms((size_t)T * LDQ, 2), *kv = randoms((size_t)Tk * LDK + D, 2);
+    /* two rows past key_len: padding, NaN in the nan cases */
+    float *q = randoms((size_t)T * LDQ, 2), *kv = randoms((size_t)(Tk + 2) * LDK + D, 2);
+    char *ex = k->nan ? poison_attention(k, q, kv) : NULL;
     float *scratch = randoms((size_t)(DK + 8) * ((Tk + 15) / 16 * 16), 0), *scores = randoms((size_t)Tk, 0);
     float *y = randoms((size_t)T * D, 0), *r = randoms((size_t)T * D, 0);
     ((void (*)(const float *, const float *, const float *, int, int, int, float *, float *))f)(NULL, q, kv, T, Tk,
                                                                                               k->pos0, scratch, y);
     ff_rt_attention(q, LDQ, kv, kv + D, LDK, T, Tk, H, DK, Tk, k->flag, k->pos0, scores, r);
-    err = scaled_err(y, r, (size_t)T * D);
-    free(q), free(kv), free(scratch), free(scores), free(y), free(r);
+    err = compare(y, r, ex, (size_t)T * D);
+    free(q), free(kv), free(scratch), free(scores), free(y), free(r), free(ex);
   } else if (!strcmp(s, "layernorm") || !strcmp(s, "rmsnorm")) {
     int D = k->a, ln = !strcmp(s, "layernorm");
     size_t n = (size_t)T * D;
     float *x = randoms(n, 3), *g = randoms(D, 1), *b = randoms(D, 1), *out = randoms(n, 0), *r = randoms(n, 0);
+    char *ex = k->nan ? poison_norm(k, ln, x, g) : NULL;
     if (ln) {
       ((void (*)(const float *, int, const float *, const float *, float *))f)(x, T, g, b, out);
       ff_rt_layernorm(x, T, D, g, b, (float)EPS, r);
@@ -235,24 +358,39 @@ static double check(const kcase *k, const char *isa, generic_fn f) {
       ((void (*)(const float *, int, const float *, float *))f)(x, T, g, out);
       ff_rt_rmsnorm(x, T, D, g, (float)EPS, r);
     }
-    err = scaled_err(out, r, n);
-    free(x), free(g), free(b), free(out), free(r);
+    err = compare(out, r, ex, n);
+    free(x), free(g), free(b), free(out), free(r), free(ex);
   } else if (!strcmp(s, "activation")) {
     size_t n = (size_t)T * k->a;
     float *h = randoms(n, 8), *r = copy_of(h, n); /* past the approximations' clamps (plain.c) */
     enum ff_activation act = !strcmp(k->act, "relu") ? FF_ACT_RELU : !strcmp(k->act, "gelu") ? FF_ACT_GELU
                                                                                              : FF_ACT_GELU_TANH;
+    char *ex = NULL;
+    if (k->nan) { /* as torch: relu NaN, inf, 0, 0; gelu (both) NaN, inf, NaN, -0 */
+      const float in[4] = {NAN, INFINITY, -INFINITY, -1e30f};
+      ex = classes(n);
+      memcpy(h, in, sizeof in), memcpy(r, in, sizeof in);
+      ex[0] = 'N', ex[1] = '+', ex[2] = act == FF_ACT_RELU ? 0 : 'N';
+    }
     ((void (*)(float *, int))f)(h, T);
     ff_rt_activate(act, r, n);
-    err = scaled_err(h, r, n);
-    free(h), free(r);
+    err = compare(h, r, ex, n);
+    free(h), free(r), free(ex);
   } else if (!strcmp(s, "swiglu")) {
     int N = k->a;
     float *h = randoms((size_t)T * 2 * N, 20), *a = randoms((size_t)T * N, 0), *r = randoms((size_t)T * N, 0);
+    char *ex = NULL;
+    if (k->nan) { /* silu(g) up, as torch: g NaN, -inf: NaN; g +inf: inf up; up NaN: NaN; g -1e30: -0 */
+      float *gate = h, *up = h + N, *gate1 = h + 2 * N, *up1 = gate1 + N;
+      ex = classes((size_t)T * N);
+      gate[0] = NAN, gate[1] = -INFINITY, gate[2] = INFINITY, up[2] = 0.5f, up[3] = NAN, gate[4] = -1e30f;
+      gate1[5] = INFINITY, up1[5] = -2.0f;
+      ex[0] = ex[1] = ex[3] = 'N', ex[2] = '+', ex[N + 5] = '-';
+    }
     ((void (*)(const float *, int, float *))f)(h, T, a);
     ff_rt_swiglu(h, T, N, r);
-    err = scaled_err(a, r, (size_t)T * N);
-    free(h), free(a), free(r);
+    err = compare(a, r, ex, (size_t)T * N);
+    free(h), free(a), free(r), free(ex);
   }
   return err;
 }
@@ -290,7 +428,8 @@ static int run(ff_lua *lua, const char *engine, const char *isa) {
     int ok = e >= 0 && e <= TOL;
     failed += !ok;
     if (e > worst) worst = e;
-    printf("%-4s %-11s %-84s err=%.2e %s\n", engine, cases[i].kind, params, e, ok ? "ok" : "FAIL");
+    printf("%-4s %-11s %-84s%s err=%.2e %s\n", engine, cases[i].kind, params, cases[i].nan ? " nan" : "", e,
+           ok ? "ok" : "FAIL");
   }
   ff_jit_free(jit);
   printf("%s, %s kernels: %d cases, %d failed, worst scaled error %.2e (tolerance %.0e)\n", engine, isa, N_CASES,

@@ -15,6 +15,8 @@
  * then for each block of FF_ATT_MR query rows the scores S = scale Q K^T over
  * the keys the block sees, a softmax row by row and O = P V are tile
  * products: at most FF_ATT_MR rows of the T x T scores exist at a time.
+ * A masked key is absent for its row (its score and value are not used), so
+ * a NaN in a later or padded position does not reach the row.
  * scratch: (dk + 8) * pad16(key_len) floats (threads take a head range and
  * scratch each). */
 #ifndef FF_ATT_SOFTMAX_ROW
@@ -47,7 +49,18 @@ FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, in
       FF_ATT_MATMUL(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
       for (int r = 0; r < mb; r++) /* each row sees keys up to its own position */
         FF_ATT_SOFTMAX_ROW(s + (size_t)r * ld, causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv, nv);
-      FF_ATT_MATMUL(mb, dk, nv, s, ld, k + d + h * dk, ldk, out + (size_t)t0 * d + h * dk, d, NULL, 1.0f, 0);
+      /* O = P V over the keys every row of the block sees, then each row's
+       * further keys (causal: fewer than FF_ATT_MR) one by one, in key order:
+       * a key masked for a row is not read for it, so that a NaN or inf in a
+       * later position's value reaches no earlier row (0 * NaN would) */
+      const int v0 = causal && q_pos0 + t0 + 1 < nv ? q_pos0 + t0 + 1 : nv;
+      float *o = out + (size_t)t0 * d + h * dk;
+      FF_ATT_MATMUL(mb, dk, v0, s, ld, k + d + h * dk, ldk, o, d, NULL, 1.0f, 0);
+      for (int r = 1; r < mb && v0 < nv; r++)
+        for (int j = v0; j < nv && j < q_pos0 + t0 + r + 1; j++) {
+          const float p = s[(size_t)r * ld + j], *vj = k + (size_t)j * ldk + d + h * dk;
+          for (int i = 0; i < dk; i++) o[(size_t)r * d + i] += p * vj[i];
+        }
     }
   }
 }

@@ -44,9 +44,9 @@ static inline __attribute__((always_inline)) void ff_store_row_avx2(float *c, __
     r0 = _mm256_add_ps(r0, _mm256_maskload_ps(c, m0));
     if (n > 8) r1 = _mm256_add_ps(r1, _mm256_maskload_ps(c + 8, m1));
   }
-  if (flags & FF_RELU) {
-    r0 = _mm256_max_ps(r0, zero);
-    r1 = _mm256_max_ps(r1, zero);
+  if (flags & FF_RELU) { /* maxps gives its second operand when either is NaN: NaN stays NaN, as in PyTorch */
+    r0 = _mm256_max_ps(zero, r0);
+    r1 = _mm256_max_ps(zero, r1);
   }
   _mm256_maskstore_ps(c, m0, r0);
   if (n > 8) _mm256_maskstore_ps(c + 8, m1, r1);
@@ -123,11 +123,12 @@ static inline void ff_tile_rows_avx2(int m, int n, int k, const float *A, int ld
 
 /* e^x for x <= 0 in 8 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n built in the exponent bits; about
- * 1 ulp; below -87.3 (and -inf): 0. */
+ * 1 ulp; below -87.3 (and -inf): 0; NaN: NaN (the clamp keeps it, see
+ * ff_store_row_avx2), so that a NaN score makes its softmax row NaN. */
 static inline __m256 ff_exp_avx2(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-87.33654f);
   const __m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_max_ps(x, lo);
+  x = _mm256_max_ps(lo, x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);

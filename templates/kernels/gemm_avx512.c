@@ -87,9 +87,9 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
       r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, c));
       if (n > 16) r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, c + 16));
     }
-    if (flags & FF_RELU) {
-      r0 = _mm512_max_ps(r0, zero);
-      r1 = _mm512_max_ps(r1, zero);
+    if (flags & FF_RELU) { /* max gives its second operand when either is NaN: NaN stays NaN, as in PyTorch */
+      r0 = _mm512_max_ps(zero, r0);
+      r1 = _mm512_max_ps(zero, r1);
     }
     _mm512_mask_storeu_ps(c, m0, r0);
     if (n > 16) _mm512_mask_storeu_ps(c + 16, m1, r1);
@@ -121,11 +121,12 @@ static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, co
 #include "drivers.c"
 
 /* e^x for x <= 0 in 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
- * polynomial (Cephes expf), times 2^n; about 1 ulp; e^-inf and below -87.3: 0. */
+ * polynomial (Cephes expf), times 2^n; about 1 ulp; e^-inf and below -87.3: 0;
+ * NaN: NaN (max(lo, x) keeps it), so that a NaN score makes its softmax row NaN. */
 static inline __m512 ff_exp_avx512(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.33654f);
   const __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_max_ps(x, lo);
+  x = _mm512_max_ps(lo, x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);

@@ -13,7 +13,11 @@
  * (the approximations Eigen and XLA use for float), with no libm call and no
  * branch, so that a loop of them vectorises: at most 4.3e-7 from erf and
  * 4e-7 from tanh (measured over [-20, 20] in steps of 1e-5 against double
- * precision; libm's erff: 5e-8); SiLU is g/2 (1 + tanh(g/2)). */
+ * precision; libm's erff: 5e-8); SiLU is g/2 (1 + tanh(g/2)).  Beyond the
+ * clamps they are exactly +-1 whether or not the compiler contracts the
+ * polynomials into FMAs, so that -inf (1 + erf) is NaN as in PyTorch (gelu,
+ * silu of -inf) and large negative inputs give 0; NaN passes through (the
+ * comparisons are false for it). */
 #include <math.h>
 
 /* the sum of a row's 8 partial sums, in a fixed order */
@@ -67,7 +71,7 @@ static inline float ff_erf(float a) {
   q = x2 * q - 1.68282697438203e-03f;
   q = x2 * q - 7.37332916720468e-03f;
   q = x2 * q - 1.42647390514189e-02f;
-  return x * p / q;
+  return a >= 4.0f ? 1.0f : a <= -4.0f ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
 }
 
 /* tanh(x): x P(x^2) / Q(x^2) on [-7.9053, 7.9053], where float tanh is +-1 beyond */
@@ -82,7 +86,7 @@ static inline float ff_tanh(float a) {
   q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
   q = x2 * q + 2.26843463243900e-03f;
   q = x2 * q + 4.89352518554385e-03f;
-  return x * p / q;
+  return a >= c ? 1.0f : a <= -c ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
 }
 
 /* h = h/2 (1 + erf(h / sqrt 2)) over n floats (nn.GELU) */

@@ -182,7 +182,11 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
  * (the approximations Eigen and XLA use for float), with no libm call and no
  * branch, so that a loop of them vectorises: at most 4.3e-7 from erf and
  * 4e-7 from tanh (measured over [-20, 20] in steps of 1e-5 against double
- * precision; libm's erff: 5e-8); SiLU is g/2 (1 + tanh(g/2)). */
+ * precision; libm's erff: 5e-8); SiLU is g/2 (1 + tanh(g/2)).  Beyond the
+ * clamps they are exactly +-1 whether or not the compiler contracts the
+ * polynomials into FMAs, so that -inf (1 + erf) is NaN as in PyTorch (gelu,
+ * silu of -inf) and large negative inputs give 0; NaN passes through (the
+ * comparisons are false for it). */
 #include <math.h>
 
 /* the sum of a row's 8 partial sums, in a fixed order */
@@ -236,7 +240,7 @@ static inline float ff_erf(float a) {
   q = x2 * q - 1.68282697438203e-03f;
   q = x2 * q - 7.37332916720468e-03f;
   q = x2 * q - 1.42647390514189e-02f;
-  return x * p / q;
+  return a >= 4.0f ? 1.0f : a <= -4.0f ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
 }
 
 /* tanh(x): x P(x^2) / Q(x^2) on [-7.9053, 7.9053], where float tanh is +-1 beyond */
@@ -251,7 +255,7 @@ static inline float ff_tanh(float a) {
   q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
   q = x2 * q + 2.26843463243900e-03f;
   q = x2 * q + 4.89352518554385e-03f;
-  return x * p / q;
+  return a >= c ? 1.0f : a <= -c ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
 }
 
 /* h = h/2 (1 + erf(h / sqrt 2)) over n floats (nn.GELU) */
@@ -299,6 +303,8 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
  * then for each block of FF_ATT_MR query rows the scores S = scale Q K^T over
  * the keys the block sees, a softmax row by row and O = P V are tile
  * products: at most FF_ATT_MR rows of the T x T scores exist at a time.
+ * A masked key is absent for its row (its score and value are not used), so
+ * a NaN in a later or padded position does not reach the row.
  * scratch: (dk + 8) * pad16(key_len) floats (threads take a head range and
  * scratch each). */
 #ifndef FF_ATT_SOFTMAX_ROW
@@ -331,7 +337,18 @@ FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, in
       FF_ATT_MATMUL(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
       for (int r = 0; r < mb; r++) /* each row sees keys up to its own position */
         FF_ATT_SOFTMAX_ROW(s + (size_t)r * ld, causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv, nv);
-      FF_ATT_MATMUL(mb, dk, nv, s, ld, k + d + h * dk, ldk, out + (size_t)t0 * d + h * dk, d, NULL, 1.0f, 0);
+      /* O = P V over the keys every row of the block sees, then each row's
+       * further keys (causal: fewer than FF_ATT_MR) one by one, in key order:
+       * a key masked for a row is not read for it, so that a NaN or inf in a
+       * later position's value reaches no earlier row (0 * NaN would) */
+      const int v0 = causal && q_pos0 + t0 + 1 < nv ? q_pos0 + t0 + 1 : nv;
+      float *o = out + (size_t)t0 * d + h * dk;
+      FF_ATT_MATMUL(mb, dk, v0, s, ld, k + d + h * dk, ldk, o, d, NULL, 1.0f, 0);
+      for (int r = 1; r < mb && v0 < nv; r++)
+        for (int j = v0; j < nv && j < q_pos0 + t0 + r + 1; j++) {
+          const float p = s[(size_t)r * ld + j], *vj = k + (size_t)j * ldk + d + h * dk;
+          for (int i = 0; i < dk; i++) o[(size_t)r * d + i] += p * vj[i];
+        }
     }
   }
 }
@@ -544,7 +561,7 @@ static void linear_64x128_nobias(const float *a, const float *x, int T, const fl
 }
 
 
-#line 548 "tiny.c"
+#line 565 "tiny.c"
 
 /* the encoder: 2 layers over x [T,64] */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {

@@ -1,0 +1,396 @@
+#!/usr/bin/python3
+"""The cc engine's build cache (issue 10: items 1, 8, 9 and the cache key and
+pruning of its "Also"), through `fixformer run --engine cc` on models/tiny.lua,
+each case in a cache folder of its own (XDG_CACHE_HOME):
+
+  folder     a pre-made cache folder that is world-writable, another user's
+             (as root; else group-writable) or a symbolic link is refused in
+             one line, and the libraries planted in it never run
+  entries    an entry replaced after it was built (in place or by rename),
+             truncated or emptied, or a replaced kernel library, is rebuilt,
+             never run, and the output is right
+  processes  six processes on an empty cache at once all succeed and agree
+             with the runtime; no temporary is left (--threads-test BIN: the
+             same with six threads of one process, tests/test_cc_cache.c)
+  key        the same description through another path or from a copy reuses
+             the object; another compiler identity (same $CC, other
+             --version) rebuilds
+  failures   a missing compiler, a full disk and a compile error each give
+             one line that says why
+  tidy       stale temporaries of killed builds are removed, the size bound
+             (FIXFORMER_CACHE_MAX_MB) removes the least recently used entry
+  valgrind   (--check valgrind) with the cache built natively (AVX-512 here),
+             valgrind, whose CPU has no AVX-512, runs the cc engine (no SIGILL)
+
+  cc_cache.py --fixformer BIN [--threads-test BIN] [--check all|valgrind|NAME]
+"""
+import argparse
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(ROOT, "models", "tiny.lua")
+TOKENS = "1 2 3 5 8 13"
+
+PLANTED = r"""
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void planted(void) {
+  int fd = open(MARKER, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) close(fd);
+}
+int planted_symbol = 1;
+"""
+
+
+class Case:
+    def __init__(self, ff, tmp, threads_test):
+        self.ff, self.tmp, self.threads_test = ff, tmp, threads_test
+        self.weights = os.path.join(tmp, "W.safetensors")
+        self.marker = os.path.join(tmp, "PLANTED-CODE-RAN")
+        self.planted = os.path.join(tmp, "planted.so")
+        self.n = 0
+        self.fastcc = os.path.join(tmp, "fastcc")  # cc at -O0 (the last -O wins): the checks need no fast code
+        with open(self.fastcc, "w") as f:
+            f.write('#!/bin/sh\nexec cc "$@" -O0\n')
+        os.chmod(self.fastcc, 0o755)
+        must(subprocess.run([ff, "init", TINY, "-o", self.weights], capture_output=True, text=True))
+        p = self.run(os.path.join(tmp, "unused"), engine="runtime")
+        must(p)
+        self.ref = np.load(p.out)
+        src = os.path.join(tmp, "planted.c")
+        with open(src, "w") as f:
+            f.write(PLANTED)
+        must(subprocess.run(["cc", "-shared", "-fPIC", '-DMARKER="%s"' % self.marker, "-o", self.planted, src],
+                            capture_output=True, text=True))
+
+    def run(self, cache, engine="cc", model=TINY, env=None, cwd=None, wrap=None):
+        self.n += 1
+        out = os.path.join(self.tmp, "out%d.npy" % self.n)
+        e = dict(os.environ, XDG_CACHE_HOME=cache)
+        e.pop("FIXFORMER_CACHE_MAX_MB", None)
+        e["CC"] = self.fastcc
+        e.update(env or {})
+        cmd = (wrap or []) + [self.ff, "run", model, "--weights", self.weights, "--tokens", TOKENS, "--output", out,
+                              "--engine", engine]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=e, cwd=cwd)
+        p.out = out
+        return p
+
+    def cache(self, name):
+        return os.path.join(self.tmp, name)
+
+    def ok(self, p, what):
+        """exit 0 and the runtime's numbers; the planted code never ran"""
+        self.not_planted(what)
+        if p.returncode != 0:
+            raise Failure("%s: exit %d: %s" % (what, p.returncode, p.stderr.strip()[-2000:]))
+        got = np.load(p.out)
+        if got.shape != self.ref.shape or not np.allclose(got, self.ref, rtol=1e-4, atol=1e-4):
+            raise Failure("%s: the output differs from the runtime's" % what)
+        self.not_planted(what)
+
+    def not_planted(self, what):
+        if os.path.exists(self.marker):
+            raise Failure("%s: a planted library was RUN (its constructor wrote %s)" % (what, self.marker))
+
+    def fails(self, p, what, *pieces):
+        """one line on stderr with each piece, exit 1..125, no output file"""
+        lines = p.stderr.strip().splitlines()
+        self.not_planted(what)
+        if not 1 <= p.returncode <= 125 or len(lines) != 1 or not all(x in lines[0] for x in pieces):
+            raise Failure("%s: want exit 1..125 and one line with %s, got exit %d:\n%s" %
+                          (what, pieces, p.returncode, p.stderr.strip()[-2000:]))
+        if os.path.exists(p.out):
+            raise Failure("%s: an output file was written" % what)
+        return lines[0]
+
+    def plant(self, path, how="rename"):
+        """replaces path with the planted library (same owner, mode 0600)"""
+        with open(self.planted, "rb") as f:
+            data = f.read()
+        if how == "in place":
+            with open(path, "r+b") as f:
+                f.truncate(0)
+                f.write(data)
+        else:
+            tmp = path + ".new"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o600)
+            os.rename(tmp, path)
+        return hashlib.sha256(data).hexdigest()
+
+
+class Failure(Exception):
+    pass
+
+
+def must(p):
+    if p.returncode != 0:
+        raise Failure("%s: exit %d: %s" % (" ".join(p.args), p.returncode, p.stderr.strip()[-2000:]))
+
+
+def files(cache):
+    d = os.path.join(cache, "fixformer")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def sos(cache):
+    return [os.path.join(cache, "fixformer", n) for n in files(cache) if n.endswith(".so")]
+
+
+def entry_files_only(cache, what, n_entries):
+    names = files(cache)
+    if len(sos(cache)) != n_entries:
+        raise Failure("%s: want %d objects, found %s" % (what, n_entries, names))
+    want = [n for n in names if len(n.split(".")[0]) == 32 and n.split(".", 1)[1] in ("so", "sha256")]
+    if len(want) != 2 * n_entries or len(names) != len(want):
+        raise Failure("%s: want %d entries (KEY.so + KEY.sha256) and nothing else, found %s" % (what, n_entries, names))
+
+
+def verified(cache, what):
+    """every KEY.so hashes to its KEY.sha256"""
+    for so in sos(cache):
+        with open(so, "rb") as f:
+            have = hashlib.sha256(f.read()).hexdigest()
+        with open(so[:-3] + ".sha256") as f:
+            if f.read().strip() != have:
+                raise Failure("%s: %s does not match its recorded hash" % (what, so))
+
+
+def plant_folder(c, cache, mode, chown=None):
+    """a pre-made folder with the planted library under the names (and
+    matching recorded hashes) of a clean build there, as an attacker who
+    runs fixformer himself learns them"""
+    c.ok(c.run(cache), "clean build")
+    names = files(cache)
+    d = os.path.join(cache, "fixformer")
+    shutil.rmtree(d)
+    os.makedirs(d)
+    planted = open(c.planted, "rb").read()
+    for n in names:
+        with open(os.path.join(d, n), "wb") as f:
+            f.write(hashlib.sha256(planted).hexdigest().encode() + b"\n" if n.endswith(".sha256") else planted)
+    os.chmod(d, mode)
+    if chown is not None:
+        for n in os.listdir(d):
+            os.chown(os.path.join(d, n), chown, chown)
+        os.chown(d, chown, chown)
+    return d
+
+
+def check_folder(c):
+    d = plant_folder(c, c.cache("world"), 0o777)
+    line = c.fails(c.run(c.cache("world")), "world-writable cache folder", d, "writable by others")
+    print("  world-writable folder: refused: %s" % line)
+    if os.geteuid() == 0:
+        d = plant_folder(c, c.cache("theirs"), 0o755, chown=65534)
+        line = c.fails(c.run(c.cache("theirs")), "another user's cache folder", d, "owned by uid 65534")
+        print("  another user's folder (uid 65534): refused: %s" % line)
+    else:  # cannot give a folder away: the mode check instead
+        d = plant_folder(c, c.cache("group"), 0o770)
+        line = c.fails(c.run(c.cache("group")), "group-writable cache folder", d, "writable by its group")
+        print("  group-writable folder: refused: %s" % line)
+    real = plant_folder(c, c.cache("linked-target"), 0o700)
+    os.makedirs(c.cache("linked"))
+    os.symlink(real, os.path.join(c.cache("linked"), "fixformer"))
+    line = c.fails(c.run(c.cache("linked")), "cache folder through a symbolic link", "symbolic link")
+    print("  folder through a symbolic link: refused: %s" % line)
+
+
+def kernel_library(cache):
+    """the .so another .so names as the library it needs"""
+    blobs = {so: open(so, "rb").read() for so in sos(cache)}
+    for so in blobs:
+        tag = os.path.basename(so).encode()
+        if any(tag in b for o, b in blobs.items() if o != so):
+            return so
+    raise Failure("no kernel library found in %s" % cache)
+
+
+def check_entries(c):
+    cache = c.cache("entries")
+    c.ok(c.run(cache), "first build")
+    kernels = kernel_library(cache)
+    model = [so for so in sos(cache) if so != kernels][0]
+    rounds = [("model planted in place, kernel library truncated", lambda: (c.plant(model, "in place"),
+                                                                            os.truncate(kernels, 100))),
+              ("model emptied, kernel library planted (rename)", lambda: (os.truncate(model, 0),
+                                                                          c.plant(kernels, "rename")))]
+    for what, spoil in rounds:
+        spoil()
+        c.ok(c.run(cache), what)
+        verified(cache, what)
+        entry_files_only(cache, what, 2)
+        print("  %s -> rebuilt, not run; output right" % what)
+
+
+def check_processes(c):
+    cache = c.cache("procs")
+    e = dict(os.environ, XDG_CACHE_HOME=cache, CC=c.fastcc)
+    procs = []
+    for i in range(6):
+        out = os.path.join(c.tmp, "proc%d.npy" % i)
+        procs.append((subprocess.Popen([c.ff, "run", TINY, "--weights", c.weights, "--tokens", TOKENS, "--output",
+                                        out, "--engine", "cc"], stderr=subprocess.PIPE, text=True, env=e), out))
+    for i, (p, out) in enumerate(procs):
+        err = p.communicate()[1]
+        r = subprocess.CompletedProcess(p.args, p.returncode, "", err)
+        r.out = out
+        c.ok(r, "process %d of 6" % i)
+    entry_files_only(cache, "6 processes", 2)
+    verified(cache, "6 processes")
+    print("  6 processes on an empty cache: all succeeded, equal to the runtime")
+    if c.threads_test:
+        p = subprocess.run([c.threads_test, TINY, c.weights], capture_output=True, text=True,
+                           env=dict(os.environ, CC=c.fastcc))
+        if p.returncode != 0:
+            raise Failure("threads test: exit %d:\n%s%s" % (p.returncode, p.stdout, p.stderr))
+        print("  " + p.stdout.strip().replace("\n", "\n  "))
+
+
+def check_key(c):
+    cache = c.cache("key")
+    c.ok(c.run(cache), "models/tiny.lua")
+    other = os.path.join(c.tmp, "elsewhere")
+    os.makedirs(other)
+    shutil.copy(TINY, other)
+    c.ok(c.run(cache, model=os.path.join(other, "tiny.lua")), "a copy in another folder")
+    c.ok(c.run(cache, model="./models/../models/tiny.lua", cwd=ROOT), "./models/../models/tiny.lua")
+    entry_files_only(cache, "the same model through three paths", 2)
+    print("  the same description through 3 paths: one object")
+    cc = os.path.join(c.tmp, "mycc")
+    version = os.path.join(c.tmp, "mycc.version")
+    with open(cc, "w") as f:
+        f.write('#!/bin/sh\nif [ "$1" = --version ]; then cat "%s"; exit 0; fi\nexec cc "$@" -O0\n' % version)
+    os.chmod(cc, 0o755)
+    with open(version, "w") as f:
+        f.write("mycc (fixformer test) 1.0\n")
+    c.ok(c.run(cache, env={"CC": cc}), "CC=mycc 1.0")
+    entry_files_only(cache, "another compiler", 4)
+    with open(version, "w") as f:
+        f.write("mycc (fixformer test) 2.0\n")
+    c.ok(c.run(cache, env={"CC": cc}), "CC=mycc 2.0")
+    entry_files_only(cache, "the same $CC, another version", 6)
+    print("  the same $CC reporting another --version: rebuilt")
+
+
+def script(c, name, body):
+    path = os.path.join(c.tmp, name)
+    with open(path, "w") as f:
+        f.write('#!/bin/sh\nif [ "$1" = --version ]; then echo "%s 1.0"; exit 0; fi\n%s\n' % (name, body))
+    os.chmod(path, 0o755)
+    return path
+
+
+def check_failures(c):
+    cache = c.cache("failures")
+    line = c.fails(c.run(cache, env={"CC": "/nonexistent/cc"}), "CC=/nonexistent/cc",
+                   "compiler '/nonexistent/cc' not found")
+    print("  missing compiler: %s" % line)
+    full = script(c, "fullcc", 'echo "/usr/bin/ld: final link failed: No space left on device" >&2\n'
+                  'echo "collect2: error: ld returned 1 exit status" >&2\nexit 1')
+    line = c.fails(c.run(cache, env={"CC": full}), "full disk", "No space left on device")
+    print("  full disk: %s" % line)
+    bad = script(c, "badcc", 'echo "In function f:" >&2\necho "<stdin>:7:3: error: boom" >&2\nexit 1')
+    line = c.fails(c.run(cache, env={"CC": bad}), "compile error", "error: boom")
+    print("  compile error: %s" % line)
+    if [n for n in files(cache) if ".tmp" in n]:
+        raise Failure("failed builds left temporaries: %s" % files(cache))
+
+
+def check_tidy(c):
+    cache = c.cache("tidy")
+    d = os.path.join(cache, "fixformer")
+    os.makedirs(d, 0o700)
+    stale, fresh = os.path.join(d, "0" * 32 + ".tmp-killed"), os.path.join(d, "1" * 32 + ".tmp-running")
+    for path in (stale, fresh):
+        with open(path, "wb") as f:
+            f.write(b"\0" * 4096)
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    c.ok(c.run(cache), "build beside temporaries")
+    if os.path.exists(stale) or not os.path.exists(fresh):
+        raise Failure("want the hour-old temporary removed and the fresh one kept: %s" % files(cache))
+    os.unlink(fresh)
+    print("  a killed build's temporary (1 h old) removed, a running one's kept")
+    first = set(sos(cache))
+    for so in first:  # used long ago
+        os.utime(so, (old, old))
+    other = os.path.join(c.tmp, "tiny32.lua")
+    with open(TINY) as f:
+        text = f.read()
+    with open(other, "w") as f:
+        f.write(text.replace("max_seq    = 64", "max_seq    = 32"))
+    p = c.run(cache, model=other, env={"FIXFORMER_CACHE_MAX_MB": "0"})
+    must(p)
+    now = set(sos(cache))
+    kept, new = now & first, now - first
+    if len(now) != 2 or len(kept) != 1 or len(new) != 1:
+        raise Failure("FIXFORMER_CACHE_MAX_MB=0: want the shared kernel library and the new model only, "
+                      "have %s (before: %s)" % (files(cache), first))
+    entry_files_only(cache, "after pruning", 2)
+    print("  FIXFORMER_CACHE_MAX_MB=0: the unused model's entry removed, the kernel library and new model kept")
+    c.fails(c.run(cache, env={"FIXFORMER_CACHE_MAX_MB": "lots"}), "FIXFORMER_CACHE_MAX_MB=lots",
+            "FIXFORMER_CACHE_MAX_MB")
+
+
+def check_valgrind(c):
+    cache = c.cache("valgrind")
+    native = {"CC": os.environ.get("CC", "cc")}
+    c.ok(c.run(cache, env=native), "native build")
+    p = c.run(cache, env=native, wrap=["valgrind", "--error-exitcode=9", "-q"])
+    if p.returncode != 0:
+        raise Failure("under valgrind: exit %d:\n%s" % (p.returncode, p.stderr.strip()[-3000:]))
+    c.ok(p, "under valgrind")
+    print("  built natively, then under valgrind (no AVX-512): ran, equal to the runtime (%d objects in the cache)"
+          % len(sos(cache)))
+
+
+CHECKS = [("folder", check_folder), ("entries", check_entries), ("processes", check_processes), ("key", check_key),
+          ("failures", check_failures), ("tidy", check_tidy)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fixformer", required=True)
+    ap.add_argument("--threads-test")
+    ap.add_argument("--check", default="all")
+    args = ap.parse_args()
+    checks = CHECKS if args.check == "all" else [(n, f) for n, f in CHECKS + [("valgrind", check_valgrind)]
+                                                 if n == args.check]
+    if not checks:
+        ap.error("--check: unknown %s" % args.check)
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        c = Case(os.path.abspath(args.fixformer), tmp, args.threads_test and os.path.abspath(args.threads_test))
+        for name, fn in checks:
+            t = time.time()
+            try:
+                fn(c)
+                print("%-9s ok (%.1f s)" % (name, time.time() - t))
+            except Failure as e:
+                failed += 1
+                print("%-9s FAIL: %s" % (name, e))
+            if os.path.exists(c.marker):
+                os.unlink(c.marker)
+        for root, dirs, _ in os.walk(tmp):  # folders the checks made unwritable or gave away
+            for d in dirs:
+                p = os.path.join(root, d)
+                if not os.path.islink(p):
+                    os.chmod(p, stat.S_IRWXU)
+    print("%d passed, %d failed" % (len(checks) - failed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,349 @@
+/* test_api.c - the public API's argument checks (gen/fixformer.h).
+ *
+ *   test_api MODELS_DIR [CHECK ...]   CHECK: step_overflow bad_engine
+ *                                     bad_weights nulls clones (default: all)
+ *
+ * step_overflow: a step of T = INT_MAX after some positions is FF_ELENGTH
+ *   (no signed overflow in the bound, no read past the caller's ids).
+ * bad_engine: ff_model_prepare with an engine outside enum ff_engine is
+ *   FF_EINVAL and leaves the model unprepared.
+ * bad_weights: a weights file that fails to load or bind leaves the model
+ *   with its previous weights, prepared, giving the same numbers; good new
+ *   weights on a prepared model give the new model's numbers.
+ * nulls: every function with a NULL pointer argument returns an error (and
+ *   a message when err is given), never crashes.
+ * clones: new weights or another ISA in a clone change neither the
+ *   original's numbers nor its generated files; closing in any order.
+ * Weights come from ff_rt_init_weights in a private temporary directory,
+ * which is also the cc engine's cache (XDG_CACHE_HOME). */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fixformer.h"
+
+static int failures;
+static char dir[64], tiny[PATH_MAX], llama[PATH_MAX], dates[PATH_MAX], dates_w[PATH_MAX];
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                        \
+      fprintf(stderr, "\n");                               \
+      failures++;                                          \
+    }                                                      \
+  } while (0)
+
+static const enum ff_engine engines[] = {FF_ENGINE_RUNTIME, FF_ENGINE_TCC, FF_ENGINE_CC};
+
+/* dir/NAME-SEED.safetensors with PyTorch's initialisation of model. */
+static const char *weights(const char *model, const char *name, int seed) {
+  static char path[8][PATH_MAX];
+  static int next;
+  char *p = path[next++ % 8];
+  ff_error err = {0, ""};
+  snprintf(p, PATH_MAX, "%s/%s-%d.safetensors", dir, name, seed);
+  ff_model *m = ff_model_open(model, &err);
+  if (!m || ff_rt_init_weights(ff_model_config(m), (uint64_t)seed, p, &err)) {
+    fprintf(stderr, "test_api: cannot make weights for %s: %s\n", model, err.msg);
+    exit(1);
+  }
+  ff_model_close(m);
+  return p;
+}
+
+/* model with weights wpath, prepared for engine (NULL on error, reported). */
+static ff_model *ready(const char *model, const char *wpath, enum ff_engine e) {
+  ff_error err = {0, ""};
+  ff_model *m = ff_model_open(model, &err);
+  if (!m || ff_model_load_weights(m, wpath, &err) || ff_model_prepare(m, e, &err)) {
+    CHECK(0, "%s with %s on %s: %s", model, wpath, ff_engine_name(e), err.msg);
+    ff_model_close(m);
+    return NULL;
+  }
+  return m;
+}
+
+static const int32_t ids[8] = {1, 5, 9, 2, 7, 3, 11, 4};
+
+/* tiny's forward over ids into out [8, vocab]; the status. */
+static int forward(ff_model *m, float *out, ff_error *err) {
+  ff_rt_input in = {0};
+  in.batch = 1;
+  in.src_len = 8;
+  in.src_tokens = ids;
+  return ff_model_forward(m, &in, out, err);
+}
+
+static void step_overflow(void) {
+  for (int i = 0; i < 3; i++) {
+    ff_model *m = ready(llama, weights(llama, "llama", 1), engines[i]);
+    if (!m) continue;
+    ff_error err = {0, ""};
+    int32_t in[4] = {1, 2, 3, 4};
+    float *out = malloc(sizeof *out * 4 * 256);
+    int rc = ff_model_begin(m, NULL, 0, &err);
+    for (int t = 0; t < 3 && !rc; t++) rc = ff_model_step(m, &in[t], 1, out, &err);
+    CHECK(!rc && ff_model_position(m) == 3, "%s: 3 steps: %s", ff_engine_name(engines[i]), err.msg);
+    rc = ff_model_step(m, in, INT_MAX, out, &err);
+    CHECK(rc == FF_ELENGTH, "%s: step of T = INT_MAX at 3 gave %d (%s)", ff_engine_name(engines[i]), rc, err.msg);
+    rc = ff_model_step(m, in, INT_MAX - 2, out, &err);
+    CHECK(rc == FF_ELENGTH, "%s: step of T = INT_MAX - 2 at 3 gave %d", ff_engine_name(engines[i]), rc);
+    rc = ff_model_step(m, in, 254, out, &err); /* 3 + 254 = 257 > max_seq 256 */
+    CHECK(rc == FF_ELENGTH, "%s: step past max_seq gave %d", ff_engine_name(engines[i]), rc);
+    CHECK(ff_model_position(m) == 3, "%s: a refused step moved the position", ff_engine_name(engines[i]));
+    rc = ff_model_step(m, &in[3], 1, out, &err);
+    CHECK(!rc && ff_model_position(m) == 4, "%s: a step after the refused ones: %s", ff_engine_name(engines[i]),
+          err.msg);
+    ff_greedy g = {NULL, 0, in, 2, INT_MAX, -1};
+    int32_t gen[4];
+    int n = -1;
+    rc = ff_model_greedy(m, &g, gen, &n, NULL, &err);
+    CHECK(rc == FF_ELENGTH && n == 0, "%s: greedy with max_new = INT_MAX gave %d", ff_engine_name(engines[i]), rc);
+    free(out);
+    ff_model_close(m);
+  }
+}
+
+static void bad_engine(void) {
+  ff_model *m = ready(tiny, weights(tiny, "tiny", 1), FF_ENGINE_RUNTIME);
+  ff_model *fresh = ff_model_open(tiny, NULL);
+  if (!m || !fresh || ff_model_load_weights(fresh, weights(tiny, "tiny", 1), NULL)) {
+    CHECK(0, "cannot open %s", tiny);
+    ff_model_close(m);
+    ff_model_close(fresh);
+    return;
+  }
+  ff_error err = {0, ""};
+  int rc = ff_model_prepare(fresh, (enum ff_engine)7, &err);
+  CHECK(rc == FF_EINVAL && strstr(err.msg, "7"), "prepare with engine 7 gave %d (%s)", rc, err.msg);
+  float out[8 * 128];
+  CHECK(forward(fresh, out, &err) == FF_EINVAL, "engine 7 prepared the model");
+  CHECK(ff_model_prepare(fresh, (enum ff_engine)-1, &err) == FF_EINVAL, "prepare with engine -1 was accepted");
+  CHECK(ff_model_prepare(m, (enum ff_engine)3, &err) == FF_EINVAL, "prepare with engine 3 was accepted");
+  CHECK(forward(m, out, &err) == 0, "a refused engine unprepared the runtime: %s", err.msg);
+  ff_model_close(m);
+  ff_model_close(fresh);
+}
+
+/* a safetensors file that parses but does not fit tiny */
+static const char *junk_weights(void) {
+  static char path[PATH_MAX];
+  static const float x[2] = {1, 2};
+  ff_tensor_view t = {"not_a_weight", 1, {2}, x};
+  ff_error err = {0, ""};
+  snprintf(path, sizeof path, "%s/junk.safetensors", dir);
+  if (ff_safetensors_write(path, &t, 1, &err)) {
+    fprintf(stderr, "test_api: %s\n", err.msg);
+    exit(1);
+  }
+  return path;
+}
+
+static float max_diff(const float *a, const float *b, size_t n) {
+  float d = 0;
+  for (size_t i = 0; i < n; i++) d = fmaxf(d, fabsf(a[i] - b[i]));
+  return d;
+}
+
+static void bad_weights(void) {
+  const char *good = weights(tiny, "tiny", 1), *other = weights(tiny, "tiny", 2), *junk = junk_weights();
+  const size_t n = 8 * 128;
+  static float ref[8 * 128], out[8 * 128], ref2[8 * 128], rt_ref[8 * 128];
+  ff_model *r2 = ready(tiny, other, FF_ENGINE_RUNTIME); /* the numbers of the other weights */
+  if (!r2 || forward(r2, ref2, NULL)) return;
+  ff_model_close(r2);
+  for (int i = 0; i < 3; i++) {
+    const char *e = ff_engine_name(engines[i]);
+    ff_model *m = ready(tiny, good, engines[i]);
+    ff_error err = {0, ""};
+    if (!m || forward(m, ref, &err)) {
+      CHECK(0, "%s: forward: %s", e, err.msg);
+      ff_model_close(m);
+      continue;
+    }
+    if (engines[i] == FF_ENGINE_RUNTIME) memcpy(rt_ref, ref, sizeof ref);
+    int rc = ff_model_load_weights(m, junk, &err);
+    CHECK(rc == FF_EMISSING || rc == FF_ESHAPE || rc == FF_EINVAL, "%s: junk weights gave %d (%s)", e, rc, err.msg);
+    rc = forward(m, out, &err);
+    CHECK(rc == 0 && !memcmp(out, ref, sizeof ref), "%s: after a failed load: rc %d (%s), max diff %g", e, rc,
+          err.msg, rc ? 0.0 : (double)max_diff(out, ref, n));
+    rc = ff_model_load_weights(m, "/nonexistent/w.safetensors", &err);
+    CHECK(rc != 0, "%s: a missing file loaded", e);
+    rc = forward(m, out, &err);
+    CHECK(rc == 0 && !memcmp(out, ref, sizeof ref), "%s: after a missing file: rc %d (%s)", e, rc, err.msg);
+    rc = ff_model_load_weights(m, other, &err); /* good new weights: prepared, the new numbers */
+    CHECK(rc == 0, "%s: loading other weights: %s", e, err.msg);
+    rc = forward(m, out, &err);
+    CHECK(rc == 0 && max_diff(out, ref2, n) < 1e-4f, "%s: after new weights: rc %d (%s), max diff %g", e, rc,
+          err.msg, rc ? 0.0 : (double)max_diff(out, ref2, n));
+    ff_model_close(m);
+  }
+  /* an unprepared model keeps its weights too */
+  ff_model *m = ff_model_open(tiny, NULL);
+  ff_error err = {0, ""};
+  int rc = m ? ff_model_load_weights(m, good, &err) : -1;
+  if (!rc) CHECK(ff_model_load_weights(m, junk, &err) != 0, "junk weights loaded");
+  if (!rc) rc = ff_model_prepare(m, FF_ENGINE_RUNTIME, &err);
+  if (!rc) rc = forward(m, out, &err);
+  CHECK(rc == 0 && !memcmp(out, rt_ref, sizeof ref), "unprepared model after a failed load: rc %d (%s)", rc, err.msg);
+  ff_model_close(m);
+}
+
+/* rc is an error with a message naming the NULL argument (when err given). */
+#define NULL_ERR(call, what)                                                                      \
+  do {                                                                                              \
+    ff_error e_ = {0, ""};                                                                          \
+    ff_error *err = &e_;                                                                            \
+    int rc_ = (call);                                                                               \
+    CHECK(rc_ < 0 && e_.msg[0], "%s: %d, message '%s'", what, rc_, e_.msg);                          \
+    err = NULL;                                                                                     \
+    rc_ = (call);                                                                                   \
+    CHECK(rc_ < 0, "%s with err NULL: %d", what, rc_);                                             \
+  } while (0)
+
+static void nulls(void) {
+  const char *good = weights(tiny, "tiny", 1), *lw = weights(llama, "llama", 1);
+  ff_model *m = ready(tiny, good, FF_ENGINE_TCC), *d = ready(llama, lw, FF_ENGINE_RUNTIME);
+  ff_model *ed = ready(dates, dates_w, FF_ENGINE_RUNTIME);
+  if (!m || !d || !ed) {
+    ff_model_close(m);
+    ff_model_close(d);
+    ff_model_close(ed);
+    return;
+  }
+  float out[8 * 256];
+  int32_t gen[4];
+  int n = 0;
+  const char *h;
+  const void *blob;
+  size_t bytes;
+  char *text;
+  ff_rt_input in = {0};
+  in.batch = 1;
+  in.src_len = 8;
+  in.src_tokens = ids;
+  ff_greedy g = {NULL, 0, ids, 2, 2, -1}, gnull = {NULL, 0, NULL, 2, 2, -1};
+  {
+    ff_error e = {0, ""};
+    CHECK(!ff_model_open(NULL, &e) && e.msg[0], "ff_model_open(NULL)");
+    CHECK(!ff_model_open(NULL, NULL), "ff_model_open(NULL, NULL)");
+  }
+  CHECK(ff_model_config(NULL) == NULL, "ff_model_config(NULL)");
+  NULL_ERR(ff_model_set_isa(NULL, "generic", err), "set_isa(NULL model)");
+  NULL_ERR(ff_model_set_isa(m, NULL, err), "set_isa(NULL isa)");
+  NULL_ERR(ff_model_set_threads(NULL, 2, err), "set_threads(NULL)");
+  NULL_ERR(ff_model_load_weights(NULL, good, err), "load_weights(NULL model)");
+  NULL_ERR(ff_model_load_weights(m, NULL, err), "load_weights(NULL path)");
+  NULL_ERR(ff_model_prepare(NULL, FF_ENGINE_RUNTIME, err), "prepare(NULL)");
+  NULL_ERR(ff_model_forward(NULL, &in, out, err), "forward(NULL model)");
+  NULL_ERR(ff_model_forward(m, NULL, out, err), "forward(NULL in)");
+  NULL_ERR(ff_model_forward(m, &in, NULL, err), "forward(NULL out)");
+  NULL_ERR(ff_model_begin(NULL, ids, 2, err), "begin(NULL)");
+  NULL_ERR(ff_model_begin(ed, NULL, 2, err), "begin(encoder-decoder, NULL src)");
+  CHECK(ff_model_begin(d, NULL, 0, NULL) == 0, "begin(decoder-only, NULL src) is fine");
+  NULL_ERR(ff_model_step(NULL, ids, 1, out, err), "step(NULL model)");
+  NULL_ERR(ff_model_step(d, NULL, 1, out, err), "step(NULL in)");
+  NULL_ERR(ff_model_step(d, ids, 1, NULL, err), "step(NULL out)");
+  CHECK(ff_model_position(NULL) < 0, "position(NULL)");
+  NULL_ERR(ff_model_greedy(NULL, &g, gen, &n, NULL, err), "greedy(NULL model)");
+  NULL_ERR(ff_model_greedy(d, NULL, gen, &n, NULL, err), "greedy(NULL g)");
+  NULL_ERR(ff_model_greedy(d, &g, NULL, &n, NULL, err), "greedy(NULL out)");
+  NULL_ERR(ff_model_greedy(d, &g, gen, NULL, NULL, err), "greedy(NULL n_out)");
+  NULL_ERR(ff_model_greedy(d, &gnull, gen, &n, NULL, err), "greedy(NULL prompt)");
+  NULL_ERR(ff_model_greedy(ed, &g, gen, &n, NULL, err), "greedy(encoder-decoder, NULL src)");
+  CHECK(ff_model_greedy(d, &g, gen, &n, NULL, NULL) == 0 && n == 2, "greedy with NULL logits and err is fine");
+  NULL_ERR(ff_model_generate(NULL, "x", &h, NULL, err), "generate(NULL)");
+  CHECK(ff_model_generate(m, NULL, &h, NULL, NULL) == 0 && h, "generate(NULL command, NULL source) is fine");
+  NULL_ERR(ff_model_weight_blob(NULL, &blob, &bytes, err), "weight_blob(NULL model)");
+  NULL_ERR(ff_model_weight_blob(m, NULL, &bytes, err), "weight_blob(NULL blob)");
+  NULL_ERR(ff_model_weight_blob(m, &blob, NULL, err), "weight_blob(NULL bytes)");
+  NULL_ERR(ff_model_driver_source(NULL, 0, &text, err), "driver_source(NULL model)");
+  NULL_ERR(ff_model_driver_source(m, 0, NULL, err), "driver_source(NULL text)");
+  NULL_ERR(ff_model_weights_source(NULL, good, &text, err), "weights_source(NULL model)");
+  NULL_ERR(ff_model_weights_source(m, NULL, &text, err), "weights_source(NULL path)");
+  NULL_ERR(ff_model_weights_source(m, good, NULL, err), "weights_source(NULL text)");
+  CHECK(ff_engine_parse(NULL) == -1, "engine_parse(NULL)");
+  CHECK(forward(m, out, NULL) == 0, "the model works after all that");
+  ff_model_close(NULL);
+  ff_model_close(m);
+  ff_model_close(d);
+  ff_model_close(ed);
+}
+
+/* clones share what is made and own what they change: new weights or
+ * another ISA in a clone leave the original's numbers and files alone. */
+static void clones(void) {
+  const char *good = weights(tiny, "tiny", 1), *other = weights(tiny, "tiny", 2);
+  static float ref[8 * 128], out[8 * 128];
+  ff_error err = {0, ""};
+  ff_model *m = ready(tiny, good, FF_ENGINE_TCC), *c = m ? ff_model_clone(m, &err) : NULL;
+  int rc = c ? forward(m, ref, &err) : -1;
+  if (!rc) rc = forward(c, out, &err);
+  CHECK(rc == 0 && !memcmp(out, ref, sizeof ref), "clone: forward: %d (%s)", rc, err.msg);
+  if (!rc) rc = ff_model_load_weights(c, other, &err);
+  if (!rc) rc = forward(m, out, &err);
+  CHECK(rc == 0 && !memcmp(out, ref, sizeof ref), "new weights in a clone changed the original: %d (%s)", rc,
+        err.msg);
+  ff_model_close(m); /* the original first: the clone keeps what it shares */
+  if (!rc) rc = forward(c, out, &err);
+  CHECK(rc == 0 && memcmp(out, ref, sizeof ref), "the clone after its original closed: %d (%s)", rc, err.msg);
+  ff_model_close(c);
+  /* the description's Lua state renders for each model's own program */
+  char *d1 = NULL, *w1 = NULL, *d2 = NULL, *w2 = NULL, *wc = NULL;
+  m = ff_model_open(tiny, &err);
+  rc = m ? ff_model_load_weights(m, good, &err) : -1;
+  if (!rc) rc = ff_model_driver_source(m, 1, &d1, &err);
+  if (!rc) rc = ff_model_weights_source(m, good, &w1, &err);
+  c = rc ? NULL : ff_model_clone(m, &err);
+  rc = c ? ff_model_set_isa(c, "avx512", &err) : -1; /* (tiny packs its weights alike for generic and avx2) */
+  if (!rc) rc = ff_model_weights_source(c, good, &wc, &err);
+  if (!rc) rc = ff_model_driver_source(m, 1, &d2, &err);
+  if (!rc) rc = ff_model_weights_source(m, good, &w2, &err);
+  CHECK(rc == 0 && strcmp(w1, wc), "a clone with another ISA: %d (%s)", rc, err.msg);
+  CHECK(rc == 0 && !strcmp(d1, d2) && !strcmp(w1, w2), "the original's files changed after its clone generated");
+  free(d1), free(d2), free(w1), free(w2), free(wc);
+  ff_model_close(c);
+  ff_model_close(m);
+}
+
+static int rm(const char *path, const struct stat *st, int flag, struct FTW *f) {
+  (void)st, (void)flag, (void)f;
+  return remove(path);
+}
+
+int main(int argc, char **argv) {
+  static const struct { const char *name; void (*fn)(void); } checks[] = {
+      {"step_overflow", step_overflow}, {"bad_engine", bad_engine}, {"bad_weights", bad_weights}, {"nulls", nulls},
+      {"clones", clones}};
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_api MODELS_DIR [CHECK ...]\n");
+    return 2;
+  }
+  snprintf(tiny, sizeof tiny, "%s/tiny.lua", argv[1]);
+  snprintf(llama, sizeof llama, "%s/llama_tiny.lua", argv[1]);
+  snprintf(dates, sizeof dates, "%s/dates.lua", argv[1]);
+  snprintf(dates_w, sizeof dates_w, "%s/dates.safetensors", argv[1]);
+  snprintf(dir, sizeof dir, "/tmp/ff-test-api-XXXXXX");
+  if (!mkdtemp(dir)) {
+    perror("test_api: mkdtemp");
+    return 1;
+  }
+  setenv("XDG_CACHE_HOME", dir, 1); /* a private cache for the cc engine */
+  for (size_t i = 0; i < sizeof checks / sizeof *checks; i++) {
+    int run = argc == 2;
+    for (int a = 2; a < argc; a++) run |= !strcmp(argv[a], checks[i].name);
+    if (!run) continue;
+    int before = failures;
+    checks[i].fn();
+    printf("%s: %s\n", checks[i].name, failures == before ? "ok" : "FAILED");
+  }
+  nftw(dir, rm, 16, FTW_DEPTH | FTW_PHYS);
+  return failures ? 1 : 0;
+}
