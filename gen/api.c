@@ -222,7 +222,11 @@ int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
   static const char *const known[] = {"generic", "avx2", "avx512", "neon", NULL};
   if (!m) return null_arg(err, "ff_model_set_isa", "the model");
   if (!isa) return null_arg(err, "ff_model_set_isa", "isa");
-  if (!strcmp(isa, "native")) isa = ff_host_isa();
+  if (!strcmp(isa, "native")) {
+    int rc = ff_host_isa_check(err);
+    if (rc) return rc;
+    isa = ff_host_isa();
+  }
   for (int i = 0; known[i]; i++)
     if (!strcmp(known[i], isa)) {
       lock(m);
@@ -440,6 +444,14 @@ static int load_locked(ff_model *m, const char *path, ff_error *err) {
   return 0;
 }
 
+int ff_model_check_finite(const ff_model *m, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_check_finite", "the model");
+  lock(m);
+  int rc = m->w ? ff_rt_check_finite(&m->w->rt, err) : ff_fail(err, FF_EINVAL, "no weights loaded");
+  unlock(m);
+  return rc;
+}
+
 int ff_model_load_weights(ff_model *m, const char *path, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_load_weights", "the model");
   if (!path) return null_arg(err, "ff_model_load_weights", "the weights path");
@@ -545,8 +557,9 @@ static int attach_state(ff_model *m, ff_error *err) {
 }
 
 static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) {
+  int rc = ff_host_isa_check(err); /* FIXFORMER_ISA, if set, must name one of this machine's */
+  if (rc) return rc;
   const char *isa = ff_host_isa(); /* the JIT runs here: the best kernels of this machine */
-  int rc;
   if (strcmp(m->isa, isa)) {
     release_program(m);
     m->isa = isa;
@@ -620,6 +633,9 @@ static int not_prepared(ff_error *err) {
 static int forward_locked(ff_model *m, const ff_rt_input *in, float *out, ff_error *err) {
   const ff_config *c = CFG(m);
   if (!m->prepared) return not_prepared(err);
+  /* a forward ends a decoding sequence on every engine: the generated code's
+   * forward uses the state's cache, and the engines must not disagree */
+  m->begun = m->pos = 0;
   if (m->engine == FF_ENGINE_RUNTIME) return ff_rt_forward(&m->w->rt, in, out, err); /* which checks the input */
   int rc = ff_rt_check_input(c, in, err); /* the runtime's checks and messages for the generated code too */
   if (rc) return rc;

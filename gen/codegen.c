@@ -118,10 +118,9 @@ static int read_program(lua_State *L, int t, ff_program *p, ff_error *err) {
   return 0;
 }
 
-int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err) {
+static int generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err) {
   lua_State *L = ff_lua_state(h);
   int top = lua_gettop(L), rc;
-  memset(out, 0, sizeof *out);
   lua_pushlightuserdata(L, (void *)c);
   lua_pushcclosure(L, l_weight_specs, 1);
   lua_setglobal(L, "ff_weight_specs");
@@ -146,8 +145,18 @@ int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_progr
   if (rc) ff_program_free(out);
   return rc;
 lua_failed:
-  rc = ff_fail(err, FF_EINVAL, "generator: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+  rc = ff_lua_generator_fail(h, err);
   lua_settop(L, top);
+  return rc;
+}
+
+/* Each call into the generator runs under its wall-clock limit (host.h). */
+int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err) {
+  memset(out, 0, sizeof *out);
+  int rc = ff_lua_time_limit(h, err);
+  if (rc) return rc;
+  rc = generate(h, c, o, out, err);
+  ff_lua_time_limit_end(h);
   return rc;
 }
 
@@ -214,10 +223,9 @@ void ff_jit_free(ff_jit *j) {
 
 /* ---- files that go with the program ---------------------------------------- */
 
-int ff_render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err) {
+static int render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err) {
   lua_State *L = ff_lua_state(h);
   int top = lua_gettop(L);
-  *out = NULL;
   if (lua_getglobal(L, "ff_render_extra") != LUA_TFUNCTION) {
     lua_settop(L, top);
     return ff_fail(err, FF_EINVAL, "internal: generate the program before its extra files");
@@ -252,7 +260,7 @@ int ff_render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err) {
     lua_setfield(L, -2, "vocabulary");
   }
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
-    int rc = ff_fail(err, FF_EINVAL, "generator: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    int rc = ff_lua_generator_fail(h, err);
     lua_settop(L, top);
     return rc;
   }
@@ -263,12 +271,20 @@ int ff_render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err) {
   return *out ? 0 : ff_fail(err, FF_ENOMEM, "out of memory");
 }
 
+int ff_render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err) {
+  *out = NULL;
+  int rc = ff_lua_time_limit(h, err);
+  if (rc) return rc;
+  rc = render_extra(h, x, out, err);
+  ff_lua_time_limit_end(h);
+  return rc;
+}
+
 /* ---- kernels on their own --------------------------------------------------- */
 
-int ff_render_kernels(ff_lua *h, const char *list, char **text, ff_error *err) {
+static int render_kernels(ff_lua *h, const char *list, char **text, ff_error *err) {
   lua_State *L = ff_lua_state(h);
   int top = lua_gettop(L), rc = 0;
-  *text = NULL;
   register_host_functions(L);
   lua_getglobal(L, "require");
   lua_pushliteral(L, "emit");
@@ -285,7 +301,16 @@ int ff_render_kernels(ff_lua *h, const char *list, char **text, ff_error *err) {
   lua_settop(L, top);
   return rc;
 lua_failed:
-  rc = ff_fail(err, FF_EINVAL, "generator: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+  rc = ff_lua_generator_fail(h, err);
   lua_settop(L, top);
+  return rc;
+}
+
+int ff_render_kernels(ff_lua *h, const char *list, char **text, ff_error *err) {
+  *text = NULL;
+  int rc = ff_lua_time_limit(h, err);
+  if (rc) return rc;
+  rc = render_kernels(h, list, text, err);
+  ff_lua_time_limit_end(h);
   return rc;
 }

@@ -110,10 +110,7 @@ int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err);
  * built once into a cached library of its own and linked, the text compiled
  * with FF_EXTERN_KERNELS. */
 int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err);
-/* The cc engine's cache folder into buf (created 0700, refused unless ours alone). */
-int ff_cc_cache_dir(char *buf, size_t n, ff_error *err);
-/* Empties that folder (but temporaries of builds still running); what it removed. */
-int ff_cc_cache_clean(size_t *removed_bytes, int *removed_files, ff_error *err);
+/* (ff_cc_cache_dir and ff_cc_cache_clean, public: fixformer.h) */
 void *ff_jit_symbol(ff_jit *j, const char *name);
 void ff_jit_free(ff_jit *j);
 

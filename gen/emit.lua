@@ -210,7 +210,7 @@ function M.kernel_unit(list)
   parts[#parts + 1] = M.matrix_kernels(isa)
   -- one thread: the helpers of the threads section with no state to read
   parts[#parts + 1] = template.render("model.c", "threads", { NAME = "kernels", UNAME = "KERNELS", ISA = isa,
-    NR = require("plan").NR[isa], SCRATCH = 0, SLOTS = 1, STANDALONE = true, ENCDEC = false })
+    NR = require("plan").NR[isa], SCRATCH = 0, SLOTS = 1, STANDALONE = true, ENCDEC = false, DECODER = false })
   for i, entry in ipairs(list) do
     local kind, params = entry[1], entry[2]
     ops.key(kind, params) -- the kind exists and every param is given
@@ -240,7 +240,8 @@ function M.emit(P, opts)
     IN_MUL = c.vocab and "" or string.format(" * %d", c.d_model),
     INPUT_TYPE = c.vocab and "const int32_t" or "const float",
     INPUT_DOC = c.vocab and "token ids" or string.format("float inputs (x %d)", c.d_model),
-    ENCDEC = c.arch == "encoder-decoder", ISA = P.isa, NR = P.nr, STANDALONE = false, MAX_THREADS = P.max_threads,
+    ENCDEC = c.arch == "encoder-decoder", DECODER = c.arch ~= "encoder", ISA = P.isa, NR = P.nr, STANDALONE = false,
+    MAX_THREADS = P.max_threads,
   }
   local function vars(extra)
     local v = {}

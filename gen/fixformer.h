@@ -73,12 +73,17 @@ int ff_model_set_threads(ff_model *m, int threads, ff_error *err);
  * on success a prepared model stays prepared (with the new weights) and a
  * decoding sequence must begin again. */
 int ff_model_load_weights(ff_model *m, const char *safetensors_path, ff_error *err);
+/* FF_EINVAL naming the first loaded tensor that holds a NaN or an infinity
+ * (the CLI refuses such weights unless --allow-nonfinite; every engine
+ * propagates NaN as PyTorch does). */
+int ff_model_check_finite(const ff_model *m, ff_error *err);
 /* Makes the engine ready (compiles the generated code for tcc / cc); an
  * engine outside enum ff_engine is FF_EINVAL. */
 int ff_model_prepare(ff_model *m, enum ff_engine engine, ff_error *err);
 /* One forward pass; out holds batch * T * ff_config_out_dim floats.  In in,
  * lengths may be NULL (all full), and the token or float inputs the model
- * does not take; a missing one it takes is FF_EINVAL. */
+ * does not take; a missing one it takes is FF_EINVAL.  It ends a decoding
+ * sequence begun on this model (ff_model_begin again after it). */
 int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *err);
 /* ---- step by step: decoding with the key/value cache -------------------- */
 
@@ -125,6 +130,12 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
 /* Frees the model (what it shares with clones when the last of them goes);
  * NULL is fine. */
 void ff_model_close(ff_model *m);
+
+/* The cc engine's cache of compiled models ($XDG_CACHE_HOME/fixformer, else
+ * ~/.cache/fixformer, else /tmp/fixformer-cache-UID): its folder into buf
+ * (created 0700; refused unless it is ours alone), and emptying it. */
+int ff_cc_cache_dir(char *buf, size_t n, ff_error *err);
+int ff_cc_cache_clean(size_t *removed_bytes, int *removed_files, ff_error *err);
 
 /* Name of an engine ("runtime", "tcc", "cc"; "?" if unknown) and back; -1
  * if unknown or NULL. */

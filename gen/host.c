@@ -1,7 +1,9 @@
 /* host.c - the embedded Lua state and the sandboxed description loader. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -13,14 +15,34 @@
 #define STATE_MEMORY_LIMIT ((size_t)1 << 30)      /* the generator as a whole */
 #define DESCRIPTION_MEMORY_LIMIT ((size_t)64 << 20) /* while a description runs */
 #define DESCRIPTION_BUDGET 50000000L               /* VM instructions, ~0.2 s */
+#define DESCRIPTION_SECONDS 2                      /* wall clock: the backstop of the budget */
 #define DESCRIPTION_MAX_BYTES (1 << 20)
-#define BUDGET_STEP 10000
+#define BUDGET_STEP 100 /* a VM step on a 30 MB string takes ~10 ms: check the clock often */
+#define BYTES_PER_STEP 64 /* what a library function's byte of work costs in instructions */
+#define MAX_ELEMENTS ((lua_Integer)1 << 24) /* table.move and string.rep: the most a call may do */
+#define GENERATE_SECONDS 120.0                     /* default limit of one generator call */
+#define GENERATE_STEP 1000
 
 struct ff_lua {
   lua_State *L;
   size_t used, limit;
   long instructions; /* left in the description's budget */
+  double deadline;   /* CLOCK_MONOTONIC seconds: the description's or the generator's */
+  double seconds;    /* the generator's limit, for its message */
+  int timed_out;     /* the generator passed its deadline */
 };
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static ff_lua *host_of(lua_State *L) {
+  void *h;
+  lua_getallocf(L, &h);
+  return h;
+}
 
 static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   ff_lua *h = ud;
@@ -48,13 +70,13 @@ static int embedded_require(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, "ff.loaded");
   if (lua_getfield(L, -1, name) != LUA_TNIL) return 1;
   lua_pop(L, 1);
-  char path[128];
-  snprintf(path, sizeof path, "gen/%s.lua", name);
+  const char *path = lua_pushfstring(L, "gen/%s.lua", name); /* Lua strings: no length limit */
   const ff_embedded_file *f = ff_embedded_find(path);
   if (!f) return luaL_error(L, "module '%s' is not built into fixformer", name);
-  char chunk[160];
-  snprintf(chunk, sizeof chunk, "@%s", path);
+  const char *chunk = lua_pushfstring(L, "@%s", path);
   if (luaL_loadbufferx(L, (const char *)f->data, f->size, chunk, "t") != LUA_OK) return lua_error(L);
+  lua_replace(L, -3); /* the chunk where the path was, the chunk name popped */
+  lua_pop(L, 1);
   lua_call(L, 0, 1);
   if (lua_isnil(L, -1)) {
     lua_pop(L, 1);
@@ -109,6 +131,45 @@ void ff_lua_close(ff_lua *h) {
   free(h);
 }
 
+/* ---- the generator's time limit ------------------------------------------ */
+
+static void generate_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  ff_lua *h = host_of(L);
+  if (now() > h->deadline) {
+    h->timed_out = 1;
+    lua_pushliteral(L, "code generation took too long"); /* no position: ff_lua_generator_fail words it */
+    lua_error(L);
+  }
+}
+
+int ff_lua_time_limit(ff_lua *h, ff_error *err) {
+  const char *env = getenv("FIXFORMER_GENERATE_SECONDS");
+  double seconds = GENERATE_SECONDS;
+  if (env && *env) {
+    char *end;
+    seconds = strtod(env, &end);
+    if (*end || !(seconds > 0 && seconds <= 1e9)) /* also rejects NaN */
+      return ff_fail(err, FF_EINVAL, "FIXFORMER_GENERATE_SECONDS: expected a number of seconds > 0, got '%.40s'",
+                     env);
+  }
+  h->seconds = seconds;
+  h->timed_out = 0;
+  h->deadline = now() + seconds;
+  lua_sethook(h->L, generate_hook, LUA_MASKCOUNT, GENERATE_STEP);
+  return 0;
+}
+
+void ff_lua_time_limit_end(ff_lua *h) { lua_sethook(h->L, NULL, 0, 0); }
+
+int ff_lua_generator_fail(ff_lua *h, ff_error *err) {
+  if (h->timed_out)
+    return ff_fail(err, FF_EINVAL, "code generation took longer than %g s (FIXFORMER_GENERATE_SECONDS sets the limit)",
+                   h->seconds);
+  const char *msg = lua_tostring(h->L, -1);
+  return ff_fail(err, FF_EINVAL, "generator: %s", msg ? msg : "error");
+}
+
 void ff_sha256_hex(const void *data, size_t len, char hex[65]) {
   unsigned char md[32];
   unsigned int n = 0;
@@ -125,47 +186,159 @@ void ff_sha256_hex(const void *data, size_t len, char hex[65]) {
 
 static void budget_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
-  ff_lua *h;
-  lua_getallocf(L, (void **)&h);
+  ff_lua *h = host_of(L);
   h->instructions -= BUDGET_STEP;
   if (h->instructions < 0)
     luaL_error(L, "the description ran too long (more than %d million instructions)",
                (int)(DESCRIPTION_BUDGET / 1000000));
+  if (now() > h->deadline) luaL_error(L, "the description ran longer than %d s", DESCRIPTION_SECONDS);
 }
 
-/* What a description may call: pure functions on numbers, strings, tables. */
-static void push_sandbox_env(lua_State *L) {
-  /* no pcall: a description must not catch its own budget error */
-  static const char *const base[] = {"assert", "error",    "ipairs",   "next", "pairs", "rawequal", "rawget",
-                                     "rawlen", "select",   "tonumber", "tostring", "type", NULL};
-  static const char *const string_fns[] = {"byte", "char", "format", "len", "lower", "rep",
-                                           "reverse", "sub", "upper", NULL}; /* no patterns: no backtracking hangs */
-  static const char *const libs[] = {"math", "table", "utf8", NULL};
-  lua_newtable(L);
-  for (const char *const *n = base; *n; n++) {
-    lua_getglobal(L, *n);
-    lua_setfield(L, -2, *n);
-  }
-  for (const char *const *lib = libs; *lib; lib++) { /* copies, so a description cannot patch ours */
-    lua_newtable(L);
-    lua_getglobal(L, *lib);
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-      lua_pushvalue(L, -2);
-      lua_insert(L, -2);
-      lua_settable(L, -5);
+/* Bills a library call's work to the budget (the count hook cannot see into
+ * a C function) and checks the clock before it starts. */
+static void charge(lua_State *L, double steps) {
+  ff_lua *h = host_of(L);
+  h->instructions -= steps < (double)DESCRIPTION_BUDGET ? (long)steps : DESCRIPTION_BUDGET;
+  budget_hook(L, NULL);
+  h->instructions += BUDGET_STEP; /* budget_hook took one step of its own */
+}
+
+static lua_Integer int_arg(lua_State *L, int i, lua_Integer dflt) {
+  return lua_isnoneornil(L, i) ? dflt : luaL_checkinteger(L, i);
+}
+
+/* string.rep(s, n [, sep]): its loop runs n times even for "" */
+static double cap_rep(lua_State *L) {
+  size_t l, lsep = 0;
+  luaL_checklstring(L, 1, &l);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  luaL_optlstring(L, 3, "", &lsep);
+  if (n <= 0) return 0;
+  double bytes = (double)n * (double)(l + lsep);
+  if (bytes > (double)DESCRIPTION_MEMORY_LIMIT)
+    luaL_error(L, "string.rep: the result of %I repetitions would exceed the description's memory limit (%d MB)", n,
+               (int)(DESCRIPTION_MEMORY_LIMIT >> 20));
+  if (n > MAX_ELEMENTS)
+    luaL_error(L, "string.rep: %I repetitions are more than the %I a description may ask for", n, MAX_ELEMENTS);
+  return (double)n + bytes / BYTES_PER_STEP;
+}
+
+/* table.move(a1, f, e, t [, a2]): its loop runs e - f + 1 times, present or not */
+static double cap_move(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
+  luaL_checkinteger(L, 4);
+  if (e < f) return 0;
+  if (f <= 0 ? e >= MAX_ELEMENTS + f : e - f >= MAX_ELEMENTS)
+    luaL_error(L, "table.move: elements %I to %I are more than the %I a description may move", f, e, MAX_ELEMENTS);
+  return (double)(e - f + 1);
+}
+
+/* table.unpack(t [, i [, j]]) and table.concat(t [, sep [, i [, j]]]): j - i + 1 elements */
+static double range_work(lua_State *L, int i_arg) {
+  if (!lua_istable(L, 1)) return 0; /* the original says what is wrong */
+  lua_Integer i = int_arg(L, i_arg, 1), j = int_arg(L, i_arg + 1, (lua_Integer)lua_rawlen(L, 1));
+  return i > j ? 0 : (double)j - (double)i + 1;
+}
+static double cap_unpack(lua_State *L) { return range_work(L, 2); } /* the stack limits it (~1e6) */
+static double cap_concat(lua_State *L) { /* stops at the first missing element */
+  double n = range_work(L, 3), len = lua_istable(L, 1) ? (double)lua_rawlen(L, 1) + 1 : 0;
+  return n < len ? n : len;
+}
+
+/* table.insert, table.remove shift up to #t elements; table.sort compares n log n times */
+static double cap_shift(lua_State *L) { return lua_istable(L, 1) ? (double)lua_rawlen(L, 1) : 0; }
+static double cap_sort(lua_State *L) {
+  double n = cap_shift(L), log2n = 1;
+  for (double m = n; m > 1; m /= 2) log2n++;
+  return n * log2n;
+}
+
+/* What a call costs: its arguments and results, their strings' bytes. */
+static double values_work(lua_State *L, int from, int to) {
+  double work = to - from + 1;
+  for (int i = from; i <= to; i++)
+    if (lua_type(L, i) == LUA_TSTRING) work += (double)lua_rawlen(L, i) / BYTES_PER_STEP;
+  return work;
+}
+
+/* A library function as a description sees it: upvalues (the original,
+ * a light userdata to its cap or NULL). */
+static int metered(lua_State *L) {
+  int n = lua_gettop(L);
+  double (*cap)(lua_State *) = (double (*)(lua_State *))(uintptr_t)lua_touserdata(L, lua_upvalueindex(2));
+  charge(L, values_work(L, 1, n) + (cap ? cap(L) : 0));
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, n, LUA_MULTRET);
+  charge(L, values_work(L, 1, lua_gettop(L)));
+  return lua_gettop(L);
+}
+
+typedef struct {
+  const char *name;
+  double (*cap)(lua_State *);
+} sandbox_fn;
+
+/* Copies lib's functions (NULL: the globals) named in fns into the table on
+ * top, each metered; non-functions (math.pi, utf8.charpattern) as they are. */
+static void copy_metered(lua_State *L, const char *lib, const sandbox_fn *fns, int meter) {
+  if (lib) lua_getglobal(L, lib);
+  else lua_pushglobaltable(L);
+  for (const sandbox_fn *f = fns; f->name; f++) {
+    if (lua_getfield(L, -1, f->name) == LUA_TFUNCTION && meter) {
+      lua_pushlightuserdata(L, (void *)(uintptr_t)f->cap);
+      lua_pushcclosure(L, metered, 2);
     }
-    lua_pop(L, 1);
-    lua_setfield(L, -2, *lib);
-  }
-  lua_newtable(L);
-  lua_getglobal(L, "string");
-  for (const char *const *n = string_fns; *n; n++) {
-    lua_getfield(L, -1, *n);
-    lua_setfield(L, -3, *n);
+    lua_setfield(L, -3, f->name);
   }
   lua_pop(L, 1);
-  lua_setfield(L, -2, "string");
+}
+
+/* What a description may call: pure functions on numbers, strings, tables.
+ * Each function that loops over a string or a table is metered: its work is
+ * billed to the budget and the clock checked (the count hook does not fire
+ * inside a C function); the ones whose loop an argument sets are capped.
+ * The rest do work bounded by their arguments. */
+static void push_sandbox_env(lua_State *L) {
+  /* no pcall: a description must not catch its own budget error.  error and
+   * assert stay bare so error() still names the description's line. */
+  static const sandbox_fn bare[] = {{"assert", NULL}, {"error", NULL},    {"ipairs", NULL}, {"next", NULL},
+                                    {"pairs", NULL},  {"rawequal", NULL}, {"rawget", NULL}, {"rawlen", NULL},
+                                    {"select", NULL}, {"type", NULL},     {NULL, NULL}};
+  static const sandbox_fn base[] = {{"tonumber", NULL}, {"tostring", NULL}, {NULL, NULL}};
+  static const sandbox_fn string_fns[] = {{"byte", NULL},  {"char", NULL},    {"format", NULL},
+                                          {"len", NULL},   {"lower", NULL},   {"rep", cap_rep},
+                                          {"reverse", NULL}, {"sub", NULL},   {"upper", NULL},
+                                          {NULL, NULL}}; /* no patterns: no backtracking hangs */
+  static const sandbox_fn table_fns[] = {{"concat", cap_concat}, {"insert", cap_shift}, {"move", cap_move},
+                                         {"pack", NULL},         {"remove", cap_shift}, {"sort", cap_sort},
+                                         {"unpack", cap_unpack}, {NULL, NULL}};
+  static const sandbox_fn utf8_fns[] = {{"char", NULL}, {"charpattern", NULL}, {"codepoint", NULL},
+                                        {"codes", NULL}, {"len", NULL},        {"offset", NULL},
+                                        {NULL, NULL}};
+  static const sandbox_fn math_fns[] = { /* numbers in, numbers out: O(arguments) */
+      {"abs", NULL},   {"acos", NULL},       {"asin", NULL},  {"atan", NULL},       {"atan2", NULL},
+      {"ceil", NULL},  {"cos", NULL},        {"cosh", NULL},  {"deg", NULL},        {"exp", NULL},
+      {"floor", NULL}, {"fmod", NULL},       {"frexp", NULL}, {"huge", NULL},       {"ldexp", NULL},
+      {"log", NULL},   {"log10", NULL},      {"max", NULL},   {"maxinteger", NULL}, {"min", NULL},
+      {"mininteger", NULL}, {"modf", NULL},  {"pi", NULL},    {"pow", NULL},        {"rad", NULL},
+      {"random", NULL}, {"randomseed", NULL}, {"sin", NULL},  {"sinh", NULL},       {"sqrt", NULL},
+      {"tan", NULL},   {"tanh", NULL},       {"tointeger", NULL}, {"type", NULL},   {"ult", NULL},
+      {NULL, NULL}}; /* those of Lua 5.4 built with LUA_COMPAT_MATHLIB (Debian's), absent ones nil */
+  static const struct {
+    const char *name;
+    const sandbox_fn *fns;
+    int meter;
+  } libs[] = {{"string", string_fns, 1}, {"table", table_fns, 1}, {"utf8", utf8_fns, 1}, {"math", math_fns, 0}};
+  lua_newtable(L);
+  copy_metered(L, NULL, bare, 0);
+  copy_metered(L, NULL, base, 1);
+  for (size_t i = 0; i < sizeof libs / sizeof *libs; i++) { /* copies, so a description cannot patch ours */
+    lua_newtable(L);
+    copy_metered(L, libs[i].name, libs[i].fns, libs[i].meter);
+    lua_setfield(L, -2, libs[i].name);
+  }
 }
 
 /* Copies the description's table with raw access (no metamethods run after
@@ -217,6 +390,7 @@ static int run_sandboxed(ff_lua *h, int *status) {
   lua_pop(L, 1);
   lua_pushvalue(L, -4);              /* the chunk */
   h->instructions = DESCRIPTION_BUDGET;
+  h->deadline = now() + DESCRIPTION_SECONDS;
   h->limit = h->used + DESCRIPTION_MEMORY_LIMIT < saved_limit ? h->used + DESCRIPTION_MEMORY_LIMIT : saved_limit;
   lua_sethook(L, budget_hook, LUA_MASKCOUNT, BUDGET_STEP);
   *status = lua_pcall(L, 0, 1, 0);
@@ -247,22 +421,29 @@ static int get_enum(lua_State *L, int t, const char *k, const char *const *names
   return v;
 }
 
-static void get_str(lua_State *L, int t, const char *k, char *dst, size_t n) {
+/* key's string into dst[n]; validate.lua bounds every one well below n */
+static int get_str(lua_State *L, int t, const char *k, char *dst, size_t n, const char *path, ff_error *err) {
   lua_getfield(L, t, k);
-  const char *s = lua_tostring(L, -1);
-  snprintf(dst, n, "%s", s ? s : "");
+  size_t len = 0;
+  const char *s = lua_tolstring(L, -1, &len);
+  int rc = 0;
+  if (s && (len >= n || strlen(s) != len))
+    rc = ff_fail(err, FF_EINVAL, "%s: %s: longer than %zu bytes or contains NUL", path, k, n - 1);
+  else
+    memcpy(dst, s ? s : "", s ? len + 1 : 1);
   lua_pop(L, 1);
+  return rc;
 }
 
 /* The validated table (at t) -> ff_config.  Names in the order of the enums. */
-static void table_to_config(lua_State *L, int t, ff_config *c) {
+static int table_to_config(lua_State *L, int t, ff_config *c, const char *path, ff_error *err) {
   static const char *const arch[] = {"encoder", "decoder-only", "encoder-decoder", NULL};
   static const char *const place[] = {"post", "pre", NULL};
   static const char *const kind[] = {"layernorm", "rmsnorm", NULL};
   static const char *const act[] = {"relu", "gelu", "gelu_tanh", "swiglu", NULL};
   static const char *const pos[] = {"none", "sinusoidal", "learned", "rope", NULL};
   memset(c, 0, sizeof *c);
-  get_str(L, t, "name", c->name, sizeof c->name);
+  int rc = get_str(L, t, "name", c->name, sizeof c->name, path, err);
   c->arch = (enum ff_arch)get_enum(L, t, "arch", arch);
   c->d_model = get_int(L, t, "d_model");
   c->heads = get_int(L, t, "heads");
@@ -290,24 +471,35 @@ static void table_to_config(lua_State *L, int t, ff_config *c) {
   c->tie_embeddings = lua_toboolean(L, -1);
   lua_pop(L, 3);
   c->max_seq = get_int(L, t, "max_seq");
-  get_str(L, t, "prefix", c->prefix, sizeof c->prefix);
-  get_str(L, t, "embed_weight", c->embed_weight, sizeof c->embed_weight);
-  get_str(L, t, "pos_embed_weight", c->pos_embed_weight, sizeof c->pos_embed_weight);
-  get_str(L, t, "lm_head_weight", c->lm_head_weight, sizeof c->lm_head_weight);
+  if (!rc) rc = get_str(L, t, "prefix", c->prefix, sizeof c->prefix, path, err);
+  if (!rc) rc = get_str(L, t, "embed_weight", c->embed_weight, sizeof c->embed_weight, path, err);
+  if (!rc) rc = get_str(L, t, "pos_embed_weight", c->pos_embed_weight, sizeof c->pos_embed_weight, path, err);
+  if (!rc) rc = get_str(L, t, "lm_head_weight", c->lm_head_weight, sizeof c->lm_head_weight, path, err);
+  return rc;
 }
 
-/* key's file name, relative to the description's folder unless absolute */
-static void get_path(lua_State *L, int t, const char *k, const char *description, char *dst, size_t n) {
+/* key's file name, relative to the description's folder unless absolute;
+ * one that does not fit dst[n] is an error, never cut short */
+static int get_path(lua_State *L, int t, const char *k, const char *description, char *dst, size_t n,
+                    ff_error *err) {
   lua_getfield(L, t, k);
-  const char *s = lua_tostring(L, -1);
+  size_t len = 0;
+  const char *s = lua_tolstring(L, -1, &len);
   const char *slash = strrchr(description, '/');
-  if (!s)
+  size_t dir = s && s[0] != '/' && slash ? (size_t)(slash - description) + 1 : 0; /* with its slash */
+  int rc = 0;
+  size_t shown = strlen(description) > 200 ? strlen(description) - 200 : 0; /* the message holds 511 bytes */
+  if (s && (strlen(s) != len || dir + len >= n))
+    rc = ff_fail(err, FF_EINVAL, "%s%s: %s: the resolved path is longer than %zu bytes", shown ? "..." : "",
+                 description + shown, k, n - 1);
+  else if (!s)
     dst[0] = 0;
-  else if (s[0] == '/' || !slash)
-    snprintf(dst, n, "%s", s);
-  else
-    snprintf(dst, n, "%.*s/%s", (int)(slash - description), description, s);
+  else {
+    memcpy(dst, description, dir);
+    memcpy(dst + dir, s, len + 1);
+  }
   lua_pop(L, 1);
+  return rc;
 }
 
 /* validate.validate(desc, path) under pcall; leaves the config table */
@@ -372,9 +564,10 @@ int ff_lua_load_config(ff_lua *h, const char *path, ff_config *out, ff_error *er
   }
   if ((rc = copy_plain(L, lua_gettop(L), 0, path, err))) goto done;
   if ((rc = call_validate(L, lua_gettop(L), path, err))) goto done;
-  table_to_config(L, lua_gettop(L), out);
-  get_path(L, lua_gettop(L), "weights", path, out->weights, sizeof out->weights);
-  get_path(L, lua_gettop(L), "vocabulary", path, out->vocabulary, sizeof out->vocabulary);
+  if ((rc = table_to_config(L, lua_gettop(L), out, path, err)) ||
+      (rc = get_path(L, lua_gettop(L), "weights", path, out->weights, sizeof out->weights, err)) ||
+      (rc = get_path(L, lua_gettop(L), "vocabulary", path, out->vocabulary, sizeof out->vocabulary, err)))
+    goto done;
   lua_setfield(L, LUA_REGISTRYINDEX, "ff.config");
   lua_pushstring(L, hex);
   lua_setfield(L, LUA_REGISTRYINDEX, "ff.sha256");

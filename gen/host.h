@@ -19,10 +19,21 @@ lua_State *ff_lua_state(ff_lua *h);
 void ff_lua_close(ff_lua *h);
 
 /* Runs the description at path in a sandbox (empty environment, text chunks
- * only, an instruction budget and a memory limit), validates it and fills
+ * only, an instruction budget that library calls are billed to, a 2 s
+ * wall-clock limit and a memory limit), validates it and fills
  * *out.  Keeps the resolved config table and the sha256 of the file in the
  * registry ("ff.config", "ff.sha256") for the generator. */
 int ff_lua_load_config(ff_lua *h, const char *path, ff_config *out, ff_error *err);
+
+/* The generator's wall-clock limit: from ff_lua_time_limit (which reads
+ * FIXFORMER_GENERATE_SECONDS, default 120; fails on a bad value) to
+ * ff_lua_time_limit_end, a count hook raises an error once it has passed.
+ * After a failed lua_pcall in between, ff_lua_generator_fail turns the error
+ * on top of the stack into err: "generator: MSG", or "code generation took
+ * longer than N s" when the limit was the cause. */
+int ff_lua_time_limit(ff_lua *h, ff_error *err);
+void ff_lua_time_limit_end(ff_lua *h);
+int ff_lua_generator_fail(ff_lua *h, ff_error *err);
 
 /* sha256 of data as 64 hex characters and a NUL (OpenSSL's libcrypto). */
 void ff_sha256_hex(const void *data, size_t len, char hex[65]);

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "codegen.h"
+#include "fixformer.h"
 
 #define CC_FLAGS "-std=c99 -O3 -mtune=native -fPIC -shared"
 #define MAX_ARGS 48

@@ -2,7 +2,6 @@
  * calls the public API (fixformer.h) and returns a status; only main turns a
  * status into an exit code and prints the one-line error. */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +33,8 @@ static const char *value_of(const flag *flags, const char *name) {
   return NULL;
 }
 
+static int cmd_cache(const char *unused, flag *flags, ff_error *err);
+
 /* Parses argv into flags and the one positional MODEL argument. */
 static int parse_args(const command *cmd, int argc, char **argv, const char **model, ff_error *err) {
   *model = NULL;
@@ -57,6 +58,10 @@ static int parse_args(const command *cmd, int argc, char **argv, const char **mo
     } else {
       return ff_fail(err, FF_EINVAL, "%s: unexpected argument '%s'", cmd->name, a);
     }
+  }
+  if (cmd->run == cmd_cache) { /* the one command without a model */
+    if (*model) return ff_fail(err, FF_EINVAL, "%s: unexpected argument '%s'", cmd->name, *model);
+    return 0;
   }
   if (!*model) return ff_fail(err, FF_EINVAL, "%s: missing MODEL.lua (see fixformer %s --help)", cmd->name, cmd->name);
   return 0;
@@ -162,20 +167,14 @@ static int weights_of(const char *cmd, const ff_config *c, const char **weights,
 
 /* Non-finite weights are refused unless --allow-nonfinite: a NaN in a
  * checkpoint is almost always a broken export, and it would only show as
- * NaN outputs later.  (TEMPORARY: reads the file again; moves to the API.) */
+ * NaN outputs later. */
 static int check_finite(ff_model *m, const char *weights, ff_error *err) {
-  (void)m;
-  ff_tensor_file f;
-  int rc = ff_safetensors_read(weights, &f, err);
-  for (int i = 0; !rc && i < f.count; i++)
-    for (size_t k = 0; k < f.tensors[i].numel; k++)
-      if (!isfinite(f.tensors[i].data[k])) {
-        rc = ff_fail(err, FF_EINVAL, "%s: tensor '%s' holds a non-finite value (%g at element %zu); "
-                     "--allow-nonfinite runs anyway, NaN propagating as in PyTorch", weights, f.tensors[i].name,
-                     (double)f.tensors[i].data[k], k);
-        break;
-      }
-  ff_tensor_file_free(&f);
+  int rc = ff_model_check_finite(m, err);
+  if (rc) {
+    char msg[FF_ERROR_MAX];
+    memcpy(msg, err->msg, sizeof msg);
+    ff_fail(err, rc, "%s: %s", weights, msg);
+  }
   return rc;
 }
 
@@ -816,6 +815,23 @@ done:
   return rc;
 }
 
+/* ---- cache ----------------------------------------------------------------- */
+
+static int cmd_cache(const char *unused, flag *flags, ff_error *err) {
+  (void)unused;
+  char dir[4096];
+  int rc = ff_cc_cache_dir(dir, sizeof dir, err), files;
+  size_t bytes;
+  if (rc) return rc;
+  if (!value_of(flags, "--clean")) {
+    printf("%s\n", dir);
+    return 0;
+  }
+  if ((rc = ff_cc_cache_clean(&bytes, &files, err))) return rc;
+  printf("removed %d file%s (%.1f MB) from %s\n", files, files == 1 ? "" : "s", bytes / 1e6, dir);
+  return 0;
+}
+
 /* ---- commands ------------------------------------------------------------ */
 
 static flag info_flags[] = {{"--help", "-h", NULL, 0}, {NULL, NULL, NULL, 0}};
@@ -844,6 +860,8 @@ static flag generate_flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL
 static flag bench_flags[] = {{"--help", "-h", NULL, 0},   {"--weights", NULL, NULL, 1}, {"--batch", NULL, NULL, 1},
                              {"--seq", NULL, NULL, 1},    {"--engine", NULL, NULL, 1},  {"--threads", NULL, NULL, 1},
                              {"--iters", NULL, NULL, 1},  {"--generate", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+
+static flag cache_flags[] = {{"--help", "-h", NULL, 0}, {"--clean", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
 static const command commands[] = {
     {"info",
@@ -925,6 +943,14 @@ static const command commands[] = {
      "  --iters N      timed runs (default 20)\n"
      "  --generate N   instead: greedy decoding of N tokens with the KV cache, tokens/s\n",
      cmd_bench, bench_flags},
+    {"cache",
+     "usage: fixformer cache [--clean]\n"
+     "Prints the folder where the cc engine keeps compiled models ($XDG_CACHE_HOME/fixformer,\n"
+     "else ~/.cache/fixformer, else /tmp/fixformer-cache-UID; it must be yours alone, mode\n"
+     "0700).  Its size is bounded by FIXFORMER_CACHE_MAX_MB (default 256): least recently\n"
+     "used entries go first.\n"
+     "  --clean   remove every entry\n",
+     cmd_cache, cache_flags},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof *commands)
 
@@ -938,7 +964,8 @@ static void usage(FILE *to) {
           "  emit   C specialised to the model (files, for any target)\n"
           "  run    one forward pass over .npy inputs\n"
           "  generate  greedy decoding with a key/value cache (text or ids)\n"
-          "  bench  timings of forward passes or of greedy decoding\n",
+          "  bench  timings of forward passes or of greedy decoding\n"
+          "  cache  the cc engine's cache of compiled models (--clean empties it)\n",
           FF_VERSION);
 }
 

@@ -45,6 +45,55 @@ local function is_linear_matrix(c, spec)
     (spec.role:match("%.weight$") ~= nil and not spec.role:match("norm%d?%.weight$"))
 end
 
+-- First-fit over lifetimes: items { first, last, floats } (ops first..last
+-- inclusive) get an offset >= base, aligned, such that two items alive at a
+-- common op never overlap; returns the aligned top.  Items are taken by
+-- start (ties in list order), each at the lowest offset free of the items
+-- still alive then, which are kept sorted by offset; an item whose lifetime
+-- has ended leaves that list for good.  Linear in the items times the number
+-- alive at once (a handful per layer), where comparing with every placed
+-- item made code generation cubic in the layers.
+function M.place(items, base)
+  local starts, order = {}, {} -- a bucket per start, in list order
+  for _, v in ipairs(items) do
+    local b = starts[v.first]
+    if not b then
+      b = {}
+      starts[v.first] = b
+      order[#order + 1] = v.first
+    end
+    b[#b + 1] = v
+  end
+  table.sort(order) -- numbers: no Lua comparator
+  local live, top = {}, base -- live: placed items not yet ended, by offset
+  for _, first in ipairs(order) do
+    for _, v in ipairs(starts[first]) do
+      local n = 0
+      for k = 1, #live do -- drop items that ended before v starts
+        local u = live[k]
+        live[k] = nil
+        if u.last >= first then
+          n = n + 1
+          live[n] = u
+        end
+      end
+      local off, at = base, n + 1 -- the lowest gap that holds v, and v's place in live
+      for k = 1, n do
+        local u = live[k]
+        if off + v.floats <= u.offset then
+          at = k
+          break
+        end
+        off = math.max(off, align(u.offset + u.floats))
+      end
+      v.offset = off
+      table.insert(live, at, v)
+      top = math.max(top, align(off + v.floats))
+    end
+  end
+  return top
+end
+
 -- isa: "generic" | "avx2" | "avx512" | "neon": the matrix kernels the code
 -- calls, which fix the panel width of the packed weights.
 function M.plan(c, specs, isa)
@@ -258,6 +307,9 @@ function M.plan(c, specs, isa)
   if c.arch == "encoder-decoder" then -- what decode needs to know of the last encode
     value("source", 1, 4, true, "int32 source length, written by encode")
   end
+  if c.arch ~= "encoder" then -- what decode may attend to: pos0 may not pass it
+    value("decoded", 1, 4, true, "int32 positions the key/value caches hold: decode's pos0 may not pass it")
+  end
   local out_dim = c.vocab or d
   if c.arch == "encoder" or c.arch == "encoder-decoder" then
     local x = value(two_stacks and "memory" or "x", S, d, true,
@@ -311,7 +363,7 @@ function M.plan(c, specs, isa)
   P.out_dim = out_dim
 
   -- arena: persistent values first, then first-fit over lifetimes
-  local placed, at2 = {}, 0
+  local at2 = 0
   for _, v in ipairs(P.values) do
     if v.persistent then
       v.offset = at2
@@ -319,7 +371,6 @@ function M.plan(c, specs, isa)
     end
   end
   local base = at2
-  local top = base
   local transients = {}
   for _, v in ipairs(P.values) do
     if not v.persistent then
@@ -327,27 +378,7 @@ function M.plan(c, specs, isa)
       transients[#transients + 1] = v
     end
   end
-  for _, v in ipairs(transients) do
-    -- lowest offset that does not overlap any placed value alive at the same time
-    local candidates = { base }
-    for _, u in ipairs(placed) do candidates[#candidates + 1] = align(u.offset + u.floats) end
-    table.sort(candidates)
-    for _, off in ipairs(candidates) do
-      local ok = true
-      for _, u in ipairs(placed) do
-        if not (v.last < u.first or u.last < v.first) and off < u.offset + u.floats and u.offset < off + v.floats then
-          ok = false
-          break
-        end
-      end
-      if ok then
-        v.offset = off
-        break
-      end
-    end
-    placed[#placed + 1] = v
-    top = math.max(top, align(v.offset + v.floats))
-  end
+  local top = M.place(transients, base)
   P.arena_floats = top
   local naive = base
   for _, v in ipairs(transients) do naive = naive + align(v.floats) end

@@ -8,7 +8,7 @@
 
 #define FF_NAME_MAX 64    /* C identifier of the model, with its NUL */
 #define FF_TENSOR_NAME_MAX 256 /* a weight's full name (prefix included) */
-#define FF_PATH_MAX 1024       /* a file the description names, resolved */
+#define FF_PATH_MAX 4096       /* a file the description names, resolved: Linux's PATH_MAX, the most open() takes */
 
 enum ff_arch {
   FF_ARCH_ENCODER,         /* bidirectional encoder stack */

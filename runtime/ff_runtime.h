@@ -179,7 +179,8 @@ typedef struct ff_rt_state {
   float *memory;    /* [max_seq, d] the encoder output */
   float *x;         /* [max_seq, d] the decoder's residual stream */
   int mem_len;      /* valid source positions: memory keys past it are padding */
-  int pos;          /* positions decoded so far: the next one's index */
+  int pos;          /* the position the next step decodes: 0..filled */
+  int filled;       /* positions whose keys and values are in the cache */
   float *buf;       /* the one allocation behind the pointers above */
   struct ff_rt_scratch *scratch;
 } ff_rt_state;
@@ -192,8 +193,10 @@ void ff_rt_state_free(ff_rt_state *s);
 int ff_rt_begin(ff_rt_state *s, const int32_t *tokens, const float *embeds, int S, int len, ff_error *err);
 /* Decoder-only and encoder-decoder: decodes T new positions pos..pos+T-1
  * (ids, or floats [T, d]), appends their keys and values to the cache and
- * writes out [T, out_dim]; pos advances by T.  FF_ELENGTH past max_seq.  Set
- * s->pos = 0 to start a new sequence (decoder-only). */
+ * writes out [T, out_dim]; pos and filled become pos + T.  FF_ELENGTH past
+ * max_seq, or when pos is negative or beyond filled (rows never decoded).
+ * Set s->pos = 0 to start a new sequence (decoder-only), or any position up
+ * to filled to decode again from there. */
 int ff_rt_step(ff_rt_state *s, const int32_t *tokens, const float *embeds, int T, float *out, ff_error *err);
 
 /* FLOPs of one sequence's forward (multiply-add = 2): S source positions, T

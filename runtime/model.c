@@ -273,7 +273,7 @@ static int begin(ff_rt_state *st, const int32_t *tokens, const float *embeds, in
                  st->cross_kv + (size_t)l * c->max_seq * 2 * d);
   }
   st->mem_len = len;
-  st->pos = 0;
+  st->pos = st->filled = 0; /* a new source: the target's cache was computed against the old one */
   return FF_OK;
 }
 
@@ -295,7 +295,7 @@ static int decode(ff_rt_state *st, const int32_t *tokens, const float *embeds, i
   if (rc) return rc;
   decoder_stack(st, st->x, T, pos0, key_len);
   output_head(st->m, st->x, T, out);
-  st->pos = pos0 + T;
+  st->pos = st->filled = pos0 + T;
   return FF_OK;
 }
 
@@ -304,9 +304,10 @@ int ff_rt_step(ff_rt_state *st, const int32_t *tokens, const float *embeds, int 
   if (c->arch == FF_ARCH_ENCODER) return ff_fail(err, FF_EINVAL, "step: an encoder has no decoder to step");
   if (c->arch == FF_ARCH_ENCODER_DECODER && st->mem_len == 0)
     return ff_fail(err, FF_EINVAL, "step: encode a source first (ff_rt_begin)");
-  if (T < 1 || st->pos + T > c->max_seq)
-    return ff_fail(err, FF_ELENGTH, "cannot decode positions %d..%d: max_seq is %d", st->pos, st->pos + T - 1,
-                   c->max_seq);
+  if (st->pos < 0 || st->pos > st->filled) /* rows past filled were never written */
+    return ff_fail(err, FF_ELENGTH, "cannot decode from position %d: %d positions are decoded", st->pos, st->filled);
+  if (T < 1 || T > c->max_seq - st->pos) /* (no overflow: pos <= filled <= max_seq) */
+    return ff_fail(err, FF_ELENGTH, "cannot decode %d positions from %d: max_seq is %d", T, st->pos, c->max_seq);
   if (c->vocab > 0 && !tokens) return ff_fail(err, FF_EINVAL, "step: the model takes token ids");
   int rc = c->vocab > 0 ? ff_rt_check_tokens(c, "input", tokens, 1, T, st->pos, err) : FF_OK;
   return rc ? rc : decode(st, tokens, embeds, T, st->pos, st->pos + T, out, err);

@@ -21,10 +21,87 @@ static int special(const char *path, const cJSON *root, const char *key, int siz
   const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
   *out = -1;
   if (!j || cJSON_IsNull(j)) return 0;
-  if (!cJSON_IsNumber(j) || j->valuedouble != (double)(int)j->valuedouble || j->valueint < 0 || j->valueint >= size)
+  double d = cJSON_IsNumber(j) ? j->valuedouble : -1;
+  if (!(d >= 0 && d < size) || d != (double)(int)d) /* in range first: (int)1e300 is undefined */
     return ff_fail(err, FF_EFORMAT, "%s: \"%s\" must be a token id in [0, %d)", path, key, size);
-  *out = j->valueint;
+  *out = (int)d;
   return 0;
+}
+
+/* cJSON turns \u0000 into a NUL that would cut a token short, silently: a
+ * backslash outside a string is invalid JSON, so every one here starts an
+ * escape. */
+static int has_nul(const char *text, size_t len) {
+  if (memchr(text, 0, len)) return 1;
+  for (size_t i = 0; i + 1 < len; i++)
+    if (text[i] == '\\') {
+      if (text[i + 1] == 'u' && i + 5 < len && !memcmp(text + i + 2, "0000", 4)) return 1;
+      i++; /* the escaped character */
+    }
+  return 0;
+}
+
+/* tokens[i]: a non-empty string of printable bytes (UTF-8 passes); tab,
+ * newline and carriage return are text a character-level model writes, other
+ * control characters (ESC of a terminal sequence) are refused */
+static int copy_token(const char *path, const cJSON *t, int i, char **out, ff_error *err) {
+  if (!cJSON_IsString(t) || !t->valuestring[0])
+    return ff_fail(err, FF_EFORMAT, "%s: tokens[%d] is not a non-empty string", path, i);
+  size_t tl = strlen(t->valuestring) + 1;
+  for (size_t k = 0; k + 1 < tl; k++) {
+    unsigned char c = (unsigned char)t->valuestring[k];
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
+      return ff_fail(err, FF_EFORMAT, "%s: tokens[%d] contains the control character 0x%02x", path, i, c);
+  }
+  if (!(*out = malloc(tl))) return ff_fail(err, FF_ENOMEM, "out of memory");
+  memcpy(*out, t->valuestring, tl);
+  return 0;
+}
+
+static int parse_tokens(const char *path, const cJSON *root, int expected_size, ff_vocab *v, ff_error *err) {
+  const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+  int n = cJSON_IsArray(tokens) ? cJSON_GetArraySize(tokens) : 0;
+  if (n < 1 || n > VOCAB_MAX_TOKENS)
+    return ff_fail(err, FF_EFORMAT, "%s: \"tokens\" must be a non-empty array of at most %d strings", path,
+                   VOCAB_MAX_TOKENS);
+  if (expected_size > 0 && n != expected_size)
+    return ff_fail(err, FF_ESHAPE, "%s: %d tokens, but the model's vocab is %d", path, n, expected_size);
+  if (!(v->tokens = calloc((size_t)n, sizeof *v->tokens))) return ff_fail(err, FF_ENOMEM, "out of memory");
+  v->size = n;
+  int i = 0, rc = 0;
+  for (const cJSON *t = tokens->child; t && !rc; t = t->next, i++) rc = copy_token(path, t, i, &v->tokens[i], err);
+  return rc;
+}
+
+int ff_vocab_parse(const char *path, const char *text, size_t len, int expected_size, ff_vocab *v,
+                   ff_error *err) {
+  memset(v, 0, sizeof *v);
+  v->pad = v->bos = v->eos = v->unk = -1;
+  if (len > VOCAB_MAX_BYTES)
+    return ff_fail(err, FF_EFORMAT, "%s: vocabulary larger than %u bytes", path, VOCAB_MAX_BYTES);
+  if (has_nul(text, len))
+    return ff_fail(err, FF_EFORMAT, "%s: a NUL byte or \\u0000 (no token may hold NUL)", path);
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  int rc;
+  if (!root || !cJSON_IsObject(root)) {
+    rc = ff_fail(err, FF_EFORMAT, "%s: not a JSON object", path);
+    goto done;
+  }
+  if ((rc = parse_tokens(path, root, expected_size, v, err))) goto done;
+  int n = v->size;
+  if ((rc = special(path, root, "pad", n, &v->pad, err)) || (rc = special(path, root, "bos", n, &v->bos, err)) ||
+      (rc = special(path, root, "eos", n, &v->eos, err)) || (rc = special(path, root, "unk", n, &v->unk, err)))
+    goto done;
+  const cJSON *lower = cJSON_GetObjectItemCaseSensitive(root, "lowercase");
+  if (lower && !cJSON_IsBool(lower) && !cJSON_IsNull(lower)) {
+    rc = ff_fail(err, FF_EFORMAT, "%s: \"lowercase\" must be true or false", path);
+    goto done;
+  }
+  v->lowercase = cJSON_IsTrue(lower);
+done:
+  cJSON_Delete(root);
+  if (rc) ff_vocab_free(v);
+  return rc;
 }
 
 int ff_vocab_load(const char *path, int expected_size, ff_vocab *v, ff_error *err) {
@@ -34,52 +111,8 @@ int ff_vocab_load(const char *path, int expected_size, ff_vocab *v, ff_error *er
   v->pad = v->bos = v->eos = v->unk = -1;
   int rc = ff_read_file(path, &text, &len, err);
   if (rc) return rc;
-  if (len > VOCAB_MAX_BYTES) {
-    free(text);
-    return ff_fail(err, FF_EFORMAT, "%s: vocabulary larger than %u bytes", path, VOCAB_MAX_BYTES);
-  }
-  cJSON *root = cJSON_ParseWithLength((const char *)text, len);
+  rc = ff_vocab_parse(path, (const char *)text, len, expected_size, v, err);
   free(text);
-  const cJSON *tokens = root ? cJSON_GetObjectItemCaseSensitive(root, "tokens") : NULL;
-  if (!root || !cJSON_IsObject(root)) {
-    rc = ff_fail(err, FF_EFORMAT, "%s: not a JSON object", path);
-    goto done;
-  }
-  if (!cJSON_IsArray(tokens) || cJSON_GetArraySize(tokens) < 1 || cJSON_GetArraySize(tokens) > VOCAB_MAX_TOKENS) {
-    rc = ff_fail(err, FF_EFORMAT, "%s: \"tokens\" must be a non-empty array of strings", path);
-    goto done;
-  }
-  int n = cJSON_GetArraySize(tokens);
-  if (expected_size > 0 && n != expected_size) {
-    rc = ff_fail(err, FF_ESHAPE, "%s: %d tokens, but the model's vocab is %d", path, n, expected_size);
-    goto done;
-  }
-  if (!(v->tokens = calloc((size_t)n, sizeof *v->tokens))) {
-    rc = ff_fail(err, FF_ENOMEM, "out of memory");
-    goto done;
-  }
-  v->size = n;
-  int i = 0;
-  for (const cJSON *t = tokens->child; t; t = t->next, i++) {
-    if (!cJSON_IsString(t) || !t->valuestring[0]) {
-      rc = ff_fail(err, FF_EFORMAT, "%s: tokens[%d] is not a non-empty string", path, i);
-      goto done;
-    }
-    size_t tl = strlen(t->valuestring) + 1;
-    if (!(v->tokens[i] = malloc(tl))) {
-      rc = ff_fail(err, FF_ENOMEM, "out of memory");
-      goto done;
-    }
-    memcpy(v->tokens[i], t->valuestring, tl);
-  }
-  if ((rc = special(path, root, "pad", n, &v->pad, err)) || (rc = special(path, root, "bos", n, &v->bos, err)) ||
-      (rc = special(path, root, "eos", n, &v->eos, err)) || (rc = special(path, root, "unk", n, &v->unk, err)))
-    goto done;
-  const cJSON *lower = cJSON_GetObjectItemCaseSensitive(root, "lowercase");
-  v->lowercase = cJSON_IsTrue(lower);
-done:
-  cJSON_Delete(root);
-  if (rc) ff_vocab_free(v);
   return rc;
 }
 

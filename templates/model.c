@@ -91,6 +91,22 @@ static int source_length(const void *state) {
   return v;
 }
 @end
+@if DECODER
+
+/* How many positions from 0 the key/value caches hold, at A_DECODED: decode
+ * may start at any pos0 up to it (not past: the rows before pos0 would be
+ * unwritten) and leaves pos0 + T; init_state, encode and forward leave 0. */
+static void set_decoded(void *state, int n) {
+  const int32_t v = n;
+  memcpy((float *)state + A_DECODED, &v, sizeof v);
+}
+
+static int decoded(const void *state) {
+  int32_t v;
+  memcpy(&v, (const float *)state + A_DECODED, sizeof v);
+  return v;
+}
+@end
 
 int ${NAME}_init_state(void *state) {
   const parallel_t p = {0x44524854, 1, NULL, NULL};
@@ -98,6 +114,9 @@ int ${NAME}_init_state(void *state) {
   memcpy((float *)state + A_THREADS, &p, sizeof p);
 @if ENCDEC
   set_source_length(state, 0);
+@end
+@if DECODER
+  set_decoded(state, 0);
 @end
   return 0;
 }
@@ -258,6 +277,7 @@ int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int ba
     decode(w->data, state, ${INPUT} + (size_t)b * T${IN_MUL}, T, 0, lengths ? lengths[b] : T);
     head(w->data, state, T, out + (size_t)b * T * ${OUT_DIM});
   }
+  set_decoded(state, 0); /* the caches were scratch: ${NAME}_decode starts again at 0 */
   return 0;
 }
 
@@ -272,16 +292,18 @@ int ${NAME}_run(const ${NAME}_weights *w, void *state, int batch, int src_len, c
 /* Decodes T new positions pos0..pos0+T-1 of one sequence: ${INPUT_DOC} [T]
  * -> out [T, ${OUT_DIM}].  Their keys and values are appended to the cache in
  * state, and they attend to positions 0..pos0+T-1: call with pos0 = 0 for a
- * prompt, then with each new token at the next position. */
+ * prompt, then with each new token at the next position.  pos0 may go back
+ * (decoding again from there) but not past the positions decoded. */
 int ${NAME}_decode(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int T, int pos0, float *out) {
   int rc = check_batch(w, state, 1, T, NULL);
-  if (!rc && (pos0 < 0 || pos0 > ${UNAME}_MAX_SEQ - T)) rc = ${UNAME}_ELENGTH;
+  if (!rc && (pos0 < 0 || pos0 > ${UNAME}_MAX_SEQ - T || pos0 > decoded(state))) rc = ${UNAME}_ELENGTH;
 @if TOKENS
   if (!rc) rc = check_tokens(${INPUT}, (size_t)T);
 @end
   if (rc) return rc;
   decode(w->data, state, ${INPUT}, T, pos0, pos0 + T);
   head(w->data, state, T, out);
+  set_decoded(state, pos0 + T);
   return 0;
 }
 
@@ -305,6 +327,7 @@ int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${SRC_DECL}, int batc
     decode(w->data, state, tgt + (size_t)b * T${IN_MUL}, T, 0, T, len);
     head(w->data, state, T, out + (size_t)b * T * ${OUT_DIM});
   }
+  set_decoded(state, 0); /* ${NAME}_decode starts a new target (against the last source) */
   return 0;
 }
 
@@ -320,24 +343,28 @@ int ${NAME}_encode(const ${NAME}_weights *w, void *state, ${SRC_DECL}, int S, in
   encode(w->data, state, src, S, src_len);
   cross_kv(w->data, state, S);
   set_source_length(state, src_len);
+  set_decoded(state, 0); /* a new source: a new target */
   return 0;
 }
 
 /* Decodes T new target positions pos0..pos0+T-1 against the source of the
  * last ${NAME}_encode on this state: ${INPUT_DOC} [T] -> out [T, ${OUT_DIM}].
  * Their keys and values are appended to the cache; they attend to target
- * positions 0..pos0+T-1.  ${UNAME}_EINVAL if nothing was encoded. */
+ * positions 0..pos0+T-1.  ${UNAME}_EINVAL if nothing was encoded;
+ * ${UNAME}_ELENGTH for a pos0 past the target positions decoded since. */
 int ${NAME}_decode(const ${NAME}_weights *w, void *state, ${TGT_DECL}, int T, int pos0, float *out) {
   int rc = check_batch(w, state, 1, T, NULL);
   const int src_len = rc ? 0 : source_length(state);
   if (!rc && (pos0 < 0 || pos0 > ${UNAME}_MAX_SEQ - T)) rc = ${UNAME}_ELENGTH;
   if (!rc && src_len == 0) rc = ${UNAME}_EINVAL;
+  if (!rc && pos0 > decoded(state)) rc = ${UNAME}_ELENGTH; /* rows before pos0 never decoded */
 @if TOKENS
   if (!rc) rc = check_tokens(tgt, (size_t)T);
 @end
   if (rc) return rc;
   decode(w->data, state, tgt, T, pos0, pos0 + T, src_len);
   head(w->data, state, T, out);
+  set_decoded(state, pos0 + T);
   return 0;
 }
 

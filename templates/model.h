@@ -45,7 +45,7 @@ ${TYPES}
 #define ${UNAME}_EINVAL (-1)  /* NULL weights or state, a misaligned or unprepared state */
 #define ${UNAME}_EBLOB (-3)   /* a weight blob of the wrong size, magic, version or layout */
 #define ${UNAME}_ETOKEN (-5)  /* a token id outside [0, VOCAB) */
-#define ${UNAME}_ELENGTH (-6) /* batch < 1, T outside 1..MAX_SEQ, or a length outside 1..T */
+#define ${UNAME}_ELENGTH (-6) /* batch < 1, T outside 1..MAX_SEQ, a length outside 1..T, or a bad decode pos0 */
 
 typedef struct ${NAME}_weights {
   const float *data; /* ${UNAME}_WEIGHTS_FLOATS floats in the layout of ${NAME}.c */
@@ -113,7 +113,12 @@ int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int ba
  * state.  A prompt at pos0 = 0, then one token at a time:
  *   ${NAME}_decode(&w, state, prompt, n, 0, logits);
  *   ${NAME}_decode(&w, state, &next, 1, n, logits);  ...
- * ${UNAME}_ELENGTH when pos0 + T would pass ${UNAME}_MAX_SEQ. */
+ * The state counts the positions decoded (0 after ${NAME}_init_state and
+ * after ${NAME}_forward / _run, which use the cache as scratch): pos0 may be
+ * at most that count (below it decodes again from pos0, rewinding: the count
+ * becomes pos0 + T).  ${UNAME}_ELENGTH when pos0 is past the positions
+ * decoded (their cache rows were never written) or pos0 + T would pass
+ * ${UNAME}_MAX_SEQ. */
 int ${NAME}_decode(const ${NAME}_weights *w, void *state, ${INPUT_DECL}, int T, int pos0, float *out);
 
 @@ api_encdec
@@ -132,7 +137,13 @@ int ${NAME}_forward(const ${NAME}_weights *w, void *state, ${SRC_DECL}, int batc
  *   ${NAME}_encode(&w, state, src, S, S);
  *   ${NAME}_decode(&w, state, &bos, 1, 0, logits);
  *   ${NAME}_decode(&w, state, &next, 1, 1, logits);  ...
- * ${UNAME}_ELENGTH when pos0 + T would pass ${UNAME}_MAX_SEQ; ${UNAME}_EINVAL
- * when decoding on a state that has not encoded a source. */
+ * The state counts the target positions decoded since the last encode (0
+ * after ${NAME}_init_state, ${NAME}_encode and ${NAME}_forward / _run, which
+ * keep the last source encoded but use the cache as scratch): pos0 may be at
+ * most that count (below it decodes again from pos0, rewinding: the count
+ * becomes pos0 + T).  ${UNAME}_ELENGTH when pos0 is past the positions
+ * decoded (their cache rows were never written) or pos0 + T would pass
+ * ${UNAME}_MAX_SEQ; ${UNAME}_EINVAL when decoding on a state that has not
+ * encoded a source. */
 int ${NAME}_encode(const ${NAME}_weights *w, void *state, ${SRC_DECL}, int S, int src_len);
 int ${NAME}_decode(const ${NAME}_weights *w, void *state, ${TGT_DECL}, int T, int pos0, float *out);

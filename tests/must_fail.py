@@ -139,6 +139,8 @@ def main():
             ("control chars, tensor name", run_cmd(good, w=odd_name), ["unexpected tensor 'evil\\n\\x1b[31mred'"]),
             ("--lines error, said once", ["generate", dates, "--lines", lines],
              [lines + ":2: text: more than 48 tokens"]),
+            ("unknown FIXFORMER_ISA", ["env", "FIXFORMER_ISA=avx9000", ff] + run_cmd(good, "--engine", "tcc"),
+             ["FIXFORMER_ISA=avx9000", "not an ISA this machine runs"]),
             ("unknown key", run_cmd(good_with(tmp, "k1", extra=" dmodel = 64,")), ["unknown key 'dmodel'", "k1.lua"]),
             ("wrong type", run_cmd(good_with(tmp, "k2", ("d_model = 16", 'd_model = "16"'))),
              ["d_model", "expected an integer"]),
@@ -187,6 +189,7 @@ def main():
             ("unknown flag", run_cmd(good, "--frobnicate"), ["--frobnicate"]),
             ("bad engine", run_cmd(good, "--engine", "gpu"), ["--engine", "gpu"]),
             ("unknown command", ["frobnicate"], ["unknown command"]),
+            ("cache takes no model", ["cache", good], ["unexpected argument"]),
         ]
         for engine in ("tcc", "cc"):
             cases.append(("token id, engine " + engine,
@@ -226,6 +229,18 @@ def main():
         ok = p.returncode == 0 and open(pickle_like, "rb").read(2) == b"\x80\x05"
         failures += not ok
         print("%-26s %s" % ("header length 80 05 ...", "ok" if ok else "FAIL: " + p.stderr))
+        # `fixformer cache` names the cc engine's folder; --clean empties it
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "xdg"))
+        p1 = subprocess.run([ff] + run_cmd(good, "--engine", "cc"), capture_output=True, text=True, env=env)
+        p2 = subprocess.run([ff, "cache"], capture_output=True, text=True, env=env)
+        cache = os.path.join(tmp, "xdg", "fixformer")
+        before = len(os.listdir(cache)) if os.path.isdir(cache) else 0
+        p3 = subprocess.run([ff, "cache", "--clean"], capture_output=True, text=True, env=env)
+        ok = (p1.returncode == 0 and p2.stdout.strip() == cache and before > 0 and p3.returncode == 0 and
+              "removed %d files" % before in p3.stdout and os.listdir(cache) == [])
+        failures += not ok
+        print("%-26s %s" % ("cache, cache --clean", "ok" if ok else "FAIL: %s %s %s %d" % (p1.stderr, p2.stdout,
+                                                                                           p3.stdout, before)))
         # a path that would close the header comment and inject code reaches the C text defused
         odd = os.path.join(tmp, "x*/ int evil = 1; /*")
         os.makedirs(odd)
@@ -241,7 +256,7 @@ def main():
         failures += not ok
         print("%-26s %s" % ("path injection", "ok" if ok else "FAIL: %s%s" % (p.stderr, c.stderr)))
         for cmd in (["--help"], ["info", "--help"], ["init", "--help"], ["run", "--help"], ["emit", "--help"],
-                    ["generate", "--help"], ["bench", "--help"]):
+                    ["generate", "--help"], ["bench", "--help"], ["cache", "--help"]):
             p = subprocess.run([ff] + cmd, capture_output=True, text=True)
             ok = p.returncode == 0 and "usage" in p.stdout
             failures += not ok

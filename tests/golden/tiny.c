@@ -378,13 +378,13 @@ static parallel_t parallel_of(const float *a) {
 static int state_ready(const void *state) {
   return parallel_of(state).magic == 0x44524854;
 }
-#line 94 "templates/model.c"
+#line 110 "templates/model.c"
 
 int tiny_init_state(void *state) {
   const parallel_t p = {0x44524854, 1, NULL, NULL};
   if (!state || ((size_t)state & 15) != 0) return TINY_EINVAL;
   memcpy((float *)state + A_THREADS, &p, sizeof p);
-#line 102 "templates/model.c"
+#line 121 "templates/model.c"
   return 0;
 }
 

@@ -49,7 +49,7 @@ typedef int int32_t;
 #define TINY_EINVAL (-1)  /* NULL weights or state, a misaligned or unprepared state */
 #define TINY_EBLOB (-3)   /* a weight blob of the wrong size, magic, version or layout */
 #define TINY_ETOKEN (-5)  /* a token id outside [0, VOCAB) */
-#define TINY_ELENGTH (-6) /* batch < 1, T outside 1..MAX_SEQ, or a length outside 1..T */
+#define TINY_ELENGTH (-6) /* batch < 1, T outside 1..MAX_SEQ, a length outside 1..T, or a bad decode pos0 */
 
 typedef struct tiny_weights {
   const float *data; /* TINY_WEIGHTS_FLOATS floats in the layout of tiny.c */
