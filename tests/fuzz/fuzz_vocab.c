@@ -10,8 +10,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void use(const ff_vocab *v) {
-  for (int i = 0; i < v->size; i++) /* every token is a non-empty string without controls */
-    if (!v->tokens[i][0] || strcspn(v->tokens[i], "\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"
+  for (int i = 0; i < v->size; i++) /* every token is a non-empty string without controls but \t \n \r */
+    if (!v->tokens[i][0] || strcspn(v->tokens[i], "\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f"
                                                   "\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e"
                                                   "\x1f\x7f") != strlen(v->tokens[i]))
       __builtin_trap();
