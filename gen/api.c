@@ -353,7 +353,9 @@ static int float_text(const float *x, size_t n, const char *weights_path, char *
   for (size_t i = 0; i < n; i++) {
     if (x[i] != x[i] || x[i] - x[i] != 0) {
       free(data);
-      return ff_fail(err, FF_EINVAL, "%s: a weight is not finite; --embed cannot write it", weights_path);
+      return ff_fail(err, FF_EINVAL,
+                     "%s: a weight is not finite; --embed cannot write it as a C literal (emit the packed blob "
+                     "without --embed)", weights_path);
     }
     char num[32];
     snprintf(num, sizeof num, "%.9g", (double)x[i]);

@@ -886,7 +886,8 @@ static const command commands[] = {
      "                   for an aarch64 --target), avx2 (build with -mavx2 -mfma), avx512\n"
      "                   (-mavx512f -mfma), neon (AArch64), native (the best this machine runs)\n"
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
-     "  --allow-nonfinite  write weights holding NaN or infinities (refused by default)\n"
+     "  --allow-nonfinite  write weights holding NaN or infinities (refused by default;\n"
+     "                   the packed blob only: --embed cannot write them as C literals)\n"
      "The files appear all or none.  The same inputs give byte-identical files.  Build, e.g.:\n"
      "  cc -O2 -o NAME DIR/NAME.c DIR/NAME_main.c [DIR/NAME_weights.c] -lm\n",
      cmd_emit, emit_flags},
