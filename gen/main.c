@@ -45,10 +45,10 @@ static int parse_args(const command *cmd, int argc, char **argv, const char **mo
       for (; f->name; f++)
         if (!strcmp(a, f->name) || (f->alias && !strcmp(a, f->alias))) break;
       if (!f->name)
-        return ff_fail(err, FF_EINVAL, "%s: unknown option '%s' (see fixformer %s --help)", cmd->name, a,
+        return ff_fail(err, FF_EINVAL, "unknown option '%s' (see fixformer %s --help)", a,
                        cmd->name);
       if (f->takes_value) {
-        if (i + 1 >= argc) return ff_fail(err, FF_EINVAL, "%s: %s needs a value", cmd->name, f->name);
+        if (i + 1 >= argc) return ff_fail(err, FF_EINVAL, "%s needs a value", f->name);
         f->value = argv[++i];
       } else {
         f->value = "1";
@@ -56,25 +56,25 @@ static int parse_args(const command *cmd, int argc, char **argv, const char **mo
     } else if (!*model) {
       *model = a;
     } else {
-      return ff_fail(err, FF_EINVAL, "%s: unexpected argument '%s'", cmd->name, a);
+      return ff_fail(err, FF_EINVAL, "unexpected argument '%s'", a);
     }
   }
   if (cmd->run == cmd_cache) { /* the one command without a model */
-    if (*model) return ff_fail(err, FF_EINVAL, "%s: unexpected argument '%s'", cmd->name, *model);
+    if (*model) return ff_fail(err, FF_EINVAL, "unexpected argument '%s'", *model);
     return 0;
   }
-  if (!*model) return ff_fail(err, FF_EINVAL, "%s: missing MODEL.lua (see fixformer %s --help)", cmd->name, cmd->name);
+  if (!*model) return ff_fail(err, FF_EINVAL, "missing MODEL.lua (see fixformer %s --help)", cmd->name);
   return 0;
 }
 
-static int require_flag(const char *cmd, const flag *flags, const char *name, const char **out, ff_error *err) {
+static int require_flag(const flag *flags, const char *name, const char **out, ff_error *err) {
   *out = value_of(flags, name);
-  if (!*out) return ff_fail(err, FF_EINVAL, "%s: %s is required", cmd, name);
+  if (!*out) return ff_fail(err, FF_EINVAL, "%s is required", name);
   return 0;
 }
 
-static int int_flag(const char *cmd, const flag *flags, const char *name, int def, int *out, ff_error *err);
-static int threads_flag(const char *cmd, const flag *flags, ff_model *m, int engine, ff_error *err);
+static int int_flag(const flag *flags, const char *name, int def, int *out, ff_error *err);
+static int threads_flag(const flag *flags, ff_model *m, int engine, ff_error *err);
 
 /* ---- info ---------------------------------------------------------------- */
 
@@ -134,7 +134,7 @@ static int cmd_info(const char *path, flag *flags, ff_error *err) {
 
 static int cmd_init(const char *path, flag *flags, ff_error *err) {
   const char *out, *seed_s = value_of(flags, "--seed");
-  int rc = require_flag("init", flags, "-o", &out, err);
+  int rc = require_flag(flags, "-o", &out, err);
   if (rc) return rc;
   unsigned long long seed = 0;
   if (seed_s) {
@@ -142,7 +142,7 @@ static int cmd_init(const char *path, flag *flags, ff_error *err) {
     errno = 0;
     seed = strtoull(seed_s, &end, 10);
     if (errno || *end || !*seed_s || seed_s[0] == '-')
-      return ff_fail(err, FF_EINVAL, "init: --seed: '%s' is not a non-negative integer", seed_s);
+      return ff_fail(err, FF_EINVAL, "--seed: '%s' is not a non-negative integer", seed_s);
   }
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
@@ -159,9 +159,9 @@ static const char *default_weights(const ff_config *c, const char *given) {
 }
 
 /* ... and an error when there is none */
-static int weights_of(const char *cmd, const ff_config *c, const char **weights, ff_error *err) {
+static int weights_of(const ff_config *c, const char **weights, ff_error *err) {
   if (!(*weights = default_weights(c, *weights)))
-    return ff_fail(err, FF_EINVAL, "%s: --weights is required (the description names no weights)", cmd);
+    return ff_fail(err, FF_EINVAL, "--weights is required (the description names no weights)");
   return 0;
 }
 
@@ -290,13 +290,13 @@ static int cmd_run(const char *path, flag *flags, ff_error *err) {
                       *tgt_path = value_of(flags, "--target-input"), *len_path = value_of(flags, "--lengths"),
                       *engine_s = value_of(flags, "--engine");
   int rc;
-  if (!input == !tokens) return ff_fail(err, FF_EINVAL, "run: give one of --input IN.npy or --tokens \"ids\"");
-  if (tgt_path && tgt_tokens) return ff_fail(err, FF_EINVAL, "run: give one of --target-input or --target-tokens");
-  if (tokens && len_path) return ff_fail(err, FF_EINVAL, "run: --tokens sets the lengths; --lengths is for --input");
+  if (!input == !tokens) return ff_fail(err, FF_EINVAL, "give one of --input IN.npy or --tokens \"ids\"");
+  if (tgt_path && tgt_tokens) return ff_fail(err, FF_EINVAL, "give one of --target-input or --target-tokens");
+  if (tokens && len_path) return ff_fail(err, FF_EINVAL, "--tokens sets the lengths; --lengths is for --input");
   if (tgt_tokens) tgt_path = "--target-tokens";
   int engine = ff_engine_parse(engine_s ? engine_s : "runtime");
   if (engine < 0)
-    return ff_fail(err, FF_EINVAL, "run: --engine: '%s' is not one of runtime, tcc, cc", engine_s);
+    return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
 
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
@@ -307,17 +307,17 @@ static int cmd_run(const char *path, flag *flags, ff_error *err) {
   ff_rt_input in;
   memset(&in, 0, sizeof in);
   int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
-  if ((rc = weights_of("run", c, &weights, err))) goto done;
+  if ((rc = weights_of(c, &weights, err))) goto done;
   if (!encdec && tgt_path) {
-    rc = ff_fail(err, FF_EINVAL, "run: --target-input is only for encoder-decoder models");
+    rc = ff_fail(err, FF_EINVAL, "--target-input is only for encoder-decoder models");
     goto done;
   }
   if (encdec && !tgt_path) {
-    rc = ff_fail(err, FF_EINVAL, "run: --target-input is required for an encoder-decoder model");
+    rc = ff_fail(err, FF_EINVAL, "--target-input is required for an encoder-decoder model");
     goto done;
   }
   if (tokens && c->vocab == 0) {
-    rc = ff_fail(err, FF_EINVAL, "run: --tokens needs a model with a vocab; this one takes float --input");
+    rc = ff_fail(err, FF_EINVAL, "--tokens needs a model with a vocab; this one takes float --input");
     goto done;
   }
   if (tokens) {
@@ -375,7 +375,7 @@ static int cmd_run(const char *path, flag *flags, ff_error *err) {
   if ((rc = ff_rt_check_input(c, &in, err))) goto done;
   if ((rc = ff_model_load_weights(m, weights, err)) ||
       (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
-      (rc = threads_flag("run", flags, m, engine, err)) ||
+      (rc = threads_flag(flags, m, engine, err)) ||
       (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
     goto done;
   int T = encdec ? in.tgt_len : in.src_len, out_dim = ff_config_out_dim(c);
@@ -406,7 +406,7 @@ done:
 /* ---- generate ------------------------------------------------------------ */
 
 /* A non-negative integer flag, or def when absent. */
-static int int_flag(const char *cmd, const flag *flags, const char *name, int def, int *out, ff_error *err) {
+static int int_flag(const flag *flags, const char *name, int def, int *out, ff_error *err) {
   const char *s = value_of(flags, name);
   *out = def;
   if (!s) return 0;
@@ -414,17 +414,17 @@ static int int_flag(const char *cmd, const flag *flags, const char *name, int de
   errno = 0;
   long v = strtol(s, &end, 10);
   if (errno || end == s || *end || v < 0 || v > 1 << 30)
-    return ff_fail(err, FF_EINVAL, "%s: %s: '%s' is not a non-negative integer", cmd, name, s);
+    return ff_fail(err, FF_EINVAL, "%s: '%s' is not a non-negative integer", name, s);
   *out = (int)v;
   return 0;
 }
 
 /* --threads N for the generated code of a tcc or cc engine */
-static int threads_flag(const char *cmd, const flag *flags, ff_model *m, int engine, ff_error *err) {
-  int threads, rc = int_flag(cmd, flags, "--threads", 1, &threads, err);
+static int threads_flag(const flag *flags, ff_model *m, int engine, ff_error *err) {
+  int threads, rc = int_flag(flags, "--threads", 1, &threads, err);
   if (rc) return rc;
   if (threads > 1 && engine == FF_ENGINE_RUNTIME)
-    return ff_fail(err, FF_EINVAL, "%s: --threads: the runtime (the reference) runs on one thread; use tcc or cc", cmd);
+    return ff_fail(err, FF_EINVAL, "--threads: the runtime (the reference) runs on one thread; use tcc or cc");
   return ff_model_set_threads(m, threads, err);
 }
 
@@ -443,7 +443,7 @@ static int generate_one(const generation *g, const int32_t *ids, int n, ff_error
   ff_greedy q = {encdec ? ids : NULL, encdec ? n : 0, encdec ? &g->bos : ids, encdec ? 1 : n, g->max_new, g->eos};
   if (q.max_new <= 0) q.max_new = c->max_seq - q.prompt_len; /* default: fill max_seq */
   if (q.max_new <= 0)
-    return ff_fail(err, FF_ELENGTH, "generate: the prompt of %d ids leaves no room in max_seq = %d", q.prompt_len,
+    return ff_fail(err, FF_ELENGTH, "the prompt of %d ids leaves no room in max_seq = %d", q.prompt_len,
                    c->max_seq);
   int32_t *out = malloc(sizeof *out * (size_t)q.max_new);
   size_t rows = (size_t)q.prompt_len + (size_t)q.max_new - 1;
@@ -479,7 +479,7 @@ static int generate_one(const generation *g, const int32_t *ids, int n, ff_error
 static int generate_text(const generation *g, const char *text, int32_t *ids, ff_error *err) {
   const ff_config *c = ff_model_config(g->m);
   int n, rc = ff_vocab_encode(g->vocab, text, ids, c->max_seq, &n, err);
-  if (!rc && n == 0) rc = ff_fail(err, FF_ELENGTH, "generate: the text is empty");
+  if (!rc && n == 0) rc = ff_fail(err, FF_ELENGTH, "the text is empty");
   return rc ? rc : generate_one(g, ids, n, err);
 }
 
@@ -490,15 +490,15 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
   generation g = {NULL, NULL, -1, -1, 0, value_of(flags, "--ids") != NULL, value_of(flags, "--logits")};
   int rc, bos, eos;
   if ((!!tokens + !!text + !!lines) != 1)
-    return ff_fail(err, FF_EINVAL, "generate: give one of --tokens \"ids\", --text \"...\" or --lines FILE");
-  if ((rc = int_flag("generate", flags, "--max-new", 0, &g.max_new, err)) ||
-      (rc = int_flag("generate", flags, "--bos", -1, &bos, err)) ||
-      (rc = int_flag("generate", flags, "--eos", -1, &eos, err)))
+    return ff_fail(err, FF_EINVAL, "give one of --tokens \"ids\", --text \"...\" or --lines FILE");
+  if ((rc = int_flag(flags, "--max-new", 0, &g.max_new, err)) ||
+      (rc = int_flag(flags, "--bos", -1, &bos, err)) ||
+      (rc = int_flag(flags, "--eos", -1, &eos, err)))
     return rc;
   if (value_of(flags, "--max-new") && g.max_new < 1)
-    return ff_fail(err, FF_EINVAL, "generate: --max-new must be at least 1");
+    return ff_fail(err, FF_EINVAL, "--max-new must be at least 1");
   int engine = ff_engine_parse(engine_s ? engine_s : "tcc");
-  if (engine < 0) return ff_fail(err, FF_EINVAL, "generate: --engine: '%s' is not one of runtime, tcc, cc", engine_s);
+  if (engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
 
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
@@ -509,30 +509,30 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
   int32_t *lengths = NULL, *ids = NULL;
   uint8_t *file = NULL;
   if (c->vocab == 0 || c->arch == FF_ARCH_ENCODER) {
-    rc = ff_fail(err, FF_EINVAL, "generate: needs a decoder-only or encoder-decoder model with a vocab");
+    rc = ff_fail(err, FF_EINVAL, "needs a decoder-only or encoder-decoder model with a vocab");
     goto done;
   }
-  if ((rc = weights_of("generate", c, &weights, err))) goto done;
+  if ((rc = weights_of(c, &weights, err))) goto done;
   if (c->vocabulary[0]) {
     if ((rc = ff_vocab_load(c->vocabulary, c->vocab, &vocab, err))) goto done;
     g.vocab = &vocab;
   } else if (!tokens) {
-    rc = ff_fail(err, FF_EINVAL, "generate: --text and --lines need a description with a vocabulary; use --tokens");
+    rc = ff_fail(err, FF_EINVAL, "--text and --lines need a description with a vocabulary; use --tokens");
     goto done;
   }
   g.bos = bos >= 0 ? bos : vocab.bos;
   g.eos = eos >= 0 ? eos : vocab.eos;
   if (g.bos >= c->vocab || g.eos >= c->vocab) {
-    rc = ff_fail(err, FF_ETOKEN, "generate: --bos/--eos must be below the vocab size %d", c->vocab);
+    rc = ff_fail(err, FF_ETOKEN, "--bos/--eos must be below the vocab size %d", c->vocab);
     goto done;
   }
   if (c->arch == FF_ARCH_ENCODER_DECODER && g.bos < 0) {
-    rc = ff_fail(err, FF_EINVAL, "generate: the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
+    rc = ff_fail(err, FF_EINVAL, "the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
     goto done;
   }
   if ((rc = ff_model_load_weights(m, weights, err)) ||
       (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
-      (rc = threads_flag("generate", flags, m, engine, err)) ||
+      (rc = threads_flag(flags, m, engine, err)) ||
       (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
     goto done;
   if (!(ids = malloc(sizeof *ids * (size_t)c->max_seq))) {
@@ -542,12 +542,12 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
   if (tokens) { /* sequences separated by commas, each decoded on its own */
     if ((rc = parse_token_list("--tokens", tokens, &batch, &lengths, err))) goto done;
     if (g.logits && batch.shape[0] > 1) {
-      rc = ff_fail(err, FF_EINVAL, "generate: --logits takes one sequence");
+      rc = ff_fail(err, FF_EINVAL, "--logits takes one sequence");
       goto done;
     }
     for (int b = 0; !rc && b < (int)batch.shape[0]; b++) {
       if (lengths[b] > c->max_seq) {
-        rc = ff_fail(err, FF_ELENGTH, "generate: sequence %d has %d ids, above max_seq = %d", b, (int)lengths[b],
+        rc = ff_fail(err, FF_ELENGTH, "sequence %d has %d ids, above max_seq = %d", b, (int)lengths[b],
                      c->max_seq);
         break;
       }
@@ -559,7 +559,7 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
     size_t len;
     if ((rc = ff_read_file(lines, &file, &len, err))) goto done;
     if (g.logits) {
-      rc = ff_fail(err, FF_EINVAL, "generate: --logits takes one sequence, not --lines");
+      rc = ff_fail(err, FF_EINVAL, "--logits takes one sequence, not --lines");
       goto done;
     }
     char *p = (char *)file, *end = p + len;
@@ -570,7 +570,9 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
       char saved = *stop;
       *stop = 0;
       if (memchr(p, 0, (size_t)(stop - p)))
-        rc = ff_fail(err, FF_EINVAL, "generate: %s:%d: a NUL byte", lines, line);
+        rc = ff_fail(err, FF_EINVAL, "%s:%d: a NUL byte", lines, line);
+      else if (stop == p) /* a blank line gives a blank line: outputs stay in step with inputs */
+        printf("\n");
       else if ((rc = generate_text(&g, p, ids, err)))
         ff_fail(err, rc, "%s:%d: %s", lines, line, err->msg);
       *stop = saved;
@@ -610,7 +612,7 @@ static int bench_weights(ff_model *m, const char *given, ff_error *err) {
   sprintf(path, "%s/fixformer-bench-XXXXXX", dir && *dir ? dir : "/tmp");
   int fd = mkstemp(path), rc;
   if (fd < 0) {
-    rc = ff_fail(err, FF_EIO, "bench: cannot create a temporary weights file in %s: %s", dir && *dir ? dir : "/tmp",
+    rc = ff_fail(err, FF_EIO, "cannot create a temporary weights file in %s: %s", dir && *dir ? dir : "/tmp",
                  strerror(errno));
     free(path);
     return rc;
@@ -626,14 +628,14 @@ static int bench_weights(ff_model *m, const char *given, ff_error *err) {
 static int cmd_bench(const char *path, flag *flags, ff_error *err) {
   const char *weights = value_of(flags, "--weights"), *engine_s = value_of(flags, "--engine");
   int batch, T, threads, iters, gen, rc;
-  if ((rc = int_flag("bench", flags, "--batch", 1, &batch, err)) || (rc = int_flag("bench", flags, "--seq", 0, &T, err)) ||
-      (rc = int_flag("bench", flags, "--threads", 1, &threads, err)) ||
-      (rc = int_flag("bench", flags, "--iters", 20, &iters, err)) ||
-      (rc = int_flag("bench", flags, "--generate", 0, &gen, err)))
+  if ((rc = int_flag(flags, "--batch", 1, &batch, err)) || (rc = int_flag(flags, "--seq", 0, &T, err)) ||
+      (rc = int_flag(flags, "--threads", 1, &threads, err)) ||
+      (rc = int_flag(flags, "--iters", 20, &iters, err)) ||
+      (rc = int_flag(flags, "--generate", 0, &gen, err)))
     return rc;
   int engine = ff_engine_parse(engine_s ? engine_s : "cc");
-  if (engine < 0) return ff_fail(err, FF_EINVAL, "bench: --engine: '%s' is not one of runtime, tcc, cc", engine_s);
-  if (batch < 1 || iters < 1) return ff_fail(err, FF_EINVAL, "bench: --batch and --iters must be at least 1");
+  if (engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+  if (batch < 1 || iters < 1) return ff_fail(err, FF_EINVAL, "--batch and --iters must be at least 1");
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
@@ -643,17 +645,17 @@ static int cmd_bench(const char *path, flag *flags, ff_error *err) {
   float *x = NULL, *out = NULL;
   double *times = NULL;
   if (T < 1 || T > c->max_seq) {
-    rc = ff_fail(err, FF_ELENGTH, "bench: --seq %d is outside 1..max_seq (%d)", T, c->max_seq);
+    rc = ff_fail(err, FF_ELENGTH, "--seq %d is outside 1..max_seq (%d)", T, c->max_seq);
     goto done;
   }
   if (gen && (c->vocab == 0 || c->arch == FF_ARCH_ENCODER || gen > c->max_seq - 1)) {
-    rc = ff_fail(err, FF_EINVAL, "bench: --generate N needs a decoder with a vocab and N < max_seq (%d)", c->max_seq);
+    rc = ff_fail(err, FF_EINVAL, "--generate N needs a decoder with a vocab and N < max_seq (%d)", c->max_seq);
     goto done;
   }
   weights = default_weights(c, weights);
   double t_gen = 0, t_pack = 0, t_compile;
   if ((rc = bench_weights(m, weights, err)) || (rc = ff_model_set_isa(m, "native", err)) ||
-      (rc = threads_flag("bench", flags, m, engine, err)))
+      (rc = threads_flag(flags, m, engine, err)))
     goto done;
   if (engine != FF_ENGINE_RUNTIME) { /* the steps of prepare, timed apart (each is kept for the next) */
     const void *blob;
@@ -701,13 +703,15 @@ static int cmd_bench(const char *path, flag *flags, ff_error *err) {
   if (engine != FF_ENGINE_RUNTIME)
     printf("generate C: %.2f ms; pack weights: %.1f ms; compile (%s) and bind: %.1f ms\n", t_gen, t_pack,
            ff_engine_name((enum ff_engine)engine), t_compile);
-  if (gen)
+  if (gen) {
+    char source[48] = ""; /* encoder-decoder: the source is --seq random tokens */
+    if (encdec) snprintf(source, sizeof source, " (source of %d tokens)", T);
     printf("generate %d tokens from a 1-token prompt%s: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; "
-           "%.1f tokens/s\n", gen, encdec ? " (source of T tokens)" : "", times[0], med, times[iters - 1], iters,
-           gen / (med / 1e3));
-  else
+           "%.1f tokens/s\n", gen, source, times[0], med, times[iters - 1], iters, gen / (med / 1e3));
+  } else {
     printf("forward batch %d x T %d: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; %.2f GFLOP/s at the "
            "median (%.0f FLOP)\n", batch, T, times[0], med, times[iters - 1], iters, flops / (med * 1e6), flops);
+  }
   printf("median_ms: %.4f\n", med);
 done:
   free(ids);
@@ -730,22 +734,24 @@ static char *out_path(const char *dir, const char *name, const char *suffix) {
 
 /* A target triple: the architecture first, e.g. aarch64-linux-gnu. */
 static int check_target(const char *t, ff_error *err) {
-  static const char *const arches[] = {"x86_64", "aarch64", "riscv64", "arm", "i686", "generic", NULL};
+  static const char *const arches[] = {"x86_64",   "aarch64",  "riscv64",   "arm",           "i686",
+                                       "thumbv6m", "thumbv7m", "thumbv7em", "thumbv8m.main", "generic", NULL};
   size_t n = strcspn(t, "-");
   for (const char *const *a = arches; *a; a++)
     if (strlen(*a) == n && !strncmp(t, *a, n)) {
       for (const char *p = t; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
-          return ff_fail(err, FF_EINVAL, "emit: --target: '%s' is not a target triple", t);
+          return ff_fail(err, FF_EINVAL, "--target: '%s' is not a target triple", t);
       return 0;
     }
-  return ff_fail(err, FF_EINVAL, "emit: --target: unknown architecture in '%s' (x86_64, aarch64, riscv64, arm, i686, generic)", t);
+  return ff_fail(err, FF_EINVAL, "--target: unknown architecture in '%s' (x86_64, aarch64, riscv64, arm, thumbv6m, thumbv7m, "
+                 "thumbv7em, thumbv8m.main, i686, generic)", t);
 }
 
 static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   const char *dir, *weights = value_of(flags, "--weights"), *target = value_of(flags, "--target");
   int embed = value_of(flags, "--embed") != NULL, with_main = value_of(flags, "--with-main") != NULL, rc;
-  if ((rc = require_flag("emit", flags, "-o", &dir, err))) return rc;
+  if ((rc = require_flag(flags, "-o", &dir, err))) return rc;
   if (target && (rc = check_target(target, err))) return rc;
   /* the command, without -o (where the files go does not change them) */
   char command[1024];
@@ -766,7 +772,7 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   }
   if (embed && !weights) {
     ff_model_close(m);
-    return ff_fail(err, FF_EINVAL, "emit: --embed needs --weights W.safetensors");
+    return ff_fail(err, FF_EINVAL, "--embed needs --weights W.safetensors");
   }
   const char *header, *source;
   char *text = NULL, *driver = NULL;

@@ -8,6 +8,7 @@ and leaves no output file.  Also: every --help exits 0.
 """
 import argparse
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -214,6 +215,9 @@ def main():
             if not err or len(err.splitlines()) != 1:
                 problems.append("stderr is not one line: %r" % err[:300])
             problems += ["message lacks %r" % piece for piece in pieces if piece not in err]
+            doubled = re.search(r"fixformer (\w+): \1: ", err)  # the command named once, by main
+            if doubled:
+                problems.append("the prefix %r twice" % doubled.group(1))
             if os.path.exists(out):
                 problems.append("left %s behind" % out)
             failures += bool(problems)
@@ -245,6 +249,25 @@ def main():
         failures += not ok
         print("%-26s %s" % ("cache, cache --clean", "ok" if ok else "FAIL: %s %s %s %d" % (p1.stderr, p2.stdout,
                                                                                            p3.stdout, before)))
+        # rough edges a new user met (issue 11): a blank line of --lines gives a blank line;
+        # bench --generate names its source length; Cortex-M triples are targets
+        with open(lines, "w") as f:
+            f.write("march 5, 1999\n\n5.3.1999\n")
+        p = subprocess.run([ff, "generate", dates, "--lines", lines], capture_output=True, text=True)
+        ok = p.returncode == 0 and p.stdout == "1999-03-05\n\n1999-03-05\n"
+        failures += not ok
+        print("%-26s %s" % ("--lines, a blank line", "ok" if ok else "FAIL: %r %s" % (p.stdout, p.stderr)))
+        p = subprocess.run([ff, "bench", dates, "--generate", "2", "--iters", "1", "--engine", "runtime", "--seq", "7"],
+                           capture_output=True, text=True)
+        ok = p.returncode == 0 and "(source of 7 tokens)" in p.stdout
+        failures += not ok
+        print("%-26s %s" % ("bench --generate source", "ok" if ok else "FAIL: " + p.stdout + p.stderr))
+        for triple in ("thumbv7em-none-eabihf", "thumbv6m-none-eabi", "arm-none-eabi"):
+            p = subprocess.run([ff, "emit", good, "-o", os.path.join(tmp, triple), "--target", triple],
+                               capture_output=True, text=True)
+            ok = p.returncode == 0 and os.path.exists(os.path.join(tmp, triple, "m.c"))
+            failures += not ok
+            print("%-26s %s" % ("--target " + triple, "ok" if ok else "FAIL: " + p.stderr))
         # a path that would close the header comment and inject code reaches the C text defused
         odd = os.path.join(tmp, "x*/ int evil = 1; /*")
         os.makedirs(odd)
