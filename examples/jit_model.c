@@ -1,5 +1,5 @@
 /* jit_model.c - a model description evaluated at run time through the public
- * API (gen/fixformer.h), the way a program embeds fixformer: open the
+ * API (include/fixformer.h), the way a program embeds fixformer: open the
  * description, bind its weights, compile the specialised C in memory with
  * libtcc, run one forward pass over token ids and write the output as .npy.
  *

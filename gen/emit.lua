@@ -123,7 +123,7 @@ local function section_of(k)
   return k.kind
 end
 
--- The ISA's matrix kernels (templates/kernels/gemm_ISA.c): their text, or
+-- The ISA's matrix kernels (kernels/gemm_ISA.c): their text, or
 -- under FIXFORMER_JIT the declarations of the host's SIMD builds of them.
 -- The library on its own: gemm_ISA.c with the text of each shared driver it
 -- includes (#include "NAME.c": kernels/drivers.c, plain.c, attention.c) in
@@ -131,14 +131,14 @@ end
 -- what the host compiles from the files, and the cc engine builds once as a
 -- shared library.
 function M.kernel_library(isa)
-  local path = "templates/kernels/gemm_" .. isa .. ".c"
+  local path = "kernels/gemm_" .. isa .. ".c"
   local out, n = {}, 0
   for line in (ff_read_template(path):gsub("\n+$", "") .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
     local name = line:match('^#include "([%w_]+%.c)"$')
     if name then
-      out[#out + 1] = '#line 1 "templates/kernels/' .. name .. '"'
-      out[#out + 1] = (ff_read_template("templates/kernels/" .. name):gsub("\n+$", ""))
+      out[#out + 1] = '#line 1 "kernels/' .. name .. '"'
+      out[#out + 1] = (ff_read_template("kernels/" .. name):gsub("\n+$", ""))
       out[#out + 1] = string.format('#line %d "%s"', n + 1, path)
     else
       out[#out + 1] = line
@@ -148,7 +148,7 @@ function M.kernel_library(isa)
 end
 
 function M.matrix_kernels(isa)
-  local path = "templates/kernels/gemm_" .. isa .. ".c"
+  local path = "kernels/gemm_" .. isa .. ".c"
   local text = M.kernel_library(isa)
   local decl = string.format([[
 void ff_linear_%s(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
@@ -255,7 +255,7 @@ function M.emit(P, opts)
   common.SRC_DECL = common.INPUT_TYPE .. " *src"
   common.TGT_DECL = common.INPUT_TYPE .. " *tgt"
 
-  -- header: the API of the architecture (templates/model.h, section api_*)
+  -- header: the API of the architecture (templates/model.h.in, section api_*)
   local arch_tag = ({ encoder = "encoder", ["decoder-only"] = "decoder", ["encoder-decoder"] = "encdec" })[c.arch]
   local api = template.render("model.h", "api_" .. arch_tag, vars(), { lines = false })
   local header = template.render("model.h", "header", vars({ API = api:gsub("\n+$", ""), TYPES = M.types() }),

@@ -22,7 +22,7 @@ return function(config, opts)
       panel = w.packing == "panels" and P.nr or 0 }
   end
 
-  -- section "main" of templates/main.c or "weights" of templates/weights.c
+  -- section "main" of templates/main.c.in or "weights" of templates/weights.c.in
   function ff_render_extra(section, vars)
     local c = config
     local v = {

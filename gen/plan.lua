@@ -9,7 +9,7 @@
 --   weights  the packed layout: name -> offset, shape, packing.  Every
 --            matrix a linear op multiplies by (nn.Linear weights, in_proj, the
 --            output head) is packed in panels of NR columns of W^T for the
---            ISA's matrix kernel (templates/kernels/gemm_*.c): panel p holds
+--            ISA's matrix kernel (kernels/gemm_*.c): panel p holds
 --            W^T[:, NR p .. NR p + NR-1] as `in` rows of NR floats, zero-padded.
 --            The cross-attention in_proj is two matrices, q and k|v.  The rest
 --            is stored as in PyTorch.
@@ -34,7 +34,7 @@ end
 
 M.MAX_THREADS = 8 -- threads a state can split work over (attention scratch for each)
 
--- The column panel width of each ISA's matrix kernel (templates/kernels/).
+-- The column panel width of each ISA's matrix kernel (kernels/).
 M.NR = { generic = 16, avx2 = 16, avx512 = 32, neon = 16 }
 
 -- Whether a tensor is a matrix that linear ops multiply by (packed in panels).

@@ -79,7 +79,7 @@ end
 -- Renders section `name` of templates/<file> with vars; returns C text.
 -- opts.lines = false leaves out the #line directives (for short snippets).
 function M.render(file, name, vars, opts)
-  local path = "templates/" .. file
+  local path = "templates/" .. file .. ".in"
   local s = sections_of(path)[name]
   if not s then error(string.format("%s: no section '@@ %s'", path, name), 0) end
   local out = {}

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The public C API example (examples/jit_model.c) against the command line:
 for shipped token models with `fixformer init` weights, the example's output
-(libtcc through gen/fixformer.h) must equal `fixformer run --engine runtime`
+(libtcc through include/fixformer.h) must equal `fixformer run --engine runtime`
 on the same ids within 1e-5 (scaled max-abs), and a bad id must fail cleanly.
 
   api_example.py --fixformer BIN --example BIN

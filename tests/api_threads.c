@@ -1,4 +1,4 @@
-/* api_threads.c - one model used from several threads (gen/fixformer.h's
+/* api_threads.c - one model used from several threads (include/fixformer.h's
  * threading contract).
  *
  *   api_threads MODELS_DIR MODE ENGINE ...   MODE: shared | clone | separate

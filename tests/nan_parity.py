@@ -47,7 +47,7 @@ class Case:
 
 
 def host_isas():
-    """The ISAs whose kernels this machine runs (gen/native.c's choice)."""
+    """The ISAs whose kernels this machine runs (host/native.c's choice)."""
     flags = set()
     with open("/proc/cpuinfo") as f:
         for line in f:

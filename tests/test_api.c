@@ -1,4 +1,4 @@
-/* test_api.c - the public API's argument checks (gen/fixformer.h).
+/* test_api.c - the public API's argument checks (include/fixformer.h).
  *
  *   test_api MODELS_DIR [CHECK ...]   CHECK: step_overflow bad_engine
  *                                     bad_weights nulls clones (default: all)

@@ -7,7 +7,7 @@
  * be <= 1e-5.  The sizes cover every unroll path of the template engine
  * partial tiles and panels, fused epilogues (+ the residual, relu), odd
  * widths, padding and causal masks and strided q/k/v, for every ISA whose
- * matrix kernels this machine runs (templates/kernels/gemm_*.c).
+ * matrix kernels this machine runs (kernels/gemm_*.c).
  *
  * Cases marked nan plant NaN and +-inf in inputs or weights (poison_*() and
  * check()): the template's output and the runtime's must have NaN and +-inf

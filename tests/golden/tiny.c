@@ -28,7 +28,7 @@ void *memcpy(void *, const void *, size_t);
 
 /* ---- weights: offsets in floats into tiny_weights.data ----
  * The matrices of linear ops are packed as W^T in panels of 16 columns for
- * ff_linear_generic (templates/kernels/gemm_generic.c); the rest as in PyTorch. */
+ * ff_linear_generic (kernels/gemm_generic.c); the rest as in PyTorch. */
 enum {
   W_EMBED                         = 0, /* embed.weight [128, 64], W^T in panels of 16 */
   W_L00_SELF_ATTN_IN_PROJ_WEIGHT  = 8192, /* layers.0.self_attn.in_proj_weight [192, 64], W^T in panels of 16 */
@@ -71,7 +71,7 @@ enum {
 };
 
 
-/* ---- matrix kernels (templates/kernels/gemm_generic.c) ---- */
+/* ---- matrix kernels (kernels/gemm_generic.c) ---- */
 #if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */
 #define FF_ACC 1  /* C += the product instead of C = */
 #define FF_RELU 2 /* then C = max(0, C) */
@@ -92,7 +92,7 @@ void ff_swiglu_generic(const float *h, int T, int N, float *a);
 #else
 #define FF_KERNEL static inline
 #endif
-#line 1 "templates/kernels/gemm_generic.c"
+#line 1 "kernels/gemm_generic.c"
 /* gemm_generic.c - the portable matrix kernels: a 4 x 16 tile of plain C
  * loops with constant bounds, which compilers keep in vector registers where
  * the target has them.  Weights are packed in panels of 16 columns: panel p
@@ -166,7 +166,7 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
 
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_generic
-#line 1 "templates/kernels/plain.c"
+#line 1 "kernels/plain.c"
 /* plain.c - the kernels written in plain C, which the ISA's compiler flags
  * vectorise: LayerNorm and RMSNorm over the rows of x [T, D], and the
  * activations GELU (exact and tanh) and SwiGLU.  The libtcc engine gets the
@@ -279,13 +279,13 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
     for (int i = 0; i < N; i++) at[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
   }
 }
-#line 75 "templates/kernels/gemm_generic.c"
+#line 75 "kernels/gemm_generic.c"
 
 /* attention on these kernels (attention.c) */
 #define FF_ATTENTION ff_attention_generic
 #define FF_ATT_MR FF_GENERIC_MR
 #define FF_ATT_MATMUL ff_matmul_generic
-#line 1 "templates/kernels/attention.c"
+#line 1 "kernels/attention.c"
 /* attention.c - scaled dot-product attention on top of one ISA's matrix
  * kernels; the ISA's file defines, then includes this (emitted code gets the
  * text in place of the #include):
@@ -352,20 +352,20 @@ FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, in
     }
   }
 }
-#line 81 "templates/kernels/gemm_generic.c"
+#line 81 "kernels/gemm_generic.c"
 #endif
 
-#line 48 "templates/model.c"
+#line 48 "templates/model.c.in"
 /* ---- the state's own fields, and threads: tiny_set_threads keeps (fn,
  * pool, threads) in the state; matrix products split their column panels
  * over them, attention its heads ---- */
-#line 54 "templates/model.c"
+#line 54 "templates/model.c.in"
 typedef struct {
   int32_t magic, threads; /* "THRD", 1..TINY_MAX_THREADS */
   tiny_parallel_fn fn;
   void *pool;
 } parallel_t;
-#line 67 "templates/model.c"
+#line 67 "templates/model.c.in"
 
 /* the state's threads, as init_state / set_threads left them */
 static parallel_t parallel_of(const float *a) {
@@ -378,13 +378,13 @@ static parallel_t parallel_of(const float *a) {
 static int state_ready(const void *state) {
   return parallel_of(state).magic == 0x44524854;
 }
-#line 110 "templates/model.c"
+#line 110 "templates/model.c.in"
 
 int tiny_init_state(void *state) {
   const parallel_t p = {0x44524854, 1, NULL, NULL};
   if (!state || ((size_t)state & 15) != 0) return TINY_EINVAL;
   memcpy((float *)state + A_THREADS, &p, sizeof p);
-#line 121 "templates/model.c"
+#line 121 "templates/model.c.in"
   return 0;
 }
 
@@ -458,7 +458,7 @@ static void attention(const float *a, const float *q, int ldq, const float *k, i
 
 /* ---- kernels (templates/) ---- */
 
-#line 5 "templates/embed.c"
+#line 5 "templates/embed.c.in"
 /* embed_128x64_panels: x [T, 64] = E[tokens] * 8.0f  (E [128, 64]; ids checked by the caller) */
 static void embed_128x64_panels(const int32_t *tokens, int T, const float *restrict E, float *restrict x) {
   for (int t = 0; t < T; t++) {
@@ -467,19 +467,19 @@ static void embed_128x64_panels(const int32_t *tokens, int T, const float *restr
     const float *restrict e = E + (size_t)(tokens[t] / 16) * 64 * 16 + tokens[t] % 16;
     float *restrict xt = x + (size_t)t * 64;
     for (int i = 0; i < 64; i++) xt[i] = e[(size_t)i * 16] * 8.0f;
-#line 19 "templates/embed.c"
+#line 19 "templates/embed.c.in"
   }
 }
 
 
-#line 29 "templates/embed.c"
+#line 29 "templates/embed.c.in"
 /* sinusoidal_64_freq[i] = 10000^(-2i/64), folded at generation time */
 static const double sinusoidal_64_freq[32] = {
   1.0, 0.74989420933245587, 0.56234132519034907, 0.42169650342858228, 0.31622776601683794, 0.23713737056616555, 0.17782794100389226, 0.1333521432163324,
   0.10000000000000001, 0.074989420933245579, 0.056234132519034905, 0.042169650342858224, 0.031622776601683791, 0.02371373705661655, 0.017782794100389229, 0.013335214321633241,
   0.01, 0.0074989420933245588, 0.005623413251903491, 0.0042169650342858229, 0.003162277660168379, 0.0023713737056616549, 0.001778279410038923, 0.0013335214321633241,
   0.001, 0.00074989420933245575, 0.0005623413251903491, 0.00042169650342858229, 0.00031622776601683794, 0.00023713737056616554, 0.00017782794100389227, 0.0001333521432163324,
-#line 32 "templates/embed.c"
+#line 32 "templates/embed.c.in"
 };
 
 /* sinusoidal_64: x[t, :] += PE(pos0 + t), PE(pos, 2i) = sin(pos f_i), PE(pos, 2i+1) = cos(pos f_i) */
@@ -489,14 +489,14 @@ static void sinusoidal_64(float *x, int T, int pos0) {
     for (int i = 0; i < 32; i++) {
       const double angle = (double)(pos0 + t) * sinusoidal_64_freq[i];
       xt[2 * i] += (float)sin(angle);
-#line 44 "templates/embed.c"
+#line 44 "templates/embed.c.in"
       xt[2 * i + 1] += (float)cos(angle);
     }
   }
 }
 
 
-#line 5 "templates/linear.c"
+#line 5 "templates/linear.c.in"
 /* linear_64x192: y [T, 192] = x W^T + b, x [T, 64]
  * W^T [64, 192] packed in 12 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
@@ -505,7 +505,7 @@ static void linear_64x192(const float *a, const float *x, int T, const float *W,
 }
 
 
-#line 4 "templates/attention.c"
+#line 4 "templates/attention.c.in"
 /* attention_h4x16_q192_kv192: out [Tq, 64] = softmax(Q K^T / sqrt(16) + mask) V, 4 heads of 16
  * q rows every 192 floats; k rows every 192 floats, v 64 floats after k.
  * Masked: keys j >= key_len (padding); masked scores are -inf
@@ -517,7 +517,7 @@ static void attention_h4x16_q192_kv192(const float *a, const float *q, const flo
 }
 
 
-#line 5 "templates/linear.c"
+#line 5 "templates/linear.c.in"
 /* linear_64x64_add: y [T, 64] += x W^T + b, x [T, 64]
  * W^T [64, 64] packed in 4 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
@@ -526,7 +526,7 @@ static void linear_64x64_add(const float *a, const float *x, int T, const float 
 }
 
 
-#line 5 "templates/norm.c"
+#line 5 "templates/norm.c.in"
 /* layernorm_64: y = (x - mean) / sqrt(var + 1.0000000000000001e-05) * gamma + beta over 64 features, biased var
  * (ff_layernorm_generic); y may be x. */
 static void layernorm_64(const float *x, int T, const float *gamma, const float *beta, float *y) {
@@ -534,7 +534,7 @@ static void layernorm_64(const float *x, int T, const float *gamma, const float 
 }
 
 
-#line 5 "templates/linear.c"
+#line 5 "templates/linear.c.in"
 /* linear_64x256_relu: y [T, 256] = max(0, x W^T + b), x [T, 64]
  * W^T [64, 256] packed in 16 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
@@ -543,7 +543,7 @@ static void linear_64x256_relu(const float *a, const float *x, int T, const floa
 }
 
 
-#line 5 "templates/linear.c"
+#line 5 "templates/linear.c.in"
 /* linear_256x64_add: y [T, 64] += x W^T + b, x [T, 256]
  * W^T [256, 64] packed in 4 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
@@ -552,7 +552,7 @@ static void linear_256x64_add(const float *a, const float *x, int T, const float
 }
 
 
-#line 5 "templates/linear.c"
+#line 5 "templates/linear.c.in"
 /* linear_64x128_nobias: y [T, 128] = x W^T, x [T, 64]
  * W^T [64, 128] packed in 8 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */

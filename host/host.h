@@ -1,6 +1,6 @@
 /* host.h - the embedded Lua 5.4 the generator runs in: a state with a
  * memory limit, the project's Lua modules compiled into the binary, and the
- * sandboxed loader for model descriptions.  Private to gen/. */
+ * sandboxed loader for model descriptions.  Private to host/. */
 #ifndef FF_HOST_H
 #define FF_HOST_H
 
@@ -38,7 +38,7 @@ int ff_lua_generator_fail(ff_lua *h, ff_error *err);
 /* sha256 of data as 64 hex characters and a NUL (OpenSSL's libcrypto). */
 void ff_sha256_hex(const void *data, size_t len, char hex[65]);
 
-/* Embedded files (the Lua modules of gen/ and templates/), made by the build. */
+/* Embedded files (the Lua modules of gen/, templates/ and kernels/), made by the build. */
 typedef struct {
   const char *name; /* path relative to the source tree, e.g. "gen/validate.lua" */
   const unsigned char *data;

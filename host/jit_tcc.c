@@ -43,7 +43,7 @@ int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err) {
   tcc_define_symbol(s, "FIXFORMER_JIT", "1");
   if (tcc_compile_string(s, text) < 0) goto failed;
   for (size_t i = 0; i < sizeof symbols / sizeof *symbols; i++) tcc_add_symbol(s, symbols[i].name, symbols[i].fn);
-  ff_native_kernels(add_kernel, s); /* the SIMD kernels the host carries (templates/kernels/) */
+  ff_native_kernels(add_kernel, s); /* the SIMD kernels the host carries (kernels/) */
   if (tcc_relocate(s, TCC_RELOCATE_AUTO) < 0) goto failed;
   ff_jit *j = calloc(1, sizeof *j);
   if (!j) {

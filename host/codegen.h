@@ -1,5 +1,5 @@
 /* codegen.h - running the Lua generator and packing weights into its layout,
- * and the two JIT backends.  Private to gen/. */
+ * and the two JIT backends.  Private to host/. */
 #ifndef FF_CODEGEN_H
 #define FF_CODEGEN_H
 
@@ -43,7 +43,7 @@ const char *const *ff_host_isas(void);
 const char *ff_host_isa(void);
 /* FF_EINVAL when FIXFORMER_ISA is set to an ISA this host does not run. */
 int ff_host_isa_check(ff_error *err);
-/* The host's builds of the kernels (templates/kernels/), for the libtcc
+/* The host's builds of the kernels (kernels/), for the libtcc
  * engine: add(ctx, "ff_KIND_ISA", fn) for each kernel of each ISA in
  * ff_host_isas(). */
 void ff_native_kernels(void (*add)(void *ctx, const char *name, void *fn), void *ctx);
@@ -105,7 +105,7 @@ typedef struct ff_jit {
  * generated code uses are handed over with tcc_add_symbol. */
 int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err);
 /* Compiles C text with $CC (default cc) -O3 and the flags of ff_host_isa()
- * into a shared object in a private, verified cache (gen/jit_cc.c), and
+ * into a shared object in a private, verified cache (host/jit_cc.c), and
  * dlopens it.  kernels: NULL, or the text of the matrix kernel library, then
  * built once into a cached library of its own and linked, the text compiled
  * with FF_EXTERN_KERNELS. */

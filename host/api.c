@@ -16,11 +16,11 @@
 #include "fixformer.h"
 #include "host.h"
 
-/* NAME_run of the generated code: the uniform entry point (templates/model.h) */
+/* NAME_run of the generated code: the uniform entry point (templates/model.h.in) */
 typedef int (*run_fn)(const void *weights, void *state, int batch, int src_len, const void *src,
                       const int32_t *lengths, int tgt_len, const void *tgt, float *out);
 typedef int (*bind_fn)(void *weights, const void *blob, size_t bytes);
-/* NAME_encode and NAME_decode: step-by-step decoding (templates/model.h) */
+/* NAME_encode and NAME_decode: step-by-step decoding (templates/model.h.in) */
 typedef int (*encode_fn)(const void *weights, void *state, const void *src, int S, int src_len);
 typedef int (*decode_fn)(const void *weights, void *state, const void *in, int T, int pos0, float *out);
 /* NAME_init_state, NAME_set_threads: the state's fields and parallel-for */

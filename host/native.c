@@ -1,4 +1,4 @@
-/* native.c - the kernels of templates/kernels/ compiled into the host
+/* native.c - the kernels of kernels/ compiled into the host
  * (CMakeLists.txt builds each ISA's file with its flags), for the libtcc
  * engine: libtcc cannot emit SIMD, so the JIT-compiled model calls these
  * through tcc_add_symbol while the model code itself stays specialised. */

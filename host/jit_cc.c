@@ -1,6 +1,6 @@
 /* jit_cc.c - the system-compiler backend: generated C built by $CC (default
  * cc) -O3 into a shared object, cached, and loaded with dlopen.  The matrix
- * kernels (templates/kernels/) are built once into a cached library of their
+ * kernels (kernels/) are built once into a cached library of their
  * own that the model links, so a new model compiles in a fraction of the time.
  *
  * The cache's security model (issue 10): the folder is ours alone (created
