@@ -4,6 +4,7 @@
 
 local template = require("template")
 local ops = require("ops")
+local host = require("ff_host")
 
 local M = {}
 
@@ -133,12 +134,12 @@ end
 function M.kernel_library(isa)
   local path = "kernels/gemm_" .. isa .. ".c"
   local out, n = {}, 0
-  for line in (ff_read_template(path):gsub("\n+$", "") .. "\n"):gmatch("([^\n]*)\n") do
+  for line in (host.read_template(path):gsub("\n+$", "") .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
     local name = line:match('^#include "([%w_]+%.c)"$')
     if name then
       out[#out + 1] = '#line 1 "kernels/' .. name .. '"'
-      out[#out + 1] = (ff_read_template("kernels/" .. name):gsub("\n+$", ""))
+      out[#out + 1] = (host.read_template("kernels/" .. name):gsub("\n+$", ""))
       out[#out + 1] = string.format('#line %d "%s"', n + 1, path)
     else
       out[#out + 1] = line

@@ -9,10 +9,11 @@
 local plan = require("plan")
 local emit = require("emit")
 local template = require("template")
+local host = require("ff_host")
 
 return function(config, opts)
-  local P = plan.plan(config, ff_weight_specs(), opts.isa)
-  local layout_hash = ff_sha256(emit.layout_text(P)):sub(1, 16)
+  local P = plan.plan(config, host.weight_specs(), opts.isa)
+  local layout_hash = host.sha256(emit.layout_text(P)):sub(1, 16)
   local out = emit.emit(P, {
     source = opts.source, sha256 = opts.sha256, command = opts.command, layout_hash = layout_hash,
   })
@@ -36,8 +37,8 @@ return function(config, opts)
       local weights = v.EMBED and "" or string.format("--weights %s.weights ", c.name)
       v.USAGE = weights .. "--input IN.npy [--lengths LEN.npy] " ..
         (v.ENCDEC and "--target-input TGT.npy " or "") .. "--output OUT.npy [--threads N]"
-      v.POOL = ff_read_template("templates/pool.c"):gsub("\n+$", "")
-      v.NPY = ff_read_template("templates/driver_npy.c"):gsub("\n+$", "")
+      v.POOL = host.read_template("templates/pool.c"):gsub("\n+$", "")
+      v.NPY = host.read_template("templates/driver_npy.c"):gsub("\n+$", "")
       v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder"
       v.VOCABULARY = vars.vocabulary ~= nil
       local voc = vars.vocabulary or { bos = -1, eos = -1, unk = -1, pad = -1, lowercase = false, tokens = {} }
