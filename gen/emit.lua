@@ -5,6 +5,7 @@
 local template = require("template")
 local ops = require("ops")
 local host = require("ff_host")
+local lit = require("literal")
 
 local M = {}
 
@@ -15,39 +16,6 @@ M.VERSION = "0.1.0"
 function M.comment_text(s)
   s = s:gsub("[%c\127]", "?")
   return (s:gsub("%*/", "*?"):gsub("/%*", "?*"))
-end
-
--- a float constant that round-trips through float32
-local function float_lit(x)
-  local f = string.unpack("<f", string.pack("<f", x))
-  local s = string.format("%.9g", f)
-  if not s:find("[%.eEn]") then s = s .. ".0" end
-  return s .. "f"
-end
-
-local function double_lit(x)
-  local s = string.format("%.17g", x)
-  if not s:find("[%.eEn]") then s = s .. ".0" end
-  return s
-end
-
--- numbers grouped like 12,345,678
-local function grouped(n)
-  local s = string.format("%.0f", n)
-  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
-end
-
--- 8 constants per line, indented
-local function table_lines(values, fmt)
-  local lines, row = {}, {}
-  for i, v in ipairs(values) do
-    row[#row + 1] = fmt(v)
-    if #row == 8 or i == #values then
-      lines[#lines + 1] = "  " .. table.concat(row, ", ") .. ","
-      row = {}
-    end
-  end
-  return table.concat(lines, "\n")
 end
 
 local function summary(c, P)
@@ -68,60 +36,6 @@ local function summary(c, P)
   end
   if not c.bias then parts[#parts + 1] = "no biases" end
   return table.concat(parts, ", ")
-end
-
--- The params of one kernel instance, as template variables (everything a
--- kernel needs is in its params: a kernel does not depend on the model).
-local function kernel_vars(k)
-  local p, v = k.kernel and k.kernel.params or k.params, { FN = k.fn }
-  for name, value in pairs(p) do
-    if type(value) == "number" and math.type(value) == "float" then v[name] = float_lit(value)
-    else v[name] = value end
-  end
-  if k.kind == "embed" then
-    v.SCALE = float_lit(p.SCALE)
-    v.PANELS = p.PANEL > 0
-  end
-  if k.kind == "linear" then
-    v.PANELS = (p.OUT + p.NR - 1) // p.NR
-    local flags = {}
-    if p.ACC then flags[#flags + 1] = "FF_ACC" end
-    if p.RELU then flags[#flags + 1] = "FF_RELU" end
-    v.FLAGS = #flags > 0 and table.concat(flags, " | ") or "0"
-    v.OPDOC_SHAPE = ops.kinds.linear.doc(p):gsub("^y ", "") .. ", x [T, " .. p.IN .. "]"
-  end
-  if k.kind == "attention" then
-    v.D = p.HEADS * p.DK
-    v.SCALE = float_lit(1 / math.sqrt(p.DK))
-    v.CAUSAL_DOC = p.CAUSAL and " and keys j > q_pos0 + t (causal)" or ""
-  end
-  if k.kind == "layernorm" or k.kind == "rmsnorm" then v.EPS = double_lit(p.EPS) end
-  if k.kind == "sinusoidal" then
-    v.HALF = (p.D + 1) // 2
-    v.ODD = p.D % 2 == 1
-    local f = {}
-    for i = 0, v.HALF - 1 do f[#f + 1] = 1 / 10000 ^ (2 * i / p.D) end
-    v.FREQS = table_lines(f, double_lit)
-  end
-  if k.kind == "rope" then
-    v.HALF = p.DK // 2
-    v.D = p.HEADS * p.DK
-    v.D2 = 2 * v.D
-    v.HEADS2 = 2 * p.HEADS
-    v.THETA_DOC = double_lit(p.THETA)
-    local f = {}
-    for i = 0, v.HALF - 1 do f[#f + 1] = 1 / p.THETA ^ (2 * i / p.DK) end
-    v.FREQS = table_lines(f, float_lit)
-  end
-  if k.kind == "kv_store" then v.KV = 2 * p.D end
-  if k.kind == "swiglu" then v.N2 = 2 * p.N end
-  return v
-end
-
-local function section_of(k)
-  local p = k.params
-  if k.kind == "activation" then return p.ACT end
-  return k.kind
 end
 
 -- The ISA's matrix kernels (kernels/gemm_ISA.c): their text, or
@@ -185,7 +99,8 @@ end
 function M.kernels(P)
   local out = {}
   for _, k in ipairs(P.kernels) do
-    out[#out + 1] = template.render(ops.kinds[k.kind].file, section_of(k), kernel_vars(k))
+    local file, section = ops.template(k.kind, k.params)
+    out[#out + 1] = template.render(file, section, ops.vars(k.kind, k.params))
   end
   return table.concat(out, "\n")
 end
@@ -218,7 +133,8 @@ function M.kernel_unit(list)
     local k = { kind = kind, params = params, fn = ops.kinds[kind].fn(params) }
     if not seen[k.fn] then
       seen[k.fn] = true
-      parts[#parts + 1] = template.render(ops.kinds[kind].file, section_of(k), kernel_vars(k))
+      local file, section = ops.template(kind, params)
+      parts[#parts + 1] = template.render(file, section, ops.vars(kind, params))
     end
     exports[#exports + 1] = string.format("void (*const ff_kernel_%d)(void) = (void (*)(void))%s;", i - 1, k.fn)
   end
@@ -233,7 +149,7 @@ function M.emit(P, opts)
   local common = {
     NAME = c.name, UNAME = uname, GUARD = uname .. "_H", VERSION = M.VERSION, SOURCE = M.comment_text(opts.source),
     SHA256 = opts.sha256, COMMAND = M.comment_text(opts.command), SUMMARY = summary(c, P), MAX_SEQ = c.max_seq,
-    FLOPS = grouped(P.flops), WEIGHT_FLOATS = P.weight_floats, WEIGHT_BYTES = 4 * P.weight_floats,
+    FLOPS = lit.grouped(P.flops), WEIGHT_FLOATS = P.weight_floats, WEIGHT_BYTES = 4 * P.weight_floats,
     STATE_BYTES = 4 * P.arena_floats, ARENA_BYTES = 4 * P.arena_floats, NAIVE_BYTES = 4 * P.arena_naive_floats,
     LAYOUT_HASH = opts.layout_hash, D_MODEL = c.d_model, HEADS = c.heads, D_K = P.dk, D_FF = c.d_ff,
     ENCODER_LAYERS = c.encoder_layers, DECODER_LAYERS = c.decoder_layers, VOCAB = c.vocab or 0,

@@ -388,9 +388,7 @@ function M.plan(c, specs, isa)
   local flops = 0
   for _, st in ipairs(P.stages) do
     for _, o in ipairs(st.ops) do
-      local k = ops.kinds[o.kind]
-      local f = k.flops(o.kernel.params, S, S)
-      if o.kind == "attention" and o.kernel.params.CAUSAL then f = f * (S + 1) / (2 * S) end
+      local f = ops.kinds[o.kind].flops(o.kernel.params, S, S)
       o.flops = f
       flops = flops + f
     end
