@@ -124,9 +124,11 @@ function M.kernel_unit(list)
   end
   isa = isa or "generic"
   parts[#parts + 1] = M.matrix_kernels(isa)
-  -- one thread: the helpers of the threads section with no state to read
-  parts[#parts + 1] = template.render("model.c", "threads", { NAME = "kernels", UNAME = "KERNELS", ISA = isa,
-    NR = require("plan").NR[isa], SCRATCH = 0, SLOTS = 1, STANDALONE = true, ENCDEC = false, DECODER = false })
+  -- one thread: the state and parallel helpers with no state to read
+  local one = { NAME = "kernels", UNAME = "KERNELS", ISA = isa, NR = require("plan").NR[isa], SCRATCH = 0, SLOTS = 1,
+    STANDALONE = true, ENCDEC = false, DECODER = false }
+  parts[#parts + 1] = template.render("model.c", "state", one)
+  parts[#parts + 1] = template.render("model.c", "parallel", one)
   for i, entry in ipairs(list) do
     local kind, params = entry[1], entry[2]
     ops.key(kind, params) -- the kind exists and every param is given
@@ -142,11 +144,11 @@ function M.kernel_unit(list)
   return table.concat(parts, "\n")
 end
 
--- opts: source (description path as given), sha256, command, layout_hash
-function M.emit(P, opts)
+-- The template variables every section of NAME.c / NAME.h may use.
+local function common_vars(P, opts)
   local c = P.config
   local uname = c.name:upper()
-  local common = {
+  local v = {
     NAME = c.name, UNAME = uname, GUARD = uname .. "_H", VERSION = M.VERSION, SOURCE = M.comment_text(opts.source),
     SHA256 = opts.sha256, COMMAND = M.comment_text(opts.command), SUMMARY = summary(c, P), MAX_SEQ = c.max_seq,
     FLOPS = lit.grouped(P.flops), WEIGHT_FLOATS = P.weight_floats, WEIGHT_BYTES = 4 * P.weight_floats,
@@ -158,32 +160,17 @@ function M.emit(P, opts)
     INPUT_TYPE = c.vocab and "const int32_t" or "const float",
     INPUT_DOC = c.vocab and "token ids" or string.format("float inputs (x %d)", c.d_model),
     ENCDEC = c.arch == "encoder-decoder", DECODER = c.arch ~= "encoder", ISA = P.isa, NR = P.nr, STANDALONE = false,
-    MAX_THREADS = P.max_threads,
+    MAX_THREADS = P.max_threads, SCRATCH = P.scratch_per_thread, SLOTS = P.max_threads,
   }
-  local function vars(extra)
-    local v = {}
-    for k, x in pairs(common) do v[k] = x end
-    for k, x in pairs(extra or {}) do v[k] = x end
-    return v
-  end
-  local input_name = c.vocab and "tokens" or "input"
-  common.INPUT = input_name
-  common.INPUT_DECL = common.INPUT_TYPE .. " *" .. input_name
-  common.SRC_DECL = common.INPUT_TYPE .. " *src"
-  common.TGT_DECL = common.INPUT_TYPE .. " *tgt"
+  v.INPUT = c.vocab and "tokens" or "input"
+  v.INPUT_DECL = v.INPUT_TYPE .. " *" .. v.INPUT
+  v.SRC_DECL = v.INPUT_TYPE .. " *src"
+  v.TGT_DECL = v.INPUT_TYPE .. " *tgt"
+  return v
+end
 
-  -- header: the API of the architecture (templates/model.h.in, section api_*)
-  local arch_tag = ({ encoder = "encoder", ["decoder-only"] = "decoder", ["encoder-decoder"] = "encdec" })[c.arch]
-  local api = template.render("model.h", "api_" .. arch_tag, vars(), { lines = false })
-  local header = template.render("model.h", "header", vars({ API = api:gsub("\n+$", ""), TYPES = M.types() }),
-    { lines = false })
-
-  -- source: prelude, layout, threads, kernels (template text), stages (plan text)
-  local parts = { template.render("model.c", "prelude", vars({ LIBC = M.libc() }), { lines = false }) }
-  local function back_to_this_file() -- #line for plan text after template text
-    local _, lines = table.concat(parts, "\n"):gsub("\n", "")
-    parts[#parts + 1] = string.format('#line %d "%s.c"\n', lines + 3, c.name)
-  end
+-- the enums of the weight and activation offsets
+local function layout_enums(P)
   local wl, width = {}, 0
   for _, w in ipairs(P.weights) do width = math.max(width, #w.macro) end
   for _, w in ipairs(P.weights) do
@@ -201,32 +188,75 @@ function M.emit(P, opts)
     vl[#vl + 1] = string.format("  %-" .. width .. "s = %d, /* [%d, %d] %s%s */", v.macro, v.offset, v.rows, v.cols,
       v.doc, v.persistent and "" or string.format(", ops %d..%d", v.first, v.last))
   end
-  parts[#parts + 1] = template.render("model.c", "layout",
-    vars({ WEIGHT_ENUM = table.concat(wl, "\n"), VALUE_ENUM = table.concat(vl, "\n") }), { lines = false })
-  parts[#parts + 1] = M.matrix_kernels(P.isa)
-  parts[#parts + 1] = template.render("model.c", "threads",
-    vars({ SCRATCH = P.scratch_per_thread, SLOTS = P.max_threads }))
-  parts[#parts + 1] = "/* ---- kernels (templates/) ---- */\n"
-  parts[#parts + 1] = M.kernels(P)
-  back_to_this_file()
-  for _, st in ipairs(P.stages) do
-    local body, uses_w = {}, false
-    for _, o in ipairs(st.ops) do
-      local call = o.kernel.fn .. "(" .. table.concat(o.args, ", ") .. ")"
-      if call:find("w %+") then uses_w = true end
-      body[#body + 1] = template.render("model.c", "op",
-        { OP = o.name, SHAPE = o.shape, OPDOC = o.doc, CALL = call }, { lines = false })
+  return table.concat(wl, "\n"), table.concat(vl, "\n")
+end
+
+-- The op kernels' declarations (their definitions are in the kernel library
+-- at the end): "static void FN(...);" taken from each rendered kernel.
+local function kernel_declarations(P, rendered)
+  local out = { "/* ---- the op kernels the stages call (defined in the kernel library at the end) ---- */" }
+  for i, k in ipairs(P.kernels) do
+    local params = rendered[i]:match("\nstatic void " .. k.fn .. "(%b())")
+    assert(params, "emit: no definition of " .. k.fn .. " in its template")
+    out[#out + 1] = "static void " .. k.fn .. params:gsub("\n%s+", "\n    ") .. ";"
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- One stage function: a comment line per sub-layer, a call per op.
+local function stage_text(st, vars)
+  local body, uses_w = {}, false
+  for _, o in ipairs(st.ops) do
+    if o.sublayer then
+      body[#body + 1] = template.render("model.c", "sublayer", { TITLE = o.sublayer }, { lines = false })
     end
-    if not uses_w then table.insert(body, 1, "  (void)w; /* this stage reads no weights */\n") end
-    parts[#parts + 1] = template.render("model.c", "stage",
-      vars({ FN = st.name, DOC = st.doc, PARAMS = st.params, BODY = table.concat(body) }), { lines = false })
+    local call = o.kernel.fn .. "(" .. table.concat(o.args, ", ") .. ")"
+    if call:find("w %+") then uses_w = true end
+    body[#body + 1] = template.render("model.c", "op",
+      { OP = o.name, SHAPE = o.shape, OPDOC = o.doc, CALL = call, FLOPS = lit.grouped(o.flops) }, { lines = false })
   end
-  parts[#parts + 1] = template.render("model.c", "checks", vars(), { lines = false })
-  parts[#parts + 1] = template.render("model.c", "bind", vars(), { lines = false })
-  parts[#parts + 1] = template.render("model.c", "forward_" .. arch_tag, vars(), { lines = false })
-  if c.arch == "decoder-only" then
-    parts[#parts + 1] = template.render("model.c", "decode_decoder", vars(), { lines = false })
+  if not uses_w then table.insert(body, 1, "  (void)w; /* this stage reads no weights */\n") end
+  return template.render("model.c", "stage",
+    vars({ FN = st.name, DOC = st.doc, PARAMS = st.params, BODY = table.concat(body), FLOPS = lit.grouped(st.flops) }),
+    { lines = false })
+end
+
+-- opts: source (description path as given), sha256, command, layout_hash.
+-- NAME.c opens on the model: prelude, layout enums, the stages, then the
+-- state and the API (wrappers), and last the kernel library.
+function M.emit(P, opts)
+  local c = P.config
+  local common = common_vars(P, opts)
+  local function vars(extra)
+    local v = {}
+    for k, x in pairs(common) do v[k] = x end
+    for k, x in pairs(extra or {}) do v[k] = x end
+    return v
   end
+  local function section(name, extra) return template.render("model.c", name, vars(extra), { lines = false }) end
+
+  -- header: the API of the architecture (templates/model.h.in, section api_*)
+  local arch_tag = ({ encoder = "encoder", ["decoder-only"] = "decoder", ["encoder-decoder"] = "encdec" })[c.arch]
+  local api = template.render("model.h", "api_" .. arch_tag, vars(), { lines = false })
+  local header = template.render("model.h", "header", vars({ API = api:gsub("\n+$", ""), TYPES = M.types() }),
+    { lines = false })
+
+  local rendered = {}
+  for i, k in ipairs(P.kernels) do
+    local file, name = ops.template(k.kind, k.params)
+    rendered[i] = template.render(file, name, ops.vars(k.kind, k.params))
+  end
+  local weight_enum, value_enum = layout_enums(P)
+  local parts = { section("prelude", { LIBC = M.libc() }),
+    section("layout", { WEIGHT_ENUM = weight_enum, VALUE_ENUM = value_enum }), kernel_declarations(P, rendered) }
+  for _, st in ipairs(P.stages) do parts[#parts + 1] = stage_text(st, vars) end
+  for _, name in ipairs({ "state", "checks", "bind", "forward_" .. arch_tag }) do parts[#parts + 1] = section(name) end
+  if c.arch == "decoder-only" then parts[#parts + 1] = section("decode_decoder") end
+  parts[#parts + 1] = "/* ==== the kernel library: the matrix kernels (kernels/), the parallel helpers and the\n" ..
+    " * op kernels (templates/), in the order the stages first call them ==== */\n"
+  parts[#parts + 1] = M.matrix_kernels(P.isa)
+  parts[#parts + 1] = template.render("model.c", "parallel", vars())
+  parts[#parts + 1] = table.concat(rendered, "\n")
   return { header = header, source = table.concat(parts, "\n") }
 end
 

@@ -228,14 +228,26 @@ end
 -- A sub-layer with its residual connection and norm.  body(input, x) ends
 -- with a linear op that adds its output to x (the residual), so
 --   post: x = Norm(x + Sublayer(x))     pre: x = x + Sublayer(Norm(x))
-function Builder:sublayer(prefix, wstack, layer, norm_role, x, body)
+-- title names the sub-layer in the comment line the emitter puts before its
+-- first op, e.g. x = LayerNorm(x + SelfAttention(x)).
+function Builder:sublayer(prefix, wstack, layer, norm_role, x, title, body)
+  local norm = self.c.norm_kind == "layernorm" and "LayerNorm" or "RMSNorm"
+  local first = #self.stage.ops + 1
   local input = x
   if self.c.norm == "pre" then
     input = self:value(prefix .. "_norm", self.S, self.d, false, "normed input of the sub-layer")
     self:norm(prefix .. "_norm", wstack, layer, norm_role, x, input)
   end
   body(input, x)
-  if self.c.norm == "post" then self:norm(prefix .. "_norm", wstack, layer, norm_role, x, x) end
+  if self.c.norm == "post" then
+    self:norm(prefix .. "_norm", wstack, layer, norm_role, x, x)
+    local o = self.stage.ops[#self.stage.ops]
+    o.doc = string.format("x = %s(x), x holding x + %s(x)", norm, title)
+  end
+  local o = self.stage.ops[first]
+  o.sublayer = string.format(self.c.norm == "post" and "---- %s: x = %s(x + %s(x)) ----" or
+    "---- %s: x = x + %s(%s(x)) ----", prefix, self.c.norm == "post" and norm or title,
+    self.c.norm == "post" and title or norm)
 end
 
 -- ---- stage building: the ops of a layer, the embedding, the stages ----------
@@ -295,15 +307,16 @@ end
 
 function Builder:layer(tag, wstack, layer, x, causal_cache, cross_cache, key_len)
   local L = tag .. string.format("l%02d", layer)
-  self:sublayer(L .. "_attn", wstack, layer, "norm1", x, function(input, residual)
+  self:sublayer(L .. "_attn", wstack, layer, "norm1", x, "SelfAttention", function(input, residual)
     self:self_attention(L, wstack, layer, input, residual, causal_cache, key_len)
   end)
   if cross_cache then
-    self:sublayer(L .. "_cross", wstack, layer, "norm2", x, function(input, residual)
+    self:sublayer(L .. "_cross", wstack, layer, "norm2", x, "CrossAttention", function(input, residual)
       self:cross_attention(L, wstack, layer, input, residual, cross_cache)
     end)
   end
-  self:sublayer(L .. "_ffn", wstack, layer, cross_cache and "norm3" or "norm2", x, function(input, residual)
+  self:sublayer(L .. "_ffn", wstack, layer, cross_cache and "norm3" or "norm2", x, "FeedForward",
+    function(input, residual)
     self:feed_forward(L, wstack, layer, input, residual)
   end)
 end
