@@ -41,7 +41,7 @@ end
 -- The ISA's matrix kernels (kernels/gemm_ISA.c): their text, or
 -- under FIXFORMER_JIT the declarations of the host's SIMD builds of them.
 -- The library on its own: gemm_ISA.c with the text of each shared driver it
--- includes (#include "NAME.c": kernels/drivers.c, plain.c, attention.c) in
+-- includes (#include "NAME.c": kernels/drivers.c, plain.c, sdpa.c) in
 -- place of the #include line, followed by a #line back to the ISA's file:
 -- what the host compiles from the files, and the cc engine builds once as a
 -- shared library.
@@ -70,7 +70,7 @@ void ff_linear_%s(const float *x, int T, int IN, const float *W, const float *b,
     int j0, int j1);
 void ff_matmul_%s(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
     const float *bias, float alpha, int flags);
-void ff_attention_%s(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
+void ff_sdpa_%s(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
     int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
 void ff_layernorm_%s(const float *x, int T, int D, const float *gamma, const float *beta, double eps, float *y);
 void ff_rmsnorm_%s(const float *x, int T, int D, const float *gamma, double eps, float *y);

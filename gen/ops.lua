@@ -77,7 +77,7 @@ M.kinds = {
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
   },
   rope = {
-    file = "attention.c", params = { "HEADS", "DK", "LDX", "THETA" },
+    file = "mha.c", params = { "HEADS", "DK", "LDX", "THETA" },
     fn = function(p) return string.format("rope_h%dx%d_ld%d", p.HEADS, p.DK, p.LDX) end,
     doc = function() return "rotary positions on q and k (rotate_half pairing)" end,
     vars = function(p)
@@ -88,14 +88,14 @@ M.kinds = {
     flops = function(p, T) return 2 * 3 * T * p.HEADS * p.DK end,
   },
   kv_store = {
-    file = "attention.c", params = { "D", "LDX" },
+    file = "mha.c", params = { "D", "LDX" },
     fn = function(p) return string.format("kv_store_%d", p.D) end,
     doc = function() return "cache[pos0 + t] = k | v of row t" end,
     vars = function(p) return { KV = 2 * p.D } end,
     flops = function() return 0 end,
   },
   attention = {
-    file = "attention.c", params = { "HEADS", "DK", "LDQ", "LDK", "CAUSAL", "ISA" },
+    file = "mha.c", params = { "HEADS", "DK", "LDQ", "LDK", "CAUSAL", "ISA" },
     fn = function(p)
       return string.format("attention_h%dx%d_q%d_kv%d%s", p.HEADS, p.DK, p.LDQ, p.LDK, p.CAUSAL and "_causal" or "")
     end,

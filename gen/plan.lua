@@ -350,6 +350,7 @@ end
 function Builder:state_values()
   local c, P, S = self.c, self.P, self.S
   P.max_threads = M.MAX_THREADS
+  -- K^T of a head and a block of at most 8 score rows (checked in kernels/sdpa.c)
   P.scratch_per_thread = (P.dk + 8) * ((S + 15) // 16 * 16)
   P.scores = self:value("scores", (P.dk + 8) * P.max_threads, (S + 15) // 16 * 16, true,
     "attention scratch per thread: K^T of a head and a block of score rows")
