@@ -217,7 +217,8 @@ local function stage_text(st, vars)
   end
   if not uses_w then table.insert(body, 1, "  (void)w; /* this stage reads no weights */\n") end
   return template.render("model.c", "stage",
-    vars({ FN = st.name, DOC = st.doc, PARAMS = st.params, BODY = table.concat(body), FLOPS = lit.grouped(st.flops) }),
+    vars({ FN = st.name, DOC = st.doc, PARAMS = st.params, BODY = table.concat(body):gsub("\n\n$", "\n"),
+      FLOPS = lit.grouped(st.flops) }),
     { lines = false })
 end
 
@@ -257,7 +258,8 @@ function M.emit(P, opts)
   parts[#parts + 1] = M.matrix_kernels(P.isa)
   parts[#parts + 1] = template.render("model.c", "parallel", vars())
   parts[#parts + 1] = table.concat(rendered, "\n")
-  return { header = header, source = table.concat(parts, "\n") }
+  for i, text in ipairs(parts) do parts[i] = text:gsub("\n+$", "") end -- one blank line between parts
+  return { header = header, source = table.concat(parts, "\n\n") .. "\n" }
 end
 
 -- The canonical text of the weight layout; its sha256 is the layout hash.
