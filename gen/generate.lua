@@ -9,10 +9,50 @@
 local plan = require("plan")
 local emit = require("emit")
 local template = require("template")
+local host = require("ff_host")
+
+-- section "main" of templates/main.c.in or "weights" of templates/weights.c.in, for the
+-- program P generated from config (its layout hash, the generate options)
+local function render_extra(config, opts, P, layout_hash, section, vars)
+  local c = config
+  local v = {
+    NAME = c.name, UNAME = c.name:upper(), VERSION = emit.VERSION, SOURCE = emit.comment_text(opts.source),
+    LAYOUT_HASH = layout_hash, FLOATS = P.weight_floats, TOKENS = c.vocab ~= nil,
+    ENCDEC = c.arch == "encoder-decoder", MAX_THREADS = P.max_threads,
+  }
+  for k, x in pairs(vars) do v[k] = x end
+  if v.WEIGHTS then v.WEIGHTS = emit.comment_text(v.WEIGHTS) end
+  if section == "main" then
+    local weights = v.EMBED and "" or string.format("--weights %s.weights ", c.name)
+    v.USAGE = weights .. "--input IN.npy [--lengths LEN.npy] " ..
+      (v.ENCDEC and "--target-input TGT.npy " or "") .. "--output OUT.npy [--threads N]"
+    v.POOL = host.read_template("templates/pool.c"):gsub("\n+$", "")
+    v.NPY = host.read_template("templates/driver_npy.c"):gsub("\n+$", "")
+    v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder"
+    v.VOCABULARY = vars.vocabulary ~= nil
+    local voc = vars.vocabulary or { bos = -1, eos = -1, unk = -1, pad = -1, lowercase = false, tokens = {} }
+    v.BOS, v.EOS, v.UNK, v.LOWERCASE = voc.bos, voc.eos, voc.unk, voc.lowercase
+    v.GEN_USAGE = weights .. (v.VOCABULARY and "(--text 'TEXT' | --tokens 'IDS')" or "--tokens 'IDS'") ..
+      " [--max-new N] [--bos ID] [--eos ID] [--threads N]"
+    local specials, tokens = {}, {}
+    for _, id in ipairs({ voc.pad, voc.bos, voc.eos, voc.unk }) do
+      if id >= 0 then specials[#specials + 1] = tostring(id) end
+    end
+    v.SPECIALS = #specials > 0 and table.concat(specials, ", ") or "-1"
+    for i, t in ipairs(voc.tokens) do -- C string literals, octal escapes for anything unusual
+      tokens[i] = '"' .. t:gsub('[%c"\\\128-\255?]', function(ch) return string.format("\\%03o", ch:byte()) end) .. '"'
+    end
+    local lines = {}
+    for i = 1, #tokens, 8 do lines[#lines + 1] = "  " .. table.concat(tokens, ", ", i, math.min(i + 7, #tokens)) .. "," end
+    v.VOCAB_TOKENS = table.concat(lines, "\n")
+    return template.render("main.c", "main", v, { lines = false })
+  end
+  return template.render("weights.c", "weights", v, { lines = false })
+end
 
 return function(config, opts)
-  local P = plan.plan(config, ff_weight_specs(), opts.isa)
-  local layout_hash = ff_sha256(emit.layout_text(P)):sub(1, 16)
+  local P = plan.plan(config, host.weight_specs(), opts.isa)
+  local layout_hash = host.sha256(emit.layout_text(P)):sub(1, 16)
   local out = emit.emit(P, {
     source = opts.source, sha256 = opts.sha256, command = opts.command, layout_hash = layout_hash,
   })
@@ -22,43 +62,8 @@ return function(config, opts)
       panel = w.packing == "panels" and P.nr or 0 }
   end
 
-  -- section "main" of templates/main.c.in or "weights" of templates/weights.c.in
-  function ff_render_extra(section, vars)
-    local c = config
-    local v = {
-      NAME = c.name, UNAME = c.name:upper(), VERSION = emit.VERSION, SOURCE = emit.comment_text(opts.source),
-      LAYOUT_HASH = layout_hash, FLOATS = P.weight_floats, TOKENS = c.vocab ~= nil,
-      ENCDEC = c.arch == "encoder-decoder", MAX_THREADS = P.max_threads,
-    }
-    for k, x in pairs(vars) do v[k] = x end
-    if v.WEIGHTS then v.WEIGHTS = emit.comment_text(v.WEIGHTS) end
-    if section == "main" then
-      local weights = v.EMBED and "" or string.format("--weights %s.weights ", c.name)
-      v.USAGE = weights .. "--input IN.npy [--lengths LEN.npy] " ..
-        (v.ENCDEC and "--target-input TGT.npy " or "") .. "--output OUT.npy [--threads N]"
-      v.POOL = ff_read_template("templates/pool.c"):gsub("\n+$", "")
-      v.NPY = ff_read_template("templates/driver_npy.c"):gsub("\n+$", "")
-      v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder"
-      v.VOCABULARY = vars.vocabulary ~= nil
-      local voc = vars.vocabulary or { bos = -1, eos = -1, unk = -1, pad = -1, lowercase = false, tokens = {} }
-      v.BOS, v.EOS, v.UNK, v.LOWERCASE = voc.bos, voc.eos, voc.unk, voc.lowercase
-      v.GEN_USAGE = weights .. (v.VOCABULARY and "(--text 'TEXT' | --tokens 'IDS')" or "--tokens 'IDS'") ..
-        " [--max-new N] [--bos ID] [--eos ID] [--threads N]"
-      local specials, tokens = {}, {}
-      for _, id in ipairs({ voc.pad, voc.bos, voc.eos, voc.unk }) do
-        if id >= 0 then specials[#specials + 1] = tostring(id) end
-      end
-      v.SPECIALS = #specials > 0 and table.concat(specials, ", ") or "-1"
-      for i, t in ipairs(voc.tokens) do -- C string literals, octal escapes for anything unusual
-        tokens[i] = '"' .. t:gsub('[%c"\\\128-\255?]', function(ch) return string.format("\\%03o", ch:byte()) end) .. '"'
-      end
-      local lines = {}
-      for i = 1, #tokens, 8 do lines[#lines + 1] = "  " .. table.concat(tokens, ", ", i, math.min(i + 7, #tokens)) .. "," end
-      v.VOCAB_TOKENS = table.concat(lines, "\n")
-      return template.render("main.c", "main", v, { lines = false })
-    end
-    return template.render("weights.c", "weights", v, { lines = false })
-  end
+  -- what the host calls next for the files that go with the program
+  function ff_render_extra(section, vars) return render_extra(config, opts, P, layout_hash, section, vars) end
 
   return {
     header = out.header, source = out.source, layout = layout, layout_hash = layout_hash,

@@ -1,21 +1,37 @@
--- ops.lua: the op kinds of the generator's program, declared in one place.
+-- ops.lua: the op -> C table, every fact of an op kind in its one entry:
 --
--- Each kind names the template section that implements it, the parameters
--- that make a distinct kernel (every one a compile-time constant), the
--- kernel's C name built from them, the formula its comment shows, and its
--- FLOPs for T rows (a multiply-add counts 2).  The plan (plan.lua) builds a
--- list of ops of these kinds; the emitter (emit.lua) renders one kernel per
--- distinct (kind, params) and one call per op.
+--   file, section  the template that implements it (templates/FILE.in,
+--                  section `@@ SECTION`; default: the kind's name)
+--   params         the parameters that make a distinct kernel (every one a
+--                  compile-time constant)
+--   fn(p)          the kernel's C name built from them
+--   doc(p)         the formula its comment shows
+--   vars(p)        template variables beyond the params themselves (floats
+--                  already printed as C literals)
+--   flops(p, T, Tk) its FLOPs for T rows (Tk keys; a multiply-add counts 2)
+--
+-- The plan (plan.lua) builds a list of ops of these kinds; the emitter
+-- (emit.lua) renders one kernel per distinct (kind, params) and one call per op.
+
+local lit = require("literal")
 
 local M = {}
 
 local function b(v) return v and 1 or 0 end
+
+-- inverse frequencies base^(-2i/d), i = 0..n-1
+local function inv_freqs(base, n, d)
+  local f = {}
+  for i = 0, n - 1 do f[#f + 1] = 1 / base ^ (2 * i / d) end
+  return f
+end
 
 M.kinds = {
   embed = {
     file = "embed.c", params = { "D", "VOCAB", "SCALE", "PANEL" },
     fn = function(p) return string.format("embed_%dx%d%s", p.VOCAB, p.D, p.PANEL > 0 and "_panels" or "") end,
     doc = function(p) return p.SCALE_DOC end,
+    vars = function(p) return { SCALE = lit.float(p.SCALE), PANELS = p.PANEL > 0 } end,
     flops = function(p, T) return T * p.D end,
   },
   copy = {
@@ -28,6 +44,10 @@ M.kinds = {
     file = "embed.c", params = { "D" },
     fn = function(p) return string.format("sinusoidal_%d", p.D) end,
     doc = function() return "x += PE(pos), PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...)" end,
+    vars = function(p)
+      local half = (p.D + 1) // 2
+      return { HALF = half, ODD = p.D % 2 == 1, FREQS = lit.table_lines(inv_freqs(10000, half, p.D), lit.double) }
+    end,
     flops = function(p, T) return 3 * T * p.D end,
   },
   learned = {
@@ -47,44 +67,67 @@ M.kinds = {
       if p.RELU then f = "max(0, " .. f .. ")" end
       return p.ACC and "y += " .. f or "y = " .. f
     end,
+    vars = function(p)
+      local flags = {}
+      if p.ACC then flags[#flags + 1] = "FF_ACC" end
+      if p.RELU then flags[#flags + 1] = "FF_RELU" end
+      return { PANELS = (p.OUT + p.NR - 1) // p.NR, FLAGS = #flags > 0 and table.concat(flags, " | ") or "0",
+        OPDOC_SHAPE = M.kinds.linear.doc(p):gsub("^y ", "") .. ", x [T, " .. p.IN .. "]" }
+    end,
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
   },
   rope = {
-    file = "attention.c", params = { "HEADS", "DK", "LDX", "THETA" },
+    file = "mha.c", params = { "HEADS", "DK", "LDX", "THETA" },
     fn = function(p) return string.format("rope_h%dx%d_ld%d", p.HEADS, p.DK, p.LDX) end,
     doc = function() return "rotary positions on q and k (rotate_half pairing)" end,
+    vars = function(p)
+      local half, d = p.DK // 2, p.HEADS * p.DK
+      return { HALF = half, D = d, D2 = 2 * d, HEADS2 = 2 * p.HEADS, THETA_DOC = lit.double(p.THETA),
+        FREQS = lit.table_lines(inv_freqs(p.THETA, half, p.DK), lit.float) }
+    end,
     flops = function(p, T) return 2 * 3 * T * p.HEADS * p.DK end,
   },
   kv_store = {
-    file = "attention.c", params = { "D", "LDX" },
+    file = "mha.c", params = { "D", "LDX" },
     fn = function(p) return string.format("kv_store_%d", p.D) end,
     doc = function() return "cache[pos0 + t] = k | v of row t" end,
+    vars = function(p) return { KV = 2 * p.D } end,
     flops = function() return 0 end,
   },
   attention = {
-    file = "attention.c", params = { "HEADS", "DK", "LDQ", "LDK", "CAUSAL", "ISA" },
+    file = "mha.c", params = { "HEADS", "DK", "LDQ", "LDK", "CAUSAL", "ISA" },
     fn = function(p)
       return string.format("attention_h%dx%d_q%d_kv%d%s", p.HEADS, p.DK, p.LDQ, p.LDK, p.CAUSAL and "_causal" or "")
     end,
     doc = function(p)
       return "softmax(Q K^T / sqrt(d_k) + mask) V" .. (p.CAUSAL and ", causal" or "")
     end,
-    flops = function(p, T, Tk) return 4 * T * (Tk or T) * p.HEADS * p.DK end,
+    vars = function(p)
+      return { D = p.HEADS * p.DK, SCALE = lit.float(1 / math.sqrt(p.DK)),
+        CAUSAL_DOC = p.CAUSAL and " and keys j > q_pos0 + t (causal)" or "" }
+    end,
+    flops = function(p, T, Tk) -- causal: query t sees t + 1 of the T keys, (T + 1) / 2T of them on average
+      local f = 4 * T * (Tk or T) * p.HEADS * p.DK
+      if p.CAUSAL then f = f * (T + 1) / (2 * T) end
+      return f
+    end,
   },
   layernorm = {
     file = "norm.c", params = { "D", "EPS", "ISA" },
     fn = function(p) return string.format("layernorm_%d", p.D) end,
     doc = function() return "y = LayerNorm(x)" end,
+    vars = function(p) return { EPS = lit.double(p.EPS) } end,
     flops = function(p, T) return 8 * T * p.D end,
   },
   rmsnorm = {
     file = "norm.c", params = { "D", "EPS", "ISA" },
     fn = function(p) return string.format("rmsnorm_%d", p.D) end,
     doc = function() return "y = RMSNorm(x)" end,
+    vars = function(p) return { EPS = lit.double(p.EPS) } end,
     flops = function(p, T) return 5 * T * p.D end,
   },
   activation = {
-    file = "ffn.c", params = { "N", "ACT", "ISA" },
+    file = "ffn.c", section = function(p) return p.ACT end, params = { "N", "ACT", "ISA" },
     fn = function(p) return string.format("%s_%d", p.ACT, p.N) end,
     doc = function(p)
       return ({ relu = "h = max(0, h)", gelu = "h = h/2 (1 + erf(h/sqrt 2))",
@@ -96,9 +139,28 @@ M.kinds = {
     file = "ffn.c", params = { "N", "ISA" },
     fn = function(p) return string.format("swiglu_%d", p.N) end,
     doc = function() return "a = silu(gate) * up" end,
+    vars = function(p) return { N2 = 2 * p.N } end,
     flops = function(p, T) return 6 * T * p.N end,
   },
 }
+
+-- The template variables of a kernel instance: FN, its params (floats as C
+-- literals) and the kind's own vars.
+function M.vars(kind, p)
+  local k = M.kinds[kind]
+  local v = { FN = k.fn(p) }
+  for name, value in pairs(p) do
+    if math.type(value) == "float" then v[name] = lit.float(value) else v[name] = value end
+  end
+  for name, value in pairs(k.vars and k.vars(p) or {}) do v[name] = value end
+  return v
+end
+
+-- The template file and section of a kernel instance.
+function M.template(kind, p)
+  local k = M.kinds[kind]
+  return k.file, k.section and k.section(p) or kind
+end
 
 -- A canonical key of a kernel instance: kind + its params, in declared order.
 function M.key(kind, p)

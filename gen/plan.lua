@@ -94,24 +94,18 @@ function M.place(items, base)
   return top
 end
 
--- isa: "generic" | "avx2" | "avx512" | "neon": the matrix kernels the code
--- calls, which fix the panel width of the packed weights.
-function M.plan(c, specs, isa)
-  isa = isa or "generic"
-  assert(M.NR[isa], "plan: unknown ISA " .. tostring(isa))
-  local P = { config = c, d = c.d_model, dk = c.d_model // c.heads, S = c.max_seq, isa = isa, nr = M.NR[isa] }
-  local d, S, NR = P.d, P.S, P.nr
-  local up = c.activation == "swiglu" and 2 * c.d_ff or c.d_ff
-  local two_stacks = c.arch == "encoder-decoder"
-  P.two_stacks = two_stacks
+-- ---- weight layout ----------------------------------------------------------
 
-  -- weights: the runtime's order, each aligned; rows row0.. of the tensor
+-- P.weights in the runtime's order, each aligned; rows row0.. of the tensor.
+-- Sets P.weights, P.weight_by (stack/layer/role -> weight), P.weight_floats.
+local function weight_layout(P, specs)
+  local c, d, NR = P.config, P.d, P.nr
   P.weights, P.weight_by = {}, {}
   local at = 0
   local function add_weight(s, role, row0, rows, suffix)
     local w = {
       name = s.name, role = role, stack = s.stack, layer = s.layer, row0 = row0, rows = rows, cols = s.cols,
-      offset = at, macro = weight_macro(two_stacks, s) .. (suffix or ""),
+      offset = at, macro = weight_macro(P.two_stacks, s) .. (suffix or ""),
     }
     w.packing = is_linear_matrix(c, s) and "panels" or "rows"
     w.floats = (w.packing == "panels" and (rows + NR - 1) // NR * NR or rows) * math.max(s.cols, 1)
@@ -128,249 +122,318 @@ function M.plan(c, specs, isa)
     end
   end
   P.weight_floats = at
-  local function W(stack, layer, role)
-    local w = P.weight_by[stack .. "/" .. layer .. "/" .. role]
-    assert(w, "plan: no weight " .. stack .. "/" .. layer .. "/" .. role)
-    return w
-  end
-  local function Wexpr(stack, layer, role, extra)
-    local w = P.weight_by[stack .. "/" .. layer .. "/" .. role]
-    if not w then return "NULL" end
-    return "w + " .. w.macro .. (extra and (" + " .. extra) or "")
-  end
+end
 
-  -- values (activations)
-  P.values, P.value_by = {}, {}
-  local function value(name, rows, cols, persistent, doc)
-    local v = { name = name, macro = "A_" .. name:upper(), rows = rows, cols = cols,
-      floats = rows * cols, persistent = persistent, doc = doc }
-    P.values[#P.values + 1] = v
-    P.value_by[name] = v
-    return v
-  end
+-- ---- the op builder -----------------------------------------------------------
+-- B: the plan being built (B.P) and the op index; its methods add values,
+-- stages and ops.
 
-  P.stages, P.kernels, P.kernel_by = {}, {}, {}
-  local stage, index = nil, 0
-  local function begin_stage(name, doc, params)
-    stage = { name = name, doc = doc, params = params, ops = {} }
-    P.stages[#P.stages + 1] = stage
-  end
-  local function use(v)
-    v.first = v.first or index
-    v.last = index
-    return "a + " .. v.macro
-  end
-  -- adds an op: kind, its name, kernel params, shape text, and the C args
-  local function op(kind, name, params, shape, args)
-    index = index + 1
-    local key = ops.key(kind, params)
-    local k = P.kernel_by[key]
-    if not k then
-      k = { kind = kind, params = params, fn = ops.kinds[kind].fn(params), key = key }
-      P.kernel_by[key] = k
-      P.kernels[#P.kernels + 1] = k
-    end
-    local o = { kind = kind, name = name, kernel = k, shape = shape, doc = ops.kinds[kind].doc(params), args = {} }
-    for i, a in ipairs(args) do
-      if type(a) == "table" and a.ref then o.args[i] = use(a.ref) .. " + " .. a.plus
-      elseif type(a) == "table" then o.args[i] = use(a)
-      else o.args[i] = a end
-    end
-    stage.ops[#stage.ops + 1] = o
-    return o
-  end
+local Builder = {}
+Builder.__index = Builder
 
-  local function norm_op(name, wstack, layer, role, x, y)
-    local gamma = Wexpr(wstack, layer, role .. ".weight")
-    local shape = x == y and string.format("[T,%d] in place", d) or string.format("[T,%d] -> [T,%d]", d, d)
-    if c.norm_kind == "layernorm" then
-      op("layernorm", name, { D = d, EPS = c.eps, ISA = isa }, shape, { x, "T", gamma, Wexpr(wstack, layer, role .. ".bias"), y })
-    else
-      op("rmsnorm", name, { D = d, EPS = c.eps, ISA = isa }, shape, { x, "T", gamma, y })
-    end
-  end
+local function builder(P)
+  P.values, P.value_by, P.stages, P.kernels, P.kernel_by = {}, {}, {}, {}, {}
+  local c = P.config
+  return setmetatable({ P = P, c = c, d = P.d, S = P.S, isa = P.isa, nr = P.nr, index = 0, stage = nil,
+    up = c.activation == "swiglu" and 2 * c.d_ff or c.d_ff }, Builder)
+end
 
-  -- y [rows, OUT] = x [rows, IN] W^T + b with the weight of `module` (and its
-  -- bias if the model has one); part: "q" or "kv" of a cross-attention
-  -- in_proj; opts.acc: y += (a residual), opts.relu: max(0, .) after.
-  local function linear(name, wstack, layer, module, x, y, IN, OUT, part, opts)
-    opts = opts or {}
-    local attn = module:match("attn$")
-    local wname = module .. (attn and ".in_proj_weight" or ".weight") .. (part and ":" .. part or "")
-    local bname = module .. (attn and ".in_proj_bias" or ".bias")
-    local has_bias = P.weight_by[wstack .. "/" .. layer .. "/" .. bname] ~= nil
-    local rows = opts.rows or "T"
-    local what = string.format("[%s,%d] -> [%s,%d]", rows, IN, rows, OUT)
-    if opts.acc then what = what .. " added to the residual stream" end
-    op("linear", name, { IN = IN, OUT = OUT, BIAS = has_bias, ACC = opts.acc or false, RELU = opts.relu or false,
-      ISA = isa, NR = NR },
-      what, { "a", x, rows, Wexpr(wstack, layer, wname),
-        has_bias and Wexpr(wstack, layer, bname, part == "kv" and tostring(d) or nil) or "NULL", y })
-  end
+function Builder:W(stack, layer, role)
+  local w = self.P.weight_by[stack .. "/" .. layer .. "/" .. role]
+  assert(w, "plan: no weight " .. stack .. "/" .. layer .. "/" .. role)
+  return w
+end
 
-  -- A sub-layer with its residual connection and norm.  body(input, x) ends
-  -- with a linear op that adds its output to x (the residual), so
-  --   post: x = Norm(x + Sublayer(x))     pre: x = x + Sublayer(Norm(x))
-  local function sublayer(prefix, wstack, layer, norm_role, x, body)
-    local input = x
-    if c.norm == "pre" then
-      input = value(prefix .. "_norm", S, d, false, "normed input of the sub-layer")
-      norm_op(prefix .. "_norm", wstack, layer, norm_role, x, input)
-    end
-    body(input, x)
-    if c.norm == "post" then norm_op(prefix .. "_norm", wstack, layer, norm_role, x, x) end
-  end
+-- "w + MACRO [+ extra]", or NULL for a weight the model does not have
+function Builder:Wexpr(stack, layer, role, extra)
+  local w = self.P.weight_by[stack .. "/" .. layer .. "/" .. role]
+  if not w then return "NULL" end
+  return "w + " .. w.macro .. (extra and (" + " .. extra) or "")
+end
 
-  local function layer_ops(tag, wstack, layer, x, causal_cache, cross_cache, key_len)
-    local L = tag .. string.format("l%02d", layer)
-    -- self-attention
-    sublayer(L .. "_attn", wstack, layer, "norm1", x, function(input, residual)
-      local qkv = value(L .. "_attn_qkv", S, 3 * d, false, "q | k | v")
-      linear(L .. "_attn_qkv", wstack, layer, "self_attn", input, qkv, d, 3 * d)
-      local q0 = causal_cache and "pos0" or "0"
-      if c.positional == "rope" then
-        op("rope", L .. "_attn_rope", { HEADS = c.heads, DK = P.dk, LDX = 3 * d, THETA = c.rope_theta },
-          string.format("q, k in [T,%d]", 3 * d), { qkv, "T", q0 })
-      end
-      local ctx = value(L .. "_attn_ctx", S, d, false, "attention heads, concatenated")
-      if causal_cache then
-        op("kv_store", L .. "_attn_kv_store", { D = d, LDX = 3 * d },
-          string.format("[T,%d] -> cache [pos0 + T,%d]", 2 * d, 2 * d), { qkv, "T", causal_cache, "pos0" })
-        op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 2 * d, CAUSAL = true, ISA = isa },
-          string.format("q [T,%d], k|v cache [pos0 + T,%d] -> [T,%d]", d, 2 * d, d),
-          { "a", qkv, causal_cache, "T", "key_len", "pos0", P.scores, ctx })
-      else
-        op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 3 * d, CAUSAL = false, ISA = isa },
-          string.format("q, k, v [T,%d] -> [T,%d]", d, d),
-          { "a", qkv, { ref = qkv, plus = d }, "T", key_len, "0", P.scores, ctx })
-      end
-      linear(L .. "_attn_out", wstack, layer, "self_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
+-- an activation: max_seq rows; persistent ones live for the whole forward
+function Builder:value(name, rows, cols, persistent, doc)
+  local P = self.P
+  local v = { name = name, macro = "A_" .. name:upper(), rows = rows, cols = cols,
+    floats = rows * cols, persistent = persistent, doc = doc }
+  P.values[#P.values + 1] = v
+  P.value_by[name] = v
+  return v
+end
+
+function Builder:begin_stage(name, doc, params)
+  self.stage = { name = name, doc = doc, params = params, ops = {} }
+  self.P.stages[#self.P.stages + 1] = self.stage
+end
+
+-- a value read or written by the current op: its lifetime grows to it
+function Builder:use(v)
+  v.first = v.first or self.index
+  v.last = self.index
+  return "a + " .. v.macro
+end
+
+-- adds an op: kind, its name, kernel params, shape text, and the C args
+-- (strings, values, or { ref = value, plus = offset })
+function Builder:op(kind, name, params, shape, args)
+  local P = self.P
+  self.index = self.index + 1
+  local key = ops.key(kind, params)
+  local k = P.kernel_by[key]
+  if not k then
+    k = { kind = kind, params = params, fn = ops.kinds[kind].fn(params), key = key }
+    P.kernel_by[key] = k
+    P.kernels[#P.kernels + 1] = k
+  end
+  local o = { kind = kind, name = name, kernel = k, shape = shape, doc = ops.kinds[kind].doc(params), args = {} }
+  for i, a in ipairs(args) do
+    if type(a) == "table" and a.ref then o.args[i] = self:use(a.ref) .. " + " .. a.plus
+    elseif type(a) == "table" then o.args[i] = self:use(a)
+    else o.args[i] = a end
+  end
+  self.stage.ops[#self.stage.ops + 1] = o
+  return o
+end
+
+function Builder:norm(name, wstack, layer, role, x, y)
+  local c, d = self.c, self.d
+  local gamma = self:Wexpr(wstack, layer, role .. ".weight")
+  local shape = x == y and string.format("[T,%d] in place", d) or string.format("[T,%d] -> [T,%d]", d, d)
+  if c.norm_kind == "layernorm" then
+    self:op("layernorm", name, { D = d, EPS = c.eps, ISA = self.isa }, shape,
+      { x, "T", gamma, self:Wexpr(wstack, layer, role .. ".bias"), y })
+  else
+    self:op("rmsnorm", name, { D = d, EPS = c.eps, ISA = self.isa }, shape, { x, "T", gamma, y })
+  end
+end
+
+-- y [rows, OUT] = x [rows, IN] W^T + b with the weight of `module` (and its
+-- bias if the model has one); part: "q" or "kv" of a cross-attention
+-- in_proj; opts.acc: y += (a residual), opts.relu: max(0, .) after.
+function Builder:linear(name, wstack, layer, module, x, y, IN, OUT, part, opts)
+  opts = opts or {}
+  local attn = module:match("attn$")
+  local wname = module .. (attn and ".in_proj_weight" or ".weight") .. (part and ":" .. part or "")
+  local bname = module .. (attn and ".in_proj_bias" or ".bias")
+  local has_bias = self.P.weight_by[wstack .. "/" .. layer .. "/" .. bname] ~= nil
+  local rows = opts.rows or "T"
+  local what = string.format("[%s,%d] -> [%s,%d]", rows, IN, rows, OUT)
+  if opts.acc then what = what .. " added to the residual stream" end
+  self:op("linear", name, { IN = IN, OUT = OUT, BIAS = has_bias, ACC = opts.acc or false, RELU = opts.relu or false,
+    ISA = self.isa, NR = self.nr },
+    what, { "a", x, rows, self:Wexpr(wstack, layer, wname),
+      has_bias and self:Wexpr(wstack, layer, bname, part == "kv" and tostring(self.d) or nil) or "NULL", y })
+end
+
+-- A sub-layer with its residual connection and norm.  body(input, x) ends
+-- with a linear op that adds its output to x (the residual), so
+--   post: x = Norm(x + Sublayer(x))     pre: x = x + Sublayer(Norm(x))
+-- title names the sub-layer in the comment line the emitter puts before its
+-- first op, e.g. x = LayerNorm(x + SelfAttention(x)).
+function Builder:sublayer(prefix, wstack, layer, norm_role, x, title, body)
+  local norm = self.c.norm_kind == "layernorm" and "LayerNorm" or "RMSNorm"
+  local first = #self.stage.ops + 1
+  local input = x
+  if self.c.norm == "pre" then
+    input = self:value(prefix .. "_norm", self.S, self.d, false, "normed input of the sub-layer")
+    self:norm(prefix .. "_norm", wstack, layer, norm_role, x, input)
+  end
+  body(input, x)
+  if self.c.norm == "post" then
+    self:norm(prefix .. "_norm", wstack, layer, norm_role, x, x)
+    local o = self.stage.ops[#self.stage.ops]
+    o.doc = string.format("x = %s(x), x holding x + %s(x)", norm, title)
+  end
+  local o = self.stage.ops[first]
+  o.sublayer = string.format(self.c.norm == "post" and "---- %s: x = %s(x + %s(x)) ----" or
+    "---- %s: x = x + %s(%s(x)) ----", prefix, self.c.norm == "post" and norm or title,
+    self.c.norm == "post" and title or norm)
+end
+
+-- ---- stage building: the ops of a layer, the embedding, the stages ----------
+
+-- self-attention: qkv, [rope], [kv_store], attention, out_proj (+= residual)
+function Builder:self_attention(L, wstack, layer, input, residual, causal_cache, key_len)
+  local c, d, S, P = self.c, self.d, self.S, self.P
+  local qkv = self:value(L .. "_attn_qkv", S, 3 * d, false, "q | k | v")
+  self:linear(L .. "_attn_qkv", wstack, layer, "self_attn", input, qkv, d, 3 * d)
+  if c.positional == "rope" then
+    self:op("rope", L .. "_attn_rope", { HEADS = c.heads, DK = P.dk, LDX = 3 * d, THETA = c.rope_theta },
+      string.format("q, k in [T,%d]", 3 * d), { qkv, "T", causal_cache and "pos0" or "0" })
+  end
+  local ctx = self:value(L .. "_attn_ctx", S, d, false, "attention heads, concatenated")
+  if causal_cache then
+    self:op("kv_store", L .. "_attn_kv_store", { D = d, LDX = 3 * d },
+      string.format("[T,%d] -> cache [pos0 + T,%d]", 2 * d, 2 * d), { qkv, "T", causal_cache, "pos0" })
+    self:op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 2 * d, CAUSAL = true,
+      ISA = self.isa }, string.format("q [T,%d], k|v cache [pos0 + T,%d] -> [T,%d]", d, 2 * d, d),
+      { "a", qkv, causal_cache, "T", "key_len", "pos0", P.scores, ctx })
+  else
+    self:op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 3 * d, CAUSAL = false,
+      ISA = self.isa }, string.format("q, k, v [T,%d] -> [T,%d]", d, d),
+      { "a", qkv, { ref = qkv, plus = d }, "T", key_len, "0", P.scores, ctx })
+  end
+  self:linear(L .. "_attn_out", wstack, layer, "self_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
+end
+
+-- cross-attention over the encoder memory (keys/values cached per source)
+function Builder:cross_attention(L, wstack, layer, input, residual, cross_cache)
+  local c, d, S, P = self.c, self.d, self.S, self.P
+  local q = self:value(L .. "_cross_q", S, d, false, "cross-attention queries")
+  self:linear(L .. "_cross_q", wstack, layer, "multihead_attn", input, q, d, d, "q")
+  local ctx = self:value(L .. "_cross_ctx", S, d, false, "cross-attention heads, concatenated")
+  self:op("attention", L .. "_cross", { HEADS = c.heads, DK = P.dk, LDQ = d, LDK = 2 * d, CAUSAL = false,
+    ISA = self.isa }, string.format("q [T,%d], k|v memory [S,%d] -> [T,%d]", d, 2 * d, d),
+    { "a", q, cross_cache, "T", "mem_len", "0", P.scores, ctx })
+  self:linear(L .. "_cross_out", wstack, layer, "multihead_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
+end
+
+-- position-wise feed-forward: linear1, [activation | swiglu], linear2 (+= residual)
+function Builder:feed_forward(L, wstack, layer, input, residual)
+  local c, d, S, up = self.c, self.d, self.S, self.up
+  local hidden = self:value(L .. "_ffn_hidden", S, up, false, "linear1 output")
+  self:linear(L .. "_ffn_up", wstack, layer, "linear1", input, hidden, d, up, nil, { relu = c.activation == "relu" })
+  local act = hidden
+  if c.activation == "swiglu" then
+    act = self:value(L .. "_ffn_act", S, c.d_ff, false, "silu(gate) * up")
+    self:op("swiglu", L .. "_ffn_swiglu", { N = c.d_ff, ISA = self.isa },
+      string.format("[T,%d] -> [T,%d]", up, c.d_ff), { hidden, "T", act })
+  elseif c.activation ~= "relu" then -- relu is fused into linear1
+    self:op("activation", L .. "_ffn_" .. c.activation, { N = c.d_ff, ACT = c.activation, ISA = self.isa },
+      string.format("[T,%d] in place", c.d_ff), { hidden, "T" })
+  end
+  self:linear(L .. "_ffn_down", wstack, layer, "linear2", act, residual, c.d_ff, d, nil, { acc = true })
+end
+
+function Builder:layer(tag, wstack, layer, x, causal_cache, cross_cache, key_len)
+  local L = tag .. string.format("l%02d", layer)
+  self:sublayer(L .. "_attn", wstack, layer, "norm1", x, "SelfAttention", function(input, residual)
+    self:self_attention(L, wstack, layer, input, residual, causal_cache, key_len)
+  end)
+  if cross_cache then
+    self:sublayer(L .. "_cross", wstack, layer, "norm2", x, "CrossAttention", function(input, residual)
+      self:cross_attention(L, wstack, layer, input, residual, cross_cache)
     end)
-    -- cross-attention over the encoder memory (keys/values cached per source)
-    if cross_cache then
-      sublayer(L .. "_cross", wstack, layer, "norm2", x, function(input, residual)
-        local q = value(L .. "_cross_q", S, d, false, "cross-attention queries")
-        linear(L .. "_cross_q", wstack, layer, "multihead_attn", input, q, d, d, "q")
-        local ctx = value(L .. "_cross_ctx", S, d, false, "cross-attention heads, concatenated")
-        op("attention", L .. "_cross", { HEADS = c.heads, DK = P.dk, LDQ = d, LDK = 2 * d, CAUSAL = false, ISA = isa },
-          string.format("q [T,%d], k|v memory [S,%d] -> [T,%d]", d, 2 * d, d),
-          { "a", q, cross_cache, "T", "mem_len", "0", P.scores, ctx })
-        linear(L .. "_cross_out", wstack, layer, "multihead_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
-      end)
-    end
-    -- position-wise feed-forward
-    sublayer(L .. "_ffn", wstack, layer, cross_cache and "norm3" or "norm2", x, function(input, residual)
-      local hidden = value(L .. "_ffn_hidden", S, up, false, "linear1 output")
-      linear(L .. "_ffn_up", wstack, layer, "linear1", input, hidden, d, up, nil, { relu = c.activation == "relu" })
-      local act = hidden
-      if c.activation == "swiglu" then
-        act = value(L .. "_ffn_act", S, c.d_ff, false, "silu(gate) * up")
-        op("swiglu", L .. "_ffn_swiglu", { N = c.d_ff, ISA = isa }, string.format("[T,%d] -> [T,%d]", up, c.d_ff),
-          { hidden, "T", act })
-      elseif c.activation ~= "relu" then -- relu is fused into linear1
-        op("activation", L .. "_ffn_" .. c.activation, { N = c.d_ff, ACT = c.activation, ISA = isa },
-          string.format("[T,%d] in place", c.d_ff), { hidden, "T" })
-      end
-      linear(L .. "_ffn_down", wstack, layer, "linear2", act, residual, c.d_ff, d, nil, { acc = true })
-    end)
   end
+  self:sublayer(L .. "_ffn", wstack, layer, cross_cache and "norm3" or "norm2", x, "FeedForward",
+    function(input, residual)
+    self:feed_forward(L, wstack, layer, input, residual)
+  end)
+end
 
-  local function embed_ops(x, tokens, input, pos0)
-    if c.vocab then
-      local scale = c.scale_embeddings and math.sqrt(d) or 1
-      op("embed", "embed", { D = d, VOCAB = c.vocab, SCALE = scale, PANEL = c.tie_embeddings and NR or 0,
-        SCALE_DOC = c.scale_embeddings and string.format("x = E[token] * sqrt(%d)", d) or "x = E[token]" },
-        string.format("tokens [T] -> [T,%d]", d), { tokens, "T", "w + " .. W("none", -1, "embed").macro, x })
-    else
-      op("copy", "input", { D = d }, string.format("[T,%d]", d), { input, "T", x })
-    end
-    if c.positional == "sinusoidal" then
-      op("sinusoidal", "positions", { D = d }, string.format("[T,%d] in place", d), { x, "T", pos0 })
-    elseif c.positional == "learned" then
-      op("learned", "positions", { D = d }, string.format("[T,%d] in place", d),
-        { x, "T", "w + " .. W("none", -1, "pos_embed").macro, pos0 })
-    end
+function Builder:embed(x, tokens, input, pos0)
+  local c, d = self.c, self.d
+  if c.vocab then
+    local scale = c.scale_embeddings and math.sqrt(d) or 1
+    self:op("embed", "embed", { D = d, VOCAB = c.vocab, SCALE = scale, PANEL = c.tie_embeddings and self.nr or 0,
+      SCALE_DOC = c.scale_embeddings and string.format("x = E[token] * sqrt(%d)", d) or "x = E[token]" },
+      string.format("tokens [T] -> [T,%d]", d), { tokens, "T", "w + " .. self:W("none", -1, "embed").macro, x })
+  else
+    self:op("copy", "input", { D = d }, string.format("[T,%d]", d), { input, "T", x })
   end
-
-  local function final_norm(wstack, x)
-    if c.final_norm then
-      norm_op((two_stacks and (wstack == "encoder" and "enc_" or "dec_") or "") .. "final_norm", wstack, -1, "norm",
-        x, x, false)
-    end
+  if c.positional == "sinusoidal" then
+    self:op("sinusoidal", "positions", { D = d }, string.format("[T,%d] in place", d), { x, "T", pos0 })
+  elseif c.positional == "learned" then
+    self:op("learned", "positions", { D = d }, string.format("[T,%d] in place", d),
+      { x, "T", "w + " .. self:W("none", -1, "pos_embed").macro, pos0 })
   end
+end
 
+function Builder:final_norm(wstack, x)
+  if self.c.final_norm then
+    self:norm((self.P.two_stacks and (wstack == "encoder" and "enc_" or "dec_") or "") .. "final_norm", wstack, -1,
+      "norm", x, x)
+  end
+end
+
+-- the values every forward keeps: attention scratch, thread state, lengths
+function Builder:state_values()
+  local c, P, S = self.c, self.P, self.S
   P.max_threads = M.MAX_THREADS
+  -- K^T of a head and a block of at most 8 score rows (checked in kernels/sdpa.c)
   P.scratch_per_thread = (P.dk + 8) * ((S + 15) // 16 * 16)
-  P.scores = value("scores", (P.dk + 8) * P.max_threads, (S + 15) // 16 * 16, true,
+  P.scores = self:value("scores", (P.dk + 8) * P.max_threads, (S + 15) // 16 * 16, true,
     "attention scratch per thread: K^T of a head and a block of score rows")
-  value("threads", 1, 8, true, "int32 magic (init_state) and thread count, the parallel-for and its pool")
+  self:value("threads", 1, 8, true, "int32 magic (init_state) and thread count, the parallel-for and its pool")
   if c.arch == "encoder-decoder" then -- what decode needs to know of the last encode
-    value("source", 1, 4, true, "int32 source length, written by encode")
+    self:value("source", 1, 4, true, "int32 source length, written by encode")
   end
   if c.arch ~= "encoder" then -- what decode may attend to: pos0 may not pass it
-    value("decoded", 1, 4, true, "int32 positions the key/value caches hold: decode's pos0 may not pass it")
+    self:value("decoded", 1, 4, true, "int32 positions the key/value caches hold: decode's pos0 may not pass it")
   end
-  local out_dim = c.vocab or d
-  if c.arch == "encoder" or c.arch == "encoder-decoder" then
-    local x = value(two_stacks and "memory" or "x", S, d, true,
-      two_stacks and "encoder output (the memory)" or "the residual stream")
-    P.encoder_stream = x
-    begin_stage("encode", string.format("the encoder: %d layers over x [T,%d]", c.encoder_layers, d),
-      (c.vocab and "const int32_t *tokens" or "const float *input") .. ", int T, int key_len")
-    embed_ops(x, "tokens", "input", "0")
-    for l = 0, c.encoder_layers - 1 do layer_ops(two_stacks and "enc_" or "", "encoder", l, x, nil, nil, "key_len") end
-    final_norm("encoder", x)
+end
+
+function Builder:encode_stage()
+  local c, d, P = self.c, self.d, self.P
+  local two = P.two_stacks
+  local x = self:value(two and "memory" or "x", self.S, d, true,
+    two and "encoder output (the memory)" or "the residual stream")
+  P.encoder_stream = x
+  self:begin_stage("encode", string.format("the encoder: %d layers over x [T,%d]", c.encoder_layers, d),
+    (c.vocab and "const int32_t *tokens" or "const float *input") .. ", int T, int key_len")
+  self:embed(x, "tokens", "input", "0")
+  for l = 0, c.encoder_layers - 1 do self:layer(two and "enc_" or "", "encoder", l, x, nil, nil, "key_len") end
+  self:final_norm("encoder", x)
+end
+
+-- decode (and, with an encoder, cross_kv before it)
+function Builder:decode_stages()
+  local c, d, S, P = self.c, self.d, self.S, self.P
+  local two = P.two_stacks
+  local x = self:value("x", S, d, true, "the decoder's residual stream")
+  P.decoder_stream = x
+  local tag = two and "dec_" or ""
+  local caches, cross = {}, {}
+  for l = 0, c.decoder_layers - 1 do
+    caches[l] = self:value(string.format("%sl%02d_kv_cache", tag, l), S, 2 * d, true, "self-attention keys | values")
+    if two then
+      cross[l] = self:value(string.format("%sl%02d_cross_kv", tag, l), S, 2 * d, true, "memory keys | values")
+    end
   end
-  if c.arch == "decoder-only" or c.arch == "encoder-decoder" then
-    local x = value("x", S, d, true, "the decoder's residual stream")
-    P.decoder_stream = x
-    local tag = two_stacks and "dec_" or ""
-    local caches, cross = {}, {}
+  if two then
+    self:begin_stage("cross_kv", "keys and values of the memory for every decoder layer, once per source", "int S")
     for l = 0, c.decoder_layers - 1 do
-      caches[l] = value(string.format("%sl%02d_kv_cache", tag, l), S, 2 * d, true, "self-attention keys | values")
-      if two_stacks then
-        cross[l] = value(string.format("%sl%02d_cross_kv", tag, l), S, 2 * d, true, "memory keys | values")
-      end
+      self:linear(string.format("dec_l%02d", l) .. "_cross_kv", "decoder", l, "multihead_attn", P.encoder_stream,
+        cross[l], d, 2 * d, "kv", { rows = "S" })
     end
-    if two_stacks then
-      begin_stage("cross_kv", "keys and values of the memory for every decoder layer, once per source",
-        "int S")
-      for l = 0, c.decoder_layers - 1 do
-        local L = string.format("dec_l%02d", l)
-        linear(L .. "_cross_kv", "decoder", l, "multihead_attn", P.encoder_stream, cross[l], d, 2 * d, "kv",
-          { rows = "S" })
-      end
-    end
-    begin_stage("decode", string.format("the decoder: %d causal layers over x [T,%d] at positions pos0..",
-      c.decoder_layers, d), (c.vocab and "const int32_t *tokens" or "const float *input") ..
-      ", int T, int pos0, int key_len" .. (two_stacks and ", int mem_len" or ""))
-    embed_ops(x, "tokens", "input", "pos0")
-    for l = 0, c.decoder_layers - 1 do layer_ops(tag, "decoder", l, x, caches[l], cross[l], "key_len") end
-    final_norm("decoder", x)
   end
+  self:begin_stage("decode", string.format("the decoder: %d causal layers over x [T,%d] at positions pos0..",
+    c.decoder_layers, d), (c.vocab and "const int32_t *tokens" or "const float *input") ..
+    ", int T, int pos0, int key_len" .. (two and ", int mem_len" or ""))
+  self:embed(x, "tokens", "input", "pos0")
+  for l = 0, c.decoder_layers - 1 do self:layer(tag, "decoder", l, x, caches[l], cross[l], "key_len") end
+  self:final_norm("decoder", x)
+end
+
+function Builder:head_stage()
+  local c, d, P = self.c, self.d, self.P
   local stream = P.decoder_stream or P.encoder_stream
   P.stream = stream
-  begin_stage("head", c.vocab and "the output head: logits over the vocabulary" or "the output: hidden states",
+  self:begin_stage("head", c.vocab and "the output head: logits over the vocabulary" or "the output: hidden states",
     "int T, float *out")
   if c.vocab then
-    local E = c.tie_embeddings and W("none", -1, "embed") or W("none", -1, "lm_head")
-    op("linear", "logits", { IN = d, OUT = c.vocab, BIAS = false, ACC = false, RELU = false, ISA = isa, NR = NR },
-      string.format("[T,%d] -> [T,%d], logits = x E^T", d, c.vocab),
+    local E = c.tie_embeddings and self:W("none", -1, "embed") or self:W("none", -1, "lm_head")
+    self:op("linear", "logits", { IN = d, OUT = c.vocab, BIAS = false, ACC = false, RELU = false, ISA = self.isa,
+      NR = self.nr }, string.format("[T,%d] -> [T,%d], logits = x E^T", d, c.vocab),
       { "a", stream, "T", "w + " .. E.macro, "NULL", "out" })
   else
-    op("copy", "output", { D = d }, string.format("[T,%d]", d), { stream, "T", "out" })
+    self:op("copy", "output", { D = d }, string.format("[T,%d]", d), { stream, "T", "out" })
   end
-  P.out_dim = out_dim
+  P.out_dim = c.vocab or d
+end
 
-  -- arena: persistent values first, then first-fit over lifetimes
-  local at2 = 0
+-- ---- arena placement -------------------------------------------------------------
+
+-- persistent values first, then first-fit over lifetimes (M.place).  Sets
+-- P.arena_floats and, for comparison, P.arena_naive_floats (no sharing).
+local function place_values(P)
+  local base = 0
   for _, v in ipairs(P.values) do
     if v.persistent then
-      v.offset = at2
-      at2 = align(at2 + v.floats)
+      v.offset = base
+      base = align(base + v.floats)
     end
   end
-  local base = at2
   local transients = {}
   for _, v in ipairs(P.values) do
     if not v.persistent then
@@ -378,24 +441,46 @@ function M.plan(c, specs, isa)
       transients[#transients + 1] = v
     end
   end
-  local top = M.place(transients, base)
-  P.arena_floats = top
+  P.arena_floats = M.place(transients, base)
   local naive = base
   for _, v in ipairs(transients) do naive = naive + align(v.floats) end
   P.arena_naive_floats = naive
+end
 
-  -- FLOPs of one sequence at T = max_seq (keys: T, or half of them when causal)
-  local flops = 0
+-- ---- FLOP counting -----------------------------------------------------------------
+
+-- FLOPs of one sequence at T = max_seq, per op (o.flops), per stage
+-- (st.flops) and in all (P.flops)
+local function count_flops(P)
+  local S, flops = P.S, 0
   for _, st in ipairs(P.stages) do
+    st.flops = 0
     for _, o in ipairs(st.ops) do
-      local k = ops.kinds[o.kind]
-      local f = k.flops(o.kernel.params, S, S)
-      if o.kind == "attention" and o.kernel.params.CAUSAL then f = f * (S + 1) / (2 * S) end
-      o.flops = f
-      flops = flops + f
+      o.flops = ops.kinds[o.kind].flops(o.kernel.params, S, S)
+      st.flops = st.flops + o.flops
     end
+    flops = flops + st.flops
   end
   P.flops = flops
+end
+
+-- ---- the plan --------------------------------------------------------------------
+
+-- isa: "generic" | "avx2" | "avx512" | "neon": the matrix kernels the code
+-- calls, which fix the panel width of the packed weights.
+function M.plan(c, specs, isa)
+  isa = isa or "generic"
+  assert(M.NR[isa], "plan: unknown ISA " .. tostring(isa))
+  local P = { config = c, d = c.d_model, dk = c.d_model // c.heads, S = c.max_seq, isa = isa, nr = M.NR[isa],
+    two_stacks = c.arch == "encoder-decoder" }
+  weight_layout(P, specs)
+  local B = builder(P)
+  B:state_values()
+  if c.arch == "encoder" or c.arch == "encoder-decoder" then B:encode_stage() end
+  if c.arch == "decoder-only" or c.arch == "encoder-decoder" then B:decode_stages() end
+  B:head_stage()
+  place_values(P)
+  count_flops(P)
   return P
 end
 

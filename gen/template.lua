@@ -10,13 +10,15 @@
 -- gets another wherever it jumps ahead in the template, so a compiler error
 -- names the template line.
 
+local host = require("ff_host")
+
 local M = {}
 
 local cache = {}
 
 local function sections_of(file)
   if cache[file] then return cache[file] end
-  local text = ff_read_template(file) -- provided by the host: embedded file text
+  local text = host.read_template(file) -- the embedded file text
   local sections, current = {}, nil
   local n = 0
   for line in (text .. "\n"):gmatch("([^\n]*)\n") do

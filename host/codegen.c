@@ -10,7 +10,10 @@
 
 /* ---- functions the generator calls ------------------------------------- */
 
-/* ff_sha256(s) -> 64 hex characters */
+/* The generator reaches these as a module, `local host = require("ff_host")`
+ * (never globals; descriptions run in their own environment and see neither). */
+
+/* host.sha256(s) -> 64 hex characters */
 static int l_sha256(lua_State *L) {
   size_t len;
   const char *s = luaL_checklstring(L, 1, &len);
@@ -20,7 +23,7 @@ static int l_sha256(lua_State *L) {
   return 1;
 }
 
-/* ff_read_template("templates/x.c") -> the file's text, from the binary */
+/* host.read_template("templates/x.c.in") -> the file's text, from the binary */
 static int l_read_template(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   const ff_embedded_file *f = ff_embedded_find(path);
@@ -49,17 +52,35 @@ static int push_spec(void *ctx, const ff_weight_spec *s) {
   return 0;
 }
 
-/* ff_weight_specs() -> the runtime's list of tensors for the loaded config */
+/* host.weight_specs() -> the runtime's list of tensors for the loaded config */
 static int l_weight_specs(lua_State *L) {
-  const ff_config *c = lua_touserdata(L, lua_upvalueindex(1));
+  lua_getfield(L, LUA_REGISTRYINDEX, "ff.model");
+  const ff_config *c = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (!c) return luaL_error(L, "host.weight_specs: no model is being generated");
   lua_newtable(L);
   ff_rt_visit_weights(c, NULL, push_spec, L);
   return 1;
 }
 
-static void register_host_functions(lua_State *L) {
-  lua_register(L, "ff_sha256", l_sha256);
-  lua_register(L, "ff_read_template", l_read_template);
+/* Installs the module ff_host where require (host.c) finds loaded modules,
+ * and makes c the model weight_specs describes (NULL: none).  The model is
+ * in the registry, not an upvalue, so a module that keeps the table from an
+ * earlier call still sees the current model. */
+static void install_host_module(lua_State *L, const ff_config *c) {
+  static const luaL_Reg fns[] = {
+      {"sha256", l_sha256}, {"read_template", l_read_template}, {"weight_specs", l_weight_specs}, {NULL, NULL}};
+  lua_pushlightuserdata(L, (void *)c);
+  lua_setfield(L, LUA_REGISTRYINDEX, "ff.model");
+  lua_getfield(L, LUA_REGISTRYINDEX, "ff.loaded");
+  if (lua_getfield(L, -1, "ff_host") == LUA_TNIL) {
+    lua_pop(L, 1);
+    luaL_newlib(L, fns);
+    lua_setfield(L, -2, "ff_host");
+  } else {
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
 }
 
 /* ---- reading the result ---------------------------------------------------- */
@@ -121,10 +142,7 @@ static int read_program(lua_State *L, int t, ff_program *p, ff_error *err) {
 static int generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err) {
   lua_State *L = ff_lua_state(h);
   int top = lua_gettop(L), rc;
-  lua_pushlightuserdata(L, (void *)c);
-  lua_pushcclosure(L, l_weight_specs, 1);
-  lua_setglobal(L, "ff_weight_specs");
-  register_host_functions(L);
+  install_host_module(L, c);
 
   lua_getglobal(L, "require");
   lua_pushliteral(L, "generate");
@@ -285,7 +303,7 @@ int ff_render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err) {
 static int render_kernels(ff_lua *h, const char *list, char **text, ff_error *err) {
   lua_State *L = ff_lua_state(h);
   int top = lua_gettop(L), rc = 0;
-  register_host_functions(L);
+  install_host_module(L, NULL);
   lua_getglobal(L, "require");
   lua_pushliteral(L, "emit");
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) goto lua_failed;

@@ -13,7 +13,7 @@
                        int j0, int j1);                                                                              \
   void ff_matmul_##isa(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,     \
                        const float *bias, float alpha, int flags);                                           \
-  void ff_attention_##isa(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,  \
+  void ff_sdpa_##isa(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,  \
                           int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);      \
   void ff_layernorm_##isa(const float *x, int T, int D, const float *gamma, const float *beta, double eps, float *y); \
   void ff_rmsnorm_##isa(const float *x, int T, int D, const float *gamma, double eps, float *y);                   \
@@ -33,7 +33,7 @@ KERNEL_DECLS(neon)
 
 #define KERNEL_ENTRY(kind, isa) {#isa, "ff_" #kind "_" #isa, (void (*)(void))ff_##kind##_##isa},
 #define KERNEL_ENTRIES(isa)                                                                                          \
-  KERNEL_ENTRY(linear, isa) KERNEL_ENTRY(matmul, isa) KERNEL_ENTRY(attention, isa) KERNEL_ENTRY(layernorm, isa)      \
+  KERNEL_ENTRY(linear, isa) KERNEL_ENTRY(matmul, isa) KERNEL_ENTRY(sdpa, isa)      KERNEL_ENTRY(layernorm, isa)      \
   KERNEL_ENTRY(rmsnorm, isa) KERNEL_ENTRY(gelu, isa) KERNEL_ENTRY(gelu_tanh, isa) KERNEL_ENTRY(swiglu, isa)
 
 /* every kernel the host carries: its ISA, C name and address */

@@ -7,7 +7,7 @@
  *                has FF_ACC), then max(0, .) with FF_RELU;
  *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels; only
  *                columns j0 .. j1-1 (j0 a multiple of 16);
- *   ff_attention_*  heads h0 .. h1-1 of multi-head attention (below).
+ *   ff_sdpa_*    heads h0 .. h1-1 of multi-head attention (below).
  * Sums over k run in k order per output, like the reference. */
 #if !defined(__AVX2__) || !defined(__FMA__)
 #error "these kernels need AVX2 and FMA: build with -mavx2 -mfma (or -march=native), or emit with --isa generic"
@@ -188,9 +188,9 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
 #define FF_PLAIN(name) ff_##name##_avx2
 #include "plain.c"
 
-/* attention on these kernels (attention.c) */
-#define FF_ATTENTION ff_attention_avx2
-#define FF_ATT_MR FF_AVX2_MR
-#define FF_ATT_MATMUL ff_matmul_avx2
-#define FF_ATT_SOFTMAX_ROW ff_softmax_row_avx2
-#include "attention.c"
+/* scaled dot-product attention on these kernels (sdpa.c) */
+#define FF_SDPA ff_sdpa_avx2
+#define FF_SDPA_MR FF_AVX2_MR
+#define FF_SDPA_MATMUL ff_matmul_avx2
+#define FF_SDPA_SOFTMAX_ROW ff_softmax_row_avx2
+#include "sdpa.c"

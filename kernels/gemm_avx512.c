@@ -168,9 +168,9 @@ static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
 #define FF_PLAIN(name) ff_##name##_avx512
 #include "plain.c"
 
-/* attention on these kernels (attention.c) */
-#define FF_ATTENTION ff_attention_avx512
-#define FF_ATT_MR FF_AVX512_MR
-#define FF_ATT_MATMUL ff_matmul_avx512
-#define FF_ATT_SOFTMAX_ROW ff_softmax_row_avx512
-#include "attention.c"
+/* scaled dot-product attention on these kernels (sdpa.c) */
+#define FF_SDPA ff_sdpa_avx512
+#define FF_SDPA_MR FF_AVX512_MR
+#define FF_SDPA_MATMUL ff_matmul_avx512
+#define FF_SDPA_SOFTMAX_ROW ff_softmax_row_avx512
+#include "sdpa.c"

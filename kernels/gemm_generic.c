@@ -7,7 +7,7 @@
  *                has FF_ACC), then max(0, .) with FF_RELU;
  *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels; only
  *                columns j0 .. j1-1 (j0 a multiple of 16);
- *   ff_attention_*  heads h0 .. h1-1 of multi-head attention (below). */
+ *   ff_sdpa_*    heads h0 .. h1-1 of multi-head attention (below). */
 #include <math.h>
 #include <stddef.h>
 
@@ -73,8 +73,8 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
 #define FF_PLAIN(name) ff_##name##_generic
 #include "plain.c"
 
-/* attention on these kernels (attention.c) */
-#define FF_ATTENTION ff_attention_generic
-#define FF_ATT_MR FF_GENERIC_MR
-#define FF_ATT_MATMUL ff_matmul_generic
-#include "attention.c"
+/* scaled dot-product attention on these kernels (sdpa.c) */
+#define FF_SDPA ff_sdpa_generic
+#define FF_SDPA_MR FF_GENERIC_MR
+#define FF_SDPA_MATMUL ff_matmul_generic
+#include "sdpa.c"

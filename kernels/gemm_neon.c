@@ -8,7 +8,7 @@
  *                has FF_ACC), then max(0, .) with FF_RELU;
  *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels; only
  *                columns j0 .. j1-1 (j0 a multiple of 16);
- *   ff_attention_*  heads h0 .. h1-1 of multi-head attention (attention.c).
+ *   ff_sdpa_*    heads h0 .. h1-1 of multi-head attention (sdpa.c).
  * Sums over k run in k order per output, like the reference.  NEON has no
  * masked loads: a tile narrower than 16 columns goes through a zero-padded
  * copy of its rows of B and of its output. */
@@ -117,8 +117,8 @@ static void ff_tile_rows_neon(int m, int n, int k, const float *A, int lda, cons
 #define FF_PLAIN(name) ff_##name##_neon
 #include "plain.c"
 
-/* attention on these kernels (attention.c) */
-#define FF_ATTENTION ff_attention_neon
-#define FF_ATT_MR FF_NEON_MR
-#define FF_ATT_MATMUL ff_matmul_neon
-#include "attention.c"
+/* scaled dot-product attention on these kernels (sdpa.c) */
+#define FF_SDPA ff_sdpa_neon
+#define FF_SDPA_MR FF_NEON_MR
+#define FF_SDPA_MATMUL ff_matmul_neon
+#include "sdpa.c"

@@ -1,5 +1,6 @@
 -- plan_arena.lua: the arena placer of gen/plan.lua (M.place) over random
--- lifetime sets (issue 10, item 14).  Run by tests/plan_arena.c in the
+-- lifetime sets (issue 10, item 14), and gen/literal.lua's shortest number
+-- literals (issue 11).  Run by tests/plan_arena.c in the
 -- generator's Lua state.  Checks, for every set:
 --   * every offset is >= base and 16-float aligned, the top is aligned and
 --     covers every item;
@@ -124,3 +125,28 @@ for i = 1, #big - 2 do
   end
 end
 print(string.format("plan_arena: %d random sets and a chain of %d items placed", cases, #big))
+
+-- gen/literal.lua, the generator's number printing (issue 11): the shortest
+-- %.Ng that reads back as the same float32 (or double)
+local lit = require("literal")
+local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
+assert(lit.shortest(1e-5) == "1e-05", lit.shortest(1e-5))
+assert(lit.float(1e-5) == "1e-05f" and lit.float(0.25) == "0.25f" and lit.float(2) == "2.0f", lit.float(2))
+assert(lit.float(1 / 3) == "0.33333334f", lit.float(1 / 3)) -- 8 digits, where %.9g says 0.333333343
+assert(lit.float(1 / math.sqrt(64)) == "0.125f" and lit.float(math.sqrt(512)) == "22.627417f" and
+  lit.float(1 / math.sqrt(512)) == "0.044194173f", lit.float(1 / math.sqrt(512))) -- as numpy's repr of float32
+assert(lit.double(1e-5) == "1e-05" and tonumber(lit.double(1e-5)) == 1e-5, lit.double(1e-5))
+assert(lit.double(1e-6) == "1e-06" and lit.double(0.1) == "0.1" and lit.double(500000) == "5e+05")
+assert(lit.double(1 / 3) == "0.3333333333333333", lit.double(1 / 3))
+math.randomseed(11)
+for _ = 1, 20000 do
+  local x = f32((math.random() - 0.5) * 10 ^ math.random(-30, 30))
+  local s = lit.shortest(x)
+  assert(f32(tonumber(s)) == x, "float " .. s .. " does not read back as " .. string.format("%.9g", x))
+  local n = 1 -- the digits s has: no fewer read back as x
+  while string.format("%." .. n .. "g", x) ~= s do n = n + 1 end
+  assert(n == 1 or f32(tonumber(string.format("%." .. (n - 1) .. "g", x))) ~= x, "float " .. s .. " is not the shortest")
+  local d = (math.random() - 0.5) * 10 ^ math.random(-300, 300)
+  assert(tonumber(lit.shortest_double(d)) == d, "double " .. lit.shortest_double(d))
+end
+print("plan_arena: literal.lua prints 20000 random floats and doubles shortest and exact")

@@ -70,6 +70,175 @@ enum {
   A_L01_FFN_HIDDEN = 16400, /* [64, 256] linear1 output, ops 14..15 */
 };
 
+/* ---- the op kernels the stages call (defined in the kernel library at the end) ---- */
+static void embed_128x64_panels(const int32_t *tokens, int T, const float *restrict E, float *restrict x);
+static void sinusoidal_64(float *x, int T, int pos0);
+static void linear_64x192(const float *a, const float *x, int T, const float *W, const float *b, float *y);
+static void attention_h4x16_q192_kv192(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
+    float *out);
+static void linear_64x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y);
+static void layernorm_64(const float *x, int T, const float *gamma, const float *beta, float *y);
+static void linear_64x256_relu(const float *a, const float *x, int T, const float *W, const float *b, float *y);
+static void linear_256x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y);
+static void linear_64x128_nobias(const float *a, const float *x, int T, const float *W, const float *b, float *y);
+
+/* the encoder: 2 layers over x [T,64]; 14,827,520 FLOPs at T = max_seq */
+static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
+  /* embed: tokens [T] -> [T,64]: x = E[token] * sqrt(64); 4,096 FLOPs */
+  embed_128x64_panels(tokens, T, w + W_EMBED, a + A_X);
+
+  /* positions: [T,64] in place: x += PE(pos), PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...); 12,288 FLOPs */
+  sinusoidal_64(a + A_X, T, 0);
+
+  /* ---- l00_attn: x = LayerNorm(x + SelfAttention(x)) ---- */
+  /* l00_attn_qkv: [T,64] -> [T,192]: y = x W^T + b; 1,572,864 FLOPs */
+  linear_64x192(a, a + A_X, T, w + W_L00_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L00_SELF_ATTN_IN_PROJ_BIAS, a + A_L00_ATTN_QKV);
+
+  /* l00_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V; 1,048,576 FLOPs */
+  attention_h4x16_q192_kv192(a, a + A_L00_ATTN_QKV, a + A_L00_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L00_ATTN_CTX);
+
+  /* l00_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b; 524,288 FLOPs */
+  linear_64x64_add(a, a + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
+
+  /* l00_attn_norm: [T,64] in place: x = LayerNorm(x), x holding x + SelfAttention(x); 32,768 FLOPs */
+  layernorm_64(a + A_X, T, w + W_L00_NORM1_WEIGHT, w + W_L00_NORM1_BIAS, a + A_X);
+
+  /* ---- l00_ffn: x = LayerNorm(x + FeedForward(x)) ---- */
+  /* l00_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b); 2,097,152 FLOPs */
+  linear_64x256_relu(a, a + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, a + A_L00_FFN_HIDDEN);
+
+  /* l00_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b; 2,097,152 FLOPs */
+  linear_256x64_add(a, a + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, a + A_X);
+
+  /* l00_ffn_norm: [T,64] in place: x = LayerNorm(x), x holding x + FeedForward(x); 32,768 FLOPs */
+  layernorm_64(a + A_X, T, w + W_L00_NORM2_WEIGHT, w + W_L00_NORM2_BIAS, a + A_X);
+
+  /* ---- l01_attn: x = LayerNorm(x + SelfAttention(x)) ---- */
+  /* l01_attn_qkv: [T,64] -> [T,192]: y = x W^T + b; 1,572,864 FLOPs */
+  linear_64x192(a, a + A_X, T, w + W_L01_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L01_SELF_ATTN_IN_PROJ_BIAS, a + A_L01_ATTN_QKV);
+
+  /* l01_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V; 1,048,576 FLOPs */
+  attention_h4x16_q192_kv192(a, a + A_L01_ATTN_QKV, a + A_L01_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L01_ATTN_CTX);
+
+  /* l01_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b; 524,288 FLOPs */
+  linear_64x64_add(a, a + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
+
+  /* l01_attn_norm: [T,64] in place: x = LayerNorm(x), x holding x + SelfAttention(x); 32,768 FLOPs */
+  layernorm_64(a + A_X, T, w + W_L01_NORM1_WEIGHT, w + W_L01_NORM1_BIAS, a + A_X);
+
+  /* ---- l01_ffn: x = LayerNorm(x + FeedForward(x)) ---- */
+  /* l01_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b); 2,097,152 FLOPs */
+  linear_64x256_relu(a, a + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, a + A_L01_FFN_HIDDEN);
+
+  /* l01_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b; 2,097,152 FLOPs */
+  linear_256x64_add(a, a + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, a + A_X);
+
+  /* l01_ffn_norm: [T,64] in place: x = LayerNorm(x), x holding x + FeedForward(x); 32,768 FLOPs */
+  layernorm_64(a + A_X, T, w + W_L01_NORM2_WEIGHT, w + W_L01_NORM2_BIAS, a + A_X);
+}
+
+/* the output head: logits over the vocabulary; 1,048,576 FLOPs at T = max_seq */
+static void head(const float *restrict w, float *restrict a, int T, float *out) {
+  /* logits: [T,64] -> [T,128], logits = x E^T: y = x W^T; 1,048,576 FLOPs */
+  linear_64x128_nobias(a, a + A_X, T, w + W_EMBED, NULL, out);
+}
+
+/* ---- the state's own fields, and threads: tiny_set_threads keeps (fn,
+ * pool, threads) in the state; matrix products (linear) split their column
+ * panels over them, attention its heads ---- */
+typedef struct {
+  int32_t magic, threads; /* "THRD", 1..TINY_MAX_THREADS */
+  tiny_parallel_fn fn;
+  void *pool;
+} parallel_t;
+
+/* the state's threads, as init_state / set_threads left them */
+static parallel_t parallel_of(const float *a) {
+  parallel_t p;
+  memcpy(&p, a + A_THREADS, sizeof p);
+  return p;
+}
+
+/* 1 when init_state prepared the state */
+static int state_ready(const void *state) {
+  return parallel_of(state).magic == 0x44524854;
+}
+
+int tiny_init_state(void *state) {
+  const parallel_t p = {0x44524854, 1, NULL, NULL};
+  if (!state || ((size_t)state & 15) != 0) return TINY_EINVAL;
+  memcpy((float *)state + A_THREADS, &p, sizeof p);
+  return 0;
+}
+
+int tiny_set_threads(void *state, tiny_parallel_fn fn, void *pool, int threads) {
+  const parallel_t p = {0x44524854, threads, fn, pool};
+  if (!state || ((size_t)state & 15) != 0 || !state_ready(state) || threads < 1 || threads > TINY_MAX_THREADS ||
+      (threads > 1 && !fn))
+    return TINY_EINVAL;
+  memcpy((float *)state + A_THREADS, &p, sizeof p);
+  return 0;
+}
+
+/* 0, or the status of the first bad argument: nothing is computed on error. */
+static int check_batch(const tiny_weights *w, const void *state, int batch, int T, const int32_t *lengths) {
+  if (!w || !w->data || !state || ((size_t)state & 15) != 0 || !state_ready(state)) return TINY_EINVAL;
+  if (batch < 1 || T < 1 || T > TINY_MAX_SEQ) return TINY_ELENGTH;
+  for (int b = 0; lengths && b < batch; b++)
+    if (lengths[b] < 1 || lengths[b] > T) return TINY_ELENGTH;
+  return 0;
+}
+
+static int check_tokens(const int32_t *tokens, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= TINY_VOCAB) return TINY_ETOKEN;
+  return 0;
+}
+
+/* The blob: "FFWEIGHT", u32 version 1, u32 header bytes 64, u64 layout hash,
+ * u64 data bytes, zeros to 64 bytes, then the floats (little-endian fields). */
+static unsigned long long read_u64(const unsigned char *p) {
+  unsigned long long v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+int tiny_bind(tiny_weights *w, const void *blob, size_t bytes) {
+  const unsigned char *p = blob;
+  static const char magic[8] = {'F', 'F', 'W', 'E', 'I', 'G', 'H', 'T'};
+  if (!w || !blob || ((size_t)blob & 15) != 0) return TINY_EINVAL;
+  if (bytes != (size_t)TINY_BLOB_HEADER_BYTES + TINY_WEIGHTS_BYTES) return TINY_EBLOB;
+  for (int i = 0; i < 8; i++)
+    if (p[i] != (unsigned char)magic[i]) return TINY_EBLOB;
+  if ((read_u64(p + 8) & 0xffffffffu) != 1 || (read_u64(p + 8) >> 32) != TINY_BLOB_HEADER_BYTES ||
+      read_u64(p + 16) != TINY_LAYOUT_HASH || read_u64(p + 24) != TINY_WEIGHTS_BYTES)
+    return TINY_EBLOB;
+  w->data = (const float *)(const void *)(p + TINY_BLOB_HEADER_BYTES);
+  return 0;
+}
+
+/* Encodes a batch: token ids [batch, T], lengths [batch] (NULL: all T) -> out [batch, T, 128]. */
+int tiny_forward(const tiny_weights *w, void *state, const int32_t *tokens, int batch, int T,
+    const int32_t *lengths, float *out) {
+  int rc = check_batch(w, state, batch, T, lengths);
+  if (!rc) rc = check_tokens(tokens, (size_t)batch * T);
+  if (rc) return rc;
+  for (int b = 0; b < batch; b++) {
+    encode(w->data, state, tokens + (size_t)b * T, T, lengths ? lengths[b] : T);
+    head(w->data, state, T, out + (size_t)b * T * 128);
+  }
+  return 0;
+}
+
+int tiny_run(const tiny_weights *w, void *state, int batch, int src_len, const void *src,
+    const int32_t *lengths, int tgt_len, const void *tgt, float *out) {
+  (void)tgt_len;
+  (void)tgt;
+  return tiny_forward(w, state, (const int32_t *)src, batch, src_len, lengths, out);
+}
+
+/* ==== the kernel library: the matrix kernels (kernels/), the parallel helpers and the
+ * op kernels (templates/), in the order the stages first call them ==== */
 
 /* ---- matrix kernels (kernels/gemm_generic.c) ---- */
 #if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */
@@ -79,7 +248,7 @@ void ff_linear_generic(const float *x, int T, int IN, const float *W, const floa
     int j0, int j1);
 void ff_matmul_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
     const float *bias, float alpha, int flags);
-void ff_attention_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
+void ff_sdpa_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
     int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
 void ff_layernorm_generic(const float *x, int T, int D, const float *gamma, const float *beta, double eps, float *y);
 void ff_rmsnorm_generic(const float *x, int T, int D, const float *gamma, double eps, float *y);
@@ -102,7 +271,7 @@ void ff_swiglu_generic(const float *h, int T, int N, float *a);
  *                has FF_ACC), then max(0, .) with FF_RELU;
  *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels; only
  *                columns j0 .. j1-1 (j0 a multiple of 16);
- *   ff_attention_*  heads h0 .. h1-1 of multi-head attention (below). */
+ *   ff_sdpa_*    heads h0 .. h1-1 of multi-head attention (below). */
 #include <math.h>
 #include <stddef.h>
 
@@ -281,18 +450,18 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
 }
 #line 75 "kernels/gemm_generic.c"
 
-/* attention on these kernels (attention.c) */
-#define FF_ATTENTION ff_attention_generic
-#define FF_ATT_MR FF_GENERIC_MR
-#define FF_ATT_MATMUL ff_matmul_generic
-#line 1 "kernels/attention.c"
-/* attention.c - scaled dot-product attention on top of one ISA's matrix
+/* scaled dot-product attention on these kernels (sdpa.c) */
+#define FF_SDPA ff_sdpa_generic
+#define FF_SDPA_MR FF_GENERIC_MR
+#define FF_SDPA_MATMUL ff_matmul_generic
+#line 1 "kernels/sdpa.c"
+/* sdpa.c - scaled dot-product attention on top of one ISA's matrix
  * kernels; the ISA's file defines, then includes this (emitted code gets the
  * text in place of the #include):
- *   FF_ATTENTION        the function's name, ff_attention_ISA
- *   FF_ATT_MR           query rows per block (the tile's rows)
- *   FF_ATT_MATMUL       the ISA's ff_matmul_ISA
- *   FF_ATT_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
+ *   FF_SDPA              the function's name, ff_sdpa_ISA
+ *   FF_SDPA_MR           query rows per block (the tile's rows, at most 8)
+ *   FF_SDPA_MATMUL       the ISA's ff_matmul_ISA
+ *   FF_SDPA_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
  *                       place, the row max subtracted; row[visible .. n) = 0
  *                       (if not defined: the scalar one below, with expf)
  *
@@ -300,14 +469,19 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
  * q rows every ldq floats, k rows every ldk (head h at columns h*dk), v =
  * k + heads*dk with the same stride.  Key j is masked when j >= key_len, or
  * (causal) j > q_pos0 + t for query row t.  Per head, K^T is gathered once,
- * then for each block of FF_ATT_MR query rows the scores S = scale Q K^T over
+ * then for each block of FF_SDPA_MR query rows the scores S = scale Q K^T over
  * the keys the block sees, a softmax row by row and O = P V are tile
- * products: at most FF_ATT_MR rows of the T x T scores exist at a time.
+ * products: at most FF_SDPA_MR rows of the T x T scores exist at a time.
  * A masked key is absent for its row (its score and value are not used), so
  * a NaN in a later or padded position does not reach the row.
  * scratch: (dk + 8) * pad16(key_len) floats (threads take a head range and
  * scratch each). */
-#ifndef FF_ATT_SOFTMAX_ROW
+
+/* The scratch is K^T (dk rows) and one block of score rows: the plan
+ * (gen/plan.lua) sizes it (dk + 8) x pad16(key_len), so a block may have at
+ * most 8 rows.  A wider tile fails to compile here (C99: no _Static_assert). */
+typedef char ff_sdpa_scratch_holds_the_block[(FF_SDPA_MR) <= 8 ? 1 : -1];
+#ifndef FF_SDPA_SOFTMAX_ROW
 static void ff_softmax_row_scalar(float *row, int visible, int n) {
   float max = -3.402823466e+38f, sum = 0.0f;
   for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
@@ -315,18 +489,18 @@ static void ff_softmax_row_scalar(float *row, int visible, int n) {
   for (int j = 0; j < visible; j++) row[j] *= 1.0f / sum;
   for (int j = visible; j < n; j++) row[j] = 0.0f;
 }
-#define FF_ATT_SOFTMAX_ROW ff_softmax_row_scalar
+#define FF_SDPA_SOFTMAX_ROW ff_softmax_row_scalar
 #endif
 
-FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
+FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
                             int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out) {
   const int d = heads * dk, ld = (key_len + 15) & ~15;
   float *kt = scratch, *s = scratch + (size_t)dk * ld;
   for (int h = h0; h < h1; h++) {
     for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
       for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
-    for (int t0 = 0; t0 < Tq; t0 += FF_ATT_MR) {
-      const int mb = Tq - t0 < FF_ATT_MR ? Tq - t0 : FF_ATT_MR;
+    for (int t0 = 0; t0 < Tq; t0 += FF_SDPA_MR) {
+      const int mb = Tq - t0 < FF_SDPA_MR ? Tq - t0 : FF_SDPA_MR;
       int nv = key_len; /* keys any row of the block sees */
       if (causal && q_pos0 + t0 + mb < nv) nv = q_pos0 + t0 + mb;
       if (nv <= 0) { /* every key masked: 0, as the reference */
@@ -334,16 +508,16 @@ FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, in
           for (int i = 0; i < dk; i++) out[(size_t)t * d + h * dk + i] = 0.0f;
         continue;
       }
-      FF_ATT_MATMUL(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
+      FF_SDPA_MATMUL(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
       for (int r = 0; r < mb; r++) /* each row sees keys up to its own position */
-        FF_ATT_SOFTMAX_ROW(s + (size_t)r * ld, causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv, nv);
+        FF_SDPA_SOFTMAX_ROW(s + (size_t)r * ld, causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv, nv);
       /* O = P V over the keys every row of the block sees, then each row's
-       * further keys (causal: fewer than FF_ATT_MR) one by one, in key order:
+       * further keys (causal: fewer than FF_SDPA_MR) one by one, in key order:
        * a key masked for a row is not read for it, so that a NaN or inf in a
        * later position's value reaches no earlier row (0 * NaN would) */
       const int v0 = causal && q_pos0 + t0 + 1 < nv ? q_pos0 + t0 + 1 : nv;
       float *o = out + (size_t)t0 * d + h * dk;
-      FF_ATT_MATMUL(mb, dk, v0, s, ld, k + d + h * dk, ldk, o, d, NULL, 1.0f, 0);
+      FF_SDPA_MATMUL(mb, dk, v0, s, ld, k + d + h * dk, ldk, o, d, NULL, 1.0f, 0);
       for (int r = 1; r < mb && v0 < nv; r++)
         for (int j = v0; j < nv && j < q_pos0 + t0 + r + 1; j++) {
           const float p = s[(size_t)r * ld + j], *vj = k + (size_t)j * ldk + d + h * dk;
@@ -355,48 +529,8 @@ FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, in
 #line 81 "kernels/gemm_generic.c"
 #endif
 
-#line 48 "templates/model.c.in"
-/* ---- the state's own fields, and threads: tiny_set_threads keeps (fn,
- * pool, threads) in the state; matrix products split their column panels
- * over them, attention its heads ---- */
-#line 54 "templates/model.c.in"
-typedef struct {
-  int32_t magic, threads; /* "THRD", 1..TINY_MAX_THREADS */
-  tiny_parallel_fn fn;
-  void *pool;
-} parallel_t;
-#line 67 "templates/model.c.in"
-
-/* the state's threads, as init_state / set_threads left them */
-static parallel_t parallel_of(const float *a) {
-  parallel_t p;
-  memcpy(&p, a + A_THREADS, sizeof p);
-  return p;
-}
-
-/* 1 when init_state prepared the state */
-static int state_ready(const void *state) {
-  return parallel_of(state).magic == 0x44524854;
-}
-#line 110 "templates/model.c.in"
-
-int tiny_init_state(void *state) {
-  const parallel_t p = {0x44524854, 1, NULL, NULL};
-  if (!state || ((size_t)state & 15) != 0) return TINY_EINVAL;
-  memcpy((float *)state + A_THREADS, &p, sizeof p);
-#line 121 "templates/model.c.in"
-  return 0;
-}
-
-int tiny_set_threads(void *state, tiny_parallel_fn fn, void *pool, int threads) {
-  const parallel_t p = {0x44524854, threads, fn, pool};
-  if (!state || ((size_t)state & 15) != 0 || !state_ready(state) || threads < 1 || threads > TINY_MAX_THREADS ||
-      (threads > 1 && !fn))
-    return TINY_EINVAL;
-  memcpy((float *)state + A_THREADS, &p, sizeof p);
-  return 0;
-}
-
+#line 138 "templates/model.c.in"
+/* ---- the parallel helpers of the kernels: linear and attention on the state's threads ---- */
 typedef struct {
   const float *x, *W, *b;
   float *y;
@@ -431,32 +565,29 @@ typedef struct {
   float *scratch, *out;
   int ldq, ldk, Tq, key_len, heads, dk, causal, q_pos0, n;
   float scale;
-} attention_job;
+} attend_job;
 
-static void attention_task(void *arg, int i) { /* the i-th of n ranges of heads, with scratch slot i */
-  const attention_job *j = arg;
-  ff_attention_generic(j->q, j->ldq, j->k, j->ldk, j->Tq, j->key_len, j->heads, j->dk, j->heads * i / j->n,
+static void attend_task(void *arg, int i) { /* the i-th of n ranges of heads, with scratch slot i */
+  const attend_job *j = arg;
+  ff_sdpa_generic(j->q, j->ldq, j->k, j->ldk, j->Tq, j->key_len, j->heads, j->dk, j->heads * i / j->n,
       j->heads * (i + 1) / j->n, j->causal, j->q_pos0, j->scale, j->scratch + (size_t)i * 1536, j->out);
 }
 
-/* Multi-head attention (ff_attention_generic) on the state's threads: up to
+/* attend_heads: multi-head attention, ff_sdpa_generic on the state's threads: up to
  * 8 tasks (the scratch slots), a range of heads each, which the threads
  * take in turn; one thread below a million multiply-adds. */
-static void attention(const float *a, const float *q, int ldq, const float *k, int ldk, int Tq, int key_len,
+static void attend_heads(const float *a, const float *q, int ldq, const float *k, int ldk, int Tq, int key_len,
     int heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
   const parallel_t p = parallel_of(a);
-  attention_job job;
+  attend_job job;
   job.q = q, job.k = k, job.scratch = scratch, job.out = out, job.ldq = ldq, job.ldk = ldk, job.Tq = Tq;
   job.key_len = key_len, job.heads = heads, job.dk = dk, job.causal = causal, job.q_pos0 = q_pos0;
   job.scale = scale, job.n = heads < 8 ? heads : 8; /* a thread held up takes fewer */
   if (p.threads < 2 || job.n < 2 || 2.0 * Tq * key_len * heads * dk < 1e6)
-    ff_attention_generic(q, ldq, k, ldk, Tq, key_len, heads, dk, 0, heads, causal, q_pos0, scale, scratch, out);
+    ff_sdpa_generic(q, ldq, k, ldk, Tq, key_len, heads, dk, 0, heads, causal, q_pos0, scale, scratch, out);
   else
-    p.fn(p.pool, job.n, attention_task, &job);
+    p.fn(p.pool, job.n, attend_task, &job);
 }
-
-
-/* ---- kernels (templates/) ---- */
 
 #line 5 "templates/embed.c.in"
 /* embed_128x64_panels: x [T, 64] = E[tokens] * 8.0f  (E [128, 64]; ids checked by the caller) */
@@ -475,10 +606,10 @@ static void embed_128x64_panels(const int32_t *tokens, int T, const float *restr
 #line 29 "templates/embed.c.in"
 /* sinusoidal_64_freq[i] = 10000^(-2i/64), folded at generation time */
 static const double sinusoidal_64_freq[32] = {
-  1.0, 0.74989420933245587, 0.56234132519034907, 0.42169650342858228, 0.31622776601683794, 0.23713737056616555, 0.17782794100389226, 0.1333521432163324,
-  0.10000000000000001, 0.074989420933245579, 0.056234132519034905, 0.042169650342858224, 0.031622776601683791, 0.02371373705661655, 0.017782794100389229, 0.013335214321633241,
-  0.01, 0.0074989420933245588, 0.005623413251903491, 0.0042169650342858229, 0.003162277660168379, 0.0023713737056616549, 0.001778279410038923, 0.0013335214321633241,
-  0.001, 0.00074989420933245575, 0.0005623413251903491, 0.00042169650342858229, 0.00031622776601683794, 0.00023713737056616554, 0.00017782794100389227, 0.0001333521432163324,
+  1.0, 0.7498942093324559, 0.5623413251903491, 0.4216965034285823, 0.31622776601683794, 0.23713737056616555, 0.17782794100389226, 0.1333521432163324,
+  0.1, 0.07498942093324558, 0.056234132519034905, 0.042169650342858224, 0.03162277660168379, 0.02371373705661655, 0.01778279410038923, 0.01333521432163324,
+  0.01, 0.007498942093324559, 0.005623413251903491, 0.004216965034285823, 0.003162277660168379, 0.002371373705661655, 0.001778279410038923, 0.001333521432163324,
+  0.001, 0.0007498942093324557, 0.0005623413251903491, 0.0004216965034285823, 0.00031622776601683794, 0.00023713737056616554, 0.00017782794100389227, 0.0001333521432163324,
 #line 32 "templates/embed.c.in"
 };
 
@@ -505,15 +636,15 @@ static void linear_64x192(const float *a, const float *x, int T, const float *W,
 }
 
 
-#line 4 "templates/attention.c.in"
+#line 5 "templates/mha.c.in"
 /* attention_h4x16_q192_kv192: out [Tq, 64] = softmax(Q K^T / sqrt(16) + mask) V, 4 heads of 16
  * q rows every 192 floats; k rows every 192 floats, v 64 floats after k.
  * Masked: keys j >= key_len (padding); masked scores are -inf
- * and the row max is subtracted (ff_attention_generic, heads split over the
+ * and the row max is subtracted (ff_sdpa_generic, heads split over the
  * state's threads, each with (16 + 8) x pad16(key_len) floats of scratch). */
 static void attention_h4x16_q192_kv192(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
                   float *out) {
-  attention(a, q, 192, k, 192, Tq, key_len, 4, 16, 0, q_pos0, 0.25f, scratch, out);
+  attend_heads(a, q, 192, k, 192, Tq, key_len, 4, 16, 0, q_pos0, 0.25f, scratch, out);
 }
 
 
@@ -527,10 +658,10 @@ static void linear_64x64_add(const float *a, const float *x, int T, const float 
 
 
 #line 5 "templates/norm.c.in"
-/* layernorm_64: y = (x - mean) / sqrt(var + 1.0000000000000001e-05) * gamma + beta over 64 features, biased var
+/* layernorm_64: y = (x - mean) / sqrt(var + 1e-05) * gamma + beta over 64 features, biased var
  * (ff_layernorm_generic); y may be x. */
 static void layernorm_64(const float *x, int T, const float *gamma, const float *beta, float *y) {
-  ff_layernorm_generic(x, T, 64, gamma, beta, 1.0000000000000001e-05, y);
+  ff_layernorm_generic(x, T, 64, gamma, beta, 1e-05, y);
 }
 
 
@@ -559,128 +690,3 @@ static void linear_256x64_add(const float *a, const float *x, int T, const float
 static void linear_64x128_nobias(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
   linear(a, x, T, 64, W, b, 128, y, 0);
 }
-
-
-#line 565 "tiny.c"
-
-/* the encoder: 2 layers over x [T,64] */
-static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
-  /* embed: tokens [T] -> [T,64]: x = E[token] * sqrt(64) */
-  embed_128x64_panels(tokens, T, w + W_EMBED, a + A_X);
-
-  /* positions: [T,64] in place: x += PE(pos), PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...) */
-  sinusoidal_64(a + A_X, T, 0);
-
-  /* l00_attn_qkv: [T,64] -> [T,192]: y = x W^T + b */
-  linear_64x192(a, a + A_X, T, w + W_L00_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L00_SELF_ATTN_IN_PROJ_BIAS, a + A_L00_ATTN_QKV);
-
-  /* l00_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V */
-  attention_h4x16_q192_kv192(a, a + A_L00_ATTN_QKV, a + A_L00_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L00_ATTN_CTX);
-
-  /* l00_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b */
-  linear_64x64_add(a, a + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
-
-  /* l00_attn_norm: [T,64] in place: y = LayerNorm(x) */
-  layernorm_64(a + A_X, T, w + W_L00_NORM1_WEIGHT, w + W_L00_NORM1_BIAS, a + A_X);
-
-  /* l00_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b) */
-  linear_64x256_relu(a, a + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, a + A_L00_FFN_HIDDEN);
-
-  /* l00_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b */
-  linear_256x64_add(a, a + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, a + A_X);
-
-  /* l00_ffn_norm: [T,64] in place: y = LayerNorm(x) */
-  layernorm_64(a + A_X, T, w + W_L00_NORM2_WEIGHT, w + W_L00_NORM2_BIAS, a + A_X);
-
-  /* l01_attn_qkv: [T,64] -> [T,192]: y = x W^T + b */
-  linear_64x192(a, a + A_X, T, w + W_L01_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L01_SELF_ATTN_IN_PROJ_BIAS, a + A_L01_ATTN_QKV);
-
-  /* l01_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V */
-  attention_h4x16_q192_kv192(a, a + A_L01_ATTN_QKV, a + A_L01_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L01_ATTN_CTX);
-
-  /* l01_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b */
-  linear_64x64_add(a, a + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
-
-  /* l01_attn_norm: [T,64] in place: y = LayerNorm(x) */
-  layernorm_64(a + A_X, T, w + W_L01_NORM1_WEIGHT, w + W_L01_NORM1_BIAS, a + A_X);
-
-  /* l01_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b) */
-  linear_64x256_relu(a, a + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, a + A_L01_FFN_HIDDEN);
-
-  /* l01_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b */
-  linear_256x64_add(a, a + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, a + A_X);
-
-  /* l01_ffn_norm: [T,64] in place: y = LayerNorm(x) */
-  layernorm_64(a + A_X, T, w + W_L01_NORM2_WEIGHT, w + W_L01_NORM2_BIAS, a + A_X);
-
-}
-
-
-/* the output head: logits over the vocabulary */
-static void head(const float *restrict w, float *restrict a, int T, float *out) {
-  /* logits: [T,64] -> [T,128], logits = x E^T: y = x W^T */
-  linear_64x128_nobias(a, a + A_X, T, w + W_EMBED, NULL, out);
-
-}
-
-
-/* 0, or the status of the first bad argument: nothing is computed on error. */
-static int check_batch(const tiny_weights *w, const void *state, int batch, int T, const int32_t *lengths) {
-  if (!w || !w->data || !state || ((size_t)state & 15) != 0 || !state_ready(state)) return TINY_EINVAL;
-  if (batch < 1 || T < 1 || T > TINY_MAX_SEQ) return TINY_ELENGTH;
-  for (int b = 0; lengths && b < batch; b++)
-    if (lengths[b] < 1 || lengths[b] > T) return TINY_ELENGTH;
-  return 0;
-}
-
-static int check_tokens(const int32_t *tokens, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (tokens[i] < 0 || tokens[i] >= TINY_VOCAB) return TINY_ETOKEN;
-  return 0;
-}
-
-
-
-/* The blob: "FFWEIGHT", u32 version 1, u32 header bytes 64, u64 layout hash,
- * u64 data bytes, zeros to 64 bytes, then the floats (little-endian fields). */
-static unsigned long long read_u64(const unsigned char *p) {
-  unsigned long long v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-
-int tiny_bind(tiny_weights *w, const void *blob, size_t bytes) {
-  const unsigned char *p = blob;
-  static const char magic[8] = {'F', 'F', 'W', 'E', 'I', 'G', 'H', 'T'};
-  if (!w || !blob || ((size_t)blob & 15) != 0) return TINY_EINVAL;
-  if (bytes != (size_t)TINY_BLOB_HEADER_BYTES + TINY_WEIGHTS_BYTES) return TINY_EBLOB;
-  for (int i = 0; i < 8; i++)
-    if (p[i] != (unsigned char)magic[i]) return TINY_EBLOB;
-  if ((read_u64(p + 8) & 0xffffffffu) != 1 || (read_u64(p + 8) >> 32) != TINY_BLOB_HEADER_BYTES ||
-      read_u64(p + 16) != TINY_LAYOUT_HASH || read_u64(p + 24) != TINY_WEIGHTS_BYTES)
-    return TINY_EBLOB;
-  w->data = (const float *)(const void *)(p + TINY_BLOB_HEADER_BYTES);
-  return 0;
-}
-
-
-/* Encodes a batch: token ids [batch, T], lengths [batch] (NULL: all T) -> out [batch, T, 128]. */
-int tiny_forward(const tiny_weights *w, void *state, const int32_t *tokens, int batch, int T,
-    const int32_t *lengths, float *out) {
-  int rc = check_batch(w, state, batch, T, lengths);
-  if (!rc) rc = check_tokens(tokens, (size_t)batch * T);
-  if (rc) return rc;
-  for (int b = 0; b < batch; b++) {
-    encode(w->data, state, tokens + (size_t)b * T, T, lengths ? lengths[b] : T);
-    head(w->data, state, T, out + (size_t)b * T * 128);
-  }
-  return 0;
-}
-
-int tiny_run(const tiny_weights *w, void *state, int batch, int src_len, const void *src,
-    const int32_t *lengths, int tgt_len, const void *tgt, float *out) {
-  (void)tgt_len;
-  (void)tgt;
-  return tiny_forward(w, state, (const int32_t *)src, batch, src_len, lengths, out);
-}
-

@@ -1,10 +1,10 @@
-/* attention.c - scaled dot-product attention on top of one ISA's matrix
+/* sdpa.c - scaled dot-product attention on top of one ISA's matrix
  * kernels; the ISA's file defines, then includes this (emitted code gets the
  * text in place of the #include):
- *   FF_ATTENTION        the function's name, ff_attention_ISA
- *   FF_ATT_MR           query rows per block (the tile's rows)
- *   FF_ATT_MATMUL       the ISA's ff_matmul_ISA
- *   FF_ATT_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
+ *   FF_SDPA              the function's name, ff_sdpa_ISA
+ *   FF_SDPA_MR           query rows per block (the tile's rows, at most 8)
+ *   FF_SDPA_MATMUL       the ISA's ff_matmul_ISA
+ *   FF_SDPA_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
  *                       place, the row max subtracted; row[visible .. n) = 0
  *                       (if not defined: the scalar one below, with expf)
  *
@@ -12,14 +12,19 @@
  * q rows every ldq floats, k rows every ldk (head h at columns h*dk), v =
  * k + heads*dk with the same stride.  Key j is masked when j >= key_len, or
  * (causal) j > q_pos0 + t for query row t.  Per head, K^T is gathered once,
- * then for each block of FF_ATT_MR query rows the scores S = scale Q K^T over
+ * then for each block of FF_SDPA_MR query rows the scores S = scale Q K^T over
  * the keys the block sees, a softmax row by row and O = P V are tile
- * products: at most FF_ATT_MR rows of the T x T scores exist at a time.
+ * products: at most FF_SDPA_MR rows of the T x T scores exist at a time.
  * A masked key is absent for its row (its score and value are not used), so
  * a NaN in a later or padded position does not reach the row.
  * scratch: (dk + 8) * pad16(key_len) floats (threads take a head range and
  * scratch each). */
-#ifndef FF_ATT_SOFTMAX_ROW
+
+/* The scratch is K^T (dk rows) and one block of score rows: the plan
+ * (gen/plan.lua) sizes it (dk + 8) x pad16(key_len), so a block may have at
+ * most 8 rows.  A wider tile fails to compile here (C99: no _Static_assert). */
+typedef char ff_sdpa_scratch_holds_the_block[(FF_SDPA_MR) <= 8 ? 1 : -1];
+#ifndef FF_SDPA_SOFTMAX_ROW
 static void ff_softmax_row_scalar(float *row, int visible, int n) {
   float max = -3.402823466e+38f, sum = 0.0f;
   for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
@@ -27,18 +32,18 @@ static void ff_softmax_row_scalar(float *row, int visible, int n) {
   for (int j = 0; j < visible; j++) row[j] *= 1.0f / sum;
   for (int j = visible; j < n; j++) row[j] = 0.0f;
 }
-#define FF_ATT_SOFTMAX_ROW ff_softmax_row_scalar
+#define FF_SDPA_SOFTMAX_ROW ff_softmax_row_scalar
 #endif
 
-FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
+FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
                             int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out) {
   const int d = heads * dk, ld = (key_len + 15) & ~15;
   float *kt = scratch, *s = scratch + (size_t)dk * ld;
   for (int h = h0; h < h1; h++) {
     for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
       for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
-    for (int t0 = 0; t0 < Tq; t0 += FF_ATT_MR) {
-      const int mb = Tq - t0 < FF_ATT_MR ? Tq - t0 : FF_ATT_MR;
+    for (int t0 = 0; t0 < Tq; t0 += FF_SDPA_MR) {
+      const int mb = Tq - t0 < FF_SDPA_MR ? Tq - t0 : FF_SDPA_MR;
       int nv = key_len; /* keys any row of the block sees */
       if (causal && q_pos0 + t0 + mb < nv) nv = q_pos0 + t0 + mb;
       if (nv <= 0) { /* every key masked: 0, as the reference */
@@ -46,16 +51,16 @@ FF_KERNEL void FF_ATTENTION(const float *q, int ldq, const float *k, int ldk, in
           for (int i = 0; i < dk; i++) out[(size_t)t * d + h * dk + i] = 0.0f;
         continue;
       }
-      FF_ATT_MATMUL(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
+      FF_SDPA_MATMUL(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
       for (int r = 0; r < mb; r++) /* each row sees keys up to its own position */
-        FF_ATT_SOFTMAX_ROW(s + (size_t)r * ld, causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv, nv);
+        FF_SDPA_SOFTMAX_ROW(s + (size_t)r * ld, causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv, nv);
       /* O = P V over the keys every row of the block sees, then each row's
-       * further keys (causal: fewer than FF_ATT_MR) one by one, in key order:
+       * further keys (causal: fewer than FF_SDPA_MR) one by one, in key order:
        * a key masked for a row is not read for it, so that a NaN or inf in a
        * later position's value reaches no earlier row (0 * NaN would) */
       const int v0 = causal && q_pos0 + t0 + 1 < nv ? q_pos0 + t0 + 1 : nv;
       float *o = out + (size_t)t0 * d + h * dk;
-      FF_ATT_MATMUL(mb, dk, v0, s, ld, k + d + h * dk, ldk, o, d, NULL, 1.0f, 0);
+      FF_SDPA_MATMUL(mb, dk, v0, s, ld, k + d + h * dk, ldk, o, d, NULL, 1.0f, 0);
       for (int r = 1; r < mb && v0 < nv; r++)
         for (int j = v0; j < nv && j < q_pos0 + t0 + r + 1; j++) {
           const float p = s[(size_t)r * ld + j], *vj = k + (size_t)j * ldk + d + h * dk;

@@ -1,0 +1,62 @@
+-- literal.lua: numbers as the generated C prints them.
+
+local M = {}
+
+-- x rounded to float32
+local function to_float(x) return (string.unpack("<f", string.pack("<f", x))) end
+
+-- The shortest %.Ng (N = 1..9) that reads back as the same float32: 1e-05,
+-- not 1.0000000000000001e-05 (9 significant digits always round-trip).
+function M.shortest(x)
+  local f = to_float(x)
+  for n = 1, 9 do
+    local s = string.format("%." .. n .. "g", f)
+    if to_float(tonumber(s)) == f then return s end
+  end
+  return string.format("%.9g", f)
+end
+
+-- A C float constant: 0.125f, 1e-05f, 2.0f
+function M.float(x)
+  local s = M.shortest(x)
+  if not s:find("[%.eEn]") then s = s .. ".0" end
+  return s .. "f"
+end
+
+-- The shortest %.Ng (N = 1..17) that reads back as the same double.
+function M.shortest_double(x)
+  for n = 1, 17 do
+    local s = string.format("%." .. n .. "g", x)
+    if tonumber(s) == x then return s end
+  end
+  return string.format("%.17g", x)
+end
+
+-- A C double constant (norm eps, sinusoid frequencies): 1e-05, the same
+-- double as 1.0000000000000001e-05
+function M.double(x)
+  local s = M.shortest_double(x)
+  if not s:find("[%.eEn]") then s = s .. ".0" end
+  return s
+end
+
+-- numbers grouped like 12,345,678
+function M.grouped(n)
+  local s = string.format("%.0f", n)
+  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
+end
+
+-- 8 constants per line, indented
+function M.table_lines(values, fmt)
+  local lines, row = {}, {}
+  for i, v in ipairs(values) do
+    row[#row + 1] = fmt(v)
+    if #row == 8 or i == #values then
+      lines[#lines + 1] = "  " .. table.concat(row, ", ") .. ","
+      row = {}
+    end
+  end
+  return table.concat(lines, "\n")
+end
+
+return M
