@@ -54,7 +54,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# ---- the data generator (the one generator: tests/dates_ref.py imports it) --
+# ---- the data generator (the one generator: tests/lib/dates_ref.py imports it) --
 
 MONTHS = ["january", "february", "march", "april", "may", "june", "july",
           "august", "september", "october", "november", "december"]

@@ -313,8 +313,11 @@ static const char *not_safetensors(const uint8_t *b, size_t n) {
   return NULL;
 }
 
-int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff_error *err) {
-  memset(out, 0, sizeof *out);
+/* The 8-byte length and the JSON header after it (an object); *data and
+ * *data_len are the data buffer that follows. */
+static int st_header(const uint8_t *buf, size_t len, cJSON **root, const uint8_t **data, size_t *data_len,
+                     ff_error *err) {
+  *root = NULL;
   if (len < 8) return ff_fail(err, FF_EFORMAT, "not a safetensors file: %zu bytes, shorter than the 8-byte header length", len);
   uint64_t hlen = le64(buf);
   /* a length that is no header's: the file is something else, and its bytes are not echoed */
@@ -326,127 +329,97 @@ int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff
   if (hlen > len - 8)
     return ff_fail(err, FF_EFORMAT, "truncated: the header needs %llu bytes, only %zu follow",
                    (unsigned long long)hlen, len - 8);
-  const uint8_t *data = buf + 8 + hlen;
-  size_t data_len = len - 8 - (size_t)hlen;
-  cJSON *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
-  if (!root || !cJSON_IsObject(root)) {
-    cJSON_Delete(root);
+  *data = buf + 8 + hlen;
+  *data_len = len - 8 - (size_t)hlen;
+  *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
+  if (!*root || !cJSON_IsObject(*root)) {
+    cJSON_Delete(*root);
+    *root = NULL;
     return ff_fail(err, FF_EFORMAT, "header is not valid JSON");
   }
-  int rc = FF_OK, count = 0;
-  size_t names = 0, floats = 0;
-  for (cJSON *e = root->child; e; e = e->next)
-    if (strcmp(e->string, "__metadata__")) count++;
-  ff_tensor *ts = calloc((size_t)count + 1, sizeof *ts);
-  span *spans = calloc((size_t)count + 1, sizeof *spans);
-  if (!ts || !spans) {
-    rc = ff_fail(err, FF_ENOMEM, "out of memory for %d tensors", count);
-    goto done;
+  return FF_OK;
+}
+
+/* The dtype (*k: its row of st_dtypes) and shape of entry e, named name, into t. */
+static int st_dtype_shape(const cJSON *e, const char *name, ff_tensor *t, int *k, ff_error *err) {
+  const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+  if (!cJSON_IsString(dt)) return ff_fail(err, FF_EFORMAT, "tensor '%s': missing dtype", name);
+  *k = -1;
+  for (int j = 0; j < (int)(sizeof st_dtypes / sizeof *st_dtypes); j++)
+    if (!strcmp(dt->valuestring, st_dtypes[j].name)) *k = j;
+  if (*k < 0)
+    return ff_fail(err, FF_EFORMAT, "tensor '%s': dtype %.32s not supported (F32, F16, BF16)", name, dt->valuestring);
+  t->file_dtype = st_dtypes[*k].dtype;
+  if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > FF_MAX_RANK)
+    return ff_fail(err, FF_EFORMAT, "tensor '%s': shape must be an array of at most %d sizes", name, FF_MAX_RANK);
+  size_t numel = 1;
+  for (const cJSON *s = shape->child; s; s = s->next) {
+    uint64_t v;
+    if (json_uint(s, &v) || ff_size_mul(numel, (size_t)v, &numel))
+      return ff_fail(err, FF_EFORMAT, "tensor '%s': shape holds a negative, fractional or too large size", name);
+    t->shape[t->rank++] = (int64_t)v;
   }
-  /* pass 1: check every entry, measure names and data */
-  int i = 0;
-  for (cJSON *e = root->child; e; e = e->next) {
-    const char *name = e->string;
-    if (!strcmp(name, "__metadata__")) {
-      if (!cJSON_IsObject(e)) {
-        rc = ff_fail(err, FF_EFORMAT, "__metadata__ is not an object");
-        goto done;
-      }
-      continue;
-    }
-    if (!cJSON_IsObject(e)) {
-      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': entry is not an object", name);
-      goto done;
-    }
-    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-    if (!cJSON_IsString(dt)) {
-      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': missing dtype", name);
-      goto done;
-    }
-    int k = -1;
-    for (int j = 0; j < (int)(sizeof st_dtypes / sizeof *st_dtypes); j++)
-      if (!strcmp(dt->valuestring, st_dtypes[j].name)) k = j;
-    if (k < 0) {
-      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': dtype %.32s not supported (F32, F16, BF16)", name, dt->valuestring);
-      goto done;
-    }
-    ff_tensor *t = &ts[i];
-    t->file_dtype = st_dtypes[k].dtype;
-    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > FF_MAX_RANK) {
-      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': shape must be an array of at most %d sizes", name, FF_MAX_RANK);
-      goto done;
-    }
-    size_t numel = 1;
-    for (const cJSON *s = shape->child; s; s = s->next) {
-      uint64_t v;
-      if (json_uint(s, &v) || ff_size_mul(numel, (size_t)v, &numel)) {
-        rc = ff_fail(err, FF_EFORMAT, "tensor '%s': shape holds a negative, fractional or too large size", name);
-        goto done;
-      }
-      t->shape[t->rank++] = (int64_t)v;
-    }
-    t->numel = numel;
-    uint64_t b, en;
-    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || json_uint(offs->child, &b) ||
-        json_uint(offs->child->next, &en) || b > en) {
-      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': data_offsets must be [begin, end] with 0 <= begin <= end", name);
-      goto done;
-    }
-    if (en > data_len) {
-      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': data_offsets [%llu, %llu] beyond the %zu-byte data buffer (truncated?)",
+  t->numel = numel;
+  return FF_OK;
+}
+
+/* One header entry (not __metadata__): dtype, shape and data_offsets inside
+ * the data_len-byte buffer, into t and sp; t->name points into the JSON. */
+static int st_entry(const cJSON *e, size_t data_len, ff_tensor *t, span *sp, ff_error *err) {
+  const char *name = e->string;
+  size_t bytes;
+  uint64_t b, en;
+  int k = -1;
+  if (!cJSON_IsObject(e)) return ff_fail(err, FF_EFORMAT, "tensor '%s': entry is not an object", name);
+  int rc = st_dtype_shape(e, name, t, &k, err);
+  if (rc) return rc;
+  const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+  if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || json_uint(offs->child, &b) ||
+      json_uint(offs->child->next, &en) || b > en)
+    return ff_fail(err, FF_EFORMAT, "tensor '%s': data_offsets must be [begin, end] with 0 <= begin <= end", name);
+  if (en > data_len)
+    return ff_fail(err, FF_EFORMAT, "tensor '%s': data_offsets [%llu, %llu] beyond the %zu-byte data buffer (truncated?)",
                    name, (unsigned long long)b, (unsigned long long)en, data_len);
-      goto done;
-    }
-    size_t bytes;
-    if (ff_size_mul(numel, st_dtypes[k].size, &bytes) || bytes != (size_t)(en - b)) {
-      rc = ff_fail(err, FF_EFORMAT, "tensor '%s': %llu data bytes for %zu elements of %s", name,
-                   (unsigned long long)(en - b), numel, st_dtypes[k].name);
-      goto done;
-    }
-    spans[i].begin = (size_t)b;
-    spans[i].end = (size_t)en;
-    spans[i].index = i;
-    if (ff_size_add(names, strlen(name) + 1, &names) || ff_size_add(floats, numel, &floats)) {
-      rc = ff_fail(err, FF_EFORMAT, "tensor sizes overflow");
-      goto done;
-    }
-    t->name = (char *)name; /* replaced by the copy below */
-    i++;
-  }
-  /* a name twice: JSON allows it, safetensors does not (sorted names are neighbours) */
+  if (ff_size_mul(t->numel, st_dtypes[k].size, &bytes) || bytes != (size_t)(en - b))
+    return ff_fail(err, FF_EFORMAT, "tensor '%s': %llu data bytes for %zu elements of %s", name,
+                   (unsigned long long)(en - b), t->numel, st_dtypes[k].name);
+  sp->begin = (size_t)b;
+  sp->end = (size_t)en;
+  t->name = (char *)name; /* replaced by the copy in st_copy */
+  return FF_OK;
+}
+
+/* A name twice (JSON allows it, safetensors does not: sorted names are
+ * neighbours), then tensors overlapping in the data buffer (sorts spans). */
+static int st_names_overlaps(const ff_tensor *ts, span *spans, int count, ff_error *err) {
+  int rc = FF_OK;
   const char **sorted = malloc(sizeof *sorted * (size_t)(count ? count : 1));
-  if (!sorted) {
-    rc = ff_fail(err, FF_ENOMEM, "out of memory");
-    goto done;
-  }
+  if (!sorted) return ff_fail(err, FF_ENOMEM, "out of memory");
   for (int j = 0; j < count; j++) sorted[j] = ts[j].name;
   qsort(sorted, (size_t)count, sizeof *sorted, by_string);
   for (int j = 1; j < count && !rc; j++)
     if (!strcmp(sorted[j], sorted[j - 1]))
       rc = ff_fail(err, FF_EFORMAT, "tensor '%s' appears twice in the header", sorted[j]);
   free(sorted);
-  if (rc) goto done;
-  /* tensors must not overlap */
+  if (rc) return rc;
   qsort(spans, (size_t)count, sizeof *spans, by_begin);
   for (int j = 1; j < count; j++)
-    if (spans[j].begin < spans[j - 1].end) {
-      rc = ff_fail(err, FF_EFORMAT, "tensors '%s' and '%s' overlap in the data buffer", ts[spans[j - 1].index].name,
-                   ts[spans[j].index].name);
-      goto done;
-    }
-  /* pass 2: one block for the floats (aligned) and the names */
+    if (spans[j].begin < spans[j - 1].end)
+      return ff_fail(err, FF_EFORMAT, "tensors '%s' and '%s' overlap in the data buffer", ts[spans[j - 1].index].name,
+                     ts[spans[j].index].name);
+  return FF_OK;
+}
+
+/* One block for the floats (aligned, converted to float32) and the names;
+ * each tensor's data and name then point into it. */
+static int st_copy(const uint8_t *data, ff_tensor *ts, const span *spans, int count, size_t floats, size_t names,
+                   void **storage, ff_error *err) {
   size_t fbytes, total;
-  if (ff_size_mul(floats, sizeof(float), &fbytes) || ff_size_add(fbytes, names, &total)) {
-    rc = ff_fail(err, FF_ENOMEM, "tensor sizes overflow");
-    goto done;
-  }
+  if (ff_size_mul(floats, sizeof(float), &fbytes) || ff_size_add(fbytes, names, &total))
+    return ff_fail(err, FF_ENOMEM, "tensor sizes overflow");
   char *block = malloc(total ? total : 1);
-  if (!block) {
-    rc = ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of tensors", total);
-    goto done;
-  }
+  if (!block) return ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of tensors", total);
   float *fp = (float *)(void *)block;
   char *np = block + fbytes;
   for (int j = 0; j < count; j++) {
@@ -468,12 +441,43 @@ int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff
     t->name = np;
     np += nl;
   }
-  qsort(ts, (size_t)count, sizeof *ts, by_name); /* lookups by bsearch */
-  out->tensors = ts;
-  out->count = count;
-  out->storage = block;
-  ts = NULL;
-done:
+  *storage = block;
+  return FF_OK;
+}
+
+int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff_error *err) {
+  const uint8_t *data = NULL;
+  size_t data_len = 0, names = 0, floats = 0;
+  cJSON *root;
+  memset(out, 0, sizeof *out);
+  int rc = st_header(buf, len, &root, &data, &data_len, err), count = 0, i = 0;
+  if (rc) return rc;
+  for (cJSON *e = root->child; e; e = e->next)
+    if (strcmp(e->string, "__metadata__")) count++;
+  ff_tensor *ts = calloc((size_t)count + 1, sizeof *ts);
+  span *spans = calloc((size_t)count + 1, sizeof *spans);
+  if (!ts || !spans) rc = ff_fail(err, FF_ENOMEM, "out of memory for %d tensors", count);
+  /* pass 1: check every entry, measure names and data */
+  for (cJSON *e = root->child; e && !rc; e = e->next) {
+    if (!strcmp(e->string, "__metadata__")) {
+      if (!cJSON_IsObject(e)) rc = ff_fail(err, FF_EFORMAT, "__metadata__ is not an object");
+      continue;
+    }
+    rc = st_entry(e, data_len, &ts[i], &spans[i], err);
+    spans[i].index = i;
+    if (!rc && (ff_size_add(names, strlen(e->string) + 1, &names) || ff_size_add(floats, ts[i].numel, &floats)))
+      rc = ff_fail(err, FF_EFORMAT, "tensor sizes overflow");
+    i++;
+  }
+  if (!rc) rc = st_names_overlaps(ts, spans, count, err);
+  /* pass 2: the data, converted, and the names */
+  if (!rc) rc = st_copy(data, ts, spans, count, floats, names, &out->storage, err);
+  if (!rc) {
+    qsort(ts, (size_t)count, sizeof *ts, by_name); /* lookups by bsearch */
+    out->tensors = ts;
+    out->count = count;
+    ts = NULL;
+  }
   free(ts);
   free(spans);
   cJSON_Delete(root);
@@ -611,9 +615,55 @@ static const char *skip_ws(const char *p, const char *end) {
   return p;
 }
 
+/* The descr value at *pp (a quoted '<i4', '<i8' or '<f4') into out->dtype. */
+static int npy_descr(const char **pp, const char *end, ff_array *out, ff_error *err) {
+  const char *p = *pp;
+  if (p >= end || (*p != '\'' && *p != '"')) return ff_fail(err, FF_EFORMAT, "header: descr is not a string");
+  char q = *p++;
+  const char *v = p;
+  while (p < end && *p != q) p++;
+  if (p >= end) return ff_fail(err, FF_EFORMAT, "header: unterminated descr");
+  size_t vl = (size_t)(p++ - v);
+  int k = -1;
+  for (int j = 0; j < (int)(sizeof npy_dtypes / sizeof *npy_dtypes); j++)
+    if (vl == 3 && !memcmp(v, npy_dtypes[j].descr, 3)) k = j;
+  if (k < 0)
+    return ff_fail(err, FF_ESHAPE, "dtype '%.*s' not supported (int32 '<i4', int64 '<i8', float32 '<f4')",
+                   (int)(vl > 16 ? 16 : vl), v);
+  out->dtype = npy_dtypes[k].dtype;
+  *pp = p;
+  return 0;
+}
+
+/* The shape tuple at *pp, (2, 3) or (5,) or (), into out->rank and shape. */
+static int npy_shape(const char **pp, const char *end, ff_array *out, ff_error *err) {
+  const char *p = *pp;
+  if (p >= end || *p++ != '(') return ff_fail(err, FF_EFORMAT, "header: shape is not a tuple");
+  out->rank = 0;
+  for (;;) {
+    p = skip_ws(p, end);
+    if (p < end && *p == ')') {
+      p++;
+      break;
+    }
+    if (p >= end || *p < '0' || *p > '9') return ff_fail(err, FF_EFORMAT, "header: shape holds a non-size");
+    unsigned long long v = 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+      if (v > (1ull << 40)) return ff_fail(err, FF_EFORMAT, "header: shape size too large");
+      v = v * 10 + (unsigned)(*p++ - '0');
+    }
+    if (out->rank >= FF_MAX_RANK) return ff_fail(err, FF_ESHAPE, "rank above %d not supported", FF_MAX_RANK);
+    out->shape[out->rank++] = (int64_t)v;
+    p = skip_ws(p, end);
+    if (p < end && *p == ',') p++;
+  }
+  *pp = p;
+  return 0;
+}
+
 /* Parses the header dict {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } */
 static int npy_header(const char *p, const char *end, ff_array *out, ff_error *err) {
-  int have_descr = 0, have_order = 0, have_shape = 0;
+  int have_descr = 0, have_order = 0, have_shape = 0, rc;
   p = skip_ws(p, end);
   if (p >= end || *p++ != '{') return ff_fail(err, FF_EFORMAT, "header is not a Python dict");
   for (;;) {
@@ -629,19 +679,7 @@ static int npy_header(const char *p, const char *end, ff_array *out, ff_error *e
     if (p >= end || *p++ != ':') return ff_fail(err, FF_EFORMAT, "header: expected ':'");
     p = skip_ws(p, end);
     if (kl == 5 && !memcmp(key, "descr", 5)) {
-      if (p >= end || (*p != '\'' && *p != '"')) return ff_fail(err, FF_EFORMAT, "header: descr is not a string");
-      char q2 = *p++;
-      const char *v = p;
-      while (p < end && *p != q2) p++;
-      if (p >= end) return ff_fail(err, FF_EFORMAT, "header: unterminated descr");
-      size_t vl = (size_t)(p++ - v);
-      int k = -1;
-      for (int j = 0; j < (int)(sizeof npy_dtypes / sizeof *npy_dtypes); j++)
-        if (vl == 3 && !memcmp(v, npy_dtypes[j].descr, 3)) k = j;
-      if (k < 0)
-        return ff_fail(err, FF_ESHAPE, "dtype '%.*s' not supported (int32 '<i4', int64 '<i8', float32 '<f4')",
-                       (int)(vl > 16 ? 16 : vl), v);
-      out->dtype = npy_dtypes[k].dtype;
+      if ((rc = npy_descr(&p, end, out, err))) return rc;
       have_descr = 1;
     } else if (kl == 13 && !memcmp(key, "fortran_order", 13)) {
       if (end - p >= 5 && !memcmp(p, "False", 5)) p += 5;
@@ -650,25 +688,7 @@ static int npy_header(const char *p, const char *end, ff_array *out, ff_error *e
       else return ff_fail(err, FF_EFORMAT, "header: fortran_order is not True or False");
       have_order = 1;
     } else if (kl == 5 && !memcmp(key, "shape", 5)) {
-      if (p >= end || *p++ != '(') return ff_fail(err, FF_EFORMAT, "header: shape is not a tuple");
-      out->rank = 0;
-      for (;;) {
-        p = skip_ws(p, end);
-        if (p < end && *p == ')') {
-          p++;
-          break;
-        }
-        if (p >= end || *p < '0' || *p > '9') return ff_fail(err, FF_EFORMAT, "header: shape holds a non-size");
-        unsigned long long v = 0;
-        while (p < end && *p >= '0' && *p <= '9') {
-          if (v > (1ull << 40)) return ff_fail(err, FF_EFORMAT, "header: shape size too large");
-          v = v * 10 + (unsigned)(*p++ - '0');
-        }
-        if (out->rank >= FF_MAX_RANK) return ff_fail(err, FF_ESHAPE, "rank above %d not supported", FF_MAX_RANK);
-        out->shape[out->rank++] = (int64_t)v;
-        p = skip_ws(p, end);
-        if (p < end && *p == ',') p++;
-      }
+      if ((rc = npy_shape(&p, end, out, err))) return rc;
       have_shape = 1;
     } else {
       return ff_fail(err, FF_EFORMAT, "header: unknown key '%.*s'", (int)(kl > 32 ? 32 : kl), key);

@@ -3,7 +3,7 @@
 generator that trained it, with dates it never saw, in every format) are
 translated by `fixformer generate` through libtcc, cc and the runtime.  Each
 engine must get >= 99 % exactly right and produce, token for token, the ids
-of PyTorch's greedy decoding of the same weights (tests/dates_ref.py).  The
+of PyTorch's greedy decoding of the same weights (tests/lib/dates_ref.py).  The
 inputs are given to fixformer in mixed case (the vocabulary lowercases).
 The program `fixformer emit --embed --with-main` writes is then built with cc
 and with aarch64-linux-gnu-gcc (run under qemu-aarch64) and translates the
@@ -34,7 +34,7 @@ def main():
     args = ap.parse_args()
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, os.path.join(HERE, "dates_ref.py"), "--model", MODEL, "--held-out",
+        subprocess.run([sys.executable, os.path.join(HERE, "lib", "dates_ref.py"), "--model", MODEL, "--held-out",
                         str(args.count), "--write-dir", tmp], check=True, stdout=subprocess.DEVNULL)
         inputs = open(os.path.join(tmp, "inputs.txt")).read().splitlines()
         expected = open(os.path.join(tmp, "expected.txt")).read().splitlines()

@@ -18,8 +18,8 @@ import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from configs import random_config, write_description  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from configs import inputs, random_config, write_description  # noqa: E402
 
 
 def run(cmd):
@@ -27,31 +27,6 @@ def run(cmd):
     if p.returncode != 0:
         raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd[:3]), p.returncode, p.stderr.strip()))
     return p.stdout
-
-
-def inputs(cfg, rng, d):
-    """Random inputs: (files for run, B, T) with padded lengths."""
-    B = rng.randint(1, 3)
-    S = rng.choice([1, rng.randint(2, 9)])
-    T = rng.choice([1, rng.randint(2, 7)]) if cfg["arch"] == "encoder-decoder" else S
-    nprng = np.random.RandomState(rng.randint(0, 2**31))
-    files = {}
-
-    def seq(n):
-        if cfg.get("vocab"):
-            return nprng.randint(0, cfg["vocab"], size=(B, n)).astype(np.int32)
-        return nprng.standard_normal((B, n, cfg["d_model"])).astype(np.float32)
-
-    np.save(os.path.join(d, "in.npy"), seq(S))
-    files["--input"] = os.path.join(d, "in.npy")
-    lengths = np.array([S] + [rng.randint(1, S) for _ in range(B - 1)], dtype=np.int32)
-    nprng.shuffle(lengths)
-    np.save(os.path.join(d, "len.npy"), lengths)
-    files["--lengths"] = os.path.join(d, "len.npy")
-    if cfg["arch"] == "encoder-decoder":
-        np.save(os.path.join(d, "tgt.npy"), seq(T))
-        files["--target-input"] = os.path.join(d, "tgt.npy")
-    return files, lengths
 
 
 def main():

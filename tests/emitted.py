@@ -27,9 +27,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from configs import random_config, write_description  # noqa: E402
-from differential import inputs  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from configs import inputs, random_config, write_description  # noqa: E402
 
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "lib"))
 from configs import random_config, write_description  # noqa: E402
 from reference import RefModel, read_safetensors  # noqa: E402
 

@@ -16,7 +16,7 @@ import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from reference import read_safetensors, write_safetensors  # noqa: E402
 
 GOOD = """return {

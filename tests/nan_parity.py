@@ -33,9 +33,9 @@ import torch
 import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from reference import RefModel, random_weights, state_dict_numpy, weight_names, write_description, write_safetensors  # noqa: E402
-from torch_parity import lengths_mask, randomize, valid_rows  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from reference import (RefModel, lengths_mask, random_weights, randomize, state_dict_numpy, valid_rows,  # noqa: E402
+                       weight_names, write_description, write_safetensors)
 
 torch.set_num_threads(1)
 

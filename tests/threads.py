@@ -18,7 +18,7 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "lib"))
 from configs import write_description  # noqa: E402
 
 CONFIGS = [  # (config, B, T): heads 4, 10 (more than the 8 scratch slots), 3, 5 against 2 and 3 threads; odd

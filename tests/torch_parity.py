@@ -11,11 +11,11 @@ error over non-padded rows, scaled by the output's max magnitude, must be
   transformer  nn.Transformer: causal target mask, source padding masks, final norms
   decoder      a decoder-only causal stack (nn.TransformerEncoder + causal mask)
   tokens       token models in plain torch: embedding * sqrt(d) + positions + stack + head
-  llama        RMSNorm, RoPE, SwiGLU (small torch implementations in reference.py)
+  llama        RMSNorm, RoPE, SwiGLU (small torch implementations in lib/reference.py)
   files        F16 / BF16 weights files, int64 ids and lengths
   random       seeded random configs over every description key (reference.RefModel)
 
-RefModel (reference.py) is checked against nn.TransformerEncoder / nn.Transformer
+RefModel (lib/reference.py) is checked against nn.TransformerEncoder / nn.Transformer
 in the first four groups (1e-5) before it is the reference of the last two.
 
   torch_parity.py --fixformer BIN [--engine runtime|tcc|cc] [--group G] [--random N] [--seed S]
@@ -33,10 +33,10 @@ import torch
 import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "lib"))
 from configs import random_config  # noqa: E402
-from reference import (RefModel, random_weights, rounded, sinusoidal_table, state_dict_numpy, weight_names,  # noqa: E402
-                       write_description, write_safetensors)
+from reference import (RefModel, lengths_mask, random_weights, randomize, rounded, sinusoidal_table,  # noqa: E402
+                       state_dict_numpy, valid_rows, weight_names, write_description, write_safetensors)
 
 torch.set_num_threads(1)
 
@@ -46,22 +46,6 @@ class Case:
         self.name, self.cfg, self.weights = name, cfg, weights
         self.src, self.lengths, self.tgt, self.expected = src, np.asarray(lengths, dtype=np.int32), tgt, expected
         self.dtype = "F32"  # of the weights file
-
-
-def lengths_mask(lengths, S):
-    return torch.arange(S)[None, :] >= torch.as_tensor(lengths)[:, None]  # True = padding
-
-
-def randomize(module, gen, bias=True):
-    """PyTorch initialises norms to 1/0 and attention biases to 0: perturb them
-    so the test sees every parameter; zero the projection biases for bias=False."""
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            if "norm" in name and name.endswith("weight"):
-                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
-            elif name.endswith("bias"):
-                is_proj = "norm" not in name
-                p.copy_(0.1 * torch.randn(p.shape, generator=gen) if (bias or not is_proj) else torch.zeros(p.shape))
 
 
 def drop_projection_biases(sd):
@@ -75,13 +59,6 @@ def check_ref(name, cfg, weights, src, lengths, tgt, expected):
     err = np.abs(got[rows] - expected[rows]).max() / max(np.abs(expected[rows]).max(), 1e-30)
     if not err <= 1e-5:
         raise AssertionError("%s: reference.RefModel differs from PyTorch's module: %.3e" % (name, err))
-
-
-def valid_rows(cfg, lengths, shape):
-    B, T = shape[0], shape[1]
-    if cfg.get("arch", "encoder") == "encoder-decoder":
-        return np.ones((B, T), dtype=bool)
-    return np.arange(T)[None, :] < np.asarray(lengths)[:, None]
 
 
 # ---- groups ------------------------------------------------------------------

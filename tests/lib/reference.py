@@ -304,3 +304,28 @@ def weight_names(cfg):
     if c.get("vocab") and not c["tie_embeddings"]:
         out.append((p + c.get("lm_head_weight", "lm_head.weight"), (c["vocab"], d)))
     return out
+
+
+# ---- helpers of the PyTorch comparisons (torch_parity.py, nan_parity.py) ----
+
+def lengths_mask(lengths, S):
+    return torch.arange(S)[None, :] >= torch.as_tensor(lengths)[:, None]  # True = padding
+
+
+def randomize(module, gen, bias=True):
+    """PyTorch initialises norms to 1/0 and attention biases to 0: perturb them
+    so the test sees every parameter; zero the projection biases for bias=False."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("bias"):
+                is_proj = "norm" not in name
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen) if (bias or not is_proj) else torch.zeros(p.shape))
+
+
+def valid_rows(cfg, lengths, shape):
+    B, T = shape[0], shape[1]
+    if cfg.get("arch", "encoder") == "encoder-decoder":
+        return np.ones((B, T), dtype=bool)
+    return np.arange(T)[None, :] < np.asarray(lengths)[:, None]

@@ -13,13 +13,13 @@ As a module:
     make_dates(500, 12345)         -> [(input text, expected ISO), ...]
 
 As a command:
-    /usr/bin/python3 tests/dates_ref.py --model models/dates.lua \\
+    /usr/bin/python3 tests/lib/dates_ref.py --model models/dates.lua \\
         --held-out 500 --seed 12345 --write-dir DIR
 writes DIR/inputs.txt (one date text a line), DIR/expected.txt (the ISO
 date) and DIR/torch.txt (PyTorch's greedy output: the generated token ids,
 <eos> included when it was produced, separated by spaces, a tab, then the
 decoded string without special tokens), and prints PyTorch's accuracy.
-    /usr/bin/python3 tests/dates_ref.py --model models/dates.lua "Friday, March 5, 1999"
+    /usr/bin/python3 tests/lib/dates_ref.py --model models/dates.lua "Friday, March 5, 1999"
 decodes the given texts.
 """
 import argparse
@@ -28,7 +28,7 @@ import sys
 
 sys.dont_write_bytecode = True   # no __pycache__ in models/
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "models"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "models"))
 
 import torch  # noqa: E402
 
@@ -62,7 +62,7 @@ def greedy(description, texts, max_new=16):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="PyTorch greedy reference for models/dates.*")
-    ap.add_argument("--model", default=os.path.join(HERE, "..", "models", "dates.lua"))
+    ap.add_argument("--model", default=os.path.join(HERE, "..", "..", "models", "dates.lua"))
     ap.add_argument("--held-out", type=int, default=0, help="decode this many generated dates")
     ap.add_argument("--seed", type=int, default=HELD_OUT_SEED)
     ap.add_argument("--write-dir", help="write inputs.txt, expected.txt, torch.txt here")

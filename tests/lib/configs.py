@@ -6,6 +6,8 @@ consecutive configs cover all of them."""
 
 import os
 
+import numpy as np
+
 ARCHS = ["encoder", "decoder-only", "encoder-decoder"]
 ACTS = ["relu", "gelu", "gelu_tanh", "swiglu"]
 POS = ["none", "sinusoidal", "learned", "rope"]
@@ -61,3 +63,28 @@ def write_description(cfg, directory, filename="model.lua"):
             f.write("  %s = %s,\n" % (k, lua_value(v)))
         f.write("}\n")
     return path
+
+
+def inputs(cfg, rng, d):
+    """Random inputs: (files for run, B, T) with padded lengths."""
+    B = rng.randint(1, 3)
+    S = rng.choice([1, rng.randint(2, 9)])
+    T = rng.choice([1, rng.randint(2, 7)]) if cfg["arch"] == "encoder-decoder" else S
+    nprng = np.random.RandomState(rng.randint(0, 2**31))
+    files = {}
+
+    def seq(n):
+        if cfg.get("vocab"):
+            return nprng.randint(0, cfg["vocab"], size=(B, n)).astype(np.int32)
+        return nprng.standard_normal((B, n, cfg["d_model"])).astype(np.float32)
+
+    np.save(os.path.join(d, "in.npy"), seq(S))
+    files["--input"] = os.path.join(d, "in.npy")
+    lengths = np.array([S] + [rng.randint(1, S) for _ in range(B - 1)], dtype=np.int32)
+    nprng.shuffle(lengths)
+    np.save(os.path.join(d, "len.npy"), lengths)
+    files["--lengths"] = os.path.join(d, "len.npy")
+    if cfg["arch"] == "encoder-decoder":
+        np.save(os.path.join(d, "tgt.npy"), seq(T))
+        files["--target-input"] = os.path.join(d, "tgt.npy")
+    return files, lengths
