@@ -7,7 +7,7 @@ local ops = require("ops")
 
 local M = {}
 
-M.VERSION = "0.1.0"
+M.VERSION = ff_version -- from the host (fixformer_version.h, from CMake's project version)
 
 -- Text from outside (paths, the command line) as it may stand in a C
 -- comment: printable, and no "*/" or "/*" to end or nest one.

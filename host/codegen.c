@@ -7,6 +7,7 @@
 
 #include "codegen.h"
 #include "ff_runtime.h"
+#include "fixformer_version.h"
 
 /* ---- functions the generator calls ------------------------------------- */
 
@@ -60,6 +61,8 @@ static int l_weight_specs(lua_State *L) {
 static void register_host_functions(lua_State *L) {
   lua_register(L, "ff_sha256", l_sha256);
   lua_register(L, "ff_read_template", l_read_template);
+  lua_pushstring(L, FF_VERSION); /* stamped in emitted code: CMake's project version, the one source */
+  lua_setglobal(L, "ff_version");
 }
 
 /* ---- reading the result ---------------------------------------------------- */
