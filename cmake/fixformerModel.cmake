@@ -63,14 +63,20 @@ function(fixformer_add_model TARGET)
   else()
     list(APPEND deps $<TARGET_FILE:fixformer::fixformer_cli>)
   endif()
+  # the stamp is the output and the emitted files byproducts: copied only when
+  # they change, an unchanged emission recompiles nothing
   add_custom_command(
-    OUTPUT ${outputs}
-    BYPRODUCTS "${dir}/${TARGET}.name"
+    OUTPUT "${dir}/${TARGET}.name"
+    BYPRODUCTS ${outputs}
     COMMAND ${CMAKE_COMMAND} ${defs} -P "${_FIXFORMER_EMIT_SCRIPT}"
     DEPENDS ${deps}
     COMMENT "fixformer emit ${FFM_DESCRIPTION} (${TARGET})"
     VERBATIM)
+  # one target runs the step; the library and driver wait for it (listed in
+  # several targets, the command would otherwise run once per target, in parallel)
+  add_custom_target(${TARGET}_emit DEPENDS "${dir}/${TARGET}.name")
   add_library(${TARGET} STATIC ${sources})
+  add_dependencies(${TARGET} ${TARGET}_emit)
   target_include_directories(${TARGET} PUBLIC "${dir}/emit")
   set_target_properties(${TARGET} PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON)
   if(FFM_WEIGHTS AND NOT FFM_EMBED)
@@ -89,9 +95,6 @@ function(fixformer_add_model TARGET)
     add_executable(${TARGET}_main "${dir}/${TARGET}_main.c")
     target_link_libraries(${TARGET}_main PRIVATE ${TARGET})
     set_target_properties(${TARGET}_main PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON)
-    if(FFM_WEIGHTS AND NOT FFM_EMBED) # the weights beside it, so the build dir holds a runnable pair
-      add_custom_target(${TARGET}_weights ALL DEPENDS "${dir}/${TARGET}.weights")
-      add_dependencies(${TARGET}_main ${TARGET}_weights)
-    endif()
+    add_dependencies(${TARGET}_main ${TARGET}_emit)
   endif()
 endfunction()
