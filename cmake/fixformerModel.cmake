@@ -15,7 +15,8 @@
 #
 # The executable is the target fixformer::fixformer_cli: imported from the
 # installed package, or the in-tree `fixformer` (add_subdirectory/FetchContent).
-set(_FIXFORMER_EMIT_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/fixformerEmit.cmake")
+# global: in-tree this file is included in fixformer's own directory scope
+set_property(GLOBAL PROPERTY FIXFORMER_EMIT_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/fixformerEmit.cmake")
 
 function(fixformer_add_model TARGET)
   cmake_parse_arguments(PARSE_ARGV 1 FFM "EMBED;WITH_MAIN" "DESCRIPTION;WEIGHTS;ISA" "")
@@ -31,6 +32,7 @@ function(fixformer_add_model TARGET)
   if(NOT TARGET fixformer::fixformer_cli)
     message(FATAL_ERROR "fixformer_add_model: no fixformer::fixformer_cli (find_package(fixformer) or add_subdirectory first)")
   endif()
+  get_property(_FIXFORMER_EMIT_SCRIPT GLOBAL PROPERTY FIXFORMER_EMIT_SCRIPT)
   get_filename_component(desc "${FFM_DESCRIPTION}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   set(dir "${CMAKE_CURRENT_BINARY_DIR}/${TARGET}.fixformer")
   set(outputs "${dir}/${TARGET}_model.c")
