@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ff_runtime.h" /* the CLI also lists, counts and initialises weights with the runtime (linked privately) */
 #include "fixformer.h"
 
 /* ---- flags ------------------------------------------------------------- */

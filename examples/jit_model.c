@@ -6,7 +6,8 @@
  *   jit_model MODEL.lua W.safetensors OUT.npy ID [ID ...]
  *
  * For token models (encoder or decoder-only); prints the argmax per position.
- * Build: link with libfixformer (see CMakeLists.txt, target jit_model). */
+ * Build: link with libfixformer, e.g. find_package(fixformer CONFIG) and
+ * fixformer::fixformer, or `cc jit_model.c $(pkg-config --cflags --libs fixformer)`. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -33,7 +34,7 @@ int main(int argc, char **argv) {
   }
   if (ff_model_load_weights(m, argv[2], &err) || ff_model_prepare(m, FF_ENGINE_TCC, &err)) goto failed;
 
-  ff_rt_input in = {0};
+  ff_input in = {0};
   in.batch = 1;
   in.src_len = T;
   in.src_tokens = ids;

@@ -9,7 +9,7 @@ local lit = require("literal")
 
 local M = {}
 
-M.VERSION = "0.1.0"
+M.VERSION = host.version -- from the host (fixformer_version.h, from CMake's project version)
 
 -- Text from outside (paths, the command line) as it may stand in a C
 -- comment: printable, and no "*/" or "/*" to end or nest one.

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "codegen.h"
+#include "ff_runtime.h"
 #include "fixformer.h"
 #include "host.h"
 
@@ -648,7 +649,7 @@ static int forward_locked(ff_model *m, const ff_rt_input *in, float *out, ff_err
   return 0;
 }
 
-int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *err) {
+int ff_model_forward(ff_model *m, const ff_input *in, float *out, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_forward", "the model");
   if (!in || !out) return null_arg(err, "ff_model_forward", in ? "out" : "in");
   lock(m);
@@ -784,6 +785,8 @@ void ff_model_close(ff_model *m) {
 }
 
 static const char *const engine_names[] = {"runtime", "tcc", "cc"};
+
+const char *ff_version(void) { return FF_VERSION; }
 
 const char *ff_engine_name(enum ff_engine e) {
   return (unsigned)e < sizeof engine_names / sizeof *engine_names ? engine_names[e] : "?";

@@ -7,6 +7,7 @@
 
 #include "codegen.h"
 #include "ff_runtime.h"
+#include "fixformer_version.h"
 
 /* ---- functions the generator calls ------------------------------------- */
 
@@ -66,7 +67,7 @@ static int l_weight_specs(lua_State *L) {
 /* Installs the module ff_host where require (host.c) finds loaded modules,
  * and makes c the model weight_specs describes (NULL: none).  The model is
  * in the registry, not an upvalue, so a module that keeps the table from an
- * earlier call still sees the current model. */
+ * earlier call still sees the current model.  ff_host.version is FF_VERSION. */
 static void install_host_module(lua_State *L, const ff_config *c) {
   static const luaL_Reg fns[] = {
       {"sha256", l_sha256}, {"read_template", l_read_template}, {"weight_specs", l_weight_specs}, {NULL, NULL}};
@@ -76,6 +77,8 @@ static void install_host_module(lua_State *L, const ff_config *c) {
   if (lua_getfield(L, -1, "ff_host") == LUA_TNIL) {
     lua_pop(L, 1);
     luaL_newlib(L, fns);
+    lua_pushstring(L, FF_VERSION); /* stamped in emitted code: CMake's project version, the one source */
+    lua_setfield(L, -2, "version");
     lua_setfield(L, -2, "ff_host");
   } else {
     lua_pop(L, 1);

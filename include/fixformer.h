@@ -13,11 +13,16 @@
 #ifndef FIXFORMER_H
 #define FIXFORMER_H
 
-#include "ff_config.h"
-#include "ff_error.h"
-#include "ff_runtime.h"
+#include <stddef.h>
+#include <stdint.h>
 
-#define FF_VERSION "0.1.0"
+#include "ff_config.h"        /* ff_config, ff_input: plain data */
+#include "ff_error.h"         /* ff_error, the FF_E* status codes */
+#include "ff_io.h"            /* safetensors, .npy and vocabulary files */
+#include "fixformer_version.h" /* FF_VERSION, FF_VERSION_MAJOR/MINOR/PATCH (from CMake) */
+
+/* The version of the library linked in (FF_VERSION is the header's). */
+const char *ff_version(void);
 
 typedef struct ff_model ff_model;
 
@@ -84,7 +89,7 @@ int ff_model_prepare(ff_model *m, enum ff_engine engine, ff_error *err);
  * lengths may be NULL (all full), and the token or float inputs the model
  * does not take; a missing one it takes is FF_EINVAL.  It ends a decoding
  * sequence begun on this model (ff_model_begin again after it). */
-int ff_model_forward(ff_model *m, const ff_rt_input *in, float *out, ff_error *err);
+int ff_model_forward(ff_model *m, const ff_input *in, float *out, ff_error *err);
 /* ---- step by step: decoding with the key/value cache -------------------- */
 
 /* Starts a sequence: for encoder-decoder, encodes the source src (ids [S],

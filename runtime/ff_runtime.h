@@ -146,16 +146,8 @@ int ff_rt_check_finite(const ff_rt_model *m, ff_error *err);
  * lengths [B] (or NULL: all full) are the true lengths of the src sequences;
  * keys past them are padding.  For decoder-only they mask nothing the causal
  * mask does not already, and padded rows of the output are computed anyway. */
-typedef struct ff_rt_input {
-  int batch;
-  int src_len;                   /* T (S for encoder-decoder) */
-  const int32_t *src_tokens;     /* [B, src_len] when vocab > 0 */
-  const float *src_embeds;       /* [B, src_len, d] when vocab == 0 */
-  const int32_t *lengths;        /* [B] or NULL */
-  int tgt_len;                   /* encoder-decoder only */
-  const int32_t *tgt_tokens;
-  const float *tgt_embeds;
-} ff_rt_input;
+/* the inputs of a forward pass: the public ff_input (ff_config.h) */
+typedef ff_input ff_rt_input;
 
 /* Checks an input against the config: batch >= 1, 1 <= T <= max_seq,
  * 1 <= lengths[b] <= T, the right kind of input present, every token id in

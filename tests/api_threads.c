@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ff_runtime.h" /* ff_rt_*: the runtime, beside the public API */
 #include "fixformer.h"
 
 #define THREADS 4

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ff_runtime.h" /* ff_rt_*: the runtime, beside the public API */
 #include "fixformer.h"
 
 static int failures;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "codegen.h"
+#include "ff_runtime.h" /* ff_rt_*: the runtime, beside the public API */
 #include "fixformer.h"
 
 #define THREADS 6

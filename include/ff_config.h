@@ -1,5 +1,6 @@
 /* ff_config.h - the resolved model description, shared by the runtime and
- * the generator host.  One struct, plain data, no ownership. */
+ * the generator host, and the inputs of a forward pass.  Plain data, no
+ * ownership; public (installed beside fixformer.h). */
 #ifndef FF_CONFIG_H
 #define FF_CONFIG_H
 
@@ -48,6 +49,19 @@ typedef struct ff_config {
                                    against the description's folder; "" if not given */
   char vocabulary[FF_PATH_MAX]; /* its token vocabulary (JSON, ff_vocab), likewise */
 } ff_config;
+
+/* The inputs of one forward pass (ff_model_forward; the runtime's
+ * ff_rt_input is this type). */
+typedef struct ff_input {
+  int batch;
+  int src_len;                   /* T (S for encoder-decoder) */
+  const int32_t *src_tokens;     /* [B, src_len] when vocab > 0 */
+  const float *src_embeds;       /* [B, src_len, d] when vocab == 0 */
+  const int32_t *lengths;        /* [B] or NULL */
+  int tgt_len;                   /* encoder-decoder only */
+  const int32_t *tgt_tokens;
+  const float *tgt_embeds;
+} ff_input;
 
 /* Width of the model output per position: logits or hidden states. */
 static inline int ff_config_out_dim(const ff_config *c) { return c->vocab > 0 ? c->vocab : c->d_model; }

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""fixformer from another build, all outside the source tree (a temp dir):
+(a) `cmake --install` to a prefix, then examples/jit_model.c built against the
+    installed package with find_package(fixformer CONFIG) and with pkg-config,
+    and lua_clash.c (its own static Lua 5.4 beside libfixformer's hidden one);
+(b) tests/consumers/model: fixformer_add_model on models/tiny.lua with `init`
+    weights (packed blob + WITH_MAIN, embedded + a program of ours), run and
+    compared with `fixformer run --engine runtime`; a no-op build emits
+    nothing, a touched description emits again and recompiles nothing, an
+    edited one recompiles;
+(c) the same project through add_subdirectory of the source tree.
+
+  consumers.py --fixformer BIN --build-dir DIR [--only a|b|c]
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONSUMERS = os.path.join(ROOT, "tests", "consumers")
+IDS = [5, 17, 42, 8, 99, 3]
+
+
+def run(cmd, env=None, cwd=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    if p.returncode != 0:
+        raise RuntimeError("%s: exit %d:\n%s%s" % (" ".join(cmd), p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
+    return p.stdout
+
+
+def cmake_build(src, build, defs, env=None):
+    run(["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release"] + ["-D" + d for d in defs], env=env)
+    return run(["cmake", "--build", build, "-j2"], env=env)
+
+
+class Checks:
+    def __init__(self):
+        self.failed = 0
+
+    def check(self, name, ok, detail=""):
+        self.failed += not ok
+        print("%-34s %s %s" % (name, "ok" if ok else "FAIL", detail))
+
+
+def reference(ff, tmp, weights):
+    """`fixformer run` (runtime) on IDS: the logits [1, T, vocab]."""
+    ref = os.path.join(tmp, "ref.npy")
+    if not os.path.exists(ref):
+        run([ff, "run", os.path.join(ROOT, "models", "tiny.lua"), "--weights", weights,
+             "--tokens", " ".join(map(str, IDS)), "--output", ref])
+    return np.load(ref)
+
+
+def close(a, b):
+    if a.shape != b.shape:
+        return False, "shape %s vs %s" % (a.shape, b.shape)
+    err = float(np.abs(a - b).max()) / max(float(np.abs(b).max()), 1e-30)
+    return err <= 1e-5, "err=%.2e" % err
+
+
+def argmax_line(ref):
+    return "argmax: " + " ".join(str(int(i)) for i in ref[0].argmax(-1))
+
+
+def installed(c, args, tmp, weights):
+    prefix = os.path.join(tmp, "prefix")
+    run(["cmake", "--install", args.build_dir, "--prefix", prefix])
+    inc = os.path.join(prefix, "include", "fixformer")
+    c.check("installed headers", sorted(os.listdir(inc)) ==
+            ["ff_config.h", "ff_error.h", "ff_io.h", "fixformer.h", "fixformer_version.h"], str(sorted(os.listdir(inc))))
+    # the library exports ff_* only: Lua and libtcc are hidden
+    lib = os.path.join(prefix, "lib", "libfixformer.a")
+    syms = [l.split()[-1] for l in run(["nm", "-g", "--defined-only", lib]).splitlines() if len(l.split()) == 3]
+    stray = [s for s in syms if not s.startswith("ff_")]
+    c.check("libfixformer.a exports ff_* only", syms and not stray, "%d symbols, others: %s" % (len(syms), stray[:5]))
+    ref = reference(args.fixformer, tmp, weights)
+    desc = os.path.join(ROOT, "models", "tiny.lua")
+    # find_package(fixformer CONFIG)
+    b = os.path.join(tmp, "installed")
+    cmake_build(os.path.join(CONSUMERS, "installed"), b,
+                ["CMAKE_PREFIX_PATH=" + prefix, "JIT_MODEL_SOURCE=" + os.path.join(ROOT, "examples", "jit_model.c")])
+    out = os.path.join(tmp, "jit_cmake.npy")
+    printed = run([os.path.join(b, "jit_model"), desc, weights, out] + list(map(str, IDS)))
+    ok, why = close(np.load(out), ref)
+    c.check("(a) find_package: jit_model", ok and printed.strip() == argmax_line(ref), why)
+    printed = run([os.path.join(b, "lua_clash"), desc])
+    c.check("(a) own Lua + libfixformer", "app lua: Lua 5.4 42" in printed and "model tiny" in printed
+            and "app lua again: okok" in printed, printed.strip().replace("\n", " | "))
+    # pkg-config, with the header alone in strict C99
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
+    flags = run(["pkg-config", "--cflags", "--libs", "fixformer"], env=env).split()
+    exe = os.path.join(tmp, "jit_pc")
+    run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-o", exe,
+         os.path.join(ROOT, "examples", "jit_model.c")] + flags)
+    out = os.path.join(tmp, "jit_pc.npy")
+    printed = run([exe, desc, weights, out] + list(map(str, IDS)))
+    ok, why = close(np.load(out), ref)
+    c.check("(a) pkg-config: jit_model", ok and printed.strip() == argmax_line(ref), why)
+    return prefix
+
+
+def model_project(c, args, tmp, weights, label, defs, touch):
+    ref = reference(args.fixformer, tmp, weights)
+    b = os.path.join(tmp, "model_" + label)
+    # a copy of the description, so touching it changes nothing in the tree
+    desc = os.path.join(tmp, "desc_" + label, "tiny.lua")
+    os.makedirs(os.path.dirname(desc), exist_ok=True)
+    shutil.copy(os.path.join(ROOT, "models", "tiny.lua"), desc)
+    cmake_build(os.path.join(CONSUMERS, "model"), b, defs + ["MODEL=" + desc, "WEIGHTS=" + weights])
+    ids = os.path.join(tmp, "ids.npy")
+    np.save(ids, np.array([IDS], dtype=np.int32))
+    for target in ("tiny_packed", "tiny_embedded"):
+        out = os.path.join(tmp, "%s_%s.npy" % (label, target))
+        cmd = [os.path.join(b, target + "_main"), "--input", ids, "--output", out]
+        if target == "tiny_packed":
+            cmd += ["--weights", os.path.join(b, "tiny_packed.fixformer", "tiny_packed.weights")]
+        run(cmd)
+        ok, why = close(np.load(out), ref)
+        c.check("(%s) %s_main" % (label, target), ok, why)
+    printed = run([os.path.join(b, "use_model")] + list(map(str, IDS)))
+    c.check("(%s) use_model (tiny.h)" % label, printed.strip() == argmax_line(ref), printed.strip())
+    if touch:
+        again = run(["cmake", "--build", b, "-j2"])
+        c.check("(%s) no-op build emits nothing" % label, "fixformer emit" not in again)
+        os.utime(desc)
+        again = run(["cmake", "--build", b, "-j2"])
+        c.check("(%s) touched: re-emits, same code" % label,
+                again.count("fixformer emit") == 2 and "Building C object" not in again)
+        with open(desc, "a") as f:
+            f.write("-- edited\n")  # a new description sha256 in the emitted files
+        again = run(["cmake", "--build", b, "-j2"])
+        c.check("(%s) edited: recompiles" % label, again.count("fixformer emit") == 2
+                and "use_model.c.o" in again and "tiny_packed_model.c.o" in again)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--fixformer", required=True)
+    ap.add_argument("--build-dir", required=True, help="fixformer's build tree, to install from")
+    ap.add_argument("--only", choices="abc")
+    args = ap.parse_args()
+    c = Checks()
+    with tempfile.TemporaryDirectory() as tmp:
+        weights = os.path.join(tmp, "tiny.safetensors")
+        run([args.fixformer, "init", os.path.join(ROOT, "models", "tiny.lua"), "-o", weights, "--seed", "3"])
+        try:
+            if args.only in (None, "a", "b"):
+                prefix = installed(c, args, tmp, weights) if args.only != "b" else None
+                if args.only == "b":
+                    prefix = os.path.join(tmp, "prefix")
+                    run(["cmake", "--install", args.build_dir, "--prefix", prefix])
+                if args.only != "a":
+                    model_project(c, args, tmp, weights, "b", ["CMAKE_PREFIX_PATH=" + prefix], True)
+            if args.only in (None, "c"):
+                model_project(c, args, tmp, weights, "c", ["FIXFORMER_SOURCE_DIR=" + ROOT], False)
+        except RuntimeError as e:
+            c.check("build or run", False, str(e))
+    return 1 if c.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
