@@ -3,6 +3,7 @@
  * status into an exit code and prints the one-line error. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +244,16 @@ static int cmd_init(const char *path, flag *flags, ff_error *err) {
 
 /* ---- run ----------------------------------------------------------------- */
 
+/* ff_model_prepare; on a terminal, a cc compile says what it is doing first
+ * (seconds on a big model, where nothing else would show). */
+static int prepare_engine(ff_model *m, int engine, ff_error *err) {
+  if (engine == FF_ENGINE_CC && isatty(STDERR_FILENO)) {
+    fprintf(stderr, "compiling %s with cc (first time; cached after) ...\n", ff_model_config(m)->name);
+    fflush(stderr);
+  }
+  return ff_model_prepare(m, (enum ff_engine)engine, err);
+}
+
 /* --weights, or else the file the description names (NULL if neither) */
 static const char *default_weights(const ff_config *c, const char *given) {
   return given ? given : c->weights[0] ? c->weights : NULL;
@@ -466,7 +477,7 @@ static int cmd_run(const char *path, flag *flags, ff_error *err) {
   if ((rc = ff_model_load_weights(m, weights, err)) ||
       (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
       (rc = threads_flag(flags, m, engine, err)) ||
-      (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
+      (rc = prepare_engine(m, engine, err)))
     goto done;
   int T = encdec ? in.tgt_len : in.src_len, out_dim = ff_config_out_dim(c);
   ff_array result = {FF_F32, 3, {in.batch, T, out_dim}, (size_t)in.batch * T * out_dim, NULL};
@@ -623,7 +634,7 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
   if ((rc = ff_model_load_weights(m, weights, err)) ||
       (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
       (rc = threads_flag(flags, m, engine, err)) ||
-      (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
+      (rc = prepare_engine(m, engine, err)))
     goto done;
   if (!(ids = malloc(sizeof *ids * (size_t)c->max_seq))) {
     rc = ff_fail(err, FF_ENOMEM, "out of memory");
@@ -715,100 +726,157 @@ static int bench_weights(ff_model *m, const char *given, ff_error *err) {
   return rc;
 }
 
-static int cmd_bench(const char *path, flag *flags, ff_error *err) {
-  const char *weights = value_of(flags, "--weights"), *engine_s = value_of(flags, "--engine");
-  int batch, T, threads, iters, gen, rc;
-  if ((rc = int_flag(flags, "--batch", 1, &batch, err)) || (rc = int_flag(flags, "--seq", 0, &T, err)) ||
-      (rc = int_flag(flags, "--threads", 1, &threads, err)) ||
-      (rc = int_flag(flags, "--iters", 20, &iters, err)) ||
-      (rc = int_flag(flags, "--generate", 0, &gen, err)))
+/* The flags of bench, checked before the model is opened. */
+typedef struct {
+  int batch, T, threads, iters, gen, engine;
+} bench_opts;
+
+static int bench_options(const flag *flags, bench_opts *o, ff_error *err) {
+  const char *engine_s = value_of(flags, "--engine");
+  int rc;
+  if ((rc = int_flag(flags, "--batch", 1, &o->batch, err)) || (rc = int_flag(flags, "--seq", 0, &o->T, err)) ||
+      (rc = int_flag(flags, "--threads", 1, &o->threads, err)) ||
+      (rc = int_flag(flags, "--iters", 20, &o->iters, err)) ||
+      (rc = int_flag(flags, "--generate", 0, &o->gen, err)))
     return rc;
-  int engine = ff_engine_parse(engine_s ? engine_s : "cc");
-  if (engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
-  if (batch < 1 || iters < 1) return ff_fail(err, FF_EINVAL, "--batch and --iters must be at least 1");
+  o->engine = ff_engine_parse(engine_s ? engine_s : "cc");
+  if (o->engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+  if (o->batch < 1 || o->iters < 1) return ff_fail(err, FF_EINVAL, "--batch and --iters must be at least 1");
+  return 0;
+}
+
+/* ... and those that need the model's config: --seq, --generate */
+static int bench_check(const ff_config *c, bench_opts *o, ff_error *err) {
+  if (o->T == 0) o->T = c->max_seq < 128 ? c->max_seq : 128;
+  if (o->T < 1 || o->T > c->max_seq)
+    return ff_fail(err, FF_ELENGTH, "--seq %d is outside 1..max_seq (%d)", o->T, c->max_seq);
+  if (o->gen && (c->vocab == 0 || c->arch == FF_ARCH_ENCODER || o->gen > c->max_seq - 1))
+    return ff_fail(err, FF_EINVAL, "--generate N needs a decoder with a vocab and N < max_seq (%d)", c->max_seq);
+  return 0;
+}
+
+/* One line per phase as it ends, flushed: a big model takes seconds a phase. */
+static void phase(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  printf("\n");
+  fflush(stdout);
+}
+
+/* Weights, then the steps of prepare timed apart (each is kept for the next). */
+static int bench_prepare(ff_model *m, const flag *flags, const bench_opts *o, ff_error *err) {
+  const ff_config *c = ff_model_config(m);
+  const char *weights = default_weights(c, value_of(flags, "--weights")), *engine = ff_engine_name((enum ff_engine)o->engine);
+  double t0 = now_ms();
+  int rc;
+  if ((rc = bench_weights(m, weights, err)) || (rc = ff_model_set_isa(m, "native", err)) ||
+      (rc = threads_flag(flags, m, o->engine, err)))
+    return rc;
+  phase("load weights (%s): %.1f ms", weights ? weights : "random, as init writes them", now_ms() - t0);
+  if (o->engine != FF_ENGINE_RUNTIME) {
+    const void *blob;
+    size_t bytes;
+    t0 = now_ms();
+    if ((rc = ff_model_generate(m, "fixformer bench", NULL, NULL, err))) return rc;
+    phase("generate C: %.2f ms", now_ms() - t0);
+    t0 = now_ms();
+    if ((rc = ff_model_weight_blob(m, &blob, &bytes, err))) return rc;
+    phase("pack weights: %.1f ms (%.1f MB)", now_ms() - t0, bytes / 1e6);
+  }
+  t0 = now_ms();
+  if ((rc = prepare_engine(m, o->engine, err))) return rc;
+  if (o->engine != FF_ENGINE_RUNTIME) phase("compile (%s) and bind: %.1f ms", engine, now_ms() - t0);
+  return 0;
+}
+
+/* Random inputs and the buffers of the timed runs. */
+typedef struct {
+  int32_t *ids, *out_ids;
+  float *x, *out;
+  double *times;
+} bench_buffers;
+
+static void bench_free(bench_buffers *b) {
+  free(b->ids);
+  free(b->x);
+  free(b->out);
+  free(b->times);
+  free(b->out_ids);
+}
+
+static int bench_alloc(const ff_config *c, const bench_opts *o, bench_buffers *b, ff_error *err) {
+  size_t n_in = (size_t)o->batch * o->T, n_out = n_in * ff_config_out_dim(c), d = (size_t)c->d_model;
+  b->ids = malloc(sizeof *b->ids * (n_in + 1));
+  b->x = malloc(sizeof *b->x * (n_in * d + 1));
+  b->out = malloc(sizeof *b->out * (n_out + 1));
+  b->times = malloc(sizeof *b->times * (size_t)o->iters);
+  b->out_ids = malloc(sizeof *b->out_ids * (size_t)(o->gen + 1));
+  if (!b->ids || !b->x || !b->out || !b->times || !b->out_ids) return ff_fail(err, FF_ENOMEM, "out of memory");
+  unsigned long long r = 12345;
+  for (size_t i = 0; i < n_in; i++)
+    b->ids[i] = (int32_t)((r = r * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % (c->vocab > 0 ? c->vocab : 1);
+  for (size_t i = 0; i < n_in * d; i++) b->x[i] = (float)((r = r * 6364136223846793005ULL + 1) >> 40) / 16777216.0f - 0.5f;
+  return 0;
+}
+
+/* Two warm-up runs, then the timed ones, each printed as it ends. */
+static int bench_time(ff_model *m, const bench_opts *o, bench_buffers *b, ff_error *err) {
+  const ff_config *c = ff_model_config(m);
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER, T = o->T, rc = 0;
+  ff_rt_input in = {o->batch, T, c->vocab > 0 ? b->ids : NULL, c->vocab > 0 ? NULL : b->x, NULL,
+                    encdec ? T : 0, encdec && c->vocab > 0 ? b->ids : NULL, encdec && c->vocab == 0 ? b->x : NULL};
+  int32_t bos = 0;
+  ff_greedy g = {encdec ? b->ids : NULL, encdec ? T : 0, encdec ? &bos : b->ids, 1, o->gen, -1};
+  double warm = now_ms();
+  for (int i = -2; i < o->iters && !rc; i++) {
+    int n;
+    double t = now_ms();
+    rc = o->gen ? ff_model_greedy(m, &g, b->out_ids, &n, NULL, err) : ff_model_forward(m, &in, b->out, err);
+    if (rc) break;
+    if (i == -1) phase("warm-up: 2 runs, %.1f ms", now_ms() - warm);
+    if (i >= 0) phase("run %d/%d: %.3f ms", i + 1, o->iters, b->times[i] = now_ms() - t);
+  }
+  return rc;
+}
+
+/* The summary; its last line `median_ms: X` is what scripts read. */
+static void bench_report(const ff_config *c, const bench_opts *o, double *times) {
+  int iters = o->iters, encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  qsort(times, (size_t)iters, sizeof *times, cmp_double);
+  double med = times[iters / 2], flops = o->gen ? 0 : ff_rt_forward_flops(c, o->T, o->T) * o->batch;
+  if (o->gen) {
+    char source[48] = ""; /* encoder-decoder: the source is --seq random tokens */
+    if (encdec) snprintf(source, sizeof source, " (source of %d tokens)", o->T);
+    printf("generate %d tokens from a 1-token prompt%s: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; "
+           "%.1f tokens/s\n", o->gen, source, times[0], med, times[iters - 1], iters, o->gen / (med / 1e3));
+  } else {
+    printf("forward batch %d x T %d: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; %.2f GFLOP/s at the "
+           "median (%.0f FLOP)\n", o->batch, o->T, times[0], med, times[iters - 1], iters, flops / (med * 1e6), flops);
+  }
+  printf("median_ms: %.4f\n", med);
+}
+
+static int cmd_bench(const char *path, flag *flags, ff_error *err) {
+  bench_opts o;
+  bench_buffers b = {NULL, NULL, NULL, NULL, NULL};
+  int rc = bench_options(flags, &o, err);
+  if (rc) return rc;
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
-  int encdec = c->arch == FF_ARCH_ENCODER_DECODER, d = c->d_model;
-  if (T == 0) T = c->max_seq < 128 ? c->max_seq : 128;
-  int32_t *ids = NULL, *out_ids = NULL;
-  float *x = NULL, *out = NULL;
-  double *times = NULL;
-  if (T < 1 || T > c->max_seq) {
-    rc = ff_fail(err, FF_ELENGTH, "--seq %d is outside 1..max_seq (%d)", T, c->max_seq);
+  if ((rc = bench_check(c, &o, err))) goto done;
+  phase("bench %s: %s, d_model %d, %d heads, d_ff %d, %d+%d layers; engine %s, %d thread(s)", c->name,
+        c->arch == FF_ARCH_ENCODER_DECODER ? "encoder-decoder" : c->arch == FF_ARCH_ENCODER ? "encoder" : "decoder-only",
+        c->d_model, c->heads, c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)o.engine),
+        o.threads);
+  if ((rc = bench_prepare(m, flags, &o, err)) || (rc = bench_alloc(c, &o, &b, err)) ||
+      (rc = bench_time(m, &o, &b, err)))
     goto done;
-  }
-  if (gen && (c->vocab == 0 || c->arch == FF_ARCH_ENCODER || gen > c->max_seq - 1)) {
-    rc = ff_fail(err, FF_EINVAL, "--generate N needs a decoder with a vocab and N < max_seq (%d)", c->max_seq);
-    goto done;
-  }
-  weights = default_weights(c, weights);
-  double t_gen = 0, t_pack = 0, t_compile;
-  if ((rc = bench_weights(m, weights, err)) || (rc = ff_model_set_isa(m, "native", err)) ||
-      (rc = threads_flag(flags, m, engine, err)))
-    goto done;
-  if (engine != FF_ENGINE_RUNTIME) { /* the steps of prepare, timed apart (each is kept for the next) */
-    const void *blob;
-    size_t bytes;
-    double t0 = now_ms();
-    if ((rc = ff_model_generate(m, "fixformer bench", NULL, NULL, err))) goto done;
-    t_gen = now_ms() - t0;
-    t0 = now_ms();
-    if ((rc = ff_model_weight_blob(m, &blob, &bytes, err))) goto done;
-    t_pack = now_ms() - t0;
-  }
-  double t0 = now_ms();
-  if ((rc = ff_model_prepare(m, (enum ff_engine)engine, err))) goto done;
-  t_compile = now_ms() - t0;
-  size_t n_in = (size_t)batch * T, n_out = (size_t)batch * T * ff_config_out_dim(c);
-  ids = malloc(sizeof *ids * (n_in + 1));
-  x = malloc(sizeof *x * (n_in * d + 1));
-  out = malloc(sizeof *out * (n_out + 1));
-  times = malloc(sizeof *times * (size_t)iters);
-  out_ids = malloc(sizeof *out_ids * (size_t)(gen + 1));
-  if (!ids || !x || !out || !times || !out_ids) {
-    rc = ff_fail(err, FF_ENOMEM, "out of memory");
-    goto done;
-  }
-  unsigned long long r = 12345;
-  for (size_t i = 0; i < n_in; i++) ids[i] = (int32_t)((r = r * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % (c->vocab > 0 ? c->vocab : 1);
-  for (size_t i = 0; i < n_in * d; i++) x[i] = (float)((r = r * 6364136223846793005ULL + 1) >> 40) / 16777216.0f - 0.5f;
-  ff_rt_input in = {batch, T, c->vocab > 0 ? ids : NULL, c->vocab > 0 ? NULL : x, NULL,
-                    encdec ? T : 0, encdec && c->vocab > 0 ? ids : NULL, encdec && c->vocab == 0 ? x : NULL};
-  int32_t bos = 0;
-  ff_greedy g = {encdec ? ids : NULL, encdec ? T : 0, encdec ? &bos : ids, 1, gen, -1};
-  double flops = gen ? 0 : ff_rt_forward_flops(c, T, T) * batch;
-  for (int i = -2; i < iters && !rc; i++) { /* two warm-up runs */
-    int n;
-    double t = now_ms();
-    rc = gen ? ff_model_greedy(m, &g, out_ids, &n, NULL, err) : ff_model_forward(m, &in, out, err);
-    if (i >= 0) times[i] = now_ms() - t;
-  }
-  if (rc) goto done;
-  qsort(times, (size_t)iters, sizeof *times, cmp_double);
-  double med = times[iters / 2];
-  printf("bench %s: %s, d_model %d, %d heads, d_ff %d, %d+%d layers; engine %s, %d thread(s)\n", c->name,
-         encdec ? "encoder-decoder" : c->arch == FF_ARCH_ENCODER ? "encoder" : "decoder-only", c->d_model, c->heads,
-         c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)engine), threads);
-  if (engine != FF_ENGINE_RUNTIME)
-    printf("generate C: %.2f ms; pack weights: %.1f ms; compile (%s) and bind: %.1f ms\n", t_gen, t_pack,
-           ff_engine_name((enum ff_engine)engine), t_compile);
-  if (gen) {
-    char source[48] = ""; /* encoder-decoder: the source is --seq random tokens */
-    if (encdec) snprintf(source, sizeof source, " (source of %d tokens)", T);
-    printf("generate %d tokens from a 1-token prompt%s: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; "
-           "%.1f tokens/s\n", gen, source, times[0], med, times[iters - 1], iters, gen / (med / 1e3));
-  } else {
-    printf("forward batch %d x T %d: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; %.2f GFLOP/s at the "
-           "median (%.0f FLOP)\n", batch, T, times[0], med, times[iters - 1], iters, flops / (med * 1e6), flops);
-  }
-  printf("median_ms: %.4f\n", med);
+  bench_report(c, &o, b.times);
 done:
-  free(ids);
-  free(x);
-  free(out);
-  free(times);
-  free(out_ids);
+  bench_free(&b);
   ff_model_close(m);
   return rc;
 }

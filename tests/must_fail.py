@@ -8,6 +8,7 @@ and leaves no output file.  Also: every --help exits 0.
 """
 import argparse
 import os
+import pty
 import re
 import struct
 import subprocess
@@ -295,6 +296,36 @@ def main():
         ok = p.returncode == 1 and re.search(r"head.weight +\[10,16\] +F32 +unexpected", p.stdout) is not None
         failures += not ok
         print("%-26s %s" % ("info --weights table", "ok" if ok else "FAIL: %r" % p.stdout))
+        # bench prints each phase as its own line, in order, before the summary and `median_ms`
+        p = subprocess.run([ff, "bench", good, "--seq", "4", "--iters", "2", "--engine", "tcc"],
+                           capture_output=True, text=True)
+        want = ["bench m: encoder", "load weights (random", "generate C: ", "pack weights: ", "compile (tcc) and bind: ",
+                "warm-up: 2 runs", "run 1/2: ", "run 2/2: ", "forward batch 1 x T 4", "median_ms: "]
+        got = p.stdout.splitlines()
+        ok = p.returncode == 0 and len(got) == len(want) and all(g.startswith(w) for g, w in zip(got, want))
+        failures += not ok
+        print("%-26s %s" % ("bench phase lines", "ok" if ok else "FAIL: %r %s" % (p.stdout, p.stderr)))
+        # the cc engine says what it is doing on a terminal (stderr a pty), and nothing on a pipe
+        master, slave = pty.openpty()
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "xdg-tty"))
+        proc = subprocess.Popen([ff] + run_cmd(good, "--engine", "cc"), stdout=subprocess.DEVNULL, stderr=slave,
+                                env=env)
+        os.close(slave)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the last writer closed the terminal
+                break
+            if not chunk:
+                break
+            said += chunk
+        os.close(master)
+        piped = subprocess.run([ff] + run_cmd(good, "--engine", "cc"), capture_output=True, text=True, env=env)
+        ok = (proc.wait() == 0 and said.decode().strip() == "compiling m with cc (first time; cached after) ..." and
+              piped.returncode == 0 and piped.stderr == "")
+        failures += not ok
+        print("%-26s %s" % ("cc compile, on a terminal", "ok" if ok else "FAIL: %r %r" % (said, piped.stderr)))
         for triple in ("thumbv7em-none-eabihf", "thumbv6m-none-eabi", "arm-none-eabi"):
             p = subprocess.run([ff, "emit", good, "-o", os.path.join(tmp, triple), "--target", triple],
                                capture_output=True, text=True)
