@@ -385,121 +385,149 @@ static int check_floats(const char *what, const char *path, const ff_array *a, i
   return 0;
 }
 
-static int cmd_run(const char *path, flag *flags, ff_error *err) {
-  const char *weights = value_of(flags, "--weights"), *input = value_of(flags, "--input"), *output = value_of(flags, "--output"),
-                      *tokens = value_of(flags, "--tokens"), *tgt_tokens = value_of(flags, "--target-tokens"),
-                      *tgt_path = value_of(flags, "--target-input"), *len_path = value_of(flags, "--lengths"),
-                      *engine_s = value_of(flags, "--engine");
-  int rc;
-  if (!input == !tokens) return ff_fail(err, FF_EINVAL, "give one of --input IN.npy or --tokens \"ids\"");
-  if (tgt_path && tgt_tokens) return ff_fail(err, FF_EINVAL, "give one of --target-input or --target-tokens");
-  if (tokens && len_path) return ff_fail(err, FF_EINVAL, "--tokens sets the lengths; --lengths is for --input");
-  if (tgt_tokens) tgt_path = "--target-tokens";
-  int engine = ff_engine_parse(engine_s ? engine_s : "runtime");
-  if (engine < 0)
-    return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+/* The flags of run, checked before the model is opened. */
+typedef struct {
+  const char *weights, *input, *output, *tokens, *tgt_tokens, *tgt_path, *len_path;
+  int engine;
+} run_opts;
 
+static int run_options(const flag *flags, run_opts *o, ff_error *err) {
+  const char *engine_s = value_of(flags, "--engine");
+  *o = (run_opts){value_of(flags, "--weights"), value_of(flags, "--input"), value_of(flags, "--output"),
+                  value_of(flags, "--tokens"), value_of(flags, "--target-tokens"), value_of(flags, "--target-input"),
+                  value_of(flags, "--lengths"), 0};
+  if (!o->input == !o->tokens) return ff_fail(err, FF_EINVAL, "give one of --input IN.npy or --tokens \"ids\"");
+  if (o->tgt_path && o->tgt_tokens) return ff_fail(err, FF_EINVAL, "give one of --target-input or --target-tokens");
+  if (o->tokens && o->len_path) return ff_fail(err, FF_EINVAL, "--tokens sets the lengths; --lengths is for --input");
+  if (o->tgt_tokens) o->tgt_path = "--target-tokens";
+  o->engine = ff_engine_parse(engine_s ? engine_s : "runtime");
+  if (o->engine < 0)
+    return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+  return 0;
+}
+
+/* ... and those that need the model's config */
+static int run_check(const ff_config *c, run_opts *o, ff_error *err) {
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER, rc;
+  if ((rc = weights_of(c, &o->weights, err))) return rc;
+  if (!encdec && o->tgt_path) return ff_fail(err, FF_EINVAL, "--target-input is only for encoder-decoder models");
+  if (encdec && !o->tgt_path)
+    return ff_fail(err, FF_EINVAL, "--target-input is required for an encoder-decoder model");
+  if (o->tokens && c->vocab == 0)
+    return ff_fail(err, FF_EINVAL, "--tokens needs a model with a vocab; this one takes float --input");
+  return 0;
+}
+
+/* The arrays read for one forward pass and the input pointing into them. */
+typedef struct {
+  ff_array src, tgt, lens;
+  int32_t *src_tok, *tgt_tok, *lengths;
+  ff_rt_input in;
+} run_inputs;
+
+static void run_inputs_free(run_inputs *r) {
+  ff_array_free(&r->src);
+  ff_array_free(&r->tgt);
+  ff_array_free(&r->lens);
+  free(r->src_tok);
+  free(r->tgt_tok);
+  free(r->lengths);
+}
+
+/* --input or --tokens: ids or float embeddings [B,T(,d)] */
+static int read_source(const ff_config *c, run_opts *o, run_inputs *r, ff_error *err) {
+  int rc;
+  if (o->tokens) {
+    o->input = "--tokens";
+    rc = parse_token_list("--tokens", o->tokens, &r->src, &r->lengths, err);
+  } else {
+    rc = ff_npy_read(o->input, &r->src, err);
+  }
+  if (rc) return rc;
+  if (c->vocab > 0) rc = tokens_from("input", o->input, &r->src, &r->src_tok, err);
+  else rc = check_floats("input", o->input, &r->src, c->d_model, err);
+  if (rc) return rc;
+  r->in.batch = (int)r->src.shape[0];
+  r->in.src_len = (int)r->src.shape[1];
+  if (r->src.shape[0] > 1 << 24 || r->src.shape[1] > 1 << 24)
+    return ff_fail(err, FF_ELENGTH, "input %s: shape too large", o->input);
+  r->in.src_tokens = r->src_tok;
+  r->in.src_embeds = c->vocab > 0 ? NULL : r->src.data;
+  return 0;
+}
+
+/* encoder-decoder: --target-input or --target-tokens, with the source's batch */
+static int read_target(const ff_config *c, const run_opts *o, run_inputs *r, ff_error *err) {
+  int rc = o->tgt_tokens ? parse_token_list("--target-tokens", o->tgt_tokens, &r->tgt, NULL, err)
+                         : ff_npy_read(o->tgt_path, &r->tgt, err);
+  if (rc) return rc;
+  if (c->vocab > 0) rc = tokens_from("target input", o->tgt_path, &r->tgt, &r->tgt_tok, err);
+  else rc = check_floats("target input", o->tgt_path, &r->tgt, c->d_model, err);
+  if (rc) return rc;
+  if (r->tgt.shape[0] != r->src.shape[0] || r->tgt.shape[1] > 1 << 24)
+    return ff_fail(err, FF_ESHAPE, "target input %s: batch %lld, but the input has batch %lld", o->tgt_path,
+                   (long long)r->tgt.shape[0], (long long)r->src.shape[0]);
+  r->in.tgt_len = (int)r->tgt.shape[1];
+  r->in.tgt_tokens = r->tgt_tok;
+  r->in.tgt_embeds = c->vocab > 0 ? NULL : r->tgt.data;
+  return 0;
+}
+
+/* --lengths LEN.npy: one int per sequence (range checked with the input) */
+static int read_lengths(const char *len_path, run_inputs *r, ff_error *err) {
+  int rc = ff_npy_read(len_path, &r->lens, err);
+  if (rc) return rc;
+  const ff_array *lens = &r->lens;
+  if (lens->dtype == FF_F32 || lens->rank != 1 || lens->shape[0] != r->src.shape[0])
+    return ff_fail(err, FF_ESHAPE, "lengths %s: must be int32 or int64 [%lld] (one per sequence)", len_path,
+                   (long long)r->src.shape[0]);
+  if (!(r->lengths = malloc((lens->numel + 1) * sizeof *r->lengths))) return ff_fail(err, FF_ENOMEM, "out of memory");
+  for (size_t i = 0; i < lens->numel; i++) {
+    int64_t v = lens->dtype == FF_I32 ? ((const int32_t *)lens->data)[i] : ((const int64_t *)lens->data)[i];
+    r->lengths[i] = v < 0 || v > 1 << 30 ? 0 : (int32_t)v; /* 0: reported as out of range */
+  }
+  return 0;
+}
+
+/* The forward pass, written to --output or printed. */
+static int run_forward(ff_model *m, const run_opts *o, const run_inputs *r, ff_error *err) {
+  const ff_config *c = ff_model_config(m);
+  int T = c->arch == FF_ARCH_ENCODER_DECODER ? r->in.tgt_len : r->in.src_len, out_dim = ff_config_out_dim(c), rc;
+  ff_array result = {FF_F32, 3, {r->in.batch, T, out_dim}, (size_t)r->in.batch * T * out_dim, NULL};
+  float *out = malloc(result.numel * sizeof *out);
+  if (!out) return ff_fail(err, FF_ENOMEM, "out of memory for the output [%d,%d,%d]", r->in.batch, T, out_dim);
+  if (!(rc = ff_model_forward(m, &r->in, out, err))) {
+    result.data = out;
+    if (o->output)
+      rc = ff_npy_write(o->output, &result, err);
+    else
+      print_output(c, out, r->in.batch, T, r->lengths);
+  }
+  free(out);
+  return rc;
+}
+
+static int cmd_run(const char *path, flag *flags, ff_error *err) {
+  run_opts o;
+  run_inputs r;
+  memset(&r, 0, sizeof r);
+  int rc = run_options(flags, &o, err);
+  if (rc) return rc;
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
-  ff_array src = {0}, tgt = {0}, lens = {0};
-  int32_t *src_tok = NULL, *tgt_tok = NULL, *lengths = NULL;
-  float *out = NULL;
-  ff_rt_input in;
-  memset(&in, 0, sizeof in);
-  int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
-  if ((rc = weights_of(c, &weights, err))) goto done;
-  if (!encdec && tgt_path) {
-    rc = ff_fail(err, FF_EINVAL, "--target-input is only for encoder-decoder models");
+  if ((rc = run_check(c, &o, err)) || (rc = read_source(c, &o, &r, err)) ||
+      (c->arch == FF_ARCH_ENCODER_DECODER && (rc = read_target(c, &o, &r, err))) ||
+      (o.len_path && (rc = read_lengths(o.len_path, &r, err))))
     goto done;
-  }
-  if (encdec && !tgt_path) {
-    rc = ff_fail(err, FF_EINVAL, "--target-input is required for an encoder-decoder model");
+  r.in.lengths = r.lengths;
+  if ((rc = ff_rt_check_input(c, &r.in, err)) || (rc = ff_model_load_weights(m, o.weights, err)) ||
+      (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, o.weights, err))) ||
+      (rc = threads_flag(flags, m, o.engine, err)) || (rc = prepare_engine(m, o.engine, err)))
     goto done;
-  }
-  if (tokens && c->vocab == 0) {
-    rc = ff_fail(err, FF_EINVAL, "--tokens needs a model with a vocab; this one takes float --input");
-    goto done;
-  }
-  if (tokens) {
-    input = "--tokens";
-    rc = parse_token_list("--tokens", tokens, &src, &lengths, err);
-  } else {
-    rc = ff_npy_read(input, &src, err);
-  }
-  if (rc) goto done;
-  if (c->vocab > 0) rc = tokens_from("input", input, &src, &src_tok, err);
-  else rc = check_floats("input", input, &src, c->d_model, err);
-  if (rc) goto done;
-  in.batch = (int)src.shape[0];
-  in.src_len = (int)src.shape[1];
-  if (src.shape[0] > 1 << 24 || src.shape[1] > 1 << 24) {
-    rc = ff_fail(err, FF_ELENGTH, "input %s: shape too large", input);
-    goto done;
-  }
-  in.src_tokens = src_tok;
-  in.src_embeds = c->vocab > 0 ? NULL : src.data;
-  if (encdec) {
-    rc = tgt_tokens ? parse_token_list("--target-tokens", tgt_tokens, &tgt, NULL, err)
-                    : ff_npy_read(tgt_path, &tgt, err);
-    if (rc) goto done;
-    if (c->vocab > 0) rc = tokens_from("target input", tgt_path, &tgt, &tgt_tok, err);
-    else rc = check_floats("target input", tgt_path, &tgt, c->d_model, err);
-    if (rc) goto done;
-    if (tgt.shape[0] != src.shape[0] || tgt.shape[1] > 1 << 24) {
-      rc = ff_fail(err, FF_ESHAPE, "target input %s: batch %lld, but the input has batch %lld", tgt_path,
-                   (long long)tgt.shape[0], (long long)src.shape[0]);
-      goto done;
-    }
-    in.tgt_len = (int)tgt.shape[1];
-    in.tgt_tokens = tgt_tok;
-    in.tgt_embeds = c->vocab > 0 ? NULL : tgt.data;
-  }
-  if (len_path) {
-    if ((rc = ff_npy_read(len_path, &lens, err))) goto done;
-    if (lens.dtype == FF_F32 || lens.rank != 1 || lens.shape[0] != src.shape[0]) {
-      rc = ff_fail(err, FF_ESHAPE, "lengths %s: must be int32 or int64 [%lld] (one per sequence)", len_path,
-                   (long long)src.shape[0]);
-      goto done;
-    }
-    lengths = malloc((lens.numel + 1) * sizeof *lengths);
-    if (!lengths) {
-      rc = ff_fail(err, FF_ENOMEM, "out of memory");
-      goto done;
-    }
-    for (size_t i = 0; i < lens.numel; i++) {
-      int64_t v = lens.dtype == FF_I32 ? ((const int32_t *)lens.data)[i] : ((const int64_t *)lens.data)[i];
-      lengths[i] = v < 0 || v > 1 << 30 ? 0 : (int32_t)v; /* 0: reported as out of range */
-    }
-  }
-  in.lengths = lengths;
-  if ((rc = ff_rt_check_input(c, &in, err))) goto done;
-  if ((rc = ff_model_load_weights(m, weights, err)) ||
-      (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
-      (rc = threads_flag(flags, m, engine, err)) ||
-      (rc = prepare_engine(m, engine, err)))
-    goto done;
-  int T = encdec ? in.tgt_len : in.src_len, out_dim = ff_config_out_dim(c);
-  ff_array result = {FF_F32, 3, {in.batch, T, out_dim}, (size_t)in.batch * T * out_dim, NULL};
-  out = malloc(result.numel * sizeof *out);
-  if (!out) {
-    rc = ff_fail(err, FF_ENOMEM, "out of memory for the output [%d,%d,%d]", in.batch, T, out_dim);
-    goto done;
-  }
-  if ((rc = ff_model_forward(m, &in, out, err))) goto done;
-  result.data = out;
-  if (output)
-    rc = ff_npy_write(output, &result, err);
-  else
-    print_output(c, out, in.batch, T, lengths);
+  rc = run_forward(m, &o, &r, err);
 done:
-  ff_array_free(&src);
-  ff_array_free(&tgt);
-  ff_array_free(&lens);
-  free(src_tok);
-  free(tgt_tok);
-  free(lengths);
-  free(out);
+  run_inputs_free(&r);
   ff_model_close(m);
   return rc;
 }
@@ -584,107 +612,124 @@ static int generate_text(const generation *g, const char *text, int32_t *ids, ff
   return rc ? rc : generate_one(g, ids, n, err);
 }
 
-static int cmd_generate(const char *path, flag *flags, ff_error *err) {
-  const char *weights = value_of(flags, "--weights"), *tokens = value_of(flags, "--tokens"),
-             *text = value_of(flags, "--text"), *lines = value_of(flags, "--lines"),
-             *engine_s = value_of(flags, "--engine");
-  generation g = {NULL, NULL, -1, -1, 0, value_of(flags, "--ids") != NULL, value_of(flags, "--logits")};
-  int rc, bos, eos;
-  if ((!!tokens + !!text + !!lines) != 1)
-    return ff_fail(err, FF_EINVAL, "give one of --tokens \"ids\", --text \"...\" or --lines FILE");
-  if ((rc = int_flag(flags, "--max-new", 0, &g.max_new, err)) ||
-      (rc = int_flag(flags, "--bos", -1, &bos, err)) ||
-      (rc = int_flag(flags, "--eos", -1, &eos, err)))
-    return rc;
-  if (value_of(flags, "--max-new") && g.max_new < 1)
-    return ff_fail(err, FF_EINVAL, "--max-new must be at least 1");
-  int engine = ff_engine_parse(engine_s ? engine_s : "tcc");
-  if (engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+/* The flags of generate, checked before the model is opened. */
+typedef struct {
+  const char *weights, *tokens, *text, *lines;
+  int bos, eos, engine;
+} generate_opts;
 
+static int generate_options(const flag *flags, generate_opts *o, generation *g, ff_error *err) {
+  const char *engine_s = value_of(flags, "--engine");
+  *o = (generate_opts){value_of(flags, "--weights"), value_of(flags, "--tokens"), value_of(flags, "--text"),
+                       value_of(flags, "--lines"), -1, -1, 0};
+  int rc;
+  if ((!!o->tokens + !!o->text + !!o->lines) != 1)
+    return ff_fail(err, FF_EINVAL, "give one of --tokens \"ids\", --text \"...\" or --lines FILE");
+  if ((rc = int_flag(flags, "--max-new", 0, &g->max_new, err)) ||
+      (rc = int_flag(flags, "--bos", -1, &o->bos, err)) ||
+      (rc = int_flag(flags, "--eos", -1, &o->eos, err)))
+    return rc;
+  if (value_of(flags, "--max-new") && g->max_new < 1)
+    return ff_fail(err, FF_EINVAL, "--max-new must be at least 1");
+  o->engine = ff_engine_parse(engine_s ? engine_s : "tcc");
+  if (o->engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+  return 0;
+}
+
+/* The model, its vocabulary and the start and stop ids. */
+static int generate_check(const ff_config *c, generate_opts *o, generation *g, ff_vocab *vocab, ff_error *err) {
+  int rc;
+  if (c->vocab == 0 || c->arch == FF_ARCH_ENCODER)
+    return ff_fail(err, FF_EINVAL, "needs a decoder-only or encoder-decoder model with a vocab");
+  if ((rc = weights_of(c, &o->weights, err))) return rc;
+  if (c->vocabulary[0]) {
+    if ((rc = ff_vocab_load(c->vocabulary, c->vocab, vocab, err))) return rc;
+    g->vocab = vocab;
+  } else if (!o->tokens) {
+    return ff_fail(err, FF_EINVAL, "--text and --lines need a description with a vocabulary; use --tokens");
+  }
+  g->bos = o->bos >= 0 ? o->bos : vocab->bos;
+  g->eos = o->eos >= 0 ? o->eos : vocab->eos;
+  if (g->bos >= c->vocab || g->eos >= c->vocab)
+    return ff_fail(err, FF_ETOKEN, "--bos/--eos must be below the vocab size %d", c->vocab);
+  if (c->arch == FF_ARCH_ENCODER_DECODER && g->bos < 0)
+    return ff_fail(err, FF_EINVAL, "the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
+  return 0;
+}
+
+/* --tokens: sequences separated by commas, each decoded on its own */
+static int generate_tokens(const generation *g, const char *tokens, ff_error *err) {
+  const ff_config *c = ff_model_config(g->m);
+  ff_array batch = {0};
+  int32_t *lengths = NULL;
+  int rc = parse_token_list("--tokens", tokens, &batch, &lengths, err);
+  if (!rc && g->logits && batch.shape[0] > 1) rc = ff_fail(err, FF_EINVAL, "--logits takes one sequence");
+  for (int b = 0; !rc && b < (int)batch.shape[0]; b++) {
+    if (lengths[b] > c->max_seq) {
+      rc = ff_fail(err, FF_ELENGTH, "sequence %d has %d ids, above max_seq = %d", b, (int)lengths[b], c->max_seq);
+      break;
+    }
+    rc = generate_one(g, (const int32_t *)batch.data + (size_t)b * batch.shape[1], lengths[b], err);
+  }
+  free(lengths);
+  ff_array_free(&batch);
+  return rc;
+}
+
+/* --lines FILE: one text a line, one output line each */
+static int generate_lines(const generation *g, const char *lines, int32_t *ids, ff_error *err) {
+  uint8_t *file = NULL;
+  size_t len;
+  int rc = ff_read_file(lines, &file, &len, err);
+  if (rc) return rc;
+  if (g->logits) {
+    free(file);
+    return ff_fail(err, FF_EINVAL, "--logits takes one sequence, not --lines");
+  }
+  char *p = (char *)file, *end = p + len;
+  for (int line = 1; !rc && p < end; line++) {
+    char *nl = memchr(p, '\n', (size_t)(end - p));
+    char *stop = nl ? nl : end;
+    if (stop > p && stop[-1] == '\r') stop--;
+    char saved = *stop;
+    *stop = 0;
+    if (memchr(p, 0, (size_t)(stop - p)))
+      rc = ff_fail(err, FF_EINVAL, "%s:%d: a NUL byte", lines, line);
+    else if (stop == p) /* a blank line gives a blank line: outputs stay in step with inputs */
+      printf("\n");
+    else if ((rc = generate_text(g, p, ids, err)))
+      ff_fail(err, rc, "%s:%d: %s", lines, line, err->msg);
+    *stop = saved;
+    p = nl ? nl + 1 : end;
+  }
+  free(file);
+  return rc;
+}
+
+static int cmd_generate(const char *path, flag *flags, ff_error *err) {
+  generation g = {NULL, NULL, -1, -1, 0, value_of(flags, "--ids") != NULL, value_of(flags, "--logits")};
+  generate_opts o;
+  int rc = generate_options(flags, &o, &g, err);
+  if (rc) return rc;
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   g.m = m;
   const ff_config *c = ff_model_config(m);
   ff_vocab vocab = {0, NULL, -1, -1, -1, -1, 0};
-  ff_array batch = {0};
-  int32_t *lengths = NULL, *ids = NULL;
-  uint8_t *file = NULL;
-  if (c->vocab == 0 || c->arch == FF_ARCH_ENCODER) {
-    rc = ff_fail(err, FF_EINVAL, "needs a decoder-only or encoder-decoder model with a vocab");
-    goto done;
-  }
-  if ((rc = weights_of(c, &weights, err))) goto done;
-  if (c->vocabulary[0]) {
-    if ((rc = ff_vocab_load(c->vocabulary, c->vocab, &vocab, err))) goto done;
-    g.vocab = &vocab;
-  } else if (!tokens) {
-    rc = ff_fail(err, FF_EINVAL, "--text and --lines need a description with a vocabulary; use --tokens");
-    goto done;
-  }
-  g.bos = bos >= 0 ? bos : vocab.bos;
-  g.eos = eos >= 0 ? eos : vocab.eos;
-  if (g.bos >= c->vocab || g.eos >= c->vocab) {
-    rc = ff_fail(err, FF_ETOKEN, "--bos/--eos must be below the vocab size %d", c->vocab);
-    goto done;
-  }
-  if (c->arch == FF_ARCH_ENCODER_DECODER && g.bos < 0) {
-    rc = ff_fail(err, FF_EINVAL, "the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
-    goto done;
-  }
-  if ((rc = ff_model_load_weights(m, weights, err)) ||
-      (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
-      (rc = threads_flag(flags, m, engine, err)) ||
-      (rc = prepare_engine(m, engine, err)))
+  int32_t *ids = NULL;
+  if ((rc = generate_check(c, &o, &g, &vocab, err)) || (rc = ff_model_load_weights(m, o.weights, err)) ||
+      (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, o.weights, err))) ||
+      (rc = threads_flag(flags, m, o.engine, err)) || (rc = prepare_engine(m, o.engine, err)))
     goto done;
   if (!(ids = malloc(sizeof *ids * (size_t)c->max_seq))) {
     rc = ff_fail(err, FF_ENOMEM, "out of memory");
     goto done;
   }
-  if (tokens) { /* sequences separated by commas, each decoded on its own */
-    if ((rc = parse_token_list("--tokens", tokens, &batch, &lengths, err))) goto done;
-    if (g.logits && batch.shape[0] > 1) {
-      rc = ff_fail(err, FF_EINVAL, "--logits takes one sequence");
-      goto done;
-    }
-    for (int b = 0; !rc && b < (int)batch.shape[0]; b++) {
-      if (lengths[b] > c->max_seq) {
-        rc = ff_fail(err, FF_ELENGTH, "sequence %d has %d ids, above max_seq = %d", b, (int)lengths[b],
-                     c->max_seq);
-        break;
-      }
-      rc = generate_one(&g, (const int32_t *)batch.data + (size_t)b * batch.shape[1], lengths[b], err);
-    }
-  } else if (text) {
-    rc = generate_text(&g, text, ids, err);
-  } else { /* one text a line */
-    size_t len;
-    if ((rc = ff_read_file(lines, &file, &len, err))) goto done;
-    if (g.logits) {
-      rc = ff_fail(err, FF_EINVAL, "--logits takes one sequence, not --lines");
-      goto done;
-    }
-    char *p = (char *)file, *end = p + len;
-    for (int line = 1; !rc && p < end; line++) {
-      char *nl = memchr(p, '\n', (size_t)(end - p));
-      char *stop = nl ? nl : end;
-      if (stop > p && stop[-1] == '\r') stop--;
-      char saved = *stop;
-      *stop = 0;
-      if (memchr(p, 0, (size_t)(stop - p)))
-        rc = ff_fail(err, FF_EINVAL, "%s:%d: a NUL byte", lines, line);
-      else if (stop == p) /* a blank line gives a blank line: outputs stay in step with inputs */
-        printf("\n");
-      else if ((rc = generate_text(&g, p, ids, err)))
-        ff_fail(err, rc, "%s:%d: %s", lines, line, err->msg);
-      *stop = saved;
-      p = nl ? nl + 1 : end;
-    }
-  }
+  if (o.tokens) rc = generate_tokens(&g, o.tokens, err);
+  else if (o.text) rc = generate_text(&g, o.text, ids, err);
+  else rc = generate_lines(&g, o.lines, ids, err);
 done:
-  free(file);
   free(ids);
-  free(lengths);
-  ff_array_free(&batch);
   ff_vocab_free(&vocab);
   ff_model_close(m);
   return rc;
