@@ -2,6 +2,8 @@
  * calls the public API (fixformer.h) and returns a status; only main turns a
  * status into an exit code and prints the one-line error. */
 #include <errno.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,11 +96,100 @@ static int print_weight(void *ctx, const ff_weight_spec *s) {
   return 0;
 }
 
+/* ---- info --weights: a checkpoint against the description ---------------- */
+
+typedef struct {
+  const char *path;            /* the weights file */
+  const ff_tensor_file *file;
+  unsigned char *seen;         /* one flag per file tensor */
+  int problems;
+  ff_error *err;               /* the first problem */
+} checkpoint_check;
+
+static const char *const dtype_names[] = {"F32", "F16", "BF16", "I32", "I64"};
+
+static void shape_text(char *buf, size_t n, int rank, const int64_t *shape) {
+  int at = snprintf(buf, n, "[");
+  for (int i = 0; i < rank && at > 0 && (size_t)at < n; i++)
+    at += snprintf(buf + at, n - (size_t)at, i ? ",%lld" : "%lld", (long long)shape[i]);
+  if (at > 0 && (size_t)at < n) snprintf(buf + at, n - (size_t)at, "]");
+}
+
+/* One row of the table; the first problem is also kept in err. */
+static void check_row(checkpoint_check *k, const char *name, const char *shape, const char *dtype,
+                      const char *problem) {
+  printf("  %-52s %-14s %-5s %s\n", name, shape, dtype, problem ? problem : "ok");
+  if (problem && !k->problems++) ff_fail(k->err, FF_EINVAL, "%s: tensor '%s': %s", k->path, name, problem);
+}
+
+/* A described tensor: present, same shape, finite (any accepted dtype). */
+static int check_described(void *ctx, const ff_weight_spec *s) {
+  checkpoint_check *k = ctx;
+  int64_t want[2] = {s->shape[0], s->shape[1]};
+  char wants[64], haves[160], problem[256];
+  shape_text(wants, sizeof wants, s->rank, want);
+  const ff_tensor *t = ff_tensor_file_find(k->file, s->name);
+  if (!t) {
+    check_row(k, s->name, wants, "-", "missing");
+    return 0;
+  }
+  k->seen[t - k->file->tensors] = 1;
+  int same = t->rank == s->rank;
+  for (int i = 0; same && i < s->rank; i++) same = t->shape[i] == want[i];
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; same && i < t->numel; i++)
+    if (!isfinite(t->data[i]) && !bad++) first = i;
+  shape_text(haves, sizeof haves, t->rank, t->shape);
+  if (!same)
+    snprintf(problem, sizeof problem, "shape %s in file, model needs %s", haves, wants);
+  else if (bad)
+    snprintf(problem, sizeof problem, "%zu non-finite value%s (the first, %g, at element %zu)", bad,
+             bad > 1 ? "s" : "", (double)t->data[first], first);
+  check_row(k, s->name, same ? wants : haves, dtype_names[t->file_dtype], same && !bad ? NULL : problem);
+  return 0;
+}
+
+/* Every tensor the description names, then the file's others. */
+static int check_checkpoint(const ff_config *c, const char *weights, ff_error *err) {
+  ff_tensor_file file = {NULL, 0, NULL};
+  int rc = ff_safetensors_read(weights, &file, err);
+  if (rc) return rc;
+  checkpoint_check k = {weights, &file, calloc((size_t)file.count + 1, 1), 0, err};
+  if (!k.seen) {
+    ff_tensor_file_free(&file);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  printf("-- %s against %s: %d tensors in the file\n  %-52s %-14s %-5s %s\n", weights, c->name, file.count,
+         "tensor", "shape", "dtype", "check");
+  ff_rt_visit_weights(c, NULL, check_described, &k);
+  for (int i = 0; i < file.count; i++)
+    if (!k.seen[i]) {
+      char shape[160];
+      shape_text(shape, sizeof shape, file.tensors[i].rank, file.tensors[i].shape);
+      check_row(&k, file.tensors[i].name, shape, dtype_names[file.tensors[i].file_dtype],
+                "unexpected (not used by this description)");
+    }
+  size_t tensors, params;
+  ff_rt_count_weights(c, &tensors, &params);
+  if (k.problems)
+    printf("-- %d problem%s; the first: %s\n", k.problems, k.problems > 1 ? "s" : "", err->msg);
+  else
+    printf("-- ok: %zu tensors, %zu parameters, as the description needs\n", tensors, params);
+  free(k.seen);
+  ff_tensor_file_free(&file);
+  return k.problems ? FF_EINVAL : 0;
+}
+
 static int cmd_info(const char *path, flag *flags, ff_error *err) {
-  (void)flags;
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
+  const char *weights = value_of(flags, "--weights");
+  if (weights) { /* the check only: the description itself is what plain `info` shows */
+    int rc = check_checkpoint(c, weights, err);
+    ff_model_close(m);
+    return rc;
+  }
   printf("-- %s, resolved (defaults filled in)\nreturn {\n", path);
   printf("  name = \"%s\",\n  arch = \"%s\",\n", c->name, arch_names[c->arch]);
   printf("  d_model = %d,\n  heads = %d,  -- d_k = %d\n  d_ff = %d,\n", c->d_model, c->heads,
@@ -153,6 +244,16 @@ static int cmd_init(const char *path, flag *flags, ff_error *err) {
 }
 
 /* ---- run ----------------------------------------------------------------- */
+
+/* ff_model_prepare; on a terminal, a cc compile says what it is doing first
+ * (seconds on a big model, where nothing else would show). */
+static int prepare_engine(ff_model *m, int engine, ff_error *err) {
+  if (engine == FF_ENGINE_CC && isatty(STDERR_FILENO)) {
+    fprintf(stderr, "compiling %s with cc (first time; cached after) ...\n", ff_model_config(m)->name);
+    fflush(stderr);
+  }
+  return ff_model_prepare(m, (enum ff_engine)engine, err);
+}
 
 /* --weights, or else the file the description names (NULL if neither) */
 static const char *default_weights(const ff_config *c, const char *given) {
@@ -285,121 +386,149 @@ static int check_floats(const char *what, const char *path, const ff_array *a, i
   return 0;
 }
 
-static int cmd_run(const char *path, flag *flags, ff_error *err) {
-  const char *weights = value_of(flags, "--weights"), *input = value_of(flags, "--input"), *output = value_of(flags, "--output"),
-                      *tokens = value_of(flags, "--tokens"), *tgt_tokens = value_of(flags, "--target-tokens"),
-                      *tgt_path = value_of(flags, "--target-input"), *len_path = value_of(flags, "--lengths"),
-                      *engine_s = value_of(flags, "--engine");
-  int rc;
-  if (!input == !tokens) return ff_fail(err, FF_EINVAL, "give one of --input IN.npy or --tokens \"ids\"");
-  if (tgt_path && tgt_tokens) return ff_fail(err, FF_EINVAL, "give one of --target-input or --target-tokens");
-  if (tokens && len_path) return ff_fail(err, FF_EINVAL, "--tokens sets the lengths; --lengths is for --input");
-  if (tgt_tokens) tgt_path = "--target-tokens";
-  int engine = ff_engine_parse(engine_s ? engine_s : "runtime");
-  if (engine < 0)
-    return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+/* The flags of run, checked before the model is opened. */
+typedef struct {
+  const char *weights, *input, *output, *tokens, *tgt_tokens, *tgt_path, *len_path;
+  int engine;
+} run_opts;
 
+static int run_options(const flag *flags, run_opts *o, ff_error *err) {
+  const char *engine_s = value_of(flags, "--engine");
+  *o = (run_opts){value_of(flags, "--weights"), value_of(flags, "--input"), value_of(flags, "--output"),
+                  value_of(flags, "--tokens"), value_of(flags, "--target-tokens"), value_of(flags, "--target-input"),
+                  value_of(flags, "--lengths"), 0};
+  if (!o->input == !o->tokens) return ff_fail(err, FF_EINVAL, "give one of --input IN.npy or --tokens \"ids\"");
+  if (o->tgt_path && o->tgt_tokens) return ff_fail(err, FF_EINVAL, "give one of --target-input or --target-tokens");
+  if (o->tokens && o->len_path) return ff_fail(err, FF_EINVAL, "--tokens sets the lengths; --lengths is for --input");
+  if (o->tgt_tokens) o->tgt_path = "--target-tokens";
+  o->engine = ff_engine_parse(engine_s ? engine_s : "runtime");
+  if (o->engine < 0)
+    return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+  return 0;
+}
+
+/* ... and those that need the model's config */
+static int run_check(const ff_config *c, run_opts *o, ff_error *err) {
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER, rc;
+  if ((rc = weights_of(c, &o->weights, err))) return rc;
+  if (!encdec && o->tgt_path) return ff_fail(err, FF_EINVAL, "--target-input is only for encoder-decoder models");
+  if (encdec && !o->tgt_path)
+    return ff_fail(err, FF_EINVAL, "--target-input is required for an encoder-decoder model");
+  if (o->tokens && c->vocab == 0)
+    return ff_fail(err, FF_EINVAL, "--tokens needs a model with a vocab; this one takes float --input");
+  return 0;
+}
+
+/* The arrays read for one forward pass and the input pointing into them. */
+typedef struct {
+  ff_array src, tgt, lens;
+  int32_t *src_tok, *tgt_tok, *lengths;
+  ff_rt_input in;
+} run_inputs;
+
+static void run_inputs_free(run_inputs *r) {
+  ff_array_free(&r->src);
+  ff_array_free(&r->tgt);
+  ff_array_free(&r->lens);
+  free(r->src_tok);
+  free(r->tgt_tok);
+  free(r->lengths);
+}
+
+/* --input or --tokens: ids or float embeddings [B,T(,d)] */
+static int read_source(const ff_config *c, run_opts *o, run_inputs *r, ff_error *err) {
+  int rc;
+  if (o->tokens) {
+    o->input = "--tokens";
+    rc = parse_token_list("--tokens", o->tokens, &r->src, &r->lengths, err);
+  } else {
+    rc = ff_npy_read(o->input, &r->src, err);
+  }
+  if (rc) return rc;
+  if (c->vocab > 0) rc = tokens_from("input", o->input, &r->src, &r->src_tok, err);
+  else rc = check_floats("input", o->input, &r->src, c->d_model, err);
+  if (rc) return rc;
+  r->in.batch = (int)r->src.shape[0];
+  r->in.src_len = (int)r->src.shape[1];
+  if (r->src.shape[0] > 1 << 24 || r->src.shape[1] > 1 << 24)
+    return ff_fail(err, FF_ELENGTH, "input %s: shape too large", o->input);
+  r->in.src_tokens = r->src_tok;
+  r->in.src_embeds = c->vocab > 0 ? NULL : r->src.data;
+  return 0;
+}
+
+/* encoder-decoder: --target-input or --target-tokens, with the source's batch */
+static int read_target(const ff_config *c, const run_opts *o, run_inputs *r, ff_error *err) {
+  int rc = o->tgt_tokens ? parse_token_list("--target-tokens", o->tgt_tokens, &r->tgt, NULL, err)
+                         : ff_npy_read(o->tgt_path, &r->tgt, err);
+  if (rc) return rc;
+  if (c->vocab > 0) rc = tokens_from("target input", o->tgt_path, &r->tgt, &r->tgt_tok, err);
+  else rc = check_floats("target input", o->tgt_path, &r->tgt, c->d_model, err);
+  if (rc) return rc;
+  if (r->tgt.shape[0] != r->src.shape[0] || r->tgt.shape[1] > 1 << 24)
+    return ff_fail(err, FF_ESHAPE, "target input %s: batch %lld, but the input has batch %lld", o->tgt_path,
+                   (long long)r->tgt.shape[0], (long long)r->src.shape[0]);
+  r->in.tgt_len = (int)r->tgt.shape[1];
+  r->in.tgt_tokens = r->tgt_tok;
+  r->in.tgt_embeds = c->vocab > 0 ? NULL : r->tgt.data;
+  return 0;
+}
+
+/* --lengths LEN.npy: one int per sequence (range checked with the input) */
+static int read_lengths(const char *len_path, run_inputs *r, ff_error *err) {
+  int rc = ff_npy_read(len_path, &r->lens, err);
+  if (rc) return rc;
+  const ff_array *lens = &r->lens;
+  if (lens->dtype == FF_F32 || lens->rank != 1 || lens->shape[0] != r->src.shape[0])
+    return ff_fail(err, FF_ESHAPE, "lengths %s: must be int32 or int64 [%lld] (one per sequence)", len_path,
+                   (long long)r->src.shape[0]);
+  if (!(r->lengths = malloc((lens->numel + 1) * sizeof *r->lengths))) return ff_fail(err, FF_ENOMEM, "out of memory");
+  for (size_t i = 0; i < lens->numel; i++) {
+    int64_t v = lens->dtype == FF_I32 ? ((const int32_t *)lens->data)[i] : ((const int64_t *)lens->data)[i];
+    r->lengths[i] = v < 0 || v > 1 << 30 ? 0 : (int32_t)v; /* 0: reported as out of range */
+  }
+  return 0;
+}
+
+/* The forward pass, written to --output or printed. */
+static int run_forward(ff_model *m, const run_opts *o, const run_inputs *r, ff_error *err) {
+  const ff_config *c = ff_model_config(m);
+  int T = c->arch == FF_ARCH_ENCODER_DECODER ? r->in.tgt_len : r->in.src_len, out_dim = ff_config_out_dim(c), rc;
+  ff_array result = {FF_F32, 3, {r->in.batch, T, out_dim}, (size_t)r->in.batch * T * out_dim, NULL};
+  float *out = malloc(result.numel * sizeof *out);
+  if (!out) return ff_fail(err, FF_ENOMEM, "out of memory for the output [%d,%d,%d]", r->in.batch, T, out_dim);
+  if (!(rc = ff_model_forward(m, &r->in, out, err))) {
+    result.data = out;
+    if (o->output)
+      rc = ff_npy_write(o->output, &result, err);
+    else
+      print_output(c, out, r->in.batch, T, r->lengths);
+  }
+  free(out);
+  return rc;
+}
+
+static int cmd_run(const char *path, flag *flags, ff_error *err) {
+  run_opts o;
+  run_inputs r;
+  memset(&r, 0, sizeof r);
+  int rc = run_options(flags, &o, err);
+  if (rc) return rc;
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
-  ff_array src = {0}, tgt = {0}, lens = {0};
-  int32_t *src_tok = NULL, *tgt_tok = NULL, *lengths = NULL;
-  float *out = NULL;
-  ff_rt_input in;
-  memset(&in, 0, sizeof in);
-  int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
-  if ((rc = weights_of(c, &weights, err))) goto done;
-  if (!encdec && tgt_path) {
-    rc = ff_fail(err, FF_EINVAL, "--target-input is only for encoder-decoder models");
+  if ((rc = run_check(c, &o, err)) || (rc = read_source(c, &o, &r, err)) ||
+      (c->arch == FF_ARCH_ENCODER_DECODER && (rc = read_target(c, &o, &r, err))) ||
+      (o.len_path && (rc = read_lengths(o.len_path, &r, err))))
     goto done;
-  }
-  if (encdec && !tgt_path) {
-    rc = ff_fail(err, FF_EINVAL, "--target-input is required for an encoder-decoder model");
+  r.in.lengths = r.lengths;
+  if ((rc = ff_rt_check_input(c, &r.in, err)) || (rc = ff_model_load_weights(m, o.weights, err)) ||
+      (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, o.weights, err))) ||
+      (rc = threads_flag(flags, m, o.engine, err)) || (rc = prepare_engine(m, o.engine, err)))
     goto done;
-  }
-  if (tokens && c->vocab == 0) {
-    rc = ff_fail(err, FF_EINVAL, "--tokens needs a model with a vocab; this one takes float --input");
-    goto done;
-  }
-  if (tokens) {
-    input = "--tokens";
-    rc = parse_token_list("--tokens", tokens, &src, &lengths, err);
-  } else {
-    rc = ff_npy_read(input, &src, err);
-  }
-  if (rc) goto done;
-  if (c->vocab > 0) rc = tokens_from("input", input, &src, &src_tok, err);
-  else rc = check_floats("input", input, &src, c->d_model, err);
-  if (rc) goto done;
-  in.batch = (int)src.shape[0];
-  in.src_len = (int)src.shape[1];
-  if (src.shape[0] > 1 << 24 || src.shape[1] > 1 << 24) {
-    rc = ff_fail(err, FF_ELENGTH, "input %s: shape too large", input);
-    goto done;
-  }
-  in.src_tokens = src_tok;
-  in.src_embeds = c->vocab > 0 ? NULL : src.data;
-  if (encdec) {
-    rc = tgt_tokens ? parse_token_list("--target-tokens", tgt_tokens, &tgt, NULL, err)
-                    : ff_npy_read(tgt_path, &tgt, err);
-    if (rc) goto done;
-    if (c->vocab > 0) rc = tokens_from("target input", tgt_path, &tgt, &tgt_tok, err);
-    else rc = check_floats("target input", tgt_path, &tgt, c->d_model, err);
-    if (rc) goto done;
-    if (tgt.shape[0] != src.shape[0] || tgt.shape[1] > 1 << 24) {
-      rc = ff_fail(err, FF_ESHAPE, "target input %s: batch %lld, but the input has batch %lld", tgt_path,
-                   (long long)tgt.shape[0], (long long)src.shape[0]);
-      goto done;
-    }
-    in.tgt_len = (int)tgt.shape[1];
-    in.tgt_tokens = tgt_tok;
-    in.tgt_embeds = c->vocab > 0 ? NULL : tgt.data;
-  }
-  if (len_path) {
-    if ((rc = ff_npy_read(len_path, &lens, err))) goto done;
-    if (lens.dtype == FF_F32 || lens.rank != 1 || lens.shape[0] != src.shape[0]) {
-      rc = ff_fail(err, FF_ESHAPE, "lengths %s: must be int32 or int64 [%lld] (one per sequence)", len_path,
-                   (long long)src.shape[0]);
-      goto done;
-    }
-    lengths = malloc((lens.numel + 1) * sizeof *lengths);
-    if (!lengths) {
-      rc = ff_fail(err, FF_ENOMEM, "out of memory");
-      goto done;
-    }
-    for (size_t i = 0; i < lens.numel; i++) {
-      int64_t v = lens.dtype == FF_I32 ? ((const int32_t *)lens.data)[i] : ((const int64_t *)lens.data)[i];
-      lengths[i] = v < 0 || v > 1 << 30 ? 0 : (int32_t)v; /* 0: reported as out of range */
-    }
-  }
-  in.lengths = lengths;
-  if ((rc = ff_rt_check_input(c, &in, err))) goto done;
-  if ((rc = ff_model_load_weights(m, weights, err)) ||
-      (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
-      (rc = threads_flag(flags, m, engine, err)) ||
-      (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
-    goto done;
-  int T = encdec ? in.tgt_len : in.src_len, out_dim = ff_config_out_dim(c);
-  ff_array result = {FF_F32, 3, {in.batch, T, out_dim}, (size_t)in.batch * T * out_dim, NULL};
-  out = malloc(result.numel * sizeof *out);
-  if (!out) {
-    rc = ff_fail(err, FF_ENOMEM, "out of memory for the output [%d,%d,%d]", in.batch, T, out_dim);
-    goto done;
-  }
-  if ((rc = ff_model_forward(m, &in, out, err))) goto done;
-  result.data = out;
-  if (output)
-    rc = ff_npy_write(output, &result, err);
-  else
-    print_output(c, out, in.batch, T, lengths);
+  rc = run_forward(m, &o, &r, err);
 done:
-  ff_array_free(&src);
-  ff_array_free(&tgt);
-  ff_array_free(&lens);
-  free(src_tok);
-  free(tgt_tok);
-  free(lengths);
-  free(out);
+  run_inputs_free(&r);
   ff_model_close(m);
   return rc;
 }
@@ -484,107 +613,124 @@ static int generate_text(const generation *g, const char *text, int32_t *ids, ff
   return rc ? rc : generate_one(g, ids, n, err);
 }
 
-static int cmd_generate(const char *path, flag *flags, ff_error *err) {
-  const char *weights = value_of(flags, "--weights"), *tokens = value_of(flags, "--tokens"),
-             *text = value_of(flags, "--text"), *lines = value_of(flags, "--lines"),
-             *engine_s = value_of(flags, "--engine");
-  generation g = {NULL, NULL, -1, -1, 0, value_of(flags, "--ids") != NULL, value_of(flags, "--logits")};
-  int rc, bos, eos;
-  if ((!!tokens + !!text + !!lines) != 1)
-    return ff_fail(err, FF_EINVAL, "give one of --tokens \"ids\", --text \"...\" or --lines FILE");
-  if ((rc = int_flag(flags, "--max-new", 0, &g.max_new, err)) ||
-      (rc = int_flag(flags, "--bos", -1, &bos, err)) ||
-      (rc = int_flag(flags, "--eos", -1, &eos, err)))
-    return rc;
-  if (value_of(flags, "--max-new") && g.max_new < 1)
-    return ff_fail(err, FF_EINVAL, "--max-new must be at least 1");
-  int engine = ff_engine_parse(engine_s ? engine_s : "tcc");
-  if (engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+/* The flags of generate, checked before the model is opened. */
+typedef struct {
+  const char *weights, *tokens, *text, *lines;
+  int bos, eos, engine;
+} generate_opts;
 
+static int generate_options(const flag *flags, generate_opts *o, generation *g, ff_error *err) {
+  const char *engine_s = value_of(flags, "--engine");
+  *o = (generate_opts){value_of(flags, "--weights"), value_of(flags, "--tokens"), value_of(flags, "--text"),
+                       value_of(flags, "--lines"), -1, -1, 0};
+  int rc;
+  if ((!!o->tokens + !!o->text + !!o->lines) != 1)
+    return ff_fail(err, FF_EINVAL, "give one of --tokens \"ids\", --text \"...\" or --lines FILE");
+  if ((rc = int_flag(flags, "--max-new", 0, &g->max_new, err)) ||
+      (rc = int_flag(flags, "--bos", -1, &o->bos, err)) ||
+      (rc = int_flag(flags, "--eos", -1, &o->eos, err)))
+    return rc;
+  if (value_of(flags, "--max-new") && g->max_new < 1)
+    return ff_fail(err, FF_EINVAL, "--max-new must be at least 1");
+  o->engine = ff_engine_parse(engine_s ? engine_s : "tcc");
+  if (o->engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+  return 0;
+}
+
+/* The model, its vocabulary and the start and stop ids. */
+static int generate_check(const ff_config *c, generate_opts *o, generation *g, ff_vocab *vocab, ff_error *err) {
+  int rc;
+  if (c->vocab == 0 || c->arch == FF_ARCH_ENCODER)
+    return ff_fail(err, FF_EINVAL, "needs a decoder-only or encoder-decoder model with a vocab");
+  if ((rc = weights_of(c, &o->weights, err))) return rc;
+  if (c->vocabulary[0]) {
+    if ((rc = ff_vocab_load(c->vocabulary, c->vocab, vocab, err))) return rc;
+    g->vocab = vocab;
+  } else if (!o->tokens) {
+    return ff_fail(err, FF_EINVAL, "--text and --lines need a description with a vocabulary; use --tokens");
+  }
+  g->bos = o->bos >= 0 ? o->bos : vocab->bos;
+  g->eos = o->eos >= 0 ? o->eos : vocab->eos;
+  if (g->bos >= c->vocab || g->eos >= c->vocab)
+    return ff_fail(err, FF_ETOKEN, "--bos/--eos must be below the vocab size %d", c->vocab);
+  if (c->arch == FF_ARCH_ENCODER_DECODER && g->bos < 0)
+    return ff_fail(err, FF_EINVAL, "the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
+  return 0;
+}
+
+/* --tokens: sequences separated by commas, each decoded on its own */
+static int generate_tokens(const generation *g, const char *tokens, ff_error *err) {
+  const ff_config *c = ff_model_config(g->m);
+  ff_array batch = {0};
+  int32_t *lengths = NULL;
+  int rc = parse_token_list("--tokens", tokens, &batch, &lengths, err);
+  if (!rc && g->logits && batch.shape[0] > 1) rc = ff_fail(err, FF_EINVAL, "--logits takes one sequence");
+  for (int b = 0; !rc && b < (int)batch.shape[0]; b++) {
+    if (lengths[b] > c->max_seq) {
+      rc = ff_fail(err, FF_ELENGTH, "sequence %d has %d ids, above max_seq = %d", b, (int)lengths[b], c->max_seq);
+      break;
+    }
+    rc = generate_one(g, (const int32_t *)batch.data + (size_t)b * batch.shape[1], lengths[b], err);
+  }
+  free(lengths);
+  ff_array_free(&batch);
+  return rc;
+}
+
+/* --lines FILE: one text a line, one output line each */
+static int generate_lines(const generation *g, const char *lines, int32_t *ids, ff_error *err) {
+  uint8_t *file = NULL;
+  size_t len;
+  int rc = ff_read_file(lines, &file, &len, err);
+  if (rc) return rc;
+  if (g->logits) {
+    free(file);
+    return ff_fail(err, FF_EINVAL, "--logits takes one sequence, not --lines");
+  }
+  char *p = (char *)file, *end = p + len;
+  for (int line = 1; !rc && p < end; line++) {
+    char *nl = memchr(p, '\n', (size_t)(end - p));
+    char *stop = nl ? nl : end;
+    if (stop > p && stop[-1] == '\r') stop--;
+    char saved = *stop;
+    *stop = 0;
+    if (memchr(p, 0, (size_t)(stop - p)))
+      rc = ff_fail(err, FF_EINVAL, "%s:%d: a NUL byte", lines, line);
+    else if (stop == p) /* a blank line gives a blank line: outputs stay in step with inputs */
+      printf("\n");
+    else if ((rc = generate_text(g, p, ids, err)))
+      ff_fail(err, rc, "%s:%d: %s", lines, line, err->msg);
+    *stop = saved;
+    p = nl ? nl + 1 : end;
+  }
+  free(file);
+  return rc;
+}
+
+static int cmd_generate(const char *path, flag *flags, ff_error *err) {
+  generation g = {NULL, NULL, -1, -1, 0, value_of(flags, "--ids") != NULL, value_of(flags, "--logits")};
+  generate_opts o;
+  int rc = generate_options(flags, &o, &g, err);
+  if (rc) return rc;
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   g.m = m;
   const ff_config *c = ff_model_config(m);
   ff_vocab vocab = {0, NULL, -1, -1, -1, -1, 0};
-  ff_array batch = {0};
-  int32_t *lengths = NULL, *ids = NULL;
-  uint8_t *file = NULL;
-  if (c->vocab == 0 || c->arch == FF_ARCH_ENCODER) {
-    rc = ff_fail(err, FF_EINVAL, "needs a decoder-only or encoder-decoder model with a vocab");
-    goto done;
-  }
-  if ((rc = weights_of(c, &weights, err))) goto done;
-  if (c->vocabulary[0]) {
-    if ((rc = ff_vocab_load(c->vocabulary, c->vocab, &vocab, err))) goto done;
-    g.vocab = &vocab;
-  } else if (!tokens) {
-    rc = ff_fail(err, FF_EINVAL, "--text and --lines need a description with a vocabulary; use --tokens");
-    goto done;
-  }
-  g.bos = bos >= 0 ? bos : vocab.bos;
-  g.eos = eos >= 0 ? eos : vocab.eos;
-  if (g.bos >= c->vocab || g.eos >= c->vocab) {
-    rc = ff_fail(err, FF_ETOKEN, "--bos/--eos must be below the vocab size %d", c->vocab);
-    goto done;
-  }
-  if (c->arch == FF_ARCH_ENCODER_DECODER && g.bos < 0) {
-    rc = ff_fail(err, FF_EINVAL, "the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
-    goto done;
-  }
-  if ((rc = ff_model_load_weights(m, weights, err)) ||
-      (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, weights, err))) ||
-      (rc = threads_flag(flags, m, engine, err)) ||
-      (rc = ff_model_prepare(m, (enum ff_engine)engine, err)))
+  int32_t *ids = NULL;
+  if ((rc = generate_check(c, &o, &g, &vocab, err)) || (rc = ff_model_load_weights(m, o.weights, err)) ||
+      (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, o.weights, err))) ||
+      (rc = threads_flag(flags, m, o.engine, err)) || (rc = prepare_engine(m, o.engine, err)))
     goto done;
   if (!(ids = malloc(sizeof *ids * (size_t)c->max_seq))) {
     rc = ff_fail(err, FF_ENOMEM, "out of memory");
     goto done;
   }
-  if (tokens) { /* sequences separated by commas, each decoded on its own */
-    if ((rc = parse_token_list("--tokens", tokens, &batch, &lengths, err))) goto done;
-    if (g.logits && batch.shape[0] > 1) {
-      rc = ff_fail(err, FF_EINVAL, "--logits takes one sequence");
-      goto done;
-    }
-    for (int b = 0; !rc && b < (int)batch.shape[0]; b++) {
-      if (lengths[b] > c->max_seq) {
-        rc = ff_fail(err, FF_ELENGTH, "sequence %d has %d ids, above max_seq = %d", b, (int)lengths[b],
-                     c->max_seq);
-        break;
-      }
-      rc = generate_one(&g, (const int32_t *)batch.data + (size_t)b * batch.shape[1], lengths[b], err);
-    }
-  } else if (text) {
-    rc = generate_text(&g, text, ids, err);
-  } else { /* one text a line */
-    size_t len;
-    if ((rc = ff_read_file(lines, &file, &len, err))) goto done;
-    if (g.logits) {
-      rc = ff_fail(err, FF_EINVAL, "--logits takes one sequence, not --lines");
-      goto done;
-    }
-    char *p = (char *)file, *end = p + len;
-    for (int line = 1; !rc && p < end; line++) {
-      char *nl = memchr(p, '\n', (size_t)(end - p));
-      char *stop = nl ? nl : end;
-      if (stop > p && stop[-1] == '\r') stop--;
-      char saved = *stop;
-      *stop = 0;
-      if (memchr(p, 0, (size_t)(stop - p)))
-        rc = ff_fail(err, FF_EINVAL, "%s:%d: a NUL byte", lines, line);
-      else if (stop == p) /* a blank line gives a blank line: outputs stay in step with inputs */
-        printf("\n");
-      else if ((rc = generate_text(&g, p, ids, err)))
-        ff_fail(err, rc, "%s:%d: %s", lines, line, err->msg);
-      *stop = saved;
-      p = nl ? nl + 1 : end;
-    }
-  }
+  if (o.tokens) rc = generate_tokens(&g, o.tokens, err);
+  else if (o.text) rc = generate_text(&g, o.text, ids, err);
+  else rc = generate_lines(&g, o.lines, ids, err);
 done:
-  free(file);
   free(ids);
-  free(lengths);
-  ff_array_free(&batch);
   ff_vocab_free(&vocab);
   ff_model_close(m);
   return rc;
@@ -626,100 +772,157 @@ static int bench_weights(ff_model *m, const char *given, ff_error *err) {
   return rc;
 }
 
-static int cmd_bench(const char *path, flag *flags, ff_error *err) {
-  const char *weights = value_of(flags, "--weights"), *engine_s = value_of(flags, "--engine");
-  int batch, T, threads, iters, gen, rc;
-  if ((rc = int_flag(flags, "--batch", 1, &batch, err)) || (rc = int_flag(flags, "--seq", 0, &T, err)) ||
-      (rc = int_flag(flags, "--threads", 1, &threads, err)) ||
-      (rc = int_flag(flags, "--iters", 20, &iters, err)) ||
-      (rc = int_flag(flags, "--generate", 0, &gen, err)))
+/* The flags of bench, checked before the model is opened. */
+typedef struct {
+  int batch, T, threads, iters, gen, engine;
+} bench_opts;
+
+static int bench_options(const flag *flags, bench_opts *o, ff_error *err) {
+  const char *engine_s = value_of(flags, "--engine");
+  int rc;
+  if ((rc = int_flag(flags, "--batch", 1, &o->batch, err)) || (rc = int_flag(flags, "--seq", 0, &o->T, err)) ||
+      (rc = int_flag(flags, "--threads", 1, &o->threads, err)) ||
+      (rc = int_flag(flags, "--iters", 20, &o->iters, err)) ||
+      (rc = int_flag(flags, "--generate", 0, &o->gen, err)))
     return rc;
-  int engine = ff_engine_parse(engine_s ? engine_s : "cc");
-  if (engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
-  if (batch < 1 || iters < 1) return ff_fail(err, FF_EINVAL, "--batch and --iters must be at least 1");
+  o->engine = ff_engine_parse(engine_s ? engine_s : "cc");
+  if (o->engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
+  if (o->batch < 1 || o->iters < 1) return ff_fail(err, FF_EINVAL, "--batch and --iters must be at least 1");
+  return 0;
+}
+
+/* ... and those that need the model's config: --seq, --generate */
+static int bench_check(const ff_config *c, bench_opts *o, ff_error *err) {
+  if (o->T == 0) o->T = c->max_seq < 128 ? c->max_seq : 128;
+  if (o->T < 1 || o->T > c->max_seq)
+    return ff_fail(err, FF_ELENGTH, "--seq %d is outside 1..max_seq (%d)", o->T, c->max_seq);
+  if (o->gen && (c->vocab == 0 || c->arch == FF_ARCH_ENCODER || o->gen > c->max_seq - 1))
+    return ff_fail(err, FF_EINVAL, "--generate N needs a decoder with a vocab and N < max_seq (%d)", c->max_seq);
+  return 0;
+}
+
+/* One line per phase as it ends, flushed: a big model takes seconds a phase. */
+static void phase(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  printf("\n");
+  fflush(stdout);
+}
+
+/* Weights, then the steps of prepare timed apart (each is kept for the next). */
+static int bench_prepare(ff_model *m, const flag *flags, const bench_opts *o, ff_error *err) {
+  const ff_config *c = ff_model_config(m);
+  const char *weights = default_weights(c, value_of(flags, "--weights")), *engine = ff_engine_name((enum ff_engine)o->engine);
+  double t0 = now_ms();
+  int rc;
+  if ((rc = bench_weights(m, weights, err)) || (rc = ff_model_set_isa(m, "native", err)) ||
+      (rc = threads_flag(flags, m, o->engine, err)))
+    return rc;
+  phase("load weights (%s): %.1f ms", weights ? weights : "random, as init writes them", now_ms() - t0);
+  if (o->engine != FF_ENGINE_RUNTIME) {
+    const void *blob;
+    size_t bytes;
+    t0 = now_ms();
+    if ((rc = ff_model_generate(m, "fixformer bench", NULL, NULL, err))) return rc;
+    phase("generate C: %.2f ms", now_ms() - t0);
+    t0 = now_ms();
+    if ((rc = ff_model_weight_blob(m, &blob, &bytes, err))) return rc;
+    phase("pack weights: %.1f ms (%.1f MB)", now_ms() - t0, bytes / 1e6);
+  }
+  t0 = now_ms();
+  if ((rc = prepare_engine(m, o->engine, err))) return rc;
+  if (o->engine != FF_ENGINE_RUNTIME) phase("compile (%s) and bind: %.1f ms", engine, now_ms() - t0);
+  return 0;
+}
+
+/* Random inputs and the buffers of the timed runs. */
+typedef struct {
+  int32_t *ids, *out_ids;
+  float *x, *out;
+  double *times;
+} bench_buffers;
+
+static void bench_free(bench_buffers *b) {
+  free(b->ids);
+  free(b->x);
+  free(b->out);
+  free(b->times);
+  free(b->out_ids);
+}
+
+static int bench_alloc(const ff_config *c, const bench_opts *o, bench_buffers *b, ff_error *err) {
+  size_t n_in = (size_t)o->batch * o->T, n_out = n_in * ff_config_out_dim(c), d = (size_t)c->d_model;
+  b->ids = malloc(sizeof *b->ids * (n_in + 1));
+  b->x = malloc(sizeof *b->x * (n_in * d + 1));
+  b->out = malloc(sizeof *b->out * (n_out + 1));
+  b->times = malloc(sizeof *b->times * (size_t)o->iters);
+  b->out_ids = malloc(sizeof *b->out_ids * (size_t)(o->gen + 1));
+  if (!b->ids || !b->x || !b->out || !b->times || !b->out_ids) return ff_fail(err, FF_ENOMEM, "out of memory");
+  unsigned long long r = 12345;
+  for (size_t i = 0; i < n_in; i++)
+    b->ids[i] = (int32_t)((r = r * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % (c->vocab > 0 ? c->vocab : 1);
+  for (size_t i = 0; i < n_in * d; i++) b->x[i] = (float)((r = r * 6364136223846793005ULL + 1) >> 40) / 16777216.0f - 0.5f;
+  return 0;
+}
+
+/* Two warm-up runs, then the timed ones, each printed as it ends. */
+static int bench_time(ff_model *m, const bench_opts *o, bench_buffers *b, ff_error *err) {
+  const ff_config *c = ff_model_config(m);
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER, T = o->T, rc = 0;
+  ff_rt_input in = {o->batch, T, c->vocab > 0 ? b->ids : NULL, c->vocab > 0 ? NULL : b->x, NULL,
+                    encdec ? T : 0, encdec && c->vocab > 0 ? b->ids : NULL, encdec && c->vocab == 0 ? b->x : NULL};
+  int32_t bos = 0;
+  ff_greedy g = {encdec ? b->ids : NULL, encdec ? T : 0, encdec ? &bos : b->ids, 1, o->gen, -1};
+  double warm = now_ms();
+  for (int i = -2; i < o->iters && !rc; i++) {
+    int n;
+    double t = now_ms();
+    rc = o->gen ? ff_model_greedy(m, &g, b->out_ids, &n, NULL, err) : ff_model_forward(m, &in, b->out, err);
+    if (rc) break;
+    if (i == -1) phase("warm-up: 2 runs, %.1f ms", now_ms() - warm);
+    if (i >= 0) phase("run %d/%d: %.3f ms", i + 1, o->iters, b->times[i] = now_ms() - t);
+  }
+  return rc;
+}
+
+/* The summary; its last line `median_ms: X` is what scripts read. */
+static void bench_report(const ff_config *c, const bench_opts *o, double *times) {
+  int iters = o->iters, encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  qsort(times, (size_t)iters, sizeof *times, cmp_double);
+  double med = times[iters / 2], flops = o->gen ? 0 : ff_rt_forward_flops(c, o->T, o->T) * o->batch;
+  if (o->gen) {
+    char source[48] = ""; /* encoder-decoder: the source is --seq random tokens */
+    if (encdec) snprintf(source, sizeof source, " (source of %d tokens)", o->T);
+    printf("generate %d tokens from a 1-token prompt%s: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; "
+           "%.1f tokens/s\n", o->gen, source, times[0], med, times[iters - 1], iters, o->gen / (med / 1e3));
+  } else {
+    printf("forward batch %d x T %d: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; %.2f GFLOP/s at the "
+           "median (%.0f FLOP)\n", o->batch, o->T, times[0], med, times[iters - 1], iters, flops / (med * 1e6), flops);
+  }
+  printf("median_ms: %.4f\n", med);
+}
+
+static int cmd_bench(const char *path, flag *flags, ff_error *err) {
+  bench_opts o;
+  bench_buffers b = {NULL, NULL, NULL, NULL, NULL};
+  int rc = bench_options(flags, &o, err);
+  if (rc) return rc;
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
-  int encdec = c->arch == FF_ARCH_ENCODER_DECODER, d = c->d_model;
-  if (T == 0) T = c->max_seq < 128 ? c->max_seq : 128;
-  int32_t *ids = NULL, *out_ids = NULL;
-  float *x = NULL, *out = NULL;
-  double *times = NULL;
-  if (T < 1 || T > c->max_seq) {
-    rc = ff_fail(err, FF_ELENGTH, "--seq %d is outside 1..max_seq (%d)", T, c->max_seq);
+  if ((rc = bench_check(c, &o, err))) goto done;
+  phase("bench %s: %s, d_model %d, %d heads, d_ff %d, %d+%d layers; engine %s, %d thread(s)", c->name,
+        c->arch == FF_ARCH_ENCODER_DECODER ? "encoder-decoder" : c->arch == FF_ARCH_ENCODER ? "encoder" : "decoder-only",
+        c->d_model, c->heads, c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)o.engine),
+        o.threads);
+  if ((rc = bench_prepare(m, flags, &o, err)) || (rc = bench_alloc(c, &o, &b, err)) ||
+      (rc = bench_time(m, &o, &b, err)))
     goto done;
-  }
-  if (gen && (c->vocab == 0 || c->arch == FF_ARCH_ENCODER || gen > c->max_seq - 1)) {
-    rc = ff_fail(err, FF_EINVAL, "--generate N needs a decoder with a vocab and N < max_seq (%d)", c->max_seq);
-    goto done;
-  }
-  weights = default_weights(c, weights);
-  double t_gen = 0, t_pack = 0, t_compile;
-  if ((rc = bench_weights(m, weights, err)) || (rc = ff_model_set_isa(m, "native", err)) ||
-      (rc = threads_flag(flags, m, engine, err)))
-    goto done;
-  if (engine != FF_ENGINE_RUNTIME) { /* the steps of prepare, timed apart (each is kept for the next) */
-    const void *blob;
-    size_t bytes;
-    double t0 = now_ms();
-    if ((rc = ff_model_generate(m, "fixformer bench", NULL, NULL, err))) goto done;
-    t_gen = now_ms() - t0;
-    t0 = now_ms();
-    if ((rc = ff_model_weight_blob(m, &blob, &bytes, err))) goto done;
-    t_pack = now_ms() - t0;
-  }
-  double t0 = now_ms();
-  if ((rc = ff_model_prepare(m, (enum ff_engine)engine, err))) goto done;
-  t_compile = now_ms() - t0;
-  size_t n_in = (size_t)batch * T, n_out = (size_t)batch * T * ff_config_out_dim(c);
-  ids = malloc(sizeof *ids * (n_in + 1));
-  x = malloc(sizeof *x * (n_in * d + 1));
-  out = malloc(sizeof *out * (n_out + 1));
-  times = malloc(sizeof *times * (size_t)iters);
-  out_ids = malloc(sizeof *out_ids * (size_t)(gen + 1));
-  if (!ids || !x || !out || !times || !out_ids) {
-    rc = ff_fail(err, FF_ENOMEM, "out of memory");
-    goto done;
-  }
-  unsigned long long r = 12345;
-  for (size_t i = 0; i < n_in; i++) ids[i] = (int32_t)((r = r * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % (c->vocab > 0 ? c->vocab : 1);
-  for (size_t i = 0; i < n_in * d; i++) x[i] = (float)((r = r * 6364136223846793005ULL + 1) >> 40) / 16777216.0f - 0.5f;
-  ff_rt_input in = {batch, T, c->vocab > 0 ? ids : NULL, c->vocab > 0 ? NULL : x, NULL,
-                    encdec ? T : 0, encdec && c->vocab > 0 ? ids : NULL, encdec && c->vocab == 0 ? x : NULL};
-  int32_t bos = 0;
-  ff_greedy g = {encdec ? ids : NULL, encdec ? T : 0, encdec ? &bos : ids, 1, gen, -1};
-  double flops = gen ? 0 : ff_rt_forward_flops(c, T, T) * batch;
-  for (int i = -2; i < iters && !rc; i++) { /* two warm-up runs */
-    int n;
-    double t = now_ms();
-    rc = gen ? ff_model_greedy(m, &g, out_ids, &n, NULL, err) : ff_model_forward(m, &in, out, err);
-    if (i >= 0) times[i] = now_ms() - t;
-  }
-  if (rc) goto done;
-  qsort(times, (size_t)iters, sizeof *times, cmp_double);
-  double med = times[iters / 2];
-  printf("bench %s: %s, d_model %d, %d heads, d_ff %d, %d+%d layers; engine %s, %d thread(s)\n", c->name,
-         encdec ? "encoder-decoder" : c->arch == FF_ARCH_ENCODER ? "encoder" : "decoder-only", c->d_model, c->heads,
-         c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)engine), threads);
-  if (engine != FF_ENGINE_RUNTIME)
-    printf("generate C: %.2f ms; pack weights: %.1f ms; compile (%s) and bind: %.1f ms\n", t_gen, t_pack,
-           ff_engine_name((enum ff_engine)engine), t_compile);
-  if (gen) {
-    char source[48] = ""; /* encoder-decoder: the source is --seq random tokens */
-    if (encdec) snprintf(source, sizeof source, " (source of %d tokens)", T);
-    printf("generate %d tokens from a 1-token prompt%s: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; "
-           "%.1f tokens/s\n", gen, source, times[0], med, times[iters - 1], iters, gen / (med / 1e3));
-  } else {
-    printf("forward batch %d x T %d: min %.3f ms, median %.3f ms, max %.3f ms over %d runs; %.2f GFLOP/s at the "
-           "median (%.0f FLOP)\n", batch, T, times[0], med, times[iters - 1], iters, flops / (med * 1e6), flops);
-  }
-  printf("median_ms: %.4f\n", med);
+  bench_report(c, &o, b.times);
 done:
-  free(ids);
-  free(x);
-  free(out);
-  free(times);
-  free(out_ids);
+  bench_free(&b);
   ff_model_close(m);
   return rc;
 }
@@ -841,7 +1044,7 @@ static int cmd_cache(const char *unused, flag *flags, ff_error *err) {
 
 /* ---- commands ------------------------------------------------------------ */
 
-static flag info_flags[] = {{"--help", "-h", NULL, 0}, {NULL, NULL, NULL, 0}};
+static flag info_flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
 static flag init_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 1}, {"--seed", NULL, NULL, 1},
                             {NULL, NULL, NULL, 0}};
 static flag emit_flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NULL, 1},
@@ -872,9 +1075,13 @@ static flag cache_flags[] = {{"--help", "-h", NULL, 0}, {"--clean", NULL, NULL, 
 
 static const command commands[] = {
     {"info",
-     "usage: fixformer info MODEL.lua\n"
+     "usage: fixformer info MODEL.lua [--weights W.safetensors]\n"
      "Prints the resolved description (defaults filled in), the weight tensors\n"
-     "with their shapes, the parameter count and the FLOPs per token.\n",
+     "with their shapes, the parameter count and the FLOPs per token.\n"
+     "  --weights W   instead: check the checkpoint against the description without\n"
+     "                running it (every tensor present, none extra, shapes, finite\n"
+     "                values; F32, F16 and BF16 accepted) in a table; exits 1 naming\n"
+     "                the first problem\n",
      cmd_info, info_flags},
     {"init",
      "usage: fixformer init MODEL.lua -o W.safetensors [--seed N]\n"

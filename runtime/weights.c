@@ -19,7 +19,10 @@ typedef struct {
 static const char *const stack_prefixes[] = {"", "encoder.", "decoder."};
 
 /* name = prefix + stack + "layers.{layer}." + role, e.g.
- * "model." "encoder." "layers.3." "self_attn.in_proj_weight" */
+ * "model." "encoder." "layers.3." "self_attn.in_proj_weight".  The prefix
+ * names where the layer stack sits in a wrapper module (self.encoder = ...):
+ * the embedding, positional and head tensors are outside it and named in
+ * full by the description (HF's top-level lm_head.weight), so they get none. */
 static int emit_as(visit *v, const char *role, const char *piece, int rows, int cols, enum ff_init init,
                    int fan_in, int fan_out, const float **slot) {
   const ff_config *c = v->cfg;
@@ -29,7 +32,8 @@ static int emit_as(visit *v, const char *role, const char *piece, int rows, int 
   const char *stack = c->arch == FF_ARCH_ENCODER_DECODER ? stack_prefixes[v->stack] : "";
   char layer[24] = "";
   if (v->layer >= 0) snprintf(layer, sizeof layer, "layers.%d.", v->layer);
-  int n = snprintf(s.name, sizeof s.name, "%s%s%s%s", c->prefix, stack, layer, piece);
+  const char *prefix = v->stack == FF_STACK_NONE ? "" : c->prefix;
+  int n = snprintf(s.name, sizeof s.name, "%s%s%s%s", prefix, stack, layer, piece);
   if (n < 0 || (size_t)n >= sizeof s.name) return FF_EINVAL; /* prefix length checked by ff_rt_check_config */
   snprintf(s.role, sizeof s.role, "%s", role);
   s.stack = v->stack;

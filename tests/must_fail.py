@@ -8,6 +8,7 @@ and leaves no output file.  Also: every --help exits 0.
 """
 import argparse
 import os
+import pty
 import re
 import struct
 import subprocess
@@ -125,6 +126,14 @@ def main():
         t_odd = read_safetensors(weights)
         t_odd["evil\n\x1b[31mred"] = np.zeros(2, dtype=np.float32)
         write_safetensors(odd_name, t_odd)
+        t_missing = read_safetensors(weights)
+        del t_missing["layers.0.norm2.bias"]
+        missing_weights = os.path.join(tmp, "wmissing.safetensors")
+        write_safetensors(missing_weights, t_missing)
+        t_extra = read_safetensors(weights)
+        t_extra["head.weight"] = np.zeros((10, 16), dtype=np.float32)
+        extra_weights = os.path.join(tmp, "wextra.safetensors")
+        write_safetensors(extra_weights, t_extra)
         lines = os.path.join(tmp, "lines.txt")  # line 2 is longer than the dates model's max_seq
         with open(lines, "w") as f:
             f.write("march 5, 1999\n" + "a" * 80 + "\n")
@@ -195,6 +204,16 @@ def main():
             ("bad engine", run_cmd(good, "--engine", "gpu"), ["--engine", "gpu"]),
             ("unknown command", ["frobnicate"], ["unknown command"]),
             ("cache takes no model", ["cache", good], ["unexpected argument"]),
+            # info --weights: a checkpoint checked against the description, the first problem named
+            ("info --weights missing", ["info", good, "--weights", missing_weights],
+             ["wmissing.safetensors", "'layers.0.norm2.bias'", "missing"]),
+            ("info --weights extra", ["info", good, "--weights", extra_weights],
+             ["wextra.safetensors", "'head.weight'", "unexpected"]),
+            ("info --weights shape", ["info", good, "--weights", wrong_shape],
+             ["w2.safetensors", "'layers.0.linear1.weight'", "shape [23,16] in file, model needs [24,16]"]),
+            ("info --weights NaN", ["info", good, "--weights", nan_weights],
+             ["wnan.safetensors", "'layers.0.linear1.weight'", "1 non-finite value", "element 53"]),
+            ("info --weights junk", ["info", good, "--weights", junk], ["junk.safetensors"]),
         ]
         for engine in ("tcc", "cc"):
             cases.append(("token id, engine " + engine,
@@ -262,6 +281,51 @@ def main():
         ok = p.returncode == 0 and "(source of 7 tokens)" in p.stdout
         failures += not ok
         print("%-26s %s" % ("bench --generate source", "ok" if ok else "FAIL: " + p.stdout + p.stderr))
+        # info --weights on a good checkpoint: a table row per tensor with its dtype, exit 0
+        w16 = os.path.join(tmp, "w16.safetensors")
+        write_safetensors(w16, read_safetensors(weights), dtype="BF16")
+        for w, dtype in ((weights, "F32"), (w16, "BF16")):
+            p = subprocess.run([ff, "info", good, "--weights", w], capture_output=True, text=True)
+            rows = [ln.split() for ln in p.stdout.splitlines() if ln.startswith("  ") and "[" in ln]
+            ok = (p.returncode == 0 and p.stderr == "" and len(rows) == 13 and
+                  all(r[2] == dtype and r[3] == "ok" for r in rows) and "-- ok: 13 tensors" in p.stdout)
+            failures += not ok
+            print("%-26s %s" % ("info --weights " + dtype, "ok" if ok else "FAIL: %r %s" % (p.stdout, p.stderr)))
+        # the table also shows every problem, not only the first
+        p = subprocess.run([ff, "info", good, "--weights", extra_weights], capture_output=True, text=True)
+        ok = p.returncode == 1 and re.search(r"head.weight +\[10,16\] +F32 +unexpected", p.stdout) is not None
+        failures += not ok
+        print("%-26s %s" % ("info --weights table", "ok" if ok else "FAIL: %r" % p.stdout))
+        # bench prints each phase as its own line, in order, before the summary and `median_ms`
+        p = subprocess.run([ff, "bench", good, "--seq", "4", "--iters", "2", "--engine", "tcc"],
+                           capture_output=True, text=True)
+        want = ["bench m: encoder", "load weights (random", "generate C: ", "pack weights: ", "compile (tcc) and bind: ",
+                "warm-up: 2 runs", "run 1/2: ", "run 2/2: ", "forward batch 1 x T 4", "median_ms: "]
+        got = p.stdout.splitlines()
+        ok = p.returncode == 0 and len(got) == len(want) and all(g.startswith(w) for g, w in zip(got, want))
+        failures += not ok
+        print("%-26s %s" % ("bench phase lines", "ok" if ok else "FAIL: %r %s" % (p.stdout, p.stderr)))
+        # the cc engine says what it is doing on a terminal (stderr a pty), and nothing on a pipe
+        master, slave = pty.openpty()
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "xdg-tty"))
+        proc = subprocess.Popen([ff] + run_cmd(good, "--engine", "cc"), stdout=subprocess.DEVNULL, stderr=slave,
+                                env=env)
+        os.close(slave)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the last writer closed the terminal
+                break
+            if not chunk:
+                break
+            said += chunk
+        os.close(master)
+        piped = subprocess.run([ff] + run_cmd(good, "--engine", "cc"), capture_output=True, text=True, env=env)
+        ok = (proc.wait() == 0 and said.decode().strip() == "compiling m with cc (first time; cached after) ..." and
+              piped.returncode == 0 and piped.stderr == "")
+        failures += not ok
+        print("%-26s %s" % ("cc compile, on a terminal", "ok" if ok else "FAIL: %r %r" % (said, piped.stderr)))
         for triple in ("thumbv7em-none-eabihf", "thumbv6m-none-eabi", "arm-none-eabi"):
             p = subprocess.run([ff, "emit", good, "-o", os.path.join(tmp, triple), "--target", triple],
                                capture_output=True, text=True)

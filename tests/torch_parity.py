@@ -168,7 +168,9 @@ class TokenModel(nn.Module):
 
 
 def token_case(name, seed, V, d, h, ff, L, positional, lengths, S, scale=True, tied=True, arch="encoder",
-               norm_first=False, T=None):
+               norm_first=False, T=None, prefix=None):
+    """prefix: the state dict exactly as the wrapper module exports it (embed.weight, lm_head.weight,
+    PREFIX + layers.*), the description's prefix naming the stack; else "stack." is dropped."""
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     if arch == "encoder-decoder":
@@ -187,10 +189,12 @@ def token_case(name, seed, V, d, h, ff, L, positional, lengths, S, scale=True, t
         ref = model(src, torch.as_tensor(lengths), tgt).numpy()
     sd = {}
     for k, v in state_dict_numpy(model).items():  # the README's names: embed.weight, layers.* / encoder.* ...
-        k = k.replace("stack.", "", 1)
-        sd[k] = v
+        sd[k if prefix else k.replace("stack.", "", 1)] = v
     cfg = dict(name=name, arch=arch, d_model=d, heads=h, d_ff=ff, norm="pre" if norm_first else "post",
                vocab=V, positional=positional, scale_embeddings=scale, tie_embeddings=tied, max_seq=16)
+    if prefix:
+        assert "stack.layers.0.linear1.weight" in sd and "embed.weight" in sd and "lm_head.weight" in sd
+        cfg["prefix"] = prefix
     if arch == "encoder-decoder":
         cfg.update(encoder_layers=L, decoder_layers=L, final_norm=True)
     else:
@@ -210,6 +214,8 @@ def group_tokens():
                    norm_first=True),
         token_case("tok_encdec_tied", 34, 19, 16, 2, 27, 2, "sinusoidal", [5, 2], 5, arch="encoder-decoder", T=4),
         token_case("tok_odd_d_T1", 35, 11, 15, 3, 9, 1, "sinusoidal", [1, 1], 1),
+        # self.embed, self.pos_embed, self.stack = nn.TransformerEncoder(...), self.lm_head: loaded as exported
+        token_case("tok_wrapper_prefix", 36, 19, 16, 2, 23, 2, "learned", [5, 3], 5, tied=False, prefix="stack."),
     ]
 
 

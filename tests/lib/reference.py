@@ -135,8 +135,9 @@ class RefModel:
             c.setdefault("encoder_layers", c.get("layers"))
             c.setdefault("decoder_layers", c.get("layers"))
 
-    def W(self, name):
-        return self.w.get(self.c["prefix"] + name)
+    def W(self, name, outside=False):
+        """A tensor of the layer stack (the prefix first), or outside it (named in full)."""
+        return self.w.get(name if outside else self.c["prefix"] + name)
 
     def norm(self, x, name):
         if self.c["norm_kind"] == "rmsnorm":
@@ -185,7 +186,7 @@ class RefModel:
     def embed(self, ids_or_x):
         c = self.c
         if c.get("vocab"):
-            x = F.embedding(torch.as_tensor(ids_or_x, dtype=torch.long), self.W(c.get("embed_weight", "embed.weight")))
+            x = F.embedding(torch.as_tensor(ids_or_x, dtype=torch.long), self.W(c.get("embed_weight", "embed.weight"), True))
             if c["scale_embeddings"]:
                 x = x * math.sqrt(c["d_model"])
         else:
@@ -194,7 +195,7 @@ class RefModel:
         if c["positional"] == "sinusoidal":
             x = x + sinusoidal_table(T, c["d_model"])
         elif c["positional"] == "learned":
-            x = x + self.W(c.get("pos_embed_weight", "pos_embed.weight"))[:T]
+            x = x + self.W(c.get("pos_embed_weight", "pos_embed.weight"), True)[:T]
         return x
 
     def stack(self, x, prefix, n, allowed, memory=None, mem_allowed=None):
@@ -230,8 +231,8 @@ class RefModel:
                 causal = torch.tril(torch.ones(T, T, dtype=torch.bool))[None].expand(B, T, T)
                 h = self.stack(y, "decoder.", c["decoder_layers"], causal, mem, key_ok[:, None, :].expand(B, T, S))
             if c.get("vocab"):
-                head = self.W(c.get("embed_weight", "embed.weight")) if c["tie_embeddings"] else \
-                    self.W(c.get("lm_head_weight", "lm_head.weight"))
+                head = self.W(c.get("embed_weight", "embed.weight"), True) if c["tie_embeddings"] else \
+                    self.W(c.get("lm_head_weight", "lm_head.weight"), True)
                 h = h @ head.T
             return h.numpy()
 
@@ -293,16 +294,16 @@ def weight_names(cfg):
             norm(prefix + "norm")
 
     if c.get("vocab"):
-        out.append((p + c.get("embed_weight", "embed.weight"), (c["vocab"], d)))
+        out.append((c.get("embed_weight", "embed.weight"), (c["vocab"], d)))
     if c["positional"] == "learned":
-        out.append((p + c.get("pos_embed_weight", "pos_embed.weight"), (c["max_seq"], d)))
+        out.append((c.get("pos_embed_weight", "pos_embed.weight"), (c["max_seq"], d)))
     if c["arch"] == "encoder-decoder":
         stack("encoder.", c["encoder_layers"], False)
         stack("decoder.", c["decoder_layers"], True)
     else:
         stack("", c["layers"], False)
     if c.get("vocab") and not c["tie_embeddings"]:
-        out.append((p + c.get("lm_head_weight", "lm_head.weight"), (c["vocab"], d)))
+        out.append((c.get("lm_head_weight", "lm_head.weight"), (c["vocab"], d)))
     return out
 
 
