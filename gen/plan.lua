@@ -32,8 +32,6 @@ local function weight_macro(two_stacks, spec)
   return table.concat(parts, "_")
 end
 
-M.MAX_THREADS = 8 -- threads a state can split work over (attention scratch for each)
-
 -- The column panel width of each ISA's matrix kernel (kernels/).
 M.NR = { generic = 16, avx2 = 16, avx512 = 32, neon = 16 }
 
@@ -349,7 +347,8 @@ end
 -- the values every forward keeps: attention scratch, thread state, lengths
 function Builder:state_values()
   local c, P, S = self.c, self.P, self.S
-  P.max_threads = M.MAX_THREADS
+  -- threads a state can split work over (attention scratch for each): FF_MAX_THREADS, via the host
+  P.max_threads = require("ff_host").max_threads
   -- K^T of a head and a block of at most 8 score rows (checked in kernels/sdpa.c)
   P.scratch_per_thread = (P.dk + 8) * ((S + 15) // 16 * 16)
   P.scores = self:value("scores", (P.dk + 8) * P.max_threads, (S + 15) // 16 * 16, true,

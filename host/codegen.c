@@ -7,6 +7,7 @@
 
 #include "codegen.h"
 #include "ff_runtime.h"
+#include "fixformer.h"
 #include "fixformer_version.h"
 
 /* ---- functions the generator calls ------------------------------------- */
@@ -67,7 +68,8 @@ static int l_weight_specs(lua_State *L) {
 /* Installs the module ff_host where require (host.c) finds loaded modules,
  * and makes c the model weight_specs describes (NULL: none).  The model is
  * in the registry, not an upvalue, so a module that keeps the table from an
- * earlier call still sees the current model.  ff_host.version is FF_VERSION. */
+ * earlier call still sees the current model.  ff_host.version is FF_VERSION,
+ * ff_host.max_threads FF_MAX_THREADS (the one source; plan.lua reads it). */
 static void install_host_module(lua_State *L, const ff_config *c) {
   static const luaL_Reg fns[] = {
       {"sha256", l_sha256}, {"read_template", l_read_template}, {"weight_specs", l_weight_specs}, {NULL, NULL}};
@@ -79,6 +81,8 @@ static void install_host_module(lua_State *L, const ff_config *c) {
     luaL_newlib(L, fns);
     lua_pushstring(L, FF_VERSION); /* stamped in emitted code: CMake's project version, the one source */
     lua_setfield(L, -2, "version");
+    lua_pushinteger(L, FF_MAX_THREADS); /* the attention scratch the plan reserves; ff_set_threads' bound */
+    lua_setfield(L, -2, "max_threads");
     lua_setfield(L, -2, "ff_host");
   } else {
     lua_pop(L, 1);
