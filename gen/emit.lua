@@ -65,18 +65,10 @@ end
 function M.matrix_kernels(isa)
   local path = "kernels/gemm_" .. isa .. ".c"
   local text = M.kernel_library(isa)
-  local decl = string.format([[
-void ff_linear_%s(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
-    int j0, int j1);
-void ff_matmul_%s(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
-    const float *bias, float alpha, int flags);
-void ff_sdpa_%s(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
-    int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
-void ff_layernorm_%s(const float *x, int T, int D, const float *gamma, const float *beta, double eps, float *y);
-void ff_rmsnorm_%s(const float *x, int T, int D, const float *gamma, double eps, float *y);
-void ff_gelu_%s(float *h, size_t n);
-void ff_gelu_tanh_%s(float *h, size_t n);
-void ff_swiglu_%s(const float *h, int T, int N, float *a);]], isa, isa, isa, isa, isa, isa, isa, isa)
+  -- the declarations: kernels/prototypes.h, the one text of the signatures, with FF_ISA(kind) spelt out
+  local decl = host.read_template("kernels/prototypes.h"):match("\n(void .*;)")
+  assert(decl, "kernels/prototypes.h: no declarations")
+  decl = decl:gsub("FF_ISA%(([%w_]+)%)", "ff_%1_" .. isa)
   return table.concat({
     "/* ---- matrix kernels (" .. path .. ") ---- */",
     "#if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */",

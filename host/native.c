@@ -8,27 +8,24 @@
 
 #include "codegen.h"
 
-#define KERNEL_DECLS(isa)                                                                                            \
-  void ff_linear_##isa(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,  \
-                       int j0, int j1);                                                                              \
-  void ff_matmul_##isa(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,     \
-                       const float *bias, float alpha, int flags);                                           \
-  void ff_sdpa_##isa(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,  \
-                          int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);      \
-  void ff_layernorm_##isa(const float *x, int T, int D, const float *gamma, const float *beta, double eps, float *y); \
-  void ff_rmsnorm_##isa(const float *x, int T, int D, const float *gamma, double eps, float *y);                   \
-  void ff_gelu_##isa(float *h, size_t n);                                                                          \
-  void ff_gelu_tanh_##isa(float *h, size_t n);                                                                     \
-  void ff_swiglu_##isa(const float *h, int T, int N, float *a);
-KERNEL_DECLS(generic)
+/* the kernels' declarations: kernels/prototypes.h, once per ISA */
+#define FF_SUFFIX generic
+#include "../kernels/prototypes.h"
+#undef FF_SUFFIX
 #ifdef FF_HAVE_AVX2
-KERNEL_DECLS(avx2)
+#define FF_SUFFIX avx2
+#include "../kernels/prototypes.h"
+#undef FF_SUFFIX
 #endif
 #ifdef FF_HAVE_AVX512
-KERNEL_DECLS(avx512)
+#define FF_SUFFIX avx512
+#include "../kernels/prototypes.h"
+#undef FF_SUFFIX
 #endif
 #ifdef FF_HAVE_NEON
-KERNEL_DECLS(neon)
+#define FF_SUFFIX neon
+#include "../kernels/prototypes.h"
+#undef FF_SUFFIX
 #endif
 
 #define KERNEL_ENTRY(kind, isa) {#isa, "ff_" #kind "_" #isa, (void (*)(void))ff_##kind##_##isa},
