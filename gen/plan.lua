@@ -33,7 +33,11 @@ local function weight_macro(two_stacks, spec)
 end
 
 -- The column panel width of each ISA's matrix kernel (kernels/).
-M.NR = { generic = 16, avx2 = 16, avx512 = 32, neon = 16 }
+-- kernels/isas.h is the one table; the host hands it over as ff_host.isas.
+M.NR = setmetatable({}, { __index = function(_, isa)
+  local i = require("ff_host").isas[isa]
+  return i and i.nr
+end })
 
 -- Whether a tensor is a matrix that linear ops multiply by (packed in panels).
 local function is_linear_matrix(c, spec)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/isas.h"
 #include "codegen.h"
 #include "ff_runtime.h"
 #include "fixformer.h"
@@ -220,7 +221,9 @@ static void release_program(ff_model *m) {
 }
 
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
-  static const char *const known[] = {"generic", "avx2", "avx512", "neon", NULL};
+#define FF_ISA_NAME(name, mr, nr, flags) #name,
+  static const char *const known[] = {FF_ISAS(FF_ISA_NAME) NULL}; /* kernels/isas.h */
+#undef FF_ISA_NAME
   if (!m) return null_arg(err, "ff_model_set_isa", "the model");
   if (!isa) return null_arg(err, "ff_model_set_isa", "isa");
   if (!strcmp(isa, "native")) {
@@ -236,7 +239,9 @@ int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
       unlock(m);
       return 0;
     }
-  return ff_fail(err, FF_EINVAL, "isa: '%s' is not one of generic, avx2, avx512, neon, native", isa);
+#define FF_ISA_LIST(name, mr, nr, flags) #name ", "
+  return ff_fail(err, FF_EINVAL, "isa: '%s' is not one of " FF_ISAS(FF_ISA_LIST) "native", isa);
+#undef FF_ISA_LIST
 }
 
 /* ---- generating and packing ---------------------------------------------------- */

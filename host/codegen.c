@@ -7,6 +7,7 @@
 
 #include "codegen.h"
 #include "ff_runtime.h"
+#include "../kernels/isas.h"
 #include "fixformer.h"
 #include "fixformer_version.h"
 
@@ -69,7 +70,8 @@ static int l_weight_specs(lua_State *L) {
  * and makes c the model weight_specs describes (NULL: none).  The model is
  * in the registry, not an upvalue, so a module that keeps the table from an
  * earlier call still sees the current model.  ff_host.version is FF_VERSION,
- * ff_host.max_threads FF_MAX_THREADS (the one source; plan.lua reads it). */
+ * ff_host.max_threads FF_MAX_THREADS (the one source; plan.lua reads it),
+ * ff_host.isas kernels/isas.h as { name = { mr =, nr =, flags = } }. */
 static void install_host_module(lua_State *L, const ff_config *c) {
   static const luaL_Reg fns[] = {
       {"sha256", l_sha256}, {"read_template", l_read_template}, {"weight_specs", l_weight_specs}, {NULL, NULL}};
@@ -83,6 +85,19 @@ static void install_host_module(lua_State *L, const ff_config *c) {
     lua_setfield(L, -2, "version");
     lua_pushinteger(L, FF_MAX_THREADS); /* the attention scratch the plan reserves; ff_set_threads' bound */
     lua_setfield(L, -2, "max_threads");
+    lua_newtable(L);
+#define FF_ISA_ENTRY(name, MR, NR, FLAGS)                                                                              \
+  lua_createtable(L, 0, 3);                                                                                          \
+  lua_pushinteger(L, MR);                                                                                            \
+  lua_setfield(L, -2, "mr");                                                                                         \
+  lua_pushinteger(L, NR);                                                                                            \
+  lua_setfield(L, -2, "nr");                                                                                         \
+  lua_pushstring(L, FLAGS);                                                                                          \
+  lua_setfield(L, -2, "flags");                                                                                      \
+  lua_setfield(L, -2, #name);
+    FF_ISAS(FF_ISA_ENTRY) /* kernels/isas.h, the one table */
+#undef FF_ISA_ENTRY
+    lua_setfield(L, -2, "isas");
     lua_setfield(L, -2, "ff_host");
   } else {
     lua_pop(L, 1);

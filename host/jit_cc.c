@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../kernels/isas.h"
 #include "codegen.h"
 #include "fixformer.h"
 
@@ -379,9 +380,11 @@ static int compiler_identity(const char *cc, char *out, size_t n, ff_error *err)
 /* The target flags for the kernels' ISA: what this process checked the CPU
  * runs (ff_host_isas), no more. */
 static const char *isa_flags(const char *isa) {
-  if (!strcmp(isa, "avx512")) return "-mavx512f -mfma";
-  if (!strcmp(isa, "avx2")) return "-mavx2 -mfma";
-  return ""; /* generic: the compiler's baseline; neon: every AArch64 has it */
+#define FF_ISA_FLAGS(name, mr, nr, flags)                                                                              \
+  if (!strcmp(isa, #name)) return flags;
+  FF_ISAS(FF_ISA_FLAGS) /* kernels/isas.h */
+#undef FF_ISA_FLAGS
+  return "";
 }
 
 /* ---- building ------------------------------------------------------------------- */
