@@ -273,9 +273,7 @@ static int weights_of(const ff_config *c, const char **weights, ff_error *err) {
 static int check_finite(ff_model *m, const char *weights, ff_error *err) {
   int rc = ff_model_check_finite(m, err);
   if (rc) {
-    char msg[FF_ERROR_MAX];
-    memcpy(msg, err->msg, sizeof msg);
-    ff_fail(err, rc, "%s: %s", weights, msg);
+    ff_fail(err, rc, "%s: %s", weights, err->msg);
   }
   return rc;
 }

@@ -70,10 +70,6 @@ typedef struct { /* compiled code and its entry points */
   set_threads_fn set_threads;
 } shared_code;
 
-/* libtcc 0.9.27 keeps global state in tcc_new, compile, relocate and
- * delete: one compiler at a time in the process. */
-static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static void desc_unref(shared_desc *d) {
   if (!d || !unref(&d->refs)) return;
   ff_lua_close(d->lua);
@@ -103,9 +99,7 @@ static void blob_unref(shared_blob *b) {
 
 static void code_unref(shared_code *k) {
   if (!k || !unref(&k->refs)) return;
-  pthread_mutex_lock(&tcc_lock);
-  ff_jit_free(k->jit);
-  pthread_mutex_unlock(&tcc_lock);
+  ff_jit_free(k->jit); /* (jit_tcc.c serialises libtcc) */
   free(k);
 }
 
@@ -410,9 +404,7 @@ static int read_weights(ff_model *m, const char *path, shared_weights **out, ff_
   if ((rc = ff_rt_model_bind(&w->rt, CFG(m), &file, err))) { /* which takes the file either way */
     free(w);
     if (err) {
-      char msg[FF_ERROR_MAX];
-      memcpy(msg, err->msg, sizeof msg);
-      ff_fail(err, rc, "%s: %s", path, msg);
+      ff_fail(err, rc, "%s: %s", path, err->msg);
     }
     return rc;
   }
@@ -524,9 +516,7 @@ static int compile(ff_model *m, enum ff_engine engine, shared_code **out, ff_err
   if (getenv("FIXFORMER_DUMP")) fputs(text, stderr); /* like tinygrad's DEBUG=4 */
   int rc;
   if (engine == FF_ENGINE_TCC) {
-    pthread_mutex_lock(&tcc_lock);
     rc = ff_jit_tcc(text, &k->jit, err);
-    pthread_mutex_unlock(&tcc_lock);
   } else { /* the kernels as a library of their own, built once */
     rc = ff_jit_cc(text, p->kernels, &k->jit, err);
   }
@@ -535,14 +525,12 @@ static int compile(ff_model *m, enum ff_engine engine, shared_code **out, ff_err
     free(k);
     return rc;
   }
-  pthread_mutex_lock(&tcc_lock); /* (tcc_get_symbol walks libtcc's state too) */
   k->bind = (bind_fn)symbol(k, name, "bind");
   k->run = (run_fn)symbol(k, name, "run");
   k->encode = (encode_fn)symbol(k, name, "encode");
   k->decode = (decode_fn)symbol(k, name, "decode");
   k->init_state = (init_state_fn)symbol(k, name, "init_state");
   k->set_threads = (set_threads_fn)symbol(k, name, "set_threads");
-  pthread_mutex_unlock(&tcc_lock);
   *out = k;
   if (!k->bind || !k->run || !k->init_state || !k->set_threads)
     return ff_fail(err, FF_EINVAL, "generated code lacks %s_bind, _run, _init_state or _set_threads", name);

@@ -3,6 +3,7 @@
  * -nostdlib: it includes no system header and links against nothing but
  * the functions handed over here, so it needs no file at run time. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +21,25 @@ static void on_error(void *opaque, const char *msg) {
   if (!e->msg[0]) snprintf(e->msg, sizeof e->msg, "%s", msg); /* keep the first */
 }
 
-static void *tcc_symbol(void *s, const char *name) { return tcc_get_symbol(s, name); }
-static void tcc_close(void *s) { tcc_delete(s); }
+/* libtcc 0.9.27 keeps global state in tcc_new, compile, relocate, get_symbol
+ * and delete: one caller inside libtcc at a time in the process. */
+static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *tcc_symbol(void *s, const char *name) {
+  pthread_mutex_lock(&tcc_lock);
+  void *p = tcc_get_symbol(s, name);
+  pthread_mutex_unlock(&tcc_lock);
+  return p;
+}
+
+static void tcc_close(void *s) {
+  pthread_mutex_lock(&tcc_lock);
+  tcc_delete(s);
+  pthread_mutex_unlock(&tcc_lock);
+}
 static void add_kernel(void *s, const char *name, void *fn) { tcc_add_symbol(s, name, fn); }
 
-int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err) {
+static int compile(const char *text, ff_jit **out, ff_error *err) {
   static const struct {
     const char *name;
     void *fn;
@@ -60,3 +75,9 @@ failed:
   return ff_fail(err, FF_EINVAL, "tcc: %s", errors.msg[0] ? errors.msg : "compilation failed");
 }
 
+int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err) {
+  pthread_mutex_lock(&tcc_lock);
+  int rc = compile(text, out, err);
+  pthread_mutex_unlock(&tcc_lock);
+  return rc;
+}

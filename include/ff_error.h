@@ -23,7 +23,9 @@ typedef struct ff_error {
   char msg[FF_ERROR_MAX];
 } ff_error;
 
-/* Formats the message into err (if not NULL) and returns code. */
+/* Formats the message into err (if not NULL) and returns code.  The
+ * arguments may include err->msg itself (a prefix added to a message), and
+ * control characters come out escaped (\n, \x1b): one inert line. */
 int ff_fail(ff_error *err, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

@@ -509,9 +509,7 @@ int ff_safetensors_read(const char *path, ff_tensor_file *out, ff_error *err) {
   if (!rc) {
     rc = ff_safetensors_parse(buf, len, out, err);
     if (rc && err) {
-      char msg[FF_ERROR_MAX];
-      memcpy(msg, err->msg, sizeof msg);
-      ff_fail(err, rc, "%s: %s", path, msg);
+      ff_fail(err, rc, "%s: %s", path, err->msg);
     }
   }
   free(buf);
@@ -754,9 +752,7 @@ int ff_npy_read(const char *path, ff_array *out, ff_error *err) {
   rc = ff_npy_parse(buf, len, out, err);
   free(buf);
   if (rc && err) {
-    char msg[FF_ERROR_MAX];
-    memcpy(msg, err->msg, sizeof msg);
-    ff_fail(err, rc, "%s: %s", path, msg);
+    ff_fail(err, rc, "%s: %s", path, err->msg);
   }
   return rc;
 }
