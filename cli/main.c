@@ -37,6 +37,7 @@ static const char *value_of(const flag *flags, const char *name) {
 }
 
 static int cmd_cache(const char *unused, flag *flags, ff_error *err);
+static int cmd_info(const char *path, flag *flags, ff_error *err);
 
 /* Parses argv into flags and the one positional MODEL argument. */
 static int parse_args(const command *cmd, int argc, char **argv, const char **model, ff_error *err) {
@@ -66,7 +67,8 @@ static int parse_args(const command *cmd, int argc, char **argv, const char **mo
     if (*model) return ff_fail(err, FF_EINVAL, "unexpected argument '%s'", *model);
     return 0;
   }
-  if (!*model) return ff_fail(err, FF_EINVAL, "missing MODEL.lua (see fixformer %s --help)", cmd->name);
+  if (!*model && !(cmd->run == cmd_info && value_of(cmd->flags, "--isas"))) /* info --isas: the table alone */
+    return ff_fail(err, FF_EINVAL, "missing MODEL.lua (see fixformer %s --help)", cmd->name);
   return 0;
 }
 
@@ -180,7 +182,22 @@ static int check_checkpoint(const ff_config *c, const char *weights, ff_error *e
   return k.problems ? FF_EINVAL : 0;
 }
 
+/* info --isas: the ISA table (kernels/isas.h), one row per ISA */
+static int print_isas(void) {
+  printf("%-8s %3s %3s  %-4s  %s\n", "isa", "MR", "NR", "runs", "C flags");
+  for (int i = 0; ff_isa_at(i); i++) {
+    const ff_isa *isa = ff_isa_at(i);
+    printf("%-8s %3d %3d  %s%s%s\n", isa->name, isa->mr, isa->nr, isa->runs_here ? "yes" : "no",
+           *isa->flags ? (isa->runs_here ? "   " : "    ") : "", isa->flags);
+  }
+  return 0;
+}
+
 static int cmd_info(const char *path, flag *flags, ff_error *err) {
+  if (value_of(flags, "--isas")) {
+    if (path || value_of(flags, "--weights")) return ff_fail(err, FF_EINVAL, "--isas takes no model or --weights");
+    return print_isas();
+  }
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
@@ -1042,7 +1059,8 @@ static int cmd_cache(const char *unused, flag *flags, ff_error *err) {
 
 /* ---- commands ------------------------------------------------------------ */
 
-static flag info_flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+static flag info_flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {"--isas", NULL, NULL, 0},
+                            {NULL, NULL, NULL, 0}};
 static flag init_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 1}, {"--seed", NULL, NULL, 1},
                             {NULL, NULL, NULL, 0}};
 static flag emit_flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NULL, 1},
@@ -1074,12 +1092,15 @@ static flag cache_flags[] = {{"--help", "-h", NULL, 0}, {"--clean", NULL, NULL, 
 static const command commands[] = {
     {"info",
      "usage: fixformer info MODEL.lua [--weights W.safetensors]\n"
+     "       fixformer info --isas\n"
      "Prints the resolved description (defaults filled in), the weight tensors\n"
      "with their shapes, the parameter count and the FLOPs per token.\n"
      "  --weights W   instead: check the checkpoint against the description without\n"
      "                running it (every tensor present, none extra, shapes, finite\n"
      "                values; F32, F16 and BF16 accepted) in a table; exits 1 naming\n"
-     "                the first problem\n",
+     "                the first problem\n"
+     "  --isas        instead: the ISAs of emit --isa (kernels/isas.h): register\n"
+     "                tile MR x NR, whether this machine runs them, their C flags\n",
      cmd_info, info_flags},
     {"init",
      "usage: fixformer init MODEL.lua -o W.safetensors [--seed N]\n"

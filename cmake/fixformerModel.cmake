@@ -2,7 +2,7 @@
 # protobuf_generate:
 #
 #   fixformer_add_model(TARGET DESCRIPTION model.lua [WEIGHTS w.safetensors]
-#                       [EMBED] [ISA native|generic|avx2|avx512|neon] [WITH_MAIN])
+#                       [EMBED] [ISA native|<a row of kernels/isas.h>] [WITH_MAIN])
 #
 # runs `fixformer emit` at build time (again whenever the description, the
 # weights or the fixformer executable change) and gives TARGET, a static
@@ -17,6 +17,13 @@
 # installed package, or the in-tree `fixformer` (add_subdirectory/FetchContent).
 # global: in-tree this file is included in fixformer's own directory scope
 set_property(GLOBAL PROPERTY FIXFORMER_EMIT_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/fixformerEmit.cmake")
+# the ISA table (ISA's flags): kernels/isas.h in-tree, installed beside this file
+include("${CMAKE_CURRENT_LIST_DIR}/fixformerIsas.cmake")
+if(EXISTS "${CMAKE_CURRENT_LIST_DIR}/isas.h")
+  set_property(GLOBAL PROPERTY FIXFORMER_ISAS_H "${CMAKE_CURRENT_LIST_DIR}/isas.h")
+else()
+  set_property(GLOBAL PROPERTY FIXFORMER_ISAS_H "${CMAKE_CURRENT_LIST_DIR}/../kernels/isas.h")
+endif()
 
 function(fixformer_add_model TARGET)
   cmake_parse_arguments(PARSE_ARGV 1 FFM "EMBED;WITH_MAIN" "DESCRIPTION;WEIGHTS;ISA" "")
@@ -28,6 +35,12 @@ function(fixformer_add_model TARGET)
   endif()
   if(FFM_EMBED AND NOT FFM_WEIGHTS)
     message(FATAL_ERROR "fixformer_add_model(${TARGET}): EMBED needs WEIGHTS")
+  endif()
+  get_property(isas_h GLOBAL PROPERTY FIXFORMER_ISAS_H)
+  fixformer_read_isas("${isas_h}")
+  if(FFM_ISA AND NOT FFM_ISA STREQUAL "native" AND NOT FFM_ISA IN_LIST FIXFORMER_ISAS)
+    string(REPLACE ";" "|" known "native;${FIXFORMER_ISAS}")
+    message(FATAL_ERROR "fixformer_add_model(${TARGET}): ISA ${FFM_ISA} is not one of ${known}")
   endif()
   if(NOT TARGET fixformer::fixformer_cli)
     message(FATAL_ERROR "fixformer_add_model: no fixformer::fixformer_cli (find_package(fixformer) or add_subdirectory first)")
@@ -84,12 +97,10 @@ function(fixformer_add_model TARGET)
   if(FFM_WEIGHTS AND NOT FFM_EMBED)
     set_target_properties(${TARGET} PROPERTIES FIXFORMER_WEIGHTS "${dir}/${TARGET}.weights")
   endif()
-  if(FFM_ISA STREQUAL "avx2")
-    target_compile_options(${TARGET} PRIVATE -mavx2 -mfma)
-  elseif(FFM_ISA STREQUAL "avx512")
-    target_compile_options(${TARGET} PRIVATE -mavx512f -mfma)
-  elseif(FFM_ISA STREQUAL "native")
+  if(FFM_ISA STREQUAL "native")
     target_compile_options(${TARGET} PRIVATE -march=native)
+  elseif(FFM_ISA)
+    target_compile_options(${TARGET} PRIVATE ${FIXFORMER_ISA_OPTS_${FFM_ISA}})
   endif()
   find_package(Threads REQUIRED)
   target_link_libraries(${TARGET} PUBLIC Threads::Threads m)

@@ -781,6 +781,23 @@ static const char *const engine_names[] = {"runtime", "tcc", "cc"};
 
 const char *ff_version(void) { return FF_VERSION; }
 
+#define FF_ISA_ROW(name, mr, nr, flags) {#name, mr, nr, flags, 0},
+static ff_isa isa_table[] = {FF_ISAS(FF_ISA_ROW)}; /* kernels/isas.h */
+#undef FF_ISA_ROW
+
+static void mark_runs_here(void) {
+  for (const char *const *isa = ff_host_isas(); *isa; isa++)
+    for (size_t i = 0; i < sizeof isa_table / sizeof *isa_table; i++)
+      if (!strcmp(isa_table[i].name, *isa)) isa_table[i].runs_here = 1;
+}
+
+const ff_isa *ff_isa_at(int i) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  if (i < 0 || (size_t)i >= sizeof isa_table / sizeof *isa_table) return NULL;
+  pthread_once(&once, mark_runs_here);
+  return &isa_table[i];
+}
+
 const char *ff_engine_name(enum ff_engine e) {
   return (unsigned)e < sizeof engine_names / sizeof *engine_names ? engine_names[e] : "?";
 }

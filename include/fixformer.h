@@ -68,6 +68,17 @@ const ff_config *ff_model_config(const ff_model *m);
  * or "native" (the best this machine runs).  The JIT engines always use this
  * machine's.  Another ISA than the current one unprepares the model. */
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err);
+/* The ISAs ff_model_set_isa knows, generic first (i = 0, 1, ...; NULL past the
+ * last): its name, register tile (mr rows x nr columns: weights are packed in
+ * panels of nr), the C compiler flags its emitted kernels need, and whether
+ * this machine runs it. */
+typedef struct {
+  const char *name;
+  int mr, nr;
+  const char *flags;
+  int runs_here;
+} ff_isa;
+const ff_isa *ff_isa_at(int i);
 /* Threads for the generated code (tcc, cc engines): its matrix products and
  * attention split over a pool of this many (1..FF_MAX_THREADS; default 1).
  * Results do not depend on it.  The runtime always runs on one thread. */

@@ -25,6 +25,9 @@
 #endif
 #define FF_AVX2_MR 6
 #define FF_AVX2_NR 16
+#if defined(FF_TABLE_MR) && (FF_TABLE_MR != FF_AVX2_MR || FF_TABLE_NR != FF_AVX2_NR) /* the host build */
+#error "kernels/isas.h: the avx2 row's MR, NR are not this register tile"
+#endif
 #define FF_AVX2_KC 256 /* k per pass over a panel: 16 KB of B stays in L1 */
 
 /* lanes 0 .. n-1 of 8 on (maskload / maskstore) */

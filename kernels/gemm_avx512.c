@@ -30,6 +30,9 @@
 #endif
 #define FF_AVX512_MR 8
 #define FF_AVX512_NR 32
+#if defined(FF_TABLE_MR) && (FF_TABLE_MR != FF_AVX512_MR || FF_TABLE_NR != FF_AVX512_NR) /* the host build */
+#error "kernels/isas.h: the avx512 row's MR, NR are not this register tile"
+#endif
 #define FF_AVX512_KC 192 /* k per pass over a panel: 24 KB of B stays in L1 */
 
 /* The tile: M (a constant after inlining) <= 8 rows, n <= 32 columns; it

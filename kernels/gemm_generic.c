@@ -20,6 +20,9 @@
 #endif
 #define FF_GENERIC_MR 4
 #define FF_GENERIC_NR 16
+#if defined(FF_TABLE_MR) && (FF_TABLE_MR != FF_GENERIC_MR || FF_TABLE_NR != FF_GENERIC_NR) /* the host build */
+#error "kernels/isas.h: the generic row's MR, NR are not this register tile"
+#endif
 
 /* One tile: m <= 4 rows (rows past m repeat the last and are not stored),
  * n <= 16 columns. */

@@ -30,6 +30,9 @@
 #endif
 #define FF_NEON_MR 6
 #define FF_NEON_NR 16
+#if defined(FF_TABLE_MR) && (FF_TABLE_MR != FF_NEON_MR || FF_TABLE_NR != FF_NEON_NR) /* the host build */
+#error "kernels/isas.h: the neon row's MR, NR are not this register tile"
+#endif
 #define FF_NEON_KC 256 /* k per pass over a panel: 16 KB of B stays in L1 */
 
 /* The tile: M (a constant after inlining) <= 6 rows by 16 columns of B rows

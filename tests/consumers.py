@@ -8,7 +8,9 @@
     compared with `fixformer run --engine runtime`; a no-op build emits
     nothing, a touched description emits again and recompiles nothing, an
     edited one recompiles;
-(c) the same project through add_subdirectory of the source tree.
+(c) the same project through add_subdirectory of the source tree, and through
+    FetchContent of a source archive of it (the files git tracks or would);
+    an ISA not in kernels/isas.h fails at configure time, naming the table's.
 
   consumers.py --fixformer BIN --build-dir DIR [--only a|b|c]
 """
@@ -17,11 +19,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+from isas import isa_table  # noqa: E402
 CONSUMERS = os.path.join(ROOT, "tests", "consumers")
 IDS = [5, 17, 42, 8, 99, 3]
 
@@ -138,6 +143,27 @@ def model_project(c, args, tmp, weights, label, defs, touch):
                 and "use_model.c.o" in again and "tiny_packed_model.c.o" in again)
 
 
+def source_archive(tmp):
+    """The source tree as a .tar.gz, as a release would ship it: the files git
+    tracks or would track (no build folders)."""
+    files = run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"]).split("\0")
+    path = os.path.join(tmp, "fixformer-src.tar.gz")
+    with tarfile.open(path, "w:gz") as tar:
+        for f in sorted(x for x in files if x and os.path.isfile(os.path.join(ROOT, x))):
+            tar.add(os.path.join(ROOT, f), arcname="fixformer/" + f)
+    return path
+
+
+def bad_isa(c, ff, tmp, weights):
+    b = os.path.join(tmp, "model_bad_isa")
+    desc = os.path.join(ROOT, "models", "tiny.lua")
+    p = subprocess.run(["cmake", "-S", os.path.join(CONSUMERS, "model"), "-B", b, "-DFIXFORMER_SOURCE_DIR=" + ROOT,
+                        "-DMODEL=" + desc, "-DWEIGHTS=" + weights, "-DTRY_ISA=sse9"], capture_output=True, text=True)
+    known = "|".join(["native"] + [row[0] for row in isa_table(ff)])
+    c.check("(c) ISA sse9 refused at configure", p.returncode != 0 and
+            "ISA sse9 is not one of " + known in " ".join(p.stderr.split()), p.stderr[-300:])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--fixformer", required=True)
@@ -158,6 +184,8 @@ def main():
                     model_project(c, args, tmp, weights, "b", ["CMAKE_PREFIX_PATH=" + prefix], True)
             if args.only in (None, "c"):
                 model_project(c, args, tmp, weights, "c", ["FIXFORMER_SOURCE_DIR=" + ROOT], False)
+                model_project(c, args, tmp, weights, "c-fetch", ["FIXFORMER_URL=" + source_archive(tmp)], False)
+                bad_isa(c, args.fixformer, tmp, weights)
         except RuntimeError as e:
             c.check("build or run", False, str(e))
     return 1 if c.failed else 0

@@ -34,6 +34,7 @@ import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
+from isas import host_isas  # noqa: E402
 from reference import (RefModel, lengths_mask, random_weights, randomize, state_dict_numpy, valid_rows,  # noqa: E402
                        weight_names, write_description, write_safetensors)
 
@@ -45,23 +46,6 @@ class Case:
         self.name, self.cfg, self.weights, self.src = name, cfg, weights, src
         self.lengths, self.expected = np.asarray(lengths, dtype=np.int32), expected
 
-
-def host_isas():
-    """The ISAs whose kernels this machine runs (host/native.c's choice)."""
-    flags = set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                flags.update(line.split(":", 1)[1].split())
-    isas = ["generic"]
-    if "avx2" in flags and "fma" in flags:
-        isas.append("avx2")
-    if "avx512f" in flags and "fma" in flags:
-        isas.append("avx512")
-    return isas
-
-
-# ---- cases -------------------------------------------------------------------
 
 def encoder_case(name, seed, poison, d=24, h=3, ff=37, L=2, norm_first=False, act="relu", final_norm=False,
                  lengths=(6, 4), S=6):
@@ -217,7 +201,7 @@ def main():
     ap.add_argument("--isas", help="default: every ISA this machine runs")
     ap.add_argument("--cross", action="store_true", help="aarch64 NEON under qemu-user instead")
     args = ap.parse_args()
-    isas = args.isas.split(",") if args.isas else host_isas()
+    isas = args.isas.split(",") if args.isas else host_isas(os.path.abspath(args.fixformer))
     runs = [(e, i) for e in args.engines.split(",") for i in (["host"] if e == "runtime" else isas)]
     if args.cross:
         runs = [("emitted", "neon")]

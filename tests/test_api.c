@@ -314,6 +314,26 @@ static void clones(void) {
   ff_model_close(m);
 }
 
+/* the ISA table (kernels/isas.h) as the API reports it, and ff_model_set_isa agreeing with it */
+static void isas(void) {
+  ff_error err = {0};
+  CHECK(ff_isa_at(0) && !strcmp(ff_isa_at(0)->name, "generic") && ff_isa_at(0)->runs_here,
+        "the first ISA is not generic, run here");
+  CHECK(ff_isa_at(-1) == NULL, "ff_isa_at(-1) is not NULL");
+  ff_model *m = ff_model_open(tiny, &err);
+  CHECK(m != NULL, "cannot open %s: %s", tiny, err.msg);
+  int n = 0;
+  for (; ff_isa_at(n); n++) {
+    const ff_isa *isa = ff_isa_at(n);
+    CHECK(isa->mr >= 1 && isa->mr <= 8 && isa->nr >= 1 && isa->nr % 16 == 0, "%s: tile %d x %d", isa->name, isa->mr,
+          isa->nr); /* kernels/sdpa.c's scratch holds 8 rows; panels are whole cache lines */
+    CHECK(!m || ff_model_set_isa(m, isa->name, &err) == 0, "set_isa(%s): %s", isa->name, err.msg);
+  }
+  CHECK(n >= 2 && ff_isa_at(n) == NULL && ff_isa_at(1000) == NULL, "%d ISAs, or none past the last", n);
+  CHECK(!m || ff_model_set_isa(m, "sse9", &err) == FF_EINVAL, "set_isa(sse9) was accepted");
+  ff_model_close(m);
+}
+
 static int rm(const char *path, const struct stat *st, int flag, struct FTW *f) {
   (void)st, (void)flag, (void)f;
   return remove(path);
@@ -322,7 +342,7 @@ static int rm(const char *path, const struct stat *st, int flag, struct FTW *f) 
 int main(int argc, char **argv) {
   static const struct { const char *name; void (*fn)(void); } checks[] = {
       {"step_overflow", step_overflow}, {"bad_engine", bad_engine}, {"bad_weights", bad_weights}, {"nulls", nulls},
-      {"clones", clones}};
+      {"clones", clones}, {"isas", isas}};
   if (argc < 2) {
     fprintf(stderr, "usage: test_api MODELS_DIR [CHECK ...]\n");
     return 2;

@@ -284,6 +284,9 @@ void ff_swiglu_generic(const float *h, int T, int N, float *a);
 #endif
 #define FF_GENERIC_MR 4
 #define FF_GENERIC_NR 16
+#if defined(FF_TABLE_MR) && (FF_TABLE_MR != FF_GENERIC_MR || FF_TABLE_NR != FF_GENERIC_NR) /* the host build */
+#error "kernels/isas.h: the generic row's MR, NR are not this register tile"
+#endif
 
 /* One tile: m <= 4 rows (rows past m repeat the last and are not stored),
  * n <= 16 columns. */
@@ -448,7 +451,7 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
     for (int i = 0; i < N; i++) at[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
   }
 }
-#line 75 "kernels/gemm_generic.c"
+#line 78 "kernels/gemm_generic.c"
 
 /* scaled dot-product attention on these kernels (sdpa.c) */
 #define FF_SDPA ff_sdpa_generic
@@ -526,7 +529,7 @@ FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq,
     }
   }
 }
-#line 81 "kernels/gemm_generic.c"
+#line 84 "kernels/gemm_generic.c"
 #endif
 
 #line 138 "templates/model.c.in"
