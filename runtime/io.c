@@ -303,11 +303,10 @@ static int by_name(const void *a, const void *b) {
 }
 
 /* What a file that is not safetensors probably is, from its first bytes. */
+#define FF_CONVERT_TORCH "; convert it: python/fixformer_export.py weights IN.pt -o OUT.safetensors"
 static const char *not_safetensors(const uint8_t *b, size_t n) {
-  if (n >= 4 && !memcmp(b, "PK\x03\x04", 4))
-    return "a zip archive, as torch.save writes; save the state_dict with safetensors' save_file instead";
-  if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
-    return "a Python pickle (an old torch.save); save the state_dict with safetensors' save_file instead";
+  if (n >= 4 && !memcmp(b, "PK\x03\x04", 4)) return "a zip archive, as torch.save writes" FF_CONVERT_TORCH;
+  if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return "a Python pickle (an old torch.save)" FF_CONVERT_TORCH;
   if (n >= 6 && !memcmp(b, "\x93NUMPY", 6)) return "a .npy array, not a safetensors file";
   if (n >= 4 && !memcmp(b, "GGUF", 4)) return "a GGUF file, not a safetensors file";
   return NULL;

@@ -140,7 +140,7 @@ def main():
         dates = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "dates.lua")
         cases = [
             ("weights are a FIFO", run_cmd(good, w=fifo), ["fifo.safetensors", "not a regular file"]),
-            ("torch.save file", run_cmd(good, w=torch_zip), ["model.pt", "torch.save", "save_file"]),
+            ("torch.save file", run_cmd(good, w=torch_zip), ["model.pt", "torch.save", "python/fixformer_export.py weights"]),
             ("4 GiB junk weights", run_cmd(good, w=big_junk), ["big.safetensors", "not a safetensors file"]),
             ("non-finite weight", run_cmd(good, w=nan_weights),
              ["layers.0.linear1.weight", "non-finite", "--allow-nonfinite"]),

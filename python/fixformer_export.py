@@ -1,0 +1,667 @@
+#!/usr/bin/python3
+"""fixformer_export: PyTorch models -> fixformer (a description + safetensors).
+
+torch and numpy only (Debian's python3-torch 1.13 has no safetensors package).
+
+    import fixformer_export as fx
+    fx.save_safetensors(model.state_dict(), "w.safetensors")   # any tensors, F32 by default
+    print(fx.describe(model, name="lm", arch="decoder-only"))  # the .lua text
+    lua = fx.export(model, "out", "lm", arch="decoder-only")    # out/lm.lua + out/lm.safetensors
+
+describe() reads what the module holds: nn.Transformer, nn.TransformerEncoder,
+nn.TransformerDecoder, their layer classes (a lone layer, or an nn.ModuleList
+named `layers` with an optional LayerNorm `norm` beside it), and a module
+wrapping one of them with an nn.Embedding (tokens; a second one whose
+attribute name contains "pos" is learned positions) and an nn.Linear output
+head.  What forward() does is not visible to it, so the caller says it:
+`arch` ("decoder-only" for a causal stack), `positional`,
+`scale_embeddings`, `tie_embeddings` (forward multiplies by the embedding
+matrix), `max_seq`.  Whatever fixformer cannot compute is a ValueError
+naming the attribute.
+
+Command line: fixformer_export.py --help
+"""
+import argparse
+import importlib.util
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["save_safetensors", "describe", "describe_config", "export", "ExportError"]
+
+
+class ExportError(ValueError):
+    """What fixformer cannot express, naming the module attribute."""
+
+
+# ---- safetensors ---------------------------------------------------------------
+# https://huggingface.co/docs/safetensors: u64 LE header length N, N bytes of
+# JSON {name: {dtype, shape, data_offsets: [begin, end)}} (offsets into the
+# data buffer that follows), optional "__metadata__" {str: str}.
+
+_TORCH_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64",
+                 torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+                 torch.uint8: "U8", torch.bool: "BOOL"}
+_HALF = {"F16": torch.float16, "BF16": torch.bfloat16}
+_HEADER_LIMIT = 100 << 20  # the format's own limit, and fixformer's reader's
+
+
+def _as_tensor(name, value):
+    if isinstance(value, np.ndarray):
+        value = torch.from_numpy(np.ascontiguousarray(value))
+    if not isinstance(value, torch.Tensor):
+        raise ExportError("tensor %r: a %s, not a torch.Tensor or numpy array" % (name, type(value).__name__))
+    if value.dtype not in _TORCH_DTYPES:
+        raise ExportError("tensor %r: dtype %s has no safetensors name here" % (name, value.dtype))
+    return value.detach().to("cpu")
+
+
+def _converted(t, dtype):
+    """The tensor as written: floats to F32 (or F16/BF16 when asked; "keep"
+    keeps F16 and BF16 as they are), integers and bools unchanged."""
+    if not t.is_floating_point():
+        return t
+    if dtype == "keep":
+        return t if t.dtype in (torch.float16, torch.bfloat16) else t.to(torch.float32)
+    return t.to(_HALF.get(dtype, torch.float32))
+
+
+def _raw_bytes(t):
+    t = t.contiguous()
+    if t.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits as int16
+        return t.view(torch.int16).numpy().astype("<i2").tobytes()
+    a = t.numpy()
+    return a.astype(a.dtype.newbyteorder("<")).tobytes()
+
+
+def _write_atomic(path, chunks):
+    """chunks -> path through a temporary beside it, renamed at the end: a
+    failure leaves nothing half-written and an earlier file untouched."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ExportError("%s: is a directory" % path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for c in chunks:
+                f.write(c)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open() would have made it, not mkstemp's 0600
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def save_safetensors(tensors, path, dtype="F32", metadata=None):
+    """Write tensors (a state_dict or any {name: tensor or numpy array}) to
+    path as safetensors: names sorted, data in that order, the header padded
+    with spaces to a multiple of 8 so every tensor starts 8-byte aligned.
+    dtype: "F32" (default: every float tensor as float32), "F16", "BF16", or
+    "keep" (F16/BF16 tensors as they are, other floats F32). Tensors that
+    share storage (tied weights) are written once each. Atomic: temporary +
+    rename. Returns path."""
+    if dtype not in ("F32", "F16", "BF16", "keep"):
+        raise ExportError("dtype: %r is not one of F32, F16, BF16, keep" % (dtype,))
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        if not isinstance(name, str) or not name or name == "__metadata__":
+            raise ExportError("tensor name %r: must be a non-empty string other than __metadata__" % (name,))
+        t = _converted(_as_tensor(name, tensors[name]), dtype)
+        raw = _raw_bytes(t)
+        header[name] = {"dtype": _TORCH_DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+        pad = -len(raw) % 8  # keeps the next tensor aligned (F16/BF16, odd sizes)
+        if pad:
+            blobs.append(b"\0" * pad)
+            offset += pad
+    if metadata:
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise ExportError("metadata: keys and values must be strings")
+        header = dict([("__metadata__", dict(metadata))] + list(header.items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    if len(text) > _HEADER_LIMIT:
+        raise ExportError("%s: the header would be %d bytes, over the format's %d" % (path, len(text), _HEADER_LIMIT))
+    _write_atomic(path, [struct.pack("<Q", len(text)), text] + blobs)
+    return path
+
+
+# ---- reading a module --------------------------------------------------------
+
+def _activation(path, layer):
+    a = getattr(layer, "activation", F.relu)
+    if a is F.relu or isinstance(a, nn.ReLU):
+        return "relu"
+    if a is F.gelu:
+        return "gelu"
+    if isinstance(a, nn.GELU):
+        return {"none": "gelu", "tanh": "gelu_tanh"}.get(getattr(a, "approximate", "none"), None) or \
+            _fail(_join(path, "activation"), "GELU(approximate=%r) is not one fixformer has" % a.approximate)
+    return _fail(_join(path, "activation"), "%s: fixformer computes relu, gelu (erf) and gelu_tanh "
+                 "(nn.GELU(approximate='tanh')); a custom activation cannot be expressed"
+                 % getattr(a, "__name__", type(a).__name__))
+
+
+def _fail(where, what):
+    raise ExportError("%s: %s" % (where or "the module", what))
+
+
+def _attention(path, mha, d):
+    if not isinstance(mha, nn.MultiheadAttention):
+        _fail(path, "a %s, not nn.MultiheadAttention" % type(mha).__name__)
+    if mha.embed_dim != d:
+        _fail(path + ".embed_dim", "%d differs from d_model %d" % (mha.embed_dim, d))
+    for k in ("kdim", "vdim"):
+        if getattr(mha, k) != d:
+            _fail(path + "." + k, "%d differs from d_model %d: fixformer's attention takes keys and values "
+                  "of width d_model (one fused in_proj_weight)" % (getattr(mha, k), d))
+    if mha.bias_k is not None or mha.bias_v is not None:
+        _fail(path + ".bias_k", "add_bias_kv=True (a learned extra key and value) cannot be expressed")
+    if mha.add_zero_attn:
+        _fail(path + ".add_zero_attn", "True (an extra zero key and value) cannot be expressed")
+    return mha.num_heads, mha.in_proj_bias is not None
+
+
+def _layernorm(path, ln, d):
+    if not isinstance(ln, nn.LayerNorm):
+        _fail(path, "a %s, not nn.LayerNorm" % type(ln).__name__)
+    if tuple(ln.normalized_shape) != (d,):
+        _fail(path + ".normalized_shape", "%s, not (d_model,) = (%d,)" % (tuple(ln.normalized_shape), d))
+    if ln.weight is None or getattr(ln, "bias", None) is None:
+        _fail(path, "a LayerNorm without its weight and bias (elementwise_affine=False or bias=False) "
+              "cannot be expressed")
+    return float(ln.eps)
+
+
+def _layer(path, layer, cross):
+    """One layer's keys: d_model, heads, d_ff, norm, activation, eps, bias."""
+    want = nn.TransformerDecoderLayer if cross else nn.TransformerEncoderLayer
+    if type(layer) is not want:  # a subclass may compute something else in forward()
+        _fail(path, "a %s: fixformer expresses %s layers here (a custom layer's forward() is not "
+              "visible to the exporter)" % (type(layer).__name__, want.__name__))
+    d = layer.linear1.in_features
+    heads, bias = _attention(_join(path, "self_attn"), layer.self_attn, d)
+    if cross:
+        h2, b2 = _attention(_join(path, "multihead_attn"), layer.multihead_attn, d)
+        if (h2, b2) != (heads, bias):
+            _fail(_join(path, "multihead_attn"), "heads/bias differ from self_attn's")
+    lin_bias = layer.linear1.bias is not None
+    if (layer.linear2.bias is not None) != lin_bias or lin_bias != bias:
+        _fail(_join(path, "linear1.bias"), "some projections have biases and others not; fixformer's `bias` is one "
+              "switch for all")
+    if layer.linear2.in_features != layer.linear1.out_features or layer.linear2.out_features != d:
+        _fail(_join(path, "linear2"), "shape [%d,%d] does not follow linear1 [%d,%d]" % (
+            layer.linear2.out_features, layer.linear2.in_features, layer.linear1.out_features, d))
+    eps = {_layernorm(_join(path, n), getattr(layer, n), d) for n in (("norm1", "norm2", "norm3") if cross
+                                                                       else ("norm1", "norm2"))}
+    if len(eps) != 1:
+        _fail(_join(path, "norm1.eps"), "the layer's norms have different eps %s" % sorted(eps))
+    return {"d_model": d, "heads": heads, "d_ff": layer.linear1.out_features,
+            "norm": "pre" if layer.norm_first else "post", "activation": _activation(path, layer),
+            "eps": eps.pop(), "bias": bias}
+
+
+def _stack(path, layers, cross):
+    """Layers of one stack -> their common keys and the count."""
+    keys = None
+    for i, layer in enumerate(layers):
+        k = _layer(_join(path, str(i)), layer, cross)
+        if keys is None:
+            keys = k
+        for name, v in k.items():
+            if v != keys[name]:
+                _fail(_join(path, str(i)), "%s %r differs from layer 0's %r; fixformer's layers are all alike"
+                      % (name, v, keys[name]))
+    if keys is None:
+        _fail(path, "no layers")
+    return keys, len(layers)
+
+
+def _join(prefix, attr):
+    return prefix + "." + attr if prefix else attr
+
+
+def _final_norm(path, norm, d):
+    return None if norm is None else _layernorm(path, norm, d)
+
+
+def _inside(path, outer):
+    """path is the module at outer or one of its descendants ("" is the top)."""
+    return outer == "" or path == outer or path.startswith(outer + ".")
+
+
+def _find_stacks(module):
+    """[(kind, path, submodule)] of the layer stacks, outermost only."""
+    found, skip = [], []
+    for path, m in module.named_modules():
+        if any(_inside(path, s) for s in skip):
+            continue
+        kind = None
+        if isinstance(m, nn.Transformer):
+            kind = "transformer"
+        elif isinstance(m, (nn.TransformerEncoder, nn.TransformerDecoder)):
+            kind = "encoder" if isinstance(m, nn.TransformerEncoder) else "decoder"
+        elif isinstance(m, nn.ModuleList) and len(m) and all(
+                isinstance(x, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)) for x in m):
+            kind = "layerlist"
+        elif isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+            kind = "layer"
+        if kind:
+            found.append((kind, path, m))
+            skip.append(path)
+    return found
+
+
+def _parent(path):
+    return path.rsplit(".", 1)[0] if "." in path else ""
+
+
+def _leaf(path):
+    return path.rsplit(".", 1)[-1]
+
+
+def _stack_keys(module):
+    """The architecture keys and the tensors of the layer stack(s):
+    (keys, prefix, {fixformer name: (module attribute path, tensor)}, stack paths)."""
+    stacks = _find_stacks(module)
+    if not stacks:
+        _fail(type(module).__name__, "holds no nn.Transformer, nn.TransformerEncoder/Decoder or their layers")
+    kinds = sorted(k for k, _, _ in stacks)
+    if kinds == ["decoder", "encoder"]:
+        (_, pd, dec), (_, pe, enc) = sorted(stacks, key=lambda s: s[0])
+        if _parent(pe) != _parent(pd) or _leaf(pe) != "encoder" or _leaf(pd) != "decoder":
+            _fail(pe or "encoder", "fixformer names an encoder-decoder's stacks PREFIX.encoder and "
+                  "PREFIX.decoder; this module has them at %r and %r (rename the attributes or use "
+                  "nn.Transformer)" % (pe, pd))
+        stacks = [("pair", _parent(pe), (enc, dec))]
+    if len(stacks) != 1:
+        _fail(stacks[1][1] or type(module).__name__, "a second layer stack (%s); fixformer computes one "
+              "model: %s" % (stacks[1][0], ", ".join(p or "(top)" for _, p, _ in stacks)))
+    kind, path, m = stacks[0]
+    if kind == "transformer":
+        enc, dec = m.encoder, m.decoder
+        kind = "pair"
+    elif kind == "pair":
+        enc, dec = m
+    if kind == "pair":
+        if not isinstance(enc, nn.TransformerEncoder) or not isinstance(dec, nn.TransformerDecoder):
+            _fail(_join(path, "encoder"), "a custom encoder or decoder cannot be expressed")
+        ek, ne = _stack(_join(path, "encoder.layers"), enc.layers, False)
+        dk, nd = _stack(_join(path, "decoder.layers"), dec.layers, True)
+        for name, v in dk.items():
+            if v != ek[name]:
+                _fail(_join(path, "decoder.layers.0"), "%s %r differs from the encoder's %r" % (name, v, ek[name]))
+        norms = [_final_norm(_join(path, s + ".norm"), x.norm, ek["d_model"]) for s, x in (("encoder", enc),
+                                                                                             ("decoder", dec))]
+        if (norms[0] is None) != (norms[1] is None):
+            _fail(_join(path, "encoder.norm"), "one stack has a final norm and the other not; fixformer's "
+                  "final_norm is one switch for both")
+        keys = dict(ek, arch="encoder-decoder", encoder_layers=ne, decoder_layers=nd)
+        prefix, stack_paths = path, [_join(path, "encoder"), _join(path, "decoder")]
+    elif kind == "decoder" or (kind in ("layer", "layerlist") and isinstance(
+            m[0] if kind == "layerlist" else m, nn.TransformerDecoderLayer)):
+        _fail(path or type(m).__name__, "a %s without an encoder: its layers attend to an encoder's "
+              "memory (multihead_attn). fixformer's decoder-only models are nn.TransformerEncoder layers "
+              "with a causal mask; a decoder needs its encoder (nn.Transformer)" % type(m).__name__)
+    elif kind == "encoder":
+        keys, n = _stack(_join(path, "layers"), m.layers, False)
+        norms = [_final_norm(_join(path, "norm"), m.norm, keys["d_model"])]
+        keys["layers"] = n
+        prefix, stack_paths = path, [path]
+    elif kind == "layerlist":  # self.layers = nn.ModuleList([...]) (+ self.norm)
+        if _leaf(path) != "layers":
+            _fail(path, "a list of layers must be an attribute named `layers` (fixformer's names are "
+                  "PREFIX.layers.{i}.*)")
+        keys, n = _stack(path, m, False)
+        owner = module.get_submodule(_parent(path)) if _parent(path) else module
+        fn = getattr(owner, "norm", None)
+        norms = [_final_norm(_join(_parent(path), "norm"), fn, keys["d_model"]) if isinstance(fn, nn.Module)
+                 else None]
+        keys["layers"] = n
+        prefix = _parent(path)
+        stack_paths = [path] + ([_join(prefix, "norm")] if norms[0] is not None else [])
+    else:  # one lone layer: written as layers.0.* by export()
+        keys = _layer(path, m, False)
+        keys["layers"], norms, prefix, stack_paths = 1, [None], None, [path]
+    keys["final_norm"] = norms[0] is not None
+    if norms[0] is not None and norms[0] != keys["eps"]:
+        _fail(_join(stack_paths[0], "norm.eps"), "%g differs from the layers' eps %g" % (norms[0], keys["eps"]))
+    return keys, prefix, stack_paths
+
+
+def _params_outside(module, stack_paths):
+    """(attribute path, module) of the modules holding parameters outside the stacks."""
+    out = []
+    for path, m in module.named_modules():
+        if any(_inside(path, s) for s in stack_paths):
+            continue
+        if any(True for _ in m.parameters(recurse=False)):
+            out.append((path, m))
+    return out
+
+
+def describe_config(module, name="model", arch=None, vocab=None, positional="none", scale_embeddings=True,
+                    tie_embeddings=None, max_seq=None, weights=None, vocabulary=None):
+    """The description as a dict (keys in fixformer's order) and the
+    tensors it names: (config, {fixformer tensor name: tensor}).
+    See describe() for the arguments."""
+    if not isinstance(module, nn.Module):
+        raise ExportError("expected an nn.Module, got %s" % type(module).__name__)
+    keys, prefix, stack_paths = _stack_keys(module)
+    if arch is not None:
+        pair = keys.get("arch") == "encoder-decoder"
+        if pair and arch != "encoder-decoder":
+            _fail("arch", "%r, but the module is an encoder-decoder" % (arch,))
+        if not pair and arch not in ("encoder", "decoder-only"):
+            _fail("arch", "%r: an encoder stack runs as \"encoder\" or, causally masked, \"decoder-only\""
+                  % (arch,))
+        keys["arch"] = arch
+    keys.setdefault("arch", "encoder")
+    if positional not in ("none", "sinusoidal", "learned"):
+        _fail("positional", "%r: nn.MultiheadAttention has no rotary embedding; one of none, sinusoidal, "
+              "learned" % (positional,))
+    tensors = _stack_tensors(module, keys, prefix, stack_paths)
+    outside = _params_outside(module, stack_paths)
+    cfg = _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, max_seq)
+    cfg = dict([("name", name)] + list(cfg.items()))
+    if cfg.get("vocab"):
+        cfg["scale_embeddings"] = bool(scale_embeddings)
+    if prefix:
+        cfg["prefix"] = prefix + "."
+    if weights:
+        cfg["weights"] = weights
+    if vocabulary:
+        cfg["vocabulary"] = vocabulary
+    return cfg, tensors
+
+
+def _stack_tensors(module, keys, prefix, stack_paths):
+    """{fixformer name: tensor} of the stacks: the module's own names, which
+    fixformer uses under `prefix`; a lone layer's get layers.0. before them."""
+    if prefix is None:  # a lone layer
+        base = stack_paths[0]
+        sub = module.get_submodule(base) if base else module
+        return {"layers.0." + k: v for k, v in sub.state_dict().items()}
+    sd = module.state_dict()
+    if "" in stack_paths:  # the module is the stack itself
+        return dict(sd)
+    return {k: v for k, v in sd.items() if any(k.startswith(s + ".") for s in stack_paths)}
+
+
+def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, max_seq):
+    """Embeddings and head around the stack -> the remaining keys."""
+    d = keys["d_model"]
+    embeds = [(p, m) for p, m in outside if isinstance(m, nn.Embedding)]
+    heads = [(p, m) for p, m in outside if isinstance(m, nn.Linear)]
+    for p, m in outside:
+        if not isinstance(m, (nn.Embedding, nn.Linear)):
+            _fail(p or type(m).__name__, "a %s outside the layer stack: not part of what fixformer computes "
+                  "(token embedding, learned positions, output head)" % type(m).__name__)
+    pos = [(p, m) for p, m in embeds if "pos" in _leaf(p).lower()]
+    tok = [(p, m) for p, m in embeds if (p, m) not in pos]
+    if len(tok) > 1:
+        _fail(tok[1][0], "a second token embedding (%s); fixformer has one, shared by source and target"
+              % ", ".join(p for p, _ in tok))
+    if len(pos) > 1:
+        _fail(pos[1][0], "a second position embedding")
+    if len(heads) > 1:
+        _fail(heads[1][0], "a second nn.Linear outside the stack (%s); fixformer has one output head"
+              % ", ".join(p for p, _ in heads))
+    cfg = dict(keys)
+    for p, m in embeds:
+        if m.embedding_dim != d:
+            _fail(p + ".embedding_dim", "%d differs from d_model %d" % (m.embedding_dim, d))
+        if m.max_norm is not None:
+            _fail(p + ".max_norm", "%g: renormalising rows at lookup cannot be expressed" % m.max_norm)
+    if pos:
+        if positional not in ("none", "learned"):
+            _fail(pos[0][0], "a position embedding, but positional = %r" % positional)
+        positional = "learned"
+        p, m = pos[0]
+        if max_seq is not None and max_seq != m.num_embeddings:
+            _fail(p + ".num_embeddings", "%d rows, but max_seq = %d" % (m.num_embeddings, max_seq))
+        max_seq = m.num_embeddings
+        cfg_pos = p + ".weight"
+        tensors[cfg_pos] = m.weight
+    elif positional == "learned":
+        _fail("positional", "\"learned\", but the module has no nn.Embedding named *pos*")
+    if not tok:
+        if heads:
+            _fail(heads[0][0], "an output head without a token embedding; fixformer's models without vocab "
+                  "take and give d_model-wide vectors")
+        if vocab is not None:
+            _fail("vocab", "given, but the module has no nn.Embedding")
+        if positional == "learned":
+            _fail(pos[0][0], "learned positions need a token embedding (vocab)")
+    else:
+        p, e = tok[0]
+        if vocab is not None and vocab != e.num_embeddings:
+            _fail(p + ".num_embeddings", "%d, but vocab = %d" % (e.num_embeddings, vocab))
+        vocab = e.num_embeddings
+        cfg["vocab"] = vocab
+        cfg["embed_weight"] = p + ".weight"
+        tensors[p + ".weight"] = e.weight
+        tied = _head(heads, e, p, vocab, d, tie_embeddings, cfg, tensors)
+        cfg["tie_embeddings"] = tied
+    cfg["positional"] = positional
+    if positional == "learned":
+        cfg["pos_embed_weight"] = cfg_pos
+    if max_seq is not None:
+        cfg["max_seq"] = int(max_seq)
+    return cfg
+
+
+def _head(heads, embed, embed_path, vocab, d, tie_embeddings, cfg, tensors):
+    """The output head: tied to the embedding (same storage, or the caller
+    says forward() multiplies by it) or its own nn.Linear."""
+    if not heads:
+        if not tie_embeddings:
+            _fail(embed_path, "a token embedding and no output head (nn.Linear): fixformer's token models end "
+                  "in one; pass tie_embeddings=True if forward() multiplies by the embedding matrix")
+        return True
+    p, h = heads[0]
+    if (h.out_features, h.in_features) != (vocab, d):
+        _fail(p, "an output head [%d,%d], not [vocab, d_model] = [%d,%d]" % (h.out_features, h.in_features, vocab, d))
+    if h.bias is not None and bool(torch.any(h.bias.detach() != 0)):
+        _fail(p + ".bias", "an output-head bias: not expressible here (it is dropped only when all zero)")
+    tied = h.weight is embed.weight or (h.weight.data_ptr() == embed.weight.data_ptr()
+                                        and h.weight.shape == embed.weight.shape
+                                        and h.weight.stride() == embed.weight.stride())
+    if tie_embeddings is not None and bool(tie_embeddings) != tied:
+        _fail(p + ".weight", "tie_embeddings = %s, but the head %s the embedding's storage"
+              % (tie_embeddings, "shares" if tied else "does not share"))
+    if not tied:
+        cfg["lm_head_weight"] = p + ".weight"
+        tensors[p + ".weight"] = h.weight
+    return tied
+
+
+# ---- the description -----------------------------------------------------------
+
+_ORDER = ["name", "arch", "d_model", "heads", "d_ff", "layers", "encoder_layers", "decoder_layers", "norm",
+          "final_norm", "eps", "activation", "bias", "vocab", "positional", "scale_embeddings", "tie_embeddings",
+          "max_seq", "prefix", "embed_weight", "pos_embed_weight", "lm_head_weight", "weights", "vocabulary"]
+
+
+def _lua_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)  # shortest round trip; Lua reads 1e-05 the same
+    s = str(v)
+    if any(c in s for c in '"\\') or any(ord(c) < 32 for c in s):
+        raise ExportError("%r: fixformer's strings hold no quotes, backslashes or control characters" % s)
+    return '"%s"' % s
+
+
+def _lua_text(cfg, source):
+    width = max(len(k) for k in cfg)
+    lines = ["-- %s: written by python/fixformer_export.py from %s." % (cfg["name"], source),
+             "-- Read from the module: shapes, norms, activation, eps, bias, names, tying.",
+             "-- Stated by the caller (forward() is not visible): arch, positional, scale_embeddings.",
+             "return {"]
+    for k in sorted(cfg, key=_ORDER.index):
+        lines.append("  %-*s = %s," % (width, k, _lua_value(cfg[k])))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def describe(module, name="model", arch=None, vocab=None, positional="none", scale_embeddings=True,
+             tie_embeddings=None, max_seq=None, weights=None, vocabulary=None):
+    """The fixformer description (.lua text) of module.
+
+    name: the model's C identifier.  arch: None (from the module: an
+    encoder stack is "encoder", nn.Transformer "encoder-decoder") or
+    "decoder-only" for an encoder stack run causally.  vocab: checked
+    against the token embedding.  positional: "none", "sinusoidal" (added in
+    forward()) or "learned" (implied by an nn.Embedding named *pos*).
+    scale_embeddings: forward() multiplies token embeddings by sqrt(d_model)
+    (fixformer's default).  tie_embeddings: None reads it from the module
+    (head and embedding share storage); True when there is no head module and
+    forward() multiplies by the embedding matrix.  max_seq: longest sequence.
+    weights, vocabulary: file names the description carries."""
+    if not isinstance(name, str) or not name.isidentifier() or not name.isascii() or len(name) > 48:
+        _fail("name", "%r is not a C identifier of at most 48 characters" % (name,))
+    cfg, _ = describe_config(module, name, arch, vocab, positional, scale_embeddings, tie_embeddings, max_seq,
+                             weights, vocabulary)
+    return _lua_text(cfg, type(module).__name__)
+
+
+def export(module, directory, name, dtype="F32", **options):
+    """Write DIRECTORY/NAME.lua and DIRECTORY/NAME.safetensors (the tensors
+    the description names, and only those: a tied head once) for module;
+    the .lua's `weights` names the file. options: as describe(). Returns the
+    path of the .lua."""
+    describe(module, name=name, **options)  # checks the name and everything else before writing
+    cfg, tensors = describe_config(module, name, weights=name + ".safetensors", **options)
+    os.makedirs(directory, exist_ok=True)
+    wpath = os.path.join(directory, name + ".safetensors")
+    lpath = os.path.join(directory, name + ".lua")
+    save_safetensors({k: v for k, v in tensors.items()}, wpath, dtype=dtype)
+    _write_atomic(lpath, [_lua_text(cfg, type(module).__name__).encode()])
+    return lpath
+
+
+# ---- command line --------------------------------------------------------------
+
+def _load_object(spec):
+    """FILE.py:NAME -> the module NAME in FILE.py (called when it is a
+    function or class)."""
+    file, _, attr = spec.rpartition(":")
+    if not file or not attr:
+        raise ExportError("%s: expected FILE.py:NAME" % spec)
+    if not os.path.isfile(file):
+        raise ExportError("%s: no such file" % file)
+    s = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(file))[0], file)
+    mod = importlib.util.module_from_spec(s)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(file)))
+    s.loader.exec_module(mod)
+    if not hasattr(mod, attr):
+        raise ExportError("%s: has no %r" % (file, attr))
+    obj = getattr(mod, attr)
+    if not isinstance(obj, nn.Module) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, nn.Module):
+        raise ExportError("%s: %s is a %s, not an nn.Module" % (file, attr, type(obj).__name__))
+    return obj
+
+
+def _load_state_dict(path):
+    """A torch.save file of tensors, read without running its pickle's code."""
+    try:
+        sd = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ExportError("%s: no such file" % path)
+    except Exception as e:  # weights_only refuses pickled classes
+        raise ExportError("%s: not a state_dict of tensors (%s); a saved nn.Module needs its code: load it "
+                          "in Python and call fixformer_export.export()" % (path, str(e).splitlines()[0][:120]))
+    if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
+        sd = sd["state_dict"]  # a training checkpoint's usual layout
+    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        raise ExportError("%s: not a dict of tensors (a state_dict)" % path)
+    return sd
+
+
+def _arguments(argv):
+    p = argparse.ArgumentParser(
+        prog="fixformer_export.py",
+        description="PyTorch -> fixformer: a torch.save'd state_dict to safetensors, or an nn.Module to a "
+                    "description + weights.",
+        epilog="examples:\n"
+               "  fixformer_export.py weights model.pt -o model.safetensors\n"
+               "  fixformer_export.py module mymodel.py:build -o out --name lm --arch decoder-only\n"
+               "  fixformer_export.py describe mymodel.py:build --name lm\n"
+               "A torch.save'd state_dict is read with weights_only=True (no pickled code runs).",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    w = sub.add_parser("weights", help="torch.save'd state_dict -> safetensors (names as they are)")
+    w.add_argument("source", metavar="IN.pt")
+    w.add_argument("-o", "--output", required=True, metavar="OUT.safetensors")
+    w.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16", "keep"],
+                   help="float tensors as (default F32; keep: F16/BF16 stay)")
+    for cmd, helptext in (("module", "nn.Module -> DIR/NAME.lua + DIR/NAME.safetensors"),
+                          ("describe", "nn.Module -> its description on stdout")):
+        m = sub.add_parser(cmd, help=helptext)
+        m.add_argument("source", metavar="FILE.py:NAME", help="a module, or a function returning one, in FILE.py")
+        if cmd == "module":
+            m.add_argument("-o", "--output", required=True, metavar="DIR")
+            m.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16", "keep"])
+        m.add_argument("--name", default="model", help="the model's C identifier (default model)")
+        m.add_argument("--state-dict", metavar="W.pt", help="load these weights into the module first")
+        m.add_argument("--arch", choices=["encoder", "decoder-only", "encoder-decoder"])
+        m.add_argument("--positional", default="none", choices=["none", "sinusoidal", "learned"])
+        m.add_argument("--no-scale-embeddings", action="store_true",
+                       help="forward() does not multiply token embeddings by sqrt(d_model)")
+        m.add_argument("--tie-embeddings", action="store_true",
+                       help="no head module: forward() multiplies by the embedding matrix")
+        m.add_argument("--max-seq", type=int)
+        m.add_argument("--vocabulary", metavar="FILE", help="the vocabulary file the description names")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    a = _arguments(argv)
+    try:
+        if a.command == "weights":
+            save_safetensors(_load_state_dict(a.source), a.output, dtype=a.dtype)
+            print(a.output)
+            return 0
+        module = _load_object(a.source)
+        if a.state_dict:
+            module.load_state_dict(_load_state_dict(a.state_dict))
+        opts = dict(arch=a.arch, positional=a.positional, scale_embeddings=not a.no_scale_embeddings,
+                    tie_embeddings=True if a.tie_embeddings else None, max_seq=a.max_seq,
+                    vocabulary=a.vocabulary)
+        if a.command == "describe":
+            sys.stdout.write(describe(module, name=a.name, **opts))
+        else:
+            print(export(module, a.output, a.name, dtype=a.dtype, **opts))
+        return 0
+    except (ExportError, OSError) as e:
+        sys.stderr.write("fixformer_export: %s\n" % str(e).replace("\n", " "))
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
