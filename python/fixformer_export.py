@@ -592,9 +592,9 @@ def _load_state_dict(path):
         sd = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise ExportError("%s: no such file" % path)
-    except Exception as e:  # weights_only refuses pickled classes
-        raise ExportError("%s: not a state_dict of tensors (%s); a saved nn.Module needs its code: load it "
-                          "in Python and call fixformer_export.export()" % (path, str(e).splitlines()[0][:120]))
+    except Exception:  # weights_only refuses pickled classes
+        raise ExportError("%s: not a state_dict of tensors (it pickles other objects, an nn.Module?); a saved "
+                          "module needs its code: load it in Python and call fixformer_export.export()" % path)
     if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
         sd = sd["state_dict"]  # a training checkpoint's usual layout
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):

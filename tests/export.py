@@ -1,0 +1,426 @@
+#!/usr/bin/python3
+"""python/fixformer_export.py against PyTorch and fixformer's reader.
+
+  --engine E (runtime, tcc, cc): PyTorch modules (an encoder post-norm; an
+      encoder pre-norm gelu with a final norm; a decoder-only LM wrapper with
+      tied embeddings, sinusoidal positions and a causal mask; an LM of an
+      nn.ModuleList `layers` + `norm` with an untied head; an nn.Transformer
+      wrapper with learned positions and a head whose bias is zero; a lone
+      layer) are exported with export() and run with `fixformer run`: the
+      output must equal the module's own forward (eval mode) within 1e-4
+      scaled error over unpadded rows; with the runtime, `info --weights`
+      says every tensor is ok.
+  --check format: save_safetensors' bytes against the format spec, read by
+      an independent parser here (sorted header, 8-byte alignment, values
+      bit for bit, F16/BF16 kept, metadata), then by fixformer: `info
+      --weights` ok and `run` bit-identical to the same weights written by
+      tests/lib/reference.write_safetensors (F32, F16, BF16); atomic writes.
+  --check errors: what fixformer cannot express is one ExportError naming
+      the attribute; through the command line one stderr line, exit 1, no file.
+
+  export.py --fixformer BIN (--engine E | --check format|errors)
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+import fixformer_export as fx  # noqa: E402
+from reference import lengths_mask, randomize, write_safetensors  # noqa: E402
+
+EXPORTER = os.path.join(os.path.dirname(HERE), "python", "fixformer_export.py")
+PY = "/usr/bin/python3"
+torch.set_num_threads(1)
+
+
+def sinusoidal(T, d):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), from the paper."""
+    pe = torch.zeros(T, d)
+    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    div = torch.pow(10000.0, torch.arange(0, d, 2, dtype=torch.float64) / d)
+    pe[:, 0::2] = torch.sin(pos / div).float()
+    pe[:, 1::2] = torch.cos(pos / div[: d // 2]).float()
+    return pe
+
+
+def causal(T):
+    return nn.Transformer.generate_square_subsequent_mask(T)
+
+
+# ---- the modules, each with its own forward ------------------------------------
+
+class TiedLM(nn.Module):
+    """Decoder-only: embedding * sqrt(d) + a sinusoidal buffer, nn.TransformerEncoder
+    with a causal mask, a head tied to the embedding (same Parameter)."""
+
+    def __init__(self, V, d, h, ff, L):
+        super().__init__()
+        self.embed = nn.Embedding(V, d)
+        self.register_buffer("pe", sinusoidal(32, d))  # a buffer: not a weight fixformer reads
+        layer = nn.TransformerEncoderLayer(d, h, ff, 0.0, batch_first=True)
+        self.stack = nn.TransformerEncoder(layer, L, enable_nested_tensor=False)
+        self.lm_head = nn.Linear(d, V, bias=False)
+        self.lm_head.weight = self.embed.weight
+        self.d = d
+
+    def forward(self, ids, lengths):
+        T = ids.shape[1]
+        x = self.embed(ids) * math.sqrt(self.d) + self.pe[:T]
+        x = self.stack(x, mask=causal(T), src_key_padding_mask=lengths_mask(lengths, T))
+        return self.lm_head(x)
+
+
+class ListLM(nn.Module):
+    """Decoder-only: unscaled embedding, nn.ModuleList `layers` (pre-norm, gelu),
+    final `norm`, an untied head."""
+
+    def __init__(self, V, d, h, ff, L):
+        super().__init__()
+        self.tok = nn.Embedding(V, d)
+        self.layers = nn.ModuleList([nn.TransformerEncoderLayer(d, h, ff, 0.0, activation="gelu", batch_first=True,
+                                                                norm_first=True) for _ in range(L)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, V, bias=False)
+
+    def forward(self, ids, lengths):
+        T = ids.shape[1]
+        x = self.tok(ids)
+        for layer in self.layers:
+            x = layer(x, src_mask=causal(T), src_key_padding_mask=lengths_mask(lengths, T))
+        return self.head(self.norm(x))
+
+
+class Seq2Seq(nn.Module):
+    """nn.Transformer with one shared embedding * sqrt(d) + learned positions,
+    and an nn.Linear head whose bias is zero (dropped on export)."""
+
+    def __init__(self, V, d, h, ff, Le, Ld, max_seq):
+        super().__init__()
+        self.embed = nn.Embedding(V, d)
+        self.pos_embed = nn.Embedding(max_seq, d)
+        self.transformer = nn.Transformer(d, h, Le, Ld, ff, 0.0, activation="gelu", batch_first=True)
+        self.transformer.encoder.enable_nested_tensor = False  # DESIGN.md, pitfalls
+        self.out = nn.Linear(d, V)
+        self.d = d
+
+    def embed_at(self, ids):
+        return self.embed(ids) * math.sqrt(self.d) + self.pos_embed(torch.arange(ids.shape[1]))
+
+    def forward(self, src, lengths, tgt):
+        pad = lengths_mask(lengths, src.shape[1])
+        y = self.transformer(self.embed_at(src), self.embed_at(tgt), tgt_mask=causal(tgt.shape[1]),
+                             src_key_padding_mask=pad, memory_key_padding_mask=pad)
+        return self.out(y)
+
+
+def perturbed(module, seed):
+    gen = torch.Generator().manual_seed(seed)
+    randomize(module, gen)
+    with torch.no_grad():  # the head's bias stays zero: fixformer has none to put it in
+        for name, p in module.named_parameters():
+            if name == "out.bias":
+                p.zero_()
+    return module.eval()
+
+
+def cases():
+    """(name, module, export options, inputs dict, expected output)."""
+    out = []
+    gen = torch.Generator().manual_seed(7)
+    lengths = torch.tensor([6, 3, 1])
+
+    torch.manual_seed(1)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(24, 3, 37, 0.0, batch_first=True), 2,
+                                enable_nested_tensor=False)
+    x = torch.randn(3, 6, 24, generator=gen)
+    out.append(("enc_post", perturbed(enc, 1), {}, dict(x=x, lengths=lengths),
+                lambda m, a: m(a["x"], src_key_padding_mask=lengths_mask(a["lengths"], 6))))
+
+    torch.manual_seed(2)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4, 40, 0.0, activation="gelu", batch_first=True,
+                                                           norm_first=True, layer_norm_eps=1e-6), 3,
+                                norm=nn.LayerNorm(16, eps=1e-6), enable_nested_tensor=False)
+    x = torch.randn(3, 6, 16, generator=gen)
+    out.append(("enc_pre_gelu_final", perturbed(enc, 2), {}, dict(x=x, lengths=lengths),
+                lambda m, a: m(a["x"], src_key_padding_mask=lengths_mask(a["lengths"], 6))))
+
+    torch.manual_seed(3)
+    ids = torch.randint(0, 50, (3, 7), generator=gen)
+    lm_lengths = torch.tensor([7, 4, 2])
+    out.append(("tied_lm", perturbed(TiedLM(50, 24, 4, 48, 2), 3),
+                dict(arch="decoder-only", positional="sinusoidal", max_seq=32),
+                dict(ids=ids, lengths=lm_lengths), lambda m, a: m(a["ids"], a["lengths"])))
+
+    torch.manual_seed(4)
+    out.append(("list_lm", perturbed(ListLM(40, 16, 2, 24, 2), 4),
+                dict(arch="decoder-only", scale_embeddings=False, max_seq=16),
+                dict(ids=ids % 40, lengths=lm_lengths), lambda m, a: m(a["ids"], a["lengths"])))
+
+    torch.manual_seed(5)
+    src, tgt = torch.randint(0, 30, (3, 6), generator=gen), torch.randint(0, 30, (3, 5), generator=gen)
+    out.append(("seq2seq", perturbed(Seq2Seq(30, 16, 2, 32, 2, 1, 12), 5), {},
+                dict(ids=src, lengths=torch.tensor([6, 2, 5]), tgt=tgt),
+                lambda m, a: m(a["ids"], a["lengths"], a["tgt"])))
+
+    torch.manual_seed(6)
+    layer = nn.TransformerEncoderLayer(8, 2, 12, 0.0, batch_first=True)
+    x = torch.randn(2, 4, 8, generator=gen)
+    out.append(("lone_layer", perturbed(layer, 6), {}, dict(x=x, lengths=torch.tensor([4, 3])),
+                lambda m, a: m(a["x"], src_key_padding_mask=lengths_mask(a["lengths"], 4))))
+    return out
+
+
+def ff(args, *argv, env=None):
+    p = subprocess.run([args.fixformer] + list(argv), capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise AssertionError("fixformer %s: exit %d: %s" % (" ".join(argv), p.returncode, p.stderr.strip()))
+    return p.stdout
+
+
+def check_engine(args, tmp):
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "cache"))  # a private cc cache
+    worst = 0.0
+    for name, module, opts, inputs, forward in cases():
+        with torch.no_grad():
+            expected = forward(module, inputs).numpy()
+        lua = fx.export(module, os.path.join(tmp, name), name, **opts)
+        folder = os.path.dirname(lua)
+        weights = os.path.join(folder, name + ".safetensors")
+        flags = []
+        for key, flag in (("x", "--input"), ("ids", "--input"), ("lengths", "--lengths"), ("tgt", "--target-input")):
+            if key in inputs:
+                a = inputs[key].numpy()
+                path = os.path.join(folder, key + ".npy")
+                np.save(path, a.astype(np.float32 if a.dtype.kind == "f" else np.int32))
+                flags += [flag, path]
+        got_path = os.path.join(folder, "out.npy")
+        ff(args, "run", lua, *flags, "--output", got_path, "--engine", args.engine, env=env)
+        got = np.load(got_path)
+        assert got.shape == expected.shape, (name, got.shape, expected.shape)
+        T = expected.shape[1]
+        rows = np.ones(expected.shape[:2], bool) if "tgt" in inputs else \
+            np.arange(T)[None, :] < inputs["lengths"].numpy()[:, None]
+        err = np.abs(got[rows] - expected[rows]).max() / np.abs(expected[rows]).max()
+        print("%-20s %-8s scaled error %.2e" % (name, args.engine, err))
+        assert err <= 1e-4, "%s: %s differs from the PyTorch module by %.3e" % (name, args.engine, err)
+        worst = max(worst, err)
+        if args.engine == "runtime":
+            report = ff(args, "info", lua, "--weights", weights)
+            assert "-- ok:" in report, report
+            n = sum(1 for line in report.splitlines() if line.rstrip().endswith(" ok"))
+            assert n == len(read_spec(weights)[0]) - ("__metadata__" in read_spec(weights)[0]), (name, n)
+    print("all %d modules within 1e-4 on %s (worst %.2e)" % (len(cases()), args.engine, worst))
+
+
+# ---- the file format ---------------------------------------------------------
+
+def read_spec(path):
+    """An independent reader of the format: (header dict, data bytes), checking
+    the layout as it goes."""
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    assert n % 8 == 0, "header length %d not a multiple of 8" % n
+    text = raw[8:8 + n]
+    assert text[:1] == b"{" and text.rstrip(b" ").endswith(b"}"), "header is not one padded JSON object"
+    header = json.loads(text.decode("utf-8"))
+    data = raw[8 + n:]
+    names = [k for k in header if k != "__metadata__"]
+    assert names == sorted(names), "names not sorted: %s" % names
+    end = 0
+    for k in names:
+        a, b = header[k]["data_offsets"]
+        assert a >= end and a % 8 == 0 and b <= len(data), (k, a, b, end)
+        end = b
+    assert len(data) - end < 8, "trailing bytes after the last tensor"
+    return header, data
+
+
+NP = {"F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "U8": "u1", "BF16": "<u2"}
+
+
+def check_format(args, tmp):
+    gen = torch.Generator().manual_seed(3)
+    tensors = {
+        "b.weight": torch.randn(5, 3, generator=gen),
+        "a.half": torch.randn(3, generator=gen).half(),  # 6 bytes: the next tensor must be padded to 8
+        "c.bf16": torch.randn(2, 7, generator=gen).to(torch.bfloat16),
+        "d.double": torch.randn(4, generator=gen, dtype=torch.float64),
+        "e.ids": torch.arange(5, dtype=torch.int64),
+        "f.scalar": torch.tensor(2.5),
+        "g.numpy": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "h.empty": torch.zeros(0, 4),
+        "i.view": torch.randn(4, 6, generator=gen)[:, 1:3],  # not contiguous
+    }
+    for dtype in ("F32", "keep", "F16", "BF16"):
+        path = os.path.join(tmp, "fmt_%s.safetensors" % dtype)
+        fx.save_safetensors(tensors, path, dtype=dtype, metadata={"format": "pt"})
+        header, data = read_spec(path)
+        assert header["__metadata__"] == {"format": "pt"}, header
+        for k, v in tensors.items():
+            t = torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+            if t.is_floating_point():
+                want = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[dtype] \
+                    if dtype != "keep" else (t.dtype if t.dtype in (torch.float16, torch.bfloat16) else torch.float32)
+                t = t.to(want)
+            name = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.int64: "I64"}[t.dtype]
+            info = header[k]
+            assert info["dtype"] == name and info["shape"] == list(t.shape), (dtype, k, info)
+            a, b = info["data_offsets"]
+            got = np.frombuffer(data[a:b], dtype=NP[name])
+            want_bits = (t.view(torch.int16).numpy().view("<u2") if name == "BF16" else t.numpy()).reshape(-1)
+            assert got.tobytes() == want_bits.astype(NP[name]).tobytes(), (dtype, k)
+    print("format: header, order, alignment and values as the spec says (F32, keep, F16, BF16)")
+
+    # fixformer's reader: a model's weights through save_safetensors and through the tests' own writer
+    torch.manual_seed(9)
+    model = perturbed(TiedLM(20, 16, 2, 24, 2), 9)
+    lua = fx.export(model, os.path.join(tmp, "rt"), "rt", arch="decoder-only", positional="sinusoidal",
+                    max_seq=32)
+    folder = os.path.dirname(lua)
+    _, tensors = fx.describe_config(model, "rt", arch="decoder-only", positional="sinusoidal", max_seq=32)
+    as_numpy = {k: v.detach().numpy() for k, v in tensors.items()}
+    np.save(os.path.join(folder, "ids.npy"), np.array([[1, 5, 7, 3], [2, 2, 9, 0]], np.int32))
+    for dtype in ("F32", "F16", "BF16"):
+        ours, theirs = (os.path.join(folder, "%s_%s.safetensors" % (who, dtype)) for who in ("ours", "theirs"))
+        fx.save_safetensors(tensors, ours, dtype=dtype)
+        write_safetensors(theirs, as_numpy, dtype=dtype)
+        report = ff(args, "info", lua, "--weights", ours)
+        assert "-- ok:" in report and (" %s " % dtype) in report, report
+        outs = []
+        for w in (ours, theirs):
+            o = os.path.join(folder, "out_%s_%s.npy" % (dtype, os.path.basename(w)[:4]))
+            ff(args, "run", lua, "--weights", w, "--input", os.path.join(folder, "ids.npy"), "--output", o)
+            outs.append(np.load(o))
+        assert outs[0].tobytes() == outs[1].tobytes(), "%s: fixformer reads other values from our file" % dtype
+    print("format: fixformer reads save_safetensors' F32/F16/BF16 files as the tests' own writer's, bit for bit")
+
+    # atomic: a failed write leaves the old file and no temporary
+    path = os.path.join(tmp, "atomic", "w.safetensors")
+    os.makedirs(os.path.dirname(path))
+    fx.save_safetensors({"x": torch.ones(2)}, path)
+    before = open(path, "rb").read()
+    try:
+        fx.save_safetensors({"x": torch.ones(2), "y": torch.ones(2, dtype=torch.complex64)}, path)
+        raise AssertionError("a complex tensor was written")
+    except fx.ExportError as e:
+        assert "'y'" in str(e), e
+    assert open(path, "rb").read() == before and os.listdir(os.path.dirname(path)) == ["w.safetensors"]
+    print("format: a failed write leaves the earlier file and no temporary")
+
+
+# ---- what fixformer cannot express -------------------------------------------
+
+def expect_error(module, pieces, **opts):
+    try:
+        fx.describe(module, name="m", **opts)
+    except fx.ExportError as e:
+        msg = str(e)
+        assert "\n" not in msg and all(p in msg for p in pieces), "message %r lacks %s" % (msg, pieces)
+        print("refused: %s" % msg)
+        return
+    raise AssertionError("no error for %s" % pieces)
+
+
+class WithClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1, enable_nested_tensor=False)
+        self.classifier = nn.LayerNorm(8)
+
+
+class BiasedHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 8)
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1, enable_nested_tensor=False)
+        self.decoder = nn.Linear(8, 10)  # the nn.Transformer tutorial's head, with a trained bias
+
+
+def check_errors(args, tmp):
+    layer = nn.TransformerEncoderLayer(8, 2, 16, activation=torch.tanh)
+    expect_error(nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
+                 ["layers.0.activation", "tanh", "custom activation"])
+    layer = nn.TransformerEncoderLayer(8, 2, 16)
+    layer.self_attn = nn.MultiheadAttention(8, 2, kdim=4, vdim=4)
+    expect_error(nn.TransformerEncoder(layer, 1, enable_nested_tensor=False), ["layers.0.self_attn.kdim", "4"])
+    expect_error(nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16), 1), ["TransformerDecoder", "encoder"])
+    expect_error(WithClassifier(), ["classifier", "LayerNorm"])
+    with torch.no_grad():
+        head = BiasedHead()
+        head.decoder.bias.fill_(0.5)
+    expect_error(head, ["decoder.bias", "bias"])
+    expect_error(nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1, enable_nested_tensor=False),
+                 ["positional", "rotary"], positional="rope")
+
+    # the command line: one line, exit 1, nothing written
+    src = os.path.join(tmp, "bad_model.py")
+    with open(src, "w") as f:
+        f.write("import torch, torch.nn as nn\n"
+                "def build():\n"
+                "    return nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, activation=torch.tanh), 1,\n"
+                "                                 enable_nested_tensor=False)\n")
+    out = os.path.join(tmp, "bad_out")
+    p = subprocess.run([PY, EXPORTER, "module", src + ":build", "-o", out, "--name", "m"], capture_output=True,
+                       text=True)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 1 and len(lines) == 1 and "layers.0.activation" in lines[0], (p.returncode, p.stderr)
+    assert not os.path.exists(out) or not os.listdir(out), os.listdir(out)
+    print("refused on the command line: %s" % lines[0])
+
+    # a pickled module (not a state_dict) given to `weights`: one line, nothing written
+    pt = os.path.join(tmp, "whole.pt")
+    torch.save(nn.Linear(2, 2), pt)
+    dst = os.path.join(tmp, "whole.safetensors")
+    p = subprocess.run([PY, EXPORTER, "weights", pt, "-o", dst], capture_output=True, text=True)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 1 and len(lines) == 1 and "not a state_dict of tensors" in lines[0], p.stderr
+    assert not os.path.exists(dst)
+    print("refused on the command line: %s" % lines[0])
+
+    # and the good path of `weights`: a torch.save'd state_dict, which fixformer refuses, converts
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1, enable_nested_tensor=False)
+    pt = os.path.join(tmp, "enc.pt")
+    torch.save(enc.state_dict(), pt)
+    lua = os.path.join(tmp, "enc.lua")
+    with open(lua, "w") as f:
+        f.write(fx.describe(enc, name="enc"))
+    p = subprocess.run([args.fixformer, "info", lua, "--weights", pt], capture_output=True, text=True)
+    assert p.returncode == 1 and "python/fixformer_export.py weights" in p.stderr, p.stderr
+    dst = os.path.join(tmp, "enc.safetensors")
+    p = subprocess.run([PY, EXPORTER, "weights", pt, "-o", dst], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == dst, p.stderr
+    assert "-- ok:" in ff(args, "info", lua, "--weights", dst)
+    p = subprocess.run([PY, EXPORTER, "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "weights" in p.stdout and "module" in p.stdout, p.stdout
+    print("weights: a torch.save'd state_dict converts and checks ok; --help works")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fixformer", required=True)
+    ap.add_argument("--engine", choices=["runtime", "tcc", "cc"])
+    ap.add_argument("--check", choices=["format", "errors"])
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ff-export-") as tmp:
+        if args.check == "format":
+            check_format(args, tmp)
+        elif args.check == "errors":
+            check_errors(args, tmp)
+        else:
+            args.engine = args.engine or "runtime"
+            check_engine(args, tmp)
+
+
+if __name__ == "__main__":
+    main()
