@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["save_safetensors", "describe", "describe_config", "export", "ExportError"]
+__all__ = ["save_safetensors", "tied_aliases", "describe", "describe_config", "export", "ExportError"]
 
 
 class ExportError(ValueError):
@@ -108,16 +108,36 @@ def _write_atomic(path, chunks):
         raise
 
 
-def save_safetensors(tensors, path, dtype="F32", metadata=None):
+def tied_aliases(tensors):
+    """{later name: first name} of the tensors that are the same tensor as an
+    earlier one in the mapping's order (same storage, offset, shape, strides:
+    a tied head after its embedding)."""
+    seen, aliases = {}, {}
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor) and t.numel():
+            key = (t.device, t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
+            if key in seen:
+                aliases[name] = seen[key]
+            else:
+                seen[key] = name
+    return aliases
+
+
+def save_safetensors(tensors, path, dtype="F32", metadata=None, tied="keep"):
     """Write tensors (a state_dict or any {name: tensor or numpy array}) to
     path as safetensors: names sorted, data in that order, the header padded
     with spaces to a multiple of 8 so every tensor starts 8-byte aligned.
     dtype: "F32" (default: every float tensor as float32), "F16", "BF16", or
-    "keep" (F16/BF16 tensors as they are, other floats F32). Tensors that
-    share storage (tied weights) are written once each. Atomic: temporary +
-    rename. Returns path."""
-    if dtype not in ("F32", "F16", "BF16", "keep"):
-        raise ExportError("dtype: %r is not one of F32, F16, BF16, keep" % (dtype,))
+    "keep" (F16/BF16 tensors as they are, other floats F32). tied: "keep"
+    writes every name (a tied tensor once per name); "drop" writes a tensor
+    that is the same as an earlier one (tied_aliases) only under the earlier
+    name, as fixformer's tie_embeddings wants. Atomic: temporary + rename.
+    Returns path."""
+    if tied not in ("keep", "drop"):
+        raise ExportError("tied: %r is not one of keep, drop" % (tied,))
+    if tied == "drop":
+        aliases = tied_aliases(tensors)
+        tensors = {k: v for k, v in tensors.items() if k not in aliases}
     header, blobs, offset = {}, [], 0
     for name in sorted(tensors):
         if not isinstance(name, str) or not name or name == "__metadata__":
@@ -620,6 +640,9 @@ def _arguments(argv):
     w.add_argument("-o", "--output", required=True, metavar="OUT.safetensors")
     w.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16", "keep"],
                    help="float tensors as (default F32; keep: F16/BF16 stay)")
+    w.add_argument("--keep-tied", action="store_true",
+                   help="write a tied tensor under each of its names (default: once, under its first name, "
+                        "as fixformer's tie_embeddings wants)")
     for cmd, helptext in (("module", "nn.Module -> DIR/NAME.lua + DIR/NAME.safetensors"),
                           ("describe", "nn.Module -> its description on stdout")):
         m = sub.add_parser(cmd, help=helptext)
@@ -644,7 +667,12 @@ def main(argv=None):
     a = _arguments(argv)
     try:
         if a.command == "weights":
-            save_safetensors(_load_state_dict(a.source), a.output, dtype=a.dtype)
+            sd = _load_state_dict(a.source)
+            if not a.keep_tied:
+                for alias, first in tied_aliases(sd).items():
+                    sys.stderr.write("fixformer_export: %s is %s (tied): written once, as %s\n"
+                                     % (alias, first, first))
+            save_safetensors(sd, a.output, dtype=a.dtype, tied="keep" if a.keep_tied else "drop")
             print(a.output)
             return 0
         module = _load_object(a.source)

@@ -16,9 +16,11 @@
       --weights` ok and `run` bit-identical to the same weights written by
       tests/lib/reference.write_safetensors (F32, F16, BF16); atomic writes.
   --check errors: what fixformer cannot express is one ExportError naming
-      the attribute; through the command line one stderr line, exit 1, no file.
+      the attribute; through the command line one stderr line, exit 1, no
+      file; `weights` converts a torch.save'd state_dict (a tied head once).
+  --check example: README's python/example_lm.py and `fixformer run` agree.
 
-  export.py --fixformer BIN (--engine E | --check format|errors)
+  export.py --fixformer BIN (--engine E | --check format|errors|example)
 """
 import argparse
 import json
@@ -280,7 +282,15 @@ def check_format(args, tmp):
             got = np.frombuffer(data[a:b], dtype=NP[name])
             want_bits = (t.view(torch.int16).numpy().view("<u2") if name == "BF16" else t.numpy()).reshape(-1)
             assert got.tobytes() == want_bits.astype(NP[name]).tobytes(), (dtype, k)
-    print("format: header, order, alignment and values as the spec says (F32, keep, F16, BF16)")
+    emb = torch.randn(4, 2, generator=gen)
+    both = {"embed.weight": emb, "lm_head.weight": emb, "other": emb.clone()}
+    path = os.path.join(tmp, "tied.safetensors")
+    assert fx.tied_aliases(both) == {"lm_head.weight": "embed.weight"}
+    fx.save_safetensors(both, path, tied="drop")
+    assert sorted(read_spec(path)[0]) == ["embed.weight", "other"]
+    fx.save_safetensors(both, path)
+    assert sorted(read_spec(path)[0]) == ["embed.weight", "lm_head.weight", "other"]
+    print("format: header, order, alignment and values as the spec says (F32, keep, F16, BF16); tied names")
 
     # fixformer's reader: a model's weights through save_safetensors and through the tests' own writer
     torch.manual_seed(9)
@@ -388,35 +398,57 @@ def check_errors(args, tmp):
     assert not os.path.exists(dst)
     print("refused on the command line: %s" % lines[0])
 
-    # and the good path of `weights`: a torch.save'd state_dict, which fixformer refuses, converts
-    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1, enable_nested_tensor=False)
-    pt = os.path.join(tmp, "enc.pt")
-    torch.save(enc.state_dict(), pt)
-    lua = os.path.join(tmp, "enc.lua")
+    # and the good path of `weights`: a torch.save'd state_dict, which fixformer refuses, converts; a tied
+    # head (torch.save keeps the sharing) is written once, under the embedding's name
+    model = perturbed(TiedLM(20, 8, 2, 16, 1), 11)
+    pt = os.path.join(tmp, "lm.pt")
+    sd = model.state_dict()
+    del sd["pe"]  # `weights` converts every tensor it is given: a buffer would be one too many
+    torch.save(sd, pt)
+    lua = os.path.join(tmp, "lm.lua")
     with open(lua, "w") as f:
-        f.write(fx.describe(enc, name="enc"))
+        f.write(fx.describe(model, name="lm", arch="decoder-only", positional="sinusoidal"))
     p = subprocess.run([args.fixformer, "info", lua, "--weights", pt], capture_output=True, text=True)
     assert p.returncode == 1 and "python/fixformer_export.py weights" in p.stderr, p.stderr
-    dst = os.path.join(tmp, "enc.safetensors")
+    dst = os.path.join(tmp, "lm.safetensors")
     p = subprocess.run([PY, EXPORTER, "weights", pt, "-o", dst], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == dst, p.stderr
+    assert "lm_head.weight is embed.weight (tied)" in p.stderr, p.stderr
     assert "-- ok:" in ff(args, "info", lua, "--weights", dst)
+    p = subprocess.run([PY, EXPORTER, "weights", pt, "-o", dst, "--keep-tied"], capture_output=True, text=True)
+    assert p.returncode == 0 and "lm_head.weight" in read_spec(dst)[0], p.stderr
     p = subprocess.run([PY, EXPORTER, "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "weights" in p.stdout and "module" in p.stdout, p.stdout
     print("weights: a torch.save'd state_dict converts and checks ok; --help works")
+
+
+def check_example(args, tmp):
+    """README "From PyTorch": python/example_lm.py, then `fixformer run --tokens`: the same argmax."""
+    out = os.path.join(tmp, "lm")
+    p = subprocess.run([PY, os.path.join(os.path.dirname(EXPORTER), "example_lm.py"), out], capture_output=True,
+                       text=True, check=True)
+    lines = p.stdout.strip().splitlines()
+    assert lines[-1] == os.path.join(out, "lm.lua") and lines[0].startswith("PyTorch argmax: "), lines
+    torch_ids = lines[0].split(": ")[1]
+    for engine in ("runtime", "tcc"):
+        got = ff(args, "run", lines[-1], "--tokens", "5 17 42 8 8 3", "--engine", engine)
+        assert got.startswith("sequence 0: %s " % torch_ids), (engine, got, torch_ids)
+    print("example: PyTorch and fixformer (runtime, tcc) argmax %s" % torch_ids)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fixformer", required=True)
     ap.add_argument("--engine", choices=["runtime", "tcc", "cc"])
-    ap.add_argument("--check", choices=["format", "errors"])
+    ap.add_argument("--check", choices=["format", "errors", "example"])
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ff-export-") as tmp:
         if args.check == "format":
             check_format(args, tmp)
         elif args.check == "errors":
             check_errors(args, tmp)
+        elif args.check == "example":
+            check_example(args, tmp)
         else:
             args.engine = args.engine or "runtime"
             check_engine(args, tmp)
