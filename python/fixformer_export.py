@@ -24,7 +24,6 @@ Command line: fixformer_export.py --help
 import argparse
 import importlib.util
 import json
-import math
 import os
 import struct
 import sys
@@ -259,10 +258,6 @@ def _join(prefix, attr):
     return prefix + "." + attr if prefix else attr
 
 
-def _final_norm(path, norm, d):
-    return None if norm is None else _layernorm(path, norm, d)
-
-
 def _inside(path, outer):
     """path is the module at outer or one of its descendants ("" is the top)."""
     return outer == "" or path == outer or path.startswith(outer + ".")
@@ -298,14 +293,45 @@ def _leaf(path):
     return path.rsplit(".", 1)[-1]
 
 
+def _pair_keys(path, enc, dec):
+    """nn.Transformer's stacks, or an encoder and decoder side by side."""
+    if not isinstance(enc, nn.TransformerEncoder) or not isinstance(dec, nn.TransformerDecoder):
+        _fail(_join(path, "encoder"), "a custom encoder or decoder cannot be expressed")
+    ek, ne = _stack(_join(path, "encoder.layers"), enc.layers, False)
+    dk, nd = _stack(_join(path, "decoder.layers"), dec.layers, True)
+    for name, v in dk.items():
+        if v != ek[name]:
+            _fail(_join(path, "decoder.layers.0"), "%s %r differs from the encoder's %r" % (name, v, ek[name]))
+    norms = [(_join(path, s + ".norm"), x.norm) for s, x in (("encoder", enc), ("decoder", dec))]
+    if (enc.norm is None) != (dec.norm is None):
+        _fail(_join(path, "encoder.norm"), "one stack has a final norm and the other not; fixformer's "
+              "final_norm is one switch for both")
+    keys = dict(ek, arch="encoder-decoder", encoder_layers=ne, decoder_layers=nd)
+    return keys, path, [_join(path, "encoder"), _join(path, "decoder")], norms
+
+
+def _list_keys(module, path, layers):
+    """self.layers = nn.ModuleList([...]) and, beside it, an optional self.norm."""
+    if _leaf(path) != "layers":
+        _fail(path, "a list of layers must be an attribute named `layers` (fixformer's names are "
+              "PREFIX.layers.{i}.*)")
+    keys, n = _stack(path, layers, False)
+    keys["layers"] = n
+    prefix = _parent(path)
+    owner = module.get_submodule(prefix) if prefix else module
+    norm = getattr(owner, "norm", None)
+    norm = norm if isinstance(norm, nn.Module) else None
+    paths = [path] + ([_join(prefix, "norm")] if norm is not None else [])
+    return keys, prefix, paths, [(_join(prefix, "norm"), norm)]
+
+
 def _stack_keys(module):
-    """The architecture keys and the tensors of the layer stack(s):
-    (keys, prefix, {fixformer name: (module attribute path, tensor)}, stack paths)."""
+    """The architecture keys of the layer stack(s), the prefix of their
+    names (None: a lone layer, written as layers.0.*) and their module paths."""
     stacks = _find_stacks(module)
     if not stacks:
         _fail(type(module).__name__, "holds no nn.Transformer, nn.TransformerEncoder/Decoder or their layers")
-    kinds = sorted(k for k, _, _ in stacks)
-    if kinds == ["decoder", "encoder"]:
+    if sorted(k for k, _, _ in stacks) == ["decoder", "encoder"]:
         (_, pd, dec), (_, pe, enc) = sorted(stacks, key=lambda s: s[0])
         if _parent(pe) != _parent(pd) or _leaf(pe) != "encoder" or _leaf(pd) != "decoder":
             _fail(pe or "encoder", "fixformer names an encoder-decoder's stacks PREFIX.encoder and "
@@ -316,55 +342,28 @@ def _stack_keys(module):
         _fail(stacks[1][1] or type(module).__name__, "a second layer stack (%s); fixformer computes one "
               "model: %s" % (stacks[1][0], ", ".join(p or "(top)" for _, p, _ in stacks)))
     kind, path, m = stacks[0]
-    if kind == "transformer":
-        enc, dec = m.encoder, m.decoder
-        kind = "pair"
-    elif kind == "pair":
-        enc, dec = m
-    if kind == "pair":
-        if not isinstance(enc, nn.TransformerEncoder) or not isinstance(dec, nn.TransformerDecoder):
-            _fail(_join(path, "encoder"), "a custom encoder or decoder cannot be expressed")
-        ek, ne = _stack(_join(path, "encoder.layers"), enc.layers, False)
-        dk, nd = _stack(_join(path, "decoder.layers"), dec.layers, True)
-        for name, v in dk.items():
-            if v != ek[name]:
-                _fail(_join(path, "decoder.layers.0"), "%s %r differs from the encoder's %r" % (name, v, ek[name]))
-        norms = [_final_norm(_join(path, s + ".norm"), x.norm, ek["d_model"]) for s, x in (("encoder", enc),
-                                                                                             ("decoder", dec))]
-        if (norms[0] is None) != (norms[1] is None):
-            _fail(_join(path, "encoder.norm"), "one stack has a final norm and the other not; fixformer's "
-                  "final_norm is one switch for both")
-        keys = dict(ek, arch="encoder-decoder", encoder_layers=ne, decoder_layers=nd)
-        prefix, stack_paths = path, [_join(path, "encoder"), _join(path, "decoder")]
-    elif kind == "decoder" or (kind in ("layer", "layerlist") and isinstance(
-            m[0] if kind == "layerlist" else m, nn.TransformerDecoderLayer)):
+    first = m[0] if kind == "layerlist" else m
+    if kind == "decoder" or isinstance(first, nn.TransformerDecoderLayer):
         _fail(path or type(m).__name__, "a %s without an encoder: its layers attend to an encoder's "
               "memory (multihead_attn). fixformer's decoder-only models are nn.TransformerEncoder layers "
               "with a causal mask; a decoder needs its encoder (nn.Transformer)" % type(m).__name__)
+    if kind in ("transformer", "pair"):
+        keys, prefix, paths, norms = _pair_keys(path, *((m.encoder, m.decoder) if kind == "transformer" else m))
     elif kind == "encoder":
         keys, n = _stack(_join(path, "layers"), m.layers, False)
-        norms = [_final_norm(_join(path, "norm"), m.norm, keys["d_model"])]
-        keys["layers"] = n
-        prefix, stack_paths = path, [path]
-    elif kind == "layerlist":  # self.layers = nn.ModuleList([...]) (+ self.norm)
-        if _leaf(path) != "layers":
-            _fail(path, "a list of layers must be an attribute named `layers` (fixformer's names are "
-                  "PREFIX.layers.{i}.*)")
-        keys, n = _stack(path, m, False)
-        owner = module.get_submodule(_parent(path)) if _parent(path) else module
-        fn = getattr(owner, "norm", None)
-        norms = [_final_norm(_join(_parent(path), "norm"), fn, keys["d_model"]) if isinstance(fn, nn.Module)
-                 else None]
-        keys["layers"] = n
-        prefix = _parent(path)
-        stack_paths = [path] + ([_join(prefix, "norm")] if norms[0] is not None else [])
+        keys["layers"], prefix, paths, norms = n, path, [path], [(_join(path, "norm"), m.norm)]
+    elif kind == "layerlist":
+        keys, prefix, paths, norms = _list_keys(module, path, m)
     else:  # one lone layer: written as layers.0.* by export()
         keys = _layer(path, m, False)
-        keys["layers"], norms, prefix, stack_paths = 1, [None], None, [path]
-    keys["final_norm"] = norms[0] is not None
-    if norms[0] is not None and norms[0] != keys["eps"]:
-        _fail(_join(stack_paths[0], "norm.eps"), "%g differs from the layers' eps %g" % (norms[0], keys["eps"]))
-    return keys, prefix, stack_paths
+        keys["layers"], prefix, paths, norms = 1, None, [path], []
+    norms = [(p, n) for p, n in norms if n is not None]
+    keys["final_norm"] = bool(norms)
+    for p, n in norms:
+        eps = _layernorm(p, n, keys["d_model"])
+        if eps != keys["eps"]:
+            _fail(p + ".eps", "%g differs from the layers' eps %g" % (eps, keys["eps"]))
+    return keys, prefix, paths
 
 
 def _params_outside(module, stack_paths):

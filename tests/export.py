@@ -372,6 +372,16 @@ def check_errors(args, tmp):
     expect_error(head, ["decoder.bias", "bias"])
     expect_error(nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1, enable_nested_tensor=False),
                  ["positional", "rotary"], positional="rope")
+    mixed = nn.ModuleList([nn.TransformerEncoderLayer(8, 2, 16), nn.TransformerEncoderLayer(8, 2, 24)])
+    expect_error(nn.ModuleDict({"layers": mixed}), ["layers.1", "d_ff 24", "16"])
+    expect_error(nn.ModuleDict({"enc": nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 1),
+                                "dec": nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2), 1)}),
+                 ["PREFIX.encoder", "'enc'", "'dec'"])
+    two = nn.ModuleDict({"src_embed": nn.Embedding(5, 8), "tgt_embed": nn.Embedding(5, 8),
+                         "transformer": nn.Transformer(8, 2, 1, 1, 16)})
+    expect_error(two, ["tgt_embed", "second token embedding"], tie_embeddings=True)
+    plain = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1, norm=nn.LayerNorm(8, elementwise_affine=False))
+    expect_error(plain, ["norm", "elementwise_affine"])
 
     # the command line: one line, exit 1, nothing written
     src = os.path.join(tmp, "bad_model.py")
