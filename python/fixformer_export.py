@@ -576,8 +576,13 @@ def export(module, directory, name, dtype="F32", **options):
     os.makedirs(directory, exist_ok=True)
     wpath = os.path.join(directory, name + ".safetensors")
     lpath = os.path.join(directory, name + ".lua")
-    save_safetensors({k: v for k, v in tensors.items()}, wpath, dtype=dtype)
-    _write_atomic(lpath, [_lua_text(cfg, type(module).__name__).encode()])
+    text = _lua_text(cfg, type(module).__name__).encode()
+    save_safetensors(tensors, wpath, dtype=dtype)
+    try:
+        _write_atomic(lpath, [text])
+    except BaseException:  # both files or neither
+        os.unlink(wpath)
+        raise
     return lpath
 
 
