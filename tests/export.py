@@ -6,7 +6,7 @@
       tied embeddings, sinusoidal positions and a causal mask; an LM of an
       nn.ModuleList `layers` + `norm` with an untied head; an nn.Transformer
       wrapper with learned positions and a head whose bias is zero; a lone
-      layer) are exported with export() and run with `fixformer run`: the
+      layer; PyTorch's nn.Transformer tutorial model as written there) are exported with export() and run with `fixformer run`: the
       output must equal the module's own forward (eval mode) within 1e-4
       scaled error over unpadded rows; with the runtime, `info --weights`
       says every tensor is ok.
@@ -126,12 +126,49 @@ class Seq2Seq(nn.Module):
         return self.out(y)
 
 
+class TutorialLM(nn.Module):
+    """PyTorch's own nn.Transformer language-model tutorial, as written there:
+    sequence-first, self.encoder = nn.Embedding, a PositionalEncoding module
+    (dropout + a sinusoidal buffer [max_len, 1, d]), self.transformer_encoder,
+    self.decoder = nn.Linear with its bias zeroed by init_weights (untrained)."""
+
+    class PositionalEncoding(nn.Module):
+        def __init__(self, d, max_len=64):
+            super().__init__()
+            self.dropout = nn.Dropout(0.1)
+            position = torch.arange(max_len).unsqueeze(1)
+            div_term = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
+            pe = torch.zeros(max_len, 1, d)
+            pe[:, 0, 0::2] = torch.sin(position * div_term)
+            pe[:, 0, 1::2] = torch.cos(position * div_term)
+            self.register_buffer("pe", pe)
+
+        def forward(self, x):
+            return self.dropout(x + self.pe[:x.size(0)])
+
+    def __init__(self, ntoken, d_model, nhead, d_hid, nlayers):
+        super().__init__()
+        self.pos_encoder = self.PositionalEncoding(d_model)
+        self.transformer_encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(d_model, nhead, d_hid, 0.1),
+                                                         nlayers)
+        self.encoder = nn.Embedding(ntoken, d_model)
+        self.d_model = d_model
+        self.decoder = nn.Linear(d_model, ntoken)
+        self.encoder.weight.data.uniform_(-0.1, 0.1)
+        self.decoder.bias.data.zero_()
+        self.decoder.weight.data.uniform_(-0.1, 0.1)
+
+    def forward(self, src, src_mask):
+        src = self.encoder(src) * math.sqrt(self.d_model)
+        return self.decoder(self.transformer_encoder(self.pos_encoder(src), src_mask))
+
+
 def perturbed(module, seed):
     gen = torch.Generator().manual_seed(seed)
     randomize(module, gen)
     with torch.no_grad():  # the head's bias stays zero: fixformer has none to put it in
         for name, p in module.named_parameters():
-            if name == "out.bias":
+            if name in ("out.bias", "decoder.bias"):
                 p.zero_()
     return module.eval()
 
@@ -174,6 +211,13 @@ def cases():
     out.append(("seq2seq", perturbed(Seq2Seq(30, 16, 2, 32, 2, 1, 12), 5), {},
                 dict(ids=src, lengths=torch.tensor([6, 2, 5]), tgt=tgt),
                 lambda m, a: m(a["ids"], a["lengths"], a["tgt"])))
+
+    torch.manual_seed(7)
+    full = torch.tensor([5, 5])
+    out.append(("tutorial_lm", perturbed(TutorialLM(33, 16, 2, 20, 2), 7),
+                dict(arch="decoder-only", positional="sinusoidal", max_seq=64),
+                dict(ids=ids[:2, :5] % 33, lengths=full),
+                lambda m, a: m(a["ids"].T, causal(a["ids"].shape[1])).transpose(0, 1)))
 
     torch.manual_seed(6)
     layer = nn.TransformerEncoderLayer(8, 2, 12, 0.0, batch_first=True)
@@ -444,6 +488,14 @@ def check_example(args, tmp):
         got = ff(args, "run", lines[-1], "--tokens", "5 17 42 8 8 3", "--engine", engine)
         assert got.startswith("sequence 0: %s " % torch_ids), (engine, got, torch_ids)
     print("example: PyTorch and fixformer (runtime, tcc) argmax %s" % torch_ids)
+    # the same through the command line: files written, the .lua's path on the last line
+    out2 = os.path.join(tmp, "lm2")
+    p = subprocess.run([PY, EXPORTER, "module", os.path.join(os.path.dirname(EXPORTER), "example_lm.py") + ":LM",
+                        "-o", out2, "--name", "lm", "--arch", "decoder-only"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == os.path.join(out2, "lm.lua"), p.stderr
+    assert sorted(os.listdir(out2)) == ["lm.lua", "lm.safetensors"], os.listdir(out2)
+    assert "-- ok:" in ff(args, "info", os.path.join(out2, "lm.lua"), "--weights", os.path.join(out2, "lm.safetensors"))
+    print("example: fixformer_export.py module writes lm.lua + lm.safetensors, info --weights ok")
 
 
 def main():
