@@ -369,7 +369,8 @@ typedef struct {
   int n_files;
   src_tensor *all;       /* sorted by name */
   int n;
-  const char *what;      /* "model.safetensors" or the index: names the source of a missing tensor */
+  char *what;            /* model.safetensors or the index: names the source of a missing tensor */
+  const char *strip;     /* the family's optional prefix */
 } source;
 
 static void source_free(source *s) {
@@ -380,6 +381,7 @@ static void source_free(source *s) {
   free(s->files);
   free(s->paths);
   free(s->all);
+  free(s->what);
   memset(s, 0, sizeof *s);
 }
 
@@ -425,6 +427,7 @@ static int source_index(source *s, const char *strip, ff_error *err) {
   for (int i = 0; i < s->n_files; i++) n += s->files[i].count;
   if (!(s->all = calloc((size_t)n + 1, sizeof *s->all))) return ff_fail(err, FF_ENOMEM, "out of memory");
   size_t sl = strlen(strip);
+  s->strip = strip;
   for (int i = 0; i < s->n_files; i++)
     for (int j = 0; j < s->files[i].count; j++) {
       const ff_tensor *t = &s->files[i].tensors[j];
@@ -488,11 +491,12 @@ static int read_hf_weights(source *s, const char *dir, ff_error *err) {
   int rc;
   if (!index || !single) rc = ff_fail(err, FF_ENOMEM, "out of memory");
   else if (exists(index)) {
-    s->what = "model.safetensors.index.json";
     rc = read_shards(s, dir, index, err);
+    s->what = index;
+    index = NULL;
   } else if (exists(single)) {
-    s->what = "model.safetensors";
-    rc = source_read(s, single, err);
+    s->what = single;
+    rc = source_read(s, strdup(single), err);
     single = NULL;
   } else {
     char *bin = join(dir, "pytorch_model.bin");
@@ -517,7 +521,9 @@ static int map_role(source *s, const model_desc *d, const role *r, const char *s
   int rank = r->cols == D_NONE ? 1 : 2;
   char wants[64], haves[64];
   shape_text(wants, sizeof wants, rank, want);
-  if (!st) return ff_fail(err, FF_EMISSING, "%s: missing tensor '%s' %s", s->what, src, wants);
+  if (!st)
+    return ff_fail(err, FF_EMISSING, "%s: missing tensor '%s' %s%s%s%s", s->what, src, wants,
+                   *s->strip ? " (prefix '" : "", s->strip, *s->strip ? "' optional)" : "");
   const ff_tensor *t = st->t;
   if (t->rank != rank || t->shape[0] != want[0] || (rank == 2 && t->shape[1] != want[1])) {
     shape_text(haves, sizeof haves, t->rank < 2 ? t->rank : 2, t->shape);
