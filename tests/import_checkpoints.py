@@ -273,6 +273,15 @@ class Checker:
                 print("%-28s %-8s greedy %s identical" % (name, engine, " ".join(got)))
 
 
+def check_case(c, name, src, fw, V, T, lengths, decoder):
+    """import src, then run (and, for a decoder, generate) against fw(ids, lengths)."""
+    lua = c.do_import(name, src)
+    if lua:
+        c.forward(name, lua, fw, V, T, lengths)
+        if decoder:
+            c.greedy(name, lua, fw, V)
+
+
 def family_gpt2(c):
     cases = [("gpt2_lmhead", dict(seed=1, d=48, H=4, L=2, V=96, P=32), 1, "F32"),
              ("gpt2_model_f16_sharded", dict(seed=2, d=32, H=2, L=3, V=80, P=24, prefix=False, inner=100, head=False),
@@ -282,11 +291,39 @@ def family_gpt2(c):
         src = os.path.join(c.tmp, name)
         write_hf(src, cfg, sd, shards, dtype)
         sd = rounded(sd, dtype)
-        lua = c.do_import(name, src)
-        if lua:
-            fw = lambda ids, lens, cfg=cfg, sd=sd: ref.gpt2_forward(cfg, sd, ids, lens)  # noqa: E731
-            c.forward(name, lua, fw, kw["V"], 9, [9, 5])
-            c.greedy(name, lua, fw, kw["V"])
+        fw = lambda ids, lens, cfg=cfg, sd=sd: ref.gpt2_forward(cfg, sd, ids, lens)  # noqa: E731
+        check_case(c, name, src, fw, kw["V"], 9, [9, 5], True)
+    tokenizer_copies(c)
+
+
+def tokenizer_copies(c):
+    """The tokenizer goes into DIR as NAME.tokenizer.EXT, byte for byte, and the .lua names it:
+    tokenizer.json in a folder, tokenizer.bin beside a .bin, or --tokenizer FILE."""
+    cfg, sd = gpt2_case(seed=15, d=16, H=2, L=1, V=20, P=8)
+    src = os.path.join(c.tmp, "with_tok")
+    write_hf(src, cfg, sd)
+    tok_json = json.dumps({"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}).encode()
+    open(os.path.join(src, "tokenizer.json"), "wb").write(tok_json)
+    p, w = llama2c_case(seed=16, dim=16, hidden=32, L=1, H=2, KV=2, V=10, seq=8, shared=True)
+    os.makedirs(os.path.join(c.tmp, "l2c"))
+    binp = os.path.join(c.tmp, "l2c", "tiny.bin")
+    write_llama2c(binp, p, w, 0)
+    tok_bin = struct.pack("<i", 8) + b"".join(struct.pack("<fi", 0.0, 1) + bytes([65 + i]) for i in range(10))
+    open(os.path.join(c.tmp, "l2c", "tokenizer.bin"), "wb").write(tok_bin)
+    other = os.path.join(c.tmp, "other_tokenizer.bin")
+    open(other, "wb").write(tok_bin + b"\0")
+    for name, src_path, extra, copied, data in [
+            ("hf_tok", src, [], "hf_tok.tokenizer.json", tok_json),
+            ("l2c_tok", binp, [], "l2c_tok.tokenizer.bin", tok_bin),
+            ("l2c_flag", binp, ["--tokenizer", other], "l2c_flag.tokenizer.bin", tok_bin + b"\0")]:
+        lua = c.do_import(name, src_path, *extra)
+        if not lua:
+            continue
+        got = open(os.path.join(os.path.dirname(lua), copied), "rb").read()
+        if got != data or ('vocabulary = "%s"' % copied) not in open(lua).read():
+            c.fail("%s: the tokenizer was not copied to %s and named by the .lua" % (name, copied))
+        else:
+            print("%-28s tokenizer copied to %s" % (name, copied))
 
 
 def family_llama(c):
@@ -297,11 +334,8 @@ def family_llama(c):
         cfg, sd = llama_case(**kw)
         src = os.path.join(c.tmp, name)
         write_hf(src, cfg, sd, shards)
-        lua = c.do_import(name, src)
-        if lua:
-            fw = lambda ids, lens, cfg=cfg, sd=sd: ref.llama_forward(cfg, sd, ids, lens)  # noqa: E731
-            c.forward(name, lua, fw, kw["V"], 9, [9, 6])
-            c.greedy(name, lua, fw, kw["V"])
+        fw = lambda ids, lens, cfg=cfg, sd=sd: ref.llama_forward(cfg, sd, ids, lens)  # noqa: E731
+        check_case(c, name, src, fw, kw["V"], 9, [9, 6], True)
 
 
 def family_bert(c):
@@ -311,10 +345,8 @@ def family_bert(c):
         cfg, sd = bert_case(**kw)
         src = os.path.join(c.tmp, name)
         write_hf(src, cfg, sd)
-        lua = c.do_import(name, src)
-        if lua:
-            fw = lambda ids, lens, cfg=cfg, sd=sd: ref.bert_forward(cfg, sd, ids, lens)  # noqa: E731
-            c.forward(name, lua, fw, kw["V"], 10, [10, 6])
+        fw = lambda ids, lens, cfg=cfg, sd=sd: ref.bert_forward(cfg, sd, ids, lens)  # noqa: E731
+        check_case(c, name, src, fw, kw["V"], 10, [10, 6], False)
 
 
 def family_llama2c(c):
@@ -326,11 +358,8 @@ def family_llama2c(c):
         p, w = llama2c_case(**kw)
         src = os.path.join(c.tmp, name + ".bin")
         write_llama2c(src, p, w, version)
-        lua = c.do_import(name, src)
-        if lua:
-            fw = lambda ids, lens, p=p, w=w: ref.llama2c_forward(p, w, ids, lens)  # noqa: E731
-            c.forward(name, lua, fw, kw["V"], 8, [8, 5])
-            c.greedy(name, lua, fw, kw["V"])
+        fw = lambda ids, lens, p=p, w=w: ref.llama2c_forward(p, w, ids, lens)  # noqa: E731
+        check_case(c, name, src, fw, kw["V"], 8, [8, 5], True)
 
 
 def family_errors(c):
@@ -379,9 +408,17 @@ def family_errors(c):
          "llama2.c version 2 (int8 Q8_0) is not supported"),
         ("not a model folder", c.tmp + "/nothing_here", "nothing_here: No such file or directory"),
     ]
-    for what, src, piece in cases:
+    keep = os.path.join(c.tmp, "keep")
+    os.makedirs(keep)
+    open(os.path.join(keep, "bad_shape.lua"), "w").write("-- an earlier import\n")
+    p = run([c.ff, "import", cases[2][1], "-o", keep])
+    if p.returncode != 1 or os.listdir(keep) != ["bad_shape.lua"] or \
+            open(os.path.join(keep, "bad_shape.lua")).read() != "-- an earlier import\n":
+        c.fail("a failed import over an earlier one changed %s: %s" % (keep, os.listdir(keep)))
+    cases.append(("bad --name", c.tmp + "/bad_shape", "--name: 'a-b' is not a C identifier", ["--name", "a-b"]))
+    for what, src, piece, *extra in cases:
         out = os.path.join(c.tmp, "bad_out")
-        p = run([c.ff, "import", src, "-o", out])
+        p = run([c.ff, "import", src, "-o", out] + (extra[0] if extra else []))
         lines = p.stderr.strip().splitlines()
         if p.returncode != 1 or len(lines) != 1 or piece not in lines[0] or os.path.exists(out):
             c.fail("%s: exit %d, stderr %r, %s; wanted one line containing %r" % (

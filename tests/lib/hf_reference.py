@@ -30,6 +30,13 @@ def _mask(lengths, T, causal):
     return allowed
 
 
+def _inputs(sd, prefix, ids, lengths, causal):
+    """sd without its optional prefix, ids as long [B, T], B, T and the mask."""
+    sd = {k[len(prefix):] if prefix and k.startswith(prefix) else k: v for k, v in sd.items()}
+    ids = torch.as_tensor(np.asarray(ids), dtype=torch.long)
+    return sd, ids, ids.shape[0], ids.shape[1], _mask(lengths, ids.shape[1], causal)
+
+
 def _attend(q, k, v, allowed):
     """q [B,H,T,dk], k/v [B,H,T,dk]: softmax(q k^T / sqrt(dk)) v."""
     s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
@@ -61,9 +68,8 @@ def llama_forward(cfg, sd, ids, lengths):
     d, H = cfg["hidden_size"], cfg["num_attention_heads"]
     KV, dk, eps = cfg.get("num_key_value_heads", H), d // H, cfg.get("rms_norm_eps", 1e-6)
     theta = cfg.get("rope_theta", 10000.0)
-    ids = torch.as_tensor(np.asarray(ids), dtype=torch.long)
-    B, T = ids.shape
-    allowed, pos = _mask(lengths, T, True), torch.arange(T)
+    sd, ids, B, T, allowed = _inputs(sd, "", ids, lengths, True)
+    pos = torch.arange(T)
     x = F.embedding(ids, _t(sd, "model.embed_tokens.weight"))
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
@@ -90,12 +96,9 @@ def _gelu_new(x):
 
 
 def gpt2_forward(cfg, sd, ids, lengths):
-    sd = {k[len("transformer."):] if k.startswith("transformer.") else k: v for k, v in sd.items()}
+    sd, ids, B, T, allowed = _inputs(sd, "transformer.", ids, lengths, True)
     d, H, eps = cfg["n_embd"], cfg["n_head"], cfg.get("layer_norm_epsilon", 1e-5)
     dk = d // H
-    ids = torch.as_tensor(np.asarray(ids), dtype=torch.long)
-    B, T = ids.shape
-    allowed = _mask(lengths, T, True)
     x = F.embedding(ids, _t(sd, "wte.weight")) + _t(sd, "wpe.weight")[:T]
 
     def ln(x, n):
@@ -118,12 +121,9 @@ def gpt2_forward(cfg, sd, ids, lengths):
 # ---- BERT (modeling_bert: BertModel's last hidden state) ----------------------------
 
 def bert_forward(cfg, sd, ids, lengths):
-    sd = {k[len("bert."):] if k.startswith("bert.") else k: v for k, v in sd.items()}
+    sd, ids, B, T, allowed = _inputs(sd, "bert.", ids, lengths, False)
     d, H, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg.get("layer_norm_eps", 1e-12)
     dk = d // H
-    ids = torch.as_tensor(np.asarray(ids), dtype=torch.long)
-    B, T = ids.shape
-    allowed = _mask(lengths, T, False)
 
     def ln(x, n):
         return F.layer_norm(x, (d,), _t(sd, n + ".weight"), _t(sd, n + ".bias"), eps)
@@ -162,9 +162,8 @@ def llama2c_forward(p, w, ids, lengths):
     module names (tok_embeddings.weight, layers.i.attention.wq.weight, ..., output.weight)."""
     d, H, KV = p["dim"], p["n_heads"], p["n_kv_heads"]
     dk = d // H
-    ids = torch.as_tensor(np.asarray(ids), dtype=torch.long)
-    B, T = ids.shape
-    allowed, pos = _mask(lengths, T, True), torch.arange(T)
+    w, ids, B, T, allowed = _inputs(w, "", ids, lengths, True)
+    pos = torch.arange(T)
     x = F.embedding(ids, _t(w, "tok_embeddings.weight"))
     for i in range(p["n_layers"]):
         L = "layers.%d." % i
