@@ -364,9 +364,17 @@ typedef struct {
 } src_tensor;
 
 typedef struct {
+  char *name;            /* as stored */
+  char dtype[8];
+  int file;
+} int_tensor;
+
+typedef struct {
   ff_tensor_file *files;
   char **paths;          /* for messages: the file each tensor is in */
   int n_files;
+  int_tensor *ints;      /* integer and bool tensors (buffers such as position_ids), not read */
+  int n_ints;
   src_tensor *all;       /* sorted by name */
   int n;
   char *what;            /* model.safetensors or the index: names the source of a missing tensor */
@@ -382,6 +390,8 @@ static void source_free(source *s) {
   free(s->paths);
   free(s->all);
   free(s->what);
+  for (int i = 0; i < s->n_ints; i++) free(s->ints[i].name);
+  free(s->ints);
   memset(s, 0, sizeof *s);
 }
 
@@ -402,7 +412,48 @@ static int by_src_name(const void *a, const void *b) {
   return strcmp(((const src_tensor *)a)->name, ((const src_tensor *)b)->name);
 }
 
-/* Reads one more file of the source. */
+/* Integer and bool tensors (buffers such as BERT's position_ids; the safetensors
+ * reader takes float ones only) out of the header of buf, their names kept in
+ * s; *img is a copy without them, or NULL when there are none. */
+static int drop_integers(source *s, const uint8_t *buf, size_t len, uint8_t **img, size_t *img_len, ff_error *err) {
+  uint64_t hlen = 0;
+  *img = NULL;
+  for (int k = 0; k < 8 && len >= 8; k++) hlen |= (uint64_t)buf[k] << (8 * k);
+  cJSON *root = len >= 8 && hlen <= len - 8 ? cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen) : NULL;
+  int rc = 0;
+  for (cJSON *e = root ? root->child : NULL, *next; e && !rc; e = next) {
+    next = e->next;
+    const char *dt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "dtype"));
+    if (!dt || !strchr("IUB", dt[0]) || strlen(dt) > 7) continue; /* I8..I64, U8..U64, BOOL */
+    int_tensor *t = realloc(s->ints, (size_t)(s->n_ints + 1) * sizeof *t);
+    if (!t || !(t[s->n_ints].name = strdup(e->string))) {
+      if (t) s->ints = t;
+      rc = ff_fail(err, FF_ENOMEM, "out of memory");
+      break;
+    }
+    s->ints = t;
+    snprintf(t[s->n_ints].dtype, sizeof t->dtype, "%s", dt);
+    t[s->n_ints++].file = s->n_files;
+    cJSON_Delete(cJSON_DetachItemViaPointer(root, e));
+    *img = (uint8_t *)1; /* something dropped: the header is written again below */
+  }
+  char *text = !rc && *img ? cJSON_PrintUnformatted(root) : NULL;
+  *img = NULL;
+  size_t tl = text ? strlen(text) : 0, data = text ? len - 8 - (size_t)hlen : 0;
+  if (text && (*img = malloc(8 + tl + data))) {
+    for (int k = 0; k < 8; k++) (*img)[k] = (uint8_t)((uint64_t)tl >> (8 * k));
+    memcpy(*img + 8, text, tl);
+    memcpy(*img + 8 + tl, buf + 8 + hlen, data);
+    *img_len = 8 + tl + data;
+  } else if (text) {
+    rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  free(text);
+  cJSON_Delete(root);
+  return rc;
+}
+
+/* Reads one more file of the source (float tensors; integer ones set aside). */
 static int source_read(source *s, char *path, ff_error *err) {
   ff_tensor_file *f = realloc(s->files, (size_t)(s->n_files + 1) * sizeof *f);
   char **p = f ? realloc(s->paths, (size_t)(s->n_files + 1) * sizeof *p) : NULL;
@@ -412,12 +463,21 @@ static int source_read(source *s, char *path, ff_error *err) {
     free(path);
     return ff_fail(err, FF_ENOMEM, "out of memory");
   }
-  int rc = ff_safetensors_read(path, &s->files[s->n_files], err);
-  if (rc) {
-    free(path);
-    return rc;
+  uint8_t *buf, *img = NULL;
+  size_t len, img_len = 0;
+  int rc = ff_read_file(path, &buf, &len, err);
+  if (!rc) rc = drop_integers(s, buf, len, &img, &img_len, err);
+  if (!rc && (rc = ff_safetensors_parse(img ? img : buf, img ? img_len : len, &s->files[s->n_files], err)))
+    ff_fail(err, rc, "%s: %s", path, err->msg);
+  free(img);
+  if (!rc) {
+    free(buf);
+    s->paths[s->n_files++] = path;
+    return 0;
   }
-  s->paths[s->n_files++] = path;
+  free(buf);
+  free(path);
+  return rc;
   return 0;
 }
 
@@ -605,6 +665,16 @@ static int check_leftovers(source *s, const family *f, const model_desc *d, cons
                      st->t->name, layer, d->layers);
     return ff_fail(err, FF_EINVAL, "%s: tensor '%s' cannot be mapped to a %s model (no such %s tensor)",
                    s->paths[st->file], st->t->name, f->model_type, f->model_type);
+  }
+  size_t sl = strlen(f->strip);
+  for (int i = 0; i < s->n_ints; i++) { /* integer buffers: ignorable ones only */
+    const char *name = s->ints[i].name;
+    int layer;
+    const ignore_rule *g = ignored(f, sl && !strncmp(name, f->strip, sl) ? name + sl : name, &layer);
+    if (!g)
+      return ff_fail(err, FF_EINVAL, "%s: tensor '%s' (%s) cannot be mapped to a %s model (weights are floats)",
+                     s->paths[s->ints[i].file], name, s->ints[i].dtype, f->model_type);
+    counts[g - f->ignore]++;
   }
   return 0;
 }

@@ -76,6 +76,18 @@ def write_hf(folder, config, sd, shards=1, dtype="F32"):
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
 
 
+def add_integer_tensor(path, name, array, dtype="I64"):
+    """Appends an integer tensor (a buffer such as BERT's position_ids) to a safetensors file."""
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+    blob = np.asarray(array, {"I64": "<i8", "BOOL": "u1"}[dtype]).tobytes()
+    header[name] = {"dtype": dtype, "shape": list(np.shape(array)), "data_offsets": [len(data), len(data) + len(blob)]}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data + blob)
+
+
 L2C_LEGACY = ["tok_embeddings", "attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
               "ffn_norm", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", "norm", "freqs_cos", "freqs_sin"]
 L2C_V1 = ["attention_norm", "ffn_norm", "norm", "tok_embeddings", "attention.wq", "attention.wk", "attention.wv",
@@ -289,7 +301,10 @@ def family_gpt2(c):
     for name, kw, shards, dtype in cases:
         cfg, sd = gpt2_case(**kw)
         src = os.path.join(c.tmp, name)
+        mask = sd.pop("transformer.h.1.attn.bias", None)  # recent transformers: a bool buffer
         write_hf(src, cfg, sd, shards, dtype)
+        if mask is not None:
+            add_integer_tensor(os.path.join(src, "model.safetensors"), "transformer.h.1.attn.bias", mask, "BOOL")
         sd = rounded(sd, dtype)
         fw = lambda ids, lens, cfg=cfg, sd=sd: ref.gpt2_forward(cfg, sd, ids, lens)  # noqa: E731
         check_case(c, name, src, fw, kw["V"], 9, [9, 5], True)
@@ -345,6 +360,9 @@ def family_bert(c):
         cfg, sd = bert_case(**kw)
         src = os.path.join(c.tmp, name)
         write_hf(src, cfg, sd)
+        if not kw["mlm"]:  # as older BertModel checkpoints store it
+            add_integer_tensor(os.path.join(src, "model.safetensors"), "embeddings.position_ids",
+                               np.arange(kw["P"])[None])
         fw = lambda ids, lens, cfg=cfg, sd=sd: ref.bert_forward(cfg, sd, ids, lens)  # noqa: E731
         check_case(c, name, src, fw, kw["V"], 10, [10, 6], False)
 
@@ -385,6 +403,8 @@ def family_errors(c):
     wrong["transformer.h.1.mlp.c_fc.weight"] = wrong["transformer.h.1.mlp.c_fc.weight"][:, :60]
     extra = dict(sd, **{"transformer.h.0.attn.rotary.weight": np.zeros(4, np.float32)})
     missing = {k: v for k, v in sd.items() if k != "transformer.h.1.ln_2.bias"}
+    int_buffer = hf("int_buffer")
+    add_integer_tensor(os.path.join(int_buffer, "model.safetensors"), "transformer.h.0.attn.step", [3])
     sharded = hf("missing_shard", shards=2)
     os.remove(os.path.join(sharded, "model-00002-of-00002.safetensors"))
     llama_cfg = llama_case(seed=14, d=16, H=2, KV=2, ff=32, L=1, V=10, P=8)[0]
@@ -397,6 +417,8 @@ def family_errors(c):
          "tensor 'transformer.h.1.mlp.c_fc.weight': shape [16,60], config.json needs [16,64]"),
         ("unmapped tensor", hf("extra", weights=extra),
          "tensor 'transformer.h.0.attn.rotary.weight' cannot be mapped to a gpt2 model"),
+        ("integer tensor", int_buffer,
+         "tensor 'transformer.h.0.attn.step' (I64) cannot be mapped to a gpt2 model (weights are floats)"),
         ("missing tensor", hf("missing", weights=missing), "bad_missing/model.safetensors: missing tensor 'h.1.ln_2.bias' [16] (prefix 'transformer.' optional)"),
         ("unsupported setting", hf("rope_scaling", dict(llama_cfg, rope_scaling={"type": "linear", "factor": 2.0}),
                                    llama_case(seed=14, d=16, H=2, KV=2, ff=32, L=1, V=10, P=8)[1]),
