@@ -1052,7 +1052,11 @@ int ff_cli_import(const char *src, const char *dir, const char *name, const char
   j.name = name ? name : derived;
   if (tokenizer && stat(tokenizer, &st) == 0 && !S_ISREG(st.st_mode))
     return ff_fail(err, FF_EIO, "--tokenizer %s: not a regular file", tokenizer);
-  if (stat(src, &st) == 0 && S_ISDIR(st.st_mode)) rc = hf_import(&j, tokenizer, err);
+  size_t sl = strlen(src);
+  if (!S_ISDIR(st.st_mode) && ((sl >= 12 && !strcmp(src + sl - 12, ".safetensors")) ||
+                               (sl >= 5 && !strcmp(src + sl - 5, ".json"))))
+    return ff_fail(err, FF_EINVAL, "%s: give the model folder (with config.json), not one of its files", src);
+  if (S_ISDIR(st.st_mode)) rc = hf_import(&j, tokenizer, err);
   else rc = l2c_run(&j, tokenizer, err);
   out_free(&j.o);
   return rc;

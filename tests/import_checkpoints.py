@@ -429,6 +429,8 @@ def family_errors(c):
         ("llama2.c int8", l2c("q80", version=1, patch=(4, struct.pack("<i", 2))),
          "llama2.c version 2 (int8 Q8_0) is not supported"),
         ("not a model folder", c.tmp + "/nothing_here", "nothing_here: No such file or directory"),
+        ("a file of the folder", os.path.join(sharded, "config.json"),
+         "config.json: give the model folder (with config.json), not one of its files"),
     ]
     keep = os.path.join(c.tmp, "keep")
     os.makedirs(keep)
