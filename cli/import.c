@@ -846,8 +846,9 @@ static char *describe(const model_desc *d, const char *name, const char *src, co
                 d->bias ? "true" : "false", d->vocab, d->positional);
   if (!strcmp(d->positional, "rope"))
     n += snprintf(t + n, cap - n, "  rope_theta = %.9g,\n  rope_pairing = \"%s\",\n", d->rope_theta, d->rope_pairing);
-  n += snprintf(t + n, cap - n, "  scale_embeddings = false,\n  tie_embeddings = %s,\n", d->tie ? "true" : "false");
-  if (!d->lm_head) n += snprintf(t + n, cap - n, "  lm_head = false,  -- the output is the hidden states\n");
+  n += snprintf(t + n, cap - n, "  scale_embeddings = false,\n");
+  if (d->lm_head) n += snprintf(t + n, cap - n, "  tie_embeddings = %s,\n", d->tie ? "true" : "false");
+  else n += snprintf(t + n, cap - n, "  lm_head = false,  -- the output is the hidden states\n");
   if (d->token_types) n += snprintf(t + n, cap - n, "  token_types = %d,\n", d->token_types);
   if (d->embed_norm) n += snprintf(t + n, cap - n, "  embed_norm = true,\n");
   n += snprintf(t + n, cap - n, "  max_seq = %d,\n  weights = \"%s.safetensors\",\n", d->max_seq, name);
