@@ -128,14 +128,14 @@ def llama_case(seed, d, H, KV, ff, L, V, P, tied=False, theta=10000.0):
            "max_position_embeddings": P, "rms_norm_eps": 1e-6, "rope_theta": theta, "rope_scaling": None,
            "tie_word_embeddings": tied, "hidden_act": "silu", "attention_bias": False, "torch_dtype": "float32",
            "bos_token_id": 1, "eos_token_id": 2, "initializer_range": 0.02}
-    sd = {"model.embed_tokens.weight": r.n(V, d, std=1.0), "model.norm.weight": r.norm(d)}
+    sd = {"model.embed_tokens.weight": r.n(V, d, std=0.3), "model.norm.weight": r.norm(d)}
     for i in range(L):
         p = "model.layers.%d." % i
         sd.update({p + "input_layernorm.weight": r.norm(d), p + "post_attention_layernorm.weight": r.norm(d),
                    p + "self_attn.q_proj.weight": r.n(d, d, std=0.1), p + "self_attn.k_proj.weight": r.n(KV * dk, d, std=0.1),
-                   p + "self_attn.v_proj.weight": r.n(KV * dk, d, std=0.1), p + "self_attn.o_proj.weight": r.n(d, d, std=0.1),
+                   p + "self_attn.v_proj.weight": r.n(KV * dk, d, std=0.1), p + "self_attn.o_proj.weight": r.n(d, d, std=0.3),
                    p + "mlp.gate_proj.weight": r.n(ff, d, std=0.1), p + "mlp.up_proj.weight": r.n(ff, d, std=0.1),
-                   p + "mlp.down_proj.weight": r.n(d, ff, std=0.1)})
+                   p + "mlp.down_proj.weight": r.n(d, ff, std=0.3)})
     if not tied:
         sd["lm_head.weight"] = r.n(V, d, std=0.1)
     return cfg, sd
@@ -203,14 +203,14 @@ def llama2c_case(seed, dim, hidden, L, H, KV, V, seq, shared):
     r, dk = Rng(seed), dim // H
     p = {"dim": dim, "hidden_dim": hidden, "n_layers": L, "n_heads": H, "n_kv_heads": KV, "vocab_size": V,
          "seq_len": seq, "shared": shared}
-    w = {"tok_embeddings.weight": r.n(V, dim, std=1.0), "norm.weight": r.norm(dim)}
+    w = {"tok_embeddings.weight": r.n(V, dim, std=0.3), "norm.weight": r.norm(dim)}
     for i in range(L):
         q = "layers.%d." % i
         w.update({q + "attention_norm.weight": r.norm(dim), q + "ffn_norm.weight": r.norm(dim),
                   q + "attention.wq.weight": r.n(dim, dim, std=0.1), q + "attention.wk.weight": r.n(KV * dk, dim, std=0.1),
-                  q + "attention.wv.weight": r.n(KV * dk, dim, std=0.1), q + "attention.wo.weight": r.n(dim, dim, std=0.1),
+                  q + "attention.wv.weight": r.n(KV * dk, dim, std=0.1), q + "attention.wo.weight": r.n(dim, dim, std=0.3),
                   q + "feed_forward.w1.weight": r.n(hidden, dim, std=0.1),
-                  q + "feed_forward.w2.weight": r.n(dim, hidden, std=0.1),
+                  q + "feed_forward.w2.weight": r.n(dim, hidden, std=0.3),
                   q + "feed_forward.w3.weight": r.n(hidden, dim, std=0.1)})
     if not shared:
         w["output.weight"] = r.n(V, dim, std=0.1)
@@ -371,7 +371,7 @@ def family_llama2c(c):
     cases = [("stories15m_legacy", dict(seed=8, dim=288, hidden=768, L=6, H=6, KV=6, V=32000, seq=256, shared=True), 0),
              ("llama2c_gqa_legacy", dict(seed=9, dim=48, hidden=128, L=2, H=6, KV=3, V=64, seq=32, shared=False), 0),
              ("llama2c_gqa_v1", dict(seed=10, dim=64, hidden=172, L=2, H=8, KV=2, V=100, seq=64, shared=False), 1),
-             ("llama2c_v1_shared", dict(seed=11, dim=32, hidden=96, L=2, H=4, KV=4, V=50, seq=16, shared=True), 1)]
+             ("llama2c_v1_shared", dict(seed=11, dim=64, hidden=128, L=3, H=4, KV=4, V=50, seq=16, shared=True), 1)]
     for name, kw, version in cases:
         p, w = llama2c_case(**kw)
         src = os.path.join(c.tmp, name + ".bin")
