@@ -21,6 +21,7 @@ pairing or a head order mixed up shows.  Families:
            32000, shared classifier), legacy GQA with its own classifier,
            version 1 GQA
   errors   bad checkpoints: one stderr line naming the problem, exit 1, no DIR
+  tokenizer  a GPT-2 folder with a byte-level tokenizer.json: generate --text as --tokens
 
   import_checkpoints.py --fixformer BIN --family F [--engines runtime,tcc,cc]
 """
@@ -380,6 +381,52 @@ def family_llama2c(c):
         check_case(c, name, src, fw, kw["V"], 8, [8, 5], True)
 
 
+def byte_level_tokenizer():
+    """A GPT-2 style byte-level BPE tokenizer.json without merges: byte b is id b (through GPT-2's
+    bytes_to_unicode), <|endoftext|> is 256; so encode(text) = list(text's UTF-8 bytes)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    vocab = {chr(c): b for b, c in zip(bs, cs)}
+    vocab["<|endoftext|>"] = 256
+    level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    return {"version": "1.0", "normalizer": None,
+            "added_tokens": [{"id": 256, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                              "rstrip": False, "normalized": True, "special": True}],
+            "pre_tokenizer": dict(level, type="ByteLevel"), "post_processor": dict(level, type="ByteLevel"),
+            "decoder": dict(level, type="ByteLevel"),
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                      "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "vocab": vocab,
+                      "merges": []}}
+
+
+def family_tokenizer(c):
+    """An imported GPT-2 folder with its tokenizer.json: `generate --text` needs no other flag and
+    continues exactly as `--tokens` with the text's ids (its bytes), printing the continuation's bytes."""
+    cfg, sd = gpt2_case(seed=21, d=48, H=4, L=2, V=257, P=64)
+    src = os.path.join(c.tmp, "gpt2_text")
+    write_hf(src, cfg, sd)
+    with open(os.path.join(src, "tokenizer.json"), "w") as f:
+        json.dump(byte_level_tokenizer(), f)
+    lua = c.do_import("gpt2_text", src)
+    text = "hi there, caf\u00e9"
+    for engine in c.engines if lua else []:
+        a = subprocess.run([c.ff, "generate", lua, "--text", text, "--max-new", "6", "--ids", "--engine", engine],
+                           capture_output=True, env=c.env)
+        b = subprocess.run([c.ff, "generate", lua, "--tokens", " ".join(map(str, text.encode())), "--max-new", "6",
+                            "--ids", "--engine", engine], capture_output=True, env=c.env)
+        ids, _, shown = a.stdout.rstrip(b"\n").partition(b"\t")
+        want = bytes(int(i) for i in ids.split() if int(i) < 256)
+        if a.returncode or b.returncode or a.stdout != b.stdout or shown != want:
+            c.fail("gpt2_text %s: --text gave %r (%r), --tokens %r" % (engine, a.stdout, a.stderr, b.stdout))
+        else:
+            print("%-28s %-8s --text continues as --tokens: %s" % ("gpt2_text", engine, ids.decode()))
+
+
 def family_errors(c):
     """Each bad checkpoint: exit 1, one stderr line with the expected piece, DIR not created."""
     cfg, sd = gpt2_case(seed=12, d=16, H=2, L=2, V=20, P=8)
@@ -452,7 +499,7 @@ def family_errors(c):
 
 
 FAMILIES = {"gpt2": family_gpt2, "llama": family_llama, "bert": family_bert, "llama2c": family_llama2c,
-            "errors": family_errors}
+            "errors": family_errors, "tokenizer": family_tokenizer}
 
 
 def main():
