@@ -13,6 +13,7 @@
 
 #include "ff_runtime.h" /* the CLI also lists, counts and initialises weights with the runtime (linked privately) */
 #include "fixformer.h"
+#include "import.h"
 
 /* ---- flags ------------------------------------------------------------- */
 
@@ -38,6 +39,7 @@ static const char *value_of(const flag *flags, const char *name) {
 
 static int cmd_cache(const char *unused, flag *flags, ff_error *err);
 static int cmd_info(const char *path, flag *flags, ff_error *err);
+static int cmd_import(const char *src, flag *flags, ff_error *err);
 
 /* Parses argv into flags and the one positional MODEL argument. */
 static int parse_args(const command *cmd, int argc, char **argv, const char **model, ff_error *err) {
@@ -68,7 +70,8 @@ static int parse_args(const command *cmd, int argc, char **argv, const char **mo
     return 0;
   }
   if (!*model && !(cmd->run == cmd_info && value_of(cmd->flags, "--isas"))) /* info --isas: the table alone */
-    return ff_fail(err, FF_EINVAL, "missing MODEL.lua (see fixformer %s --help)", cmd->name);
+    return ff_fail(err, FF_EINVAL, "missing %s (see fixformer %s --help)",
+                   cmd->run == cmd_import ? "SRC (a model folder or a llama2.c .bin)" : "MODEL.lua", cmd->name);
   return 0;
 }
 
@@ -1057,6 +1060,15 @@ static int cmd_cache(const char *unused, flag *flags, ff_error *err) {
   return 0;
 }
 
+/* ---- import (cli/import.c) ----------------------------------------------- */
+
+static int cmd_import(const char *src, flag *flags, ff_error *err) {
+  const char *dir;
+  int rc = require_flag(flags, "-o", &dir, err);
+  if (rc) return rc;
+  return ff_cli_import(src, dir, value_of(flags, "--name"), value_of(flags, "--tokenizer"), err);
+}
+
 /* ---- commands ------------------------------------------------------------ */
 
 static flag info_flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {"--isas", NULL, NULL, 0},
@@ -1086,6 +1098,9 @@ static flag generate_flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL
 static flag bench_flags[] = {{"--help", "-h", NULL, 0},   {"--weights", NULL, NULL, 1}, {"--batch", NULL, NULL, 1},
                              {"--seq", NULL, NULL, 1},    {"--engine", NULL, NULL, 1},  {"--threads", NULL, NULL, 1},
                              {"--iters", NULL, NULL, 1},  {"--generate", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+
+static flag import_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 1}, {"--name", NULL, NULL, 1},
+                              {"--tokenizer", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
 
 static flag cache_flags[] = {{"--help", "-h", NULL, 0}, {"--clean", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
@@ -1177,6 +1192,19 @@ static const command commands[] = {
      "  --iters N      timed runs (default 20)\n"
      "  --generate N   instead: greedy decoding of N tokens with the KV cache, tokens/s\n",
      cmd_bench, bench_flags},
+    {"import",
+     "usage: fixformer import SRC -o DIR [--name NAME] [--tokenizer FILE]\n"
+     "Turns a checkpoint as it is published into DIR/NAME.lua + DIR/NAME.safetensors\n"
+     "(+ the tokenizer), which every other command takes with no other flag:\n"
+     "  SRC               a Hugging Face model folder (config.json + model.safetensors, or the\n"
+     "                    shards of model.safetensors.index.json; model_type llama, gpt2, bert),\n"
+     "                    or a llama2.c checkpoint .bin (legacy or version 1, float32)\n"
+     "  -o DIR            where the files go (made if need be); they appear all or none\n"
+     "  --name NAME       the model's name (a C identifier; default: from SRC)\n"
+     "  --tokenizer FILE  the tokenizer to copy (default: tokenizer.json in the folder,\n"
+     "                    tokenizer.bin beside a .bin)\n"
+     "Prints what it mapped and ignored; the last line is the path of NAME.lua.\n",
+     cmd_import, import_flags},
     {"cache",
      "usage: fixformer cache [--clean]\n"
      "Prints the folder where the cc engine keeps compiled models ($XDG_CACHE_HOME/fixformer,\n"
@@ -1199,6 +1227,7 @@ static void usage(FILE *to) {
           "  run    one forward pass over .npy inputs\n"
           "  generate  greedy decoding with a key/value cache (text or ids)\n"
           "  bench  timings of forward passes or of greedy decoding\n"
+          "  import a Hugging Face folder or a llama2.c checkpoint -> a description + weights\n"
           "  cache  the cc engine's cache of compiled models (--clean empties it)\n",
           FF_VERSION);
 }

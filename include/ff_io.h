@@ -55,6 +55,10 @@ typedef struct ff_tensor_view {
 
 /* Writes F32 tensors (in the given order) atomically to path. */
 int ff_safetensors_write(const char *path, const ff_tensor_view *tensors, int count, ff_error *err);
+/* The same file image in memory (*out malloc'd, *out_len bytes), to be
+ * written with others all or none; path only names it in messages. */
+int ff_safetensors_serialize(const char *path, const ff_tensor_view *tensors, int count, uint8_t **out, size_t *out_len,
+                             ff_error *err);
 
 /* ---- .npy --------------------------------------------------------------- */
 

@@ -529,7 +529,10 @@ void ff_tensor_file_free(ff_tensor_file *f) {
   memset(f, 0, sizeof *f);
 }
 
-int ff_safetensors_write(const char *path, const ff_tensor_view *tensors, int count, ff_error *err) {
+int ff_safetensors_serialize(const char *path, const ff_tensor_view *tensors, int count, uint8_t **out, size_t *out_len,
+                             ff_error *err) {
+  *out = NULL;
+  *out_len = 0;
   cJSON *root = cJSON_CreateObject();
   size_t at = 0;
   int rc = FF_OK;
@@ -588,6 +591,16 @@ int ff_safetensors_write(const char *path, const ff_tensor_view *tensors, int co
     if (n) memcpy(p, tensors[i].data, n * sizeof(float));
     p += n * sizeof(float);
   }
+  *out = buf;
+  *out_len = total;
+  return FF_OK;
+}
+
+int ff_safetensors_write(const char *path, const ff_tensor_view *tensors, int count, ff_error *err) {
+  uint8_t *buf;
+  size_t total;
+  int rc = ff_safetensors_serialize(path, tensors, count, &buf, &total, err);
+  if (rc) return rc;
   rc = ff_write_file_atomic(path, buf, total, err);
   free(buf);
   return rc;

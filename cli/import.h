@@ -1,0 +1,15 @@
+/* import.h - `fixformer import`: a checkpoint as its users have it (a Hugging
+ * Face model folder, a llama2.c .bin) -> DIR/NAME.lua + DIR/NAME.safetensors
+ * (+ its tokenizer), written all or none. */
+#ifndef FF_CLI_IMPORT_H
+#define FF_CLI_IMPORT_H
+
+#include "ff_error.h"
+
+/* src: a model folder (config.json + model.safetensors or a sharded
+ * model.safetensors.index.json) or a llama2.c checkpoint; name and
+ * tokenizer may be NULL (derived from src; tokenizer.json / tokenizer.bin
+ * beside it).  Prints a summary, the .lua path on its last line. */
+int ff_cli_import(const char *src, const char *dir, const char *name, const char *tokenizer, ff_error *err);
+
+#endif
