@@ -386,6 +386,16 @@ def run_case(ff, engine, case, tmp, tol):
     np.save(os.path.join(d, "len.npy"), case.lengths)
     cmd = [ff, "run", model, "--weights", weights, "--input", os.path.join(d, "in.npy"), "--lengths",
            os.path.join(d, "len.npy"), "--output", os.path.join(d, "out.npy"), "--engine", engine]
+    if engine == "emitted":  # NAME.c + the --with-main driver, built with cc, on the packed blob
+        name, e = case.cfg["name"], os.path.join(d, "emitted")
+        p = subprocess.run([ff, "emit", model, "-o", e, "--weights", weights, "--with-main"], capture_output=True,
+                           text=True)
+        if p.returncode == 0:
+            p = subprocess.run(["cc", "-O1", "-o", os.path.join(e, name), os.path.join(e, name + ".c"),
+                                os.path.join(e, name + "_main.c"), "-lm"], capture_output=True, text=True)
+        if p.returncode != 0:
+            return None, "emit or cc failed: " + p.stderr.strip()[:500]
+        cmd = [os.path.join(e, name), "--weights", os.path.join(e, name + ".weights")] + cmd[5:-2]
     if case.tgt is not None:
         np.save(os.path.join(d, "tgt.npy"), case.tgt)
         cmd += ["--target-input", os.path.join(d, "tgt.npy")]
@@ -406,7 +416,7 @@ GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "files", "rand
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fixformer", required=True)
-    ap.add_argument("--engine", default="runtime")
+    ap.add_argument("--engine", default="runtime", help="runtime, tcc, cc, or emitted (emit --with-main, cc)")
     ap.add_argument("--group", choices=GROUPS, action="append")
     ap.add_argument("--random", type=int, default=16)
     ap.add_argument("--seed", type=int, default=5)
