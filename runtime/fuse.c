@@ -94,7 +94,7 @@ static int plan_one(void *ctx, const ff_weight_spec *s) {
   int first = missing == 0 ? 1 : 0;
   while (!t[first]) first++;
   if (ff_tensor_file_find(p->file, s->name))
-    return ff_fail(p->err, FF_EINVAL, "tensor '%s' is in the file twice: fused and as its part '%s'; keep one",
+    return ff_fail(p->err, FF_EINVAL, "tensor '%s' is in the file both fused and apart (as '%s', ...); keep one",
                    s->name, names[first]);
   if (missing >= 0)
     return ff_fail(p->err, FF_EMISSING, "missing tensor '%s': '%s' is there, and '%s' is fused from %d parts",

@@ -246,7 +246,7 @@ def main():
              ["wnok.safetensors", "missing tensor 'layers.0.self_attn.k_proj.weight'",
               "'layers.0.self_attn.q_proj.weight' is there"]),
             ("q/k/v apart and fused", run_cmd(good, w=apart_both),
-             ["wboth.safetensors", "'layers.0.self_attn.in_proj_weight' is in the file twice"]),
+             ["wboth.safetensors", "'layers.0.self_attn.in_proj_weight' is in the file both fused and apart"]),
             ("q/k/v that do not stack", run_cmd(good, w=apart_cut),
              ["wcut.safetensors", "'layers.0.self_attn.v_proj.weight' [16,15]", "cannot be fused"]),
             ("info --weights, k missing", ["info", good, "--weights", apart_missing],
