@@ -157,7 +157,7 @@ static int check_described(void *ctx, const ff_weight_spec *s) {
 /* Every tensor the description names, then the file's others. */
 static int check_checkpoint(const ff_config *c, const char *weights, ff_error *err) {
   ff_tensor_file file = {NULL, 0, NULL};
-  int rc = ff_safetensors_read(weights, &file, err);
+  int rc = ff_rt_read_weights(c, weights, &file, err); /* separate q/k/v, gate/up fused, as the model sees them */
   if (rc) return rc;
   checkpoint_check k = {weights, &file, calloc((size_t)file.count + 1, 1), 0, err};
   if (!k.seen) {
@@ -183,6 +183,16 @@ static int check_checkpoint(const ff_config *c, const char *weights, ff_error *e
   free(k.seen);
   ff_tensor_file_free(&file);
   return k.problems ? FF_EINVAL : 0;
+}
+
+/* info: the embedding and output head keys of the resolved config */
+static void print_embed_head_keys(const ff_config *c) {
+  if (c->vocab > 0) {
+    printf("  lm_head = %s\n", c->no_lm_head ? "false,  -- the output is the hidden states" : "true,");
+    if (!c->no_lm_head) printf("  head_bias = %s,\n", c->head_bias ? "true" : "false");
+    printf("  token_types = %d,%s\n", c->token_types, c->token_types ? "  -- every position has type 0" : "");
+  }
+  printf("  embed_norm = %s,\n", c->embed_norm ? "true" : "false");
 }
 
 /* info --isas: the ISA table (kernels/isas.h), one row per ISA */
@@ -227,6 +237,7 @@ static int cmd_info(const char *path, flag *flags, ff_error *err) {
   if (c->positional == FF_POS_ROPE) printf("  rope_theta = %g,\n", (double)c->rope_theta);
   printf("  scale_embeddings = %s,\n  tie_embeddings = %s,\n  max_seq = %d,\n  prefix = \"%s\",\n",
          c->scale_embeddings ? "true" : "false", c->tie_embeddings ? "true" : "false", c->max_seq, c->prefix);
+  print_embed_head_keys(c);
   if (c->weights[0]) printf("  weights = \"%s\",\n", c->weights);
   if (c->vocabulary[0]) printf("  vocabulary = \"%s\",\n", c->vocabulary);
   printf("}\n");
@@ -237,7 +248,7 @@ static int cmd_info(const char *path, flag *flags, ff_error *err) {
   int T = c->max_seq;
   printf("-- FLOPs per token: %.0f at T = 1, %.0f averaged over T = max_seq = %d\n",
          ff_rt_forward_flops(c, 1, 1), ff_rt_forward_flops(c, T, T) / T, T);
-  printf("-- output per position: %d %s\n", ff_config_out_dim(c), c->vocab > 0 ? "logits" : "hidden states");
+  printf("-- output per position: %d %s\n", ff_config_out_dim(c), ff_config_has_head(c) ? "logits" : "hidden states");
   ff_model_close(m);
   return 0;
 }
@@ -380,7 +391,7 @@ static void print_output(const ff_config *c, const float *out, int B, int T, con
     printf("sequence %d:", b);
     for (int t = 0; t < n; t++) {
       const float *row = out + ((size_t)b * T + t) * dim;
-      if (c->vocab > 0) {
+      if (ff_config_has_head(c)) {
         int best = 0;
         for (int i = 1; i < dim; i++)
           if (row[i] > row[best]) best = i;
@@ -390,7 +401,7 @@ static void print_output(const ff_config *c, const float *out, int B, int T, con
                (double)row[dim > 3 ? 3 : 0]);
       }
     }
-    printf("%s\n", c->vocab > 0 ? "   (argmax of the logits per position)" : "");
+    printf("%s\n", ff_config_has_head(c) ? "   (argmax of the logits per position)" : "");
   }
 }
 
@@ -660,6 +671,9 @@ static int generate_check(const ff_config *c, generate_opts *o, generation *g, f
   int rc;
   if (c->vocab == 0 || c->arch == FF_ARCH_ENCODER)
     return ff_fail(err, FF_EINVAL, "needs a decoder-only or encoder-decoder model with a vocab");
+  if (c->no_lm_head)
+    return ff_fail(err, FF_EINVAL, "%s has lm_head = false (it outputs hidden states): decoding needs an output head",
+                   c->name);
   if ((rc = weights_of(c, &o->weights, err))) return rc;
   if (c->vocabulary[0]) {
     if ((rc = ff_vocab_load(c->vocabulary, c->vocab, vocab, err))) return rc;
@@ -814,8 +828,9 @@ static int bench_check(const ff_config *c, bench_opts *o, ff_error *err) {
   if (o->T == 0) o->T = c->max_seq < 128 ? c->max_seq : 128;
   if (o->T < 1 || o->T > c->max_seq)
     return ff_fail(err, FF_ELENGTH, "--seq %d is outside 1..max_seq (%d)", o->T, c->max_seq);
-  if (o->gen && (c->vocab == 0 || c->arch == FF_ARCH_ENCODER || o->gen > c->max_seq - 1))
-    return ff_fail(err, FF_EINVAL, "--generate N needs a decoder with a vocab and N < max_seq (%d)", c->max_seq);
+  if (o->gen && (!ff_config_has_head(c) || c->arch == FF_ARCH_ENCODER || o->gen > c->max_seq - 1))
+    return ff_fail(err, FF_EINVAL, "--generate N needs a decoder with a vocab, an output head and N < max_seq (%d)",
+                   c->max_seq);
   return 0;
 }
 

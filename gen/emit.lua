@@ -29,12 +29,17 @@ local function summary(c, P)
   parts[#parts + 1] = string.format("%s-norm %s%s", c.norm, c.norm_kind, c.final_norm and " + final norms" or "")
   parts[#parts + 1] = c.activation
   parts[#parts + 1] = c.positional .. " positions"
-  if c.vocab then
-    parts[#parts + 1] = string.format("vocab %d%s", c.vocab, c.tie_embeddings and " (tied head)" or "")
+  if c.vocab and not c.lm_head then
+    parts[#parts + 1] = string.format("vocab %d, no output head (hidden states out)", c.vocab)
+  elseif c.vocab then
+    parts[#parts + 1] = string.format("vocab %d%s%s", c.vocab, c.tie_embeddings and " (tied head)" or "",
+      c.head_bias and ", head bias" or "")
   else
     parts[#parts + 1] = "float inputs"
   end
   if not c.bias then parts[#parts + 1] = "no biases" end
+  if c.vocab and c.token_types > 0 then parts[#parts + 1] = string.format("%d token types (type 0)", c.token_types) end
+  if c.embed_norm then parts[#parts + 1] = "embedding norm" end
   return table.concat(parts, ", ")
 end
 
@@ -147,7 +152,7 @@ local function common_vars(P, opts)
     STATE_BYTES = 4 * P.arena_floats, ARENA_BYTES = 4 * P.arena_floats, NAIVE_BYTES = 4 * P.arena_naive_floats,
     LAYOUT_HASH = opts.layout_hash, D_MODEL = c.d_model, HEADS = c.heads, D_K = P.dk, D_FF = c.d_ff,
     ENCODER_LAYERS = c.encoder_layers, DECODER_LAYERS = c.decoder_layers, VOCAB = c.vocab or 0,
-    OUT_DIM = P.out_dim, OUT_DOC = c.vocab and "logits" or "hidden states", TOKENS = c.vocab ~= nil,
+    OUT_DIM = P.out_dim, OUT_DOC = P.has_head and "logits" or "hidden states", TOKENS = c.vocab ~= nil,
     IN_MUL = c.vocab and "" or string.format(" * %d", c.d_model),
     INPUT_TYPE = c.vocab and "const int32_t" or "const float",
     INPUT_DOC = c.vocab and "token ids" or string.format("float inputs (x %d)", c.d_model),

@@ -28,7 +28,7 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
       (v.ENCDEC and "--target-input TGT.npy " or "") .. "--output OUT.npy [--threads N]"
     v.POOL = host.read_template("templates/pool.c"):gsub("\n+$", "")
     v.NPY = host.read_template("templates/driver_npy.c"):gsub("\n+$", "")
-    v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder"
+    v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder" and c.lm_head -- greedy decoding needs logits
     v.VOCABULARY = vars.vocabulary ~= nil
     local voc = vars.vocabulary or { bos = -1, eos = -1, unk = -1, pad = -1, lowercase = false, tokens = {} }
     v.BOS, v.EOS, v.UNK, v.LOWERCASE = voc.bos, voc.eos, voc.unk, voc.lowercase

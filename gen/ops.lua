@@ -56,6 +56,12 @@ M.kinds = {
     doc = function() return "x += P[pos]" end,
     flops = function(p, T) return T * p.D end,
   },
+  token_type = {
+    file = "embed.c", params = { "D" },
+    fn = function(p) return string.format("token_type_%d", p.D) end,
+    doc = function() return "x += TT[0], the token type 0 of every position" end,
+    flops = function(p, T) return T * p.D end,
+  },
   linear = {
     file = "linear.c", params = { "IN", "OUT", "BIAS", "ACC", "RELU", "ISA", "NR" },
     fn = function(p)

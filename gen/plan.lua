@@ -39,10 +39,16 @@ M.NR = setmetatable({}, { __index = function(_, isa)
   return i and i.nr
 end })
 
+-- Whether the model ends in an output head (lm_head = false: hidden states out).
+local function has_head(c) return c.vocab ~= nil and c.lm_head end
+
+-- Whether the embedding matrix is the output head too.
+local function tied_head(c) return has_head(c) and c.tie_embeddings end
+
 -- Whether a tensor is a matrix that linear ops multiply by (packed in panels).
 local function is_linear_matrix(c, spec)
   if spec.cols == 0 then return false end
-  if spec.role == "embed" then return c.tie_embeddings end -- the tied output head
+  if spec.role == "embed" then return tied_head(c) end -- the tied output head
   return spec.role == "lm_head" or spec.role:match("in_proj_weight$") ~= nil or
     (spec.role:match("%.weight$") ~= nil and not spec.role:match("norm%d?%.weight$"))
 end
@@ -323,11 +329,12 @@ function Builder:layer(tag, wstack, layer, x, causal_cache, cross_cache, key_len
   end)
 end
 
+-- x = token embedding (or the float input) + positions [+ token type 0], [then the embedding norm]
 function Builder:embed(x, tokens, input, pos0)
   local c, d = self.c, self.d
   if c.vocab then
     local scale = c.scale_embeddings and math.sqrt(d) or 1
-    self:op("embed", "embed", { D = d, VOCAB = c.vocab, SCALE = scale, PANEL = c.tie_embeddings and self.nr or 0,
+    self:op("embed", "embed", { D = d, VOCAB = c.vocab, SCALE = scale, PANEL = tied_head(c) and self.nr or 0,
       SCALE_DOC = c.scale_embeddings and string.format("x = E[token] * sqrt(%d)", d) or "x = E[token]" },
       string.format("tokens [T] -> [T,%d]", d), { tokens, "T", "w + " .. self:W("none", -1, "embed").macro, x })
   else
@@ -339,6 +346,11 @@ function Builder:embed(x, tokens, input, pos0)
     self:op("learned", "positions", { D = d }, string.format("[T,%d] in place", d),
       { x, "T", "w + " .. self:W("none", -1, "pos_embed").macro, pos0 })
   end
+  if c.vocab and c.token_types > 0 then -- BERT with every token_type_id 0
+    self:op("token_type", "token_type", { D = d }, string.format("[T,%d] in place", d),
+      { x, "T", "w + " .. self:W("none", -1, "token_type_embed").macro })
+  end
+  if c.embed_norm then self:norm("embed_norm", "none", -1, "embed_norm", x, x) end
 end
 
 function Builder:final_norm(wstack, x)
@@ -412,17 +424,19 @@ function Builder:head_stage()
   local c, d, P = self.c, self.d, self.P
   local stream = P.decoder_stream or P.encoder_stream
   P.stream = stream
-  self:begin_stage("head", c.vocab and "the output head: logits over the vocabulary" or "the output: hidden states",
-    "int T, float *out")
-  if c.vocab then
+  self:begin_stage("head", has_head(c) and "the output head: logits over the vocabulary" or
+    "the output: hidden states", "int T, float *out")
+  if has_head(c) then
     local E = c.tie_embeddings and self:W("none", -1, "embed") or self:W("none", -1, "lm_head")
-    self:op("linear", "logits", { IN = d, OUT = c.vocab, BIAS = false, ACC = false, RELU = false, ISA = self.isa,
-      NR = self.nr }, string.format("[T,%d] -> [T,%d], logits = x E^T", d, c.vocab),
-      { "a", stream, "T", "w + " .. E.macro, "NULL", "out" })
+    local b = c.head_bias and "w + " .. self:W("none", -1, "lm_head_bias").macro or "NULL"
+    self:op("linear", "logits", { IN = d, OUT = c.vocab, BIAS = c.head_bias, ACC = false, RELU = false,
+      ISA = self.isa, NR = self.nr }, string.format("[T,%d] -> [T,%d], logits = x E^T%s", d, c.vocab,
+      c.head_bias and " + b" or ""), { "a", stream, "T", "w + " .. E.macro, b, "out" })
   else
     self:op("copy", "output", { D = d }, string.format("[T,%d]", d), { stream, "T", "out" })
   end
-  P.out_dim = c.vocab or d
+  P.out_dim = has_head(c) and c.vocab or d
+  P.has_head = has_head(c)
 end
 
 -- ---- arena placement -------------------------------------------------------------

@@ -36,6 +36,12 @@ M.schema = {
   { key = "embed_weight", kind = "string", maxlen = 128, default = "embed.weight" },
   { key = "pos_embed_weight", kind = "string", maxlen = 128, default = "pos_embed.weight" },
   { key = "lm_head_weight", kind = "string", maxlen = 128, default = "lm_head.weight" },
+  { key = "head_bias", kind = "boolean", default = false },
+  { key = "lm_head_bias", kind = "string", maxlen = 128, default = "lm_head.bias" },
+  { key = "lm_head", kind = "boolean", default = true },
+  { key = "token_types", kind = "int", min = 0, max = BIG, default = 0 },
+  { key = "token_type_embed_weight", kind = "string", maxlen = 128, default = "token_type_embed.weight" },
+  { key = "embed_norm", kind = "boolean", default = false },
   -- files that go with the description, relative to its folder
   { key = "weights", kind = "string", maxlen = 256 },
   { key = "vocabulary", kind = "string", maxlen = 256 },
@@ -96,6 +102,19 @@ local function check_value(path, s, v)
   return v
 end
 
+-- The output head and embedding keys that only mean something with others.
+function M.check_head(c, desc, path)
+  if not c.lm_head then
+    for _, k in ipairs({ "lm_head_weight", "head_bias", "lm_head_bias" }) do
+      if desc[k] ~= nil then fail(path, k, "given but lm_head is false (no output head)") end
+    end
+  end
+  if not c.head_bias and desc.lm_head_bias ~= nil then fail(path, "lm_head_bias", "given but head_bias is false") end
+  if c.token_types == 0 and desc.token_type_embed_weight ~= nil then
+    fail(path, "token_type_embed_weight", "given but token_types is 0")
+  end
+end
+
 -- Returns the resolved config: every key of the schema present (vocab may be
 -- nil), layers split into encoder_layers / decoder_layers by architecture.
 function M.validate(desc, path)
@@ -143,10 +162,12 @@ function M.validate(desc, path)
   end
   c.layers = nil
   if c.vocab == nil then
-    for _, k in ipairs({ "embed_weight", "lm_head_weight" }) do
+    for _, k in ipairs({ "embed_weight", "lm_head_weight", "lm_head", "head_bias", "lm_head_bias", "token_types",
+      "token_type_embed_weight" }) do
       if desc[k] ~= nil then fail(path, k, "given but the model has no vocab") end
     end
   end
+  M.check_head(c, desc, path)
   if c.positional ~= "learned" and desc.pos_embed_weight ~= nil then
     fail(path, "pos_embed_weight", "given but positional is %s", show(c.positional))
   end

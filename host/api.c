@@ -394,7 +394,7 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
 /* Reads and binds a weights file into a new part; nothing of m changes. */
 static int read_weights(ff_model *m, const char *path, shared_weights **out, ff_error *err) {
   ff_tensor_file file;
-  int rc = ff_safetensors_read(path, &file, err);
+  int rc = ff_rt_read_weights(CFG(m), path, &file, err); /* separate q/k/v, gate/up fused */
   if (rc) return rc;
   shared_weights *w = calloc(1, sizeof *w);
   if (!w) {
@@ -731,6 +731,8 @@ static int greedy_locked(ff_model *m, const ff_greedy *g, int32_t *out, int *n_o
   int V = c->vocab, P = g->prompt_len, rc;
   size_t cells;
   if (V <= 0) return ff_fail(err, FF_EINVAL, "greedy decoding needs a model with a vocab");
+  if (!ff_config_has_head(c))
+    return ff_fail(err, FF_EINVAL, "greedy decoding needs an output head; %s has lm_head = false", c->name);
   if (!g->prompt) return null_arg(err, "ff_model_greedy", "the prompt");
   if (P < 1) return ff_fail(err, FF_ELENGTH, "greedy decoding needs a prompt of at least one id");
   if (g->max_new < 1 || P > c->max_seq || g->max_new > c->max_seq - P) /* (no overflow) */

@@ -435,6 +435,26 @@ static int get_str(lua_State *L, int t, const char *k, char *dst, size_t n, cons
   return rc;
 }
 
+static int get_bool(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  int v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* The output head and embedding keys (after lm_head_weight in the schema). */
+static int head_to_config(lua_State *L, int t, ff_config *c, const char *path, ff_error *err) {
+  c->head_bias = get_bool(L, t, "head_bias");
+  c->no_lm_head = !get_bool(L, t, "lm_head");
+  c->token_types = get_int(L, t, "token_types");
+  c->embed_norm = get_bool(L, t, "embed_norm");
+  int rc = get_str(L, t, "lm_head_bias", c->lm_head_bias, sizeof c->lm_head_bias, path, err);
+  if (!rc)
+    rc = get_str(L, t, "token_type_embed_weight", c->token_type_embed_weight, sizeof c->token_type_embed_weight,
+                 path, err);
+  return rc;
+}
+
 /* The validated table (at t) -> ff_config.  Names in the order of the enums. */
 static int table_to_config(lua_State *L, int t, ff_config *c, const char *path, ff_error *err) {
   static const char *const arch[] = {"encoder", "decoder-only", "encoder-decoder", NULL};
@@ -475,6 +495,7 @@ static int table_to_config(lua_State *L, int t, ff_config *c, const char *path, 
   if (!rc) rc = get_str(L, t, "embed_weight", c->embed_weight, sizeof c->embed_weight, path, err);
   if (!rc) rc = get_str(L, t, "pos_embed_weight", c->pos_embed_weight, sizeof c->pos_embed_weight, path, err);
   if (!rc) rc = get_str(L, t, "lm_head_weight", c->lm_head_weight, sizeof c->lm_head_weight, path, err);
+  if (!rc) rc = head_to_config(L, t, c, path, err);
   return rc;
 }
 

@@ -45,6 +45,13 @@ typedef struct ff_config {
   char embed_weight[FF_TENSOR_NAME_MAX];    /* default "embed.weight" */
   char pos_embed_weight[FF_TENSOR_NAME_MAX]; /* default "pos_embed.weight" */
   char lm_head_weight[FF_TENSOR_NAME_MAX];  /* default "lm_head.weight" */
+  int head_bias;            /* the output head adds a bias [vocab] */
+  char lm_head_bias[FF_TENSOR_NAME_MAX];    /* default "lm_head.bias" */
+  int no_lm_head;           /* lm_head = false: no output head, the output is the hidden
+                               states (inverted, so that a zeroed config keeps its head) */
+  int token_types;          /* > 0: a token-type embedding [token_types, d], type 0 added */
+  char token_type_embed_weight[FF_TENSOR_NAME_MAX]; /* default "token_type_embed.weight" */
+  int embed_norm;           /* a norm (norm_kind, eps) on the summed embeddings: "embed_norm.*" */
   char weights[FF_PATH_MAX];    /* the model's safetensors, relative paths resolved
                                    against the description's folder; "" if not given */
   char vocabulary[FF_PATH_MAX]; /* its token vocabulary (JSON, ff_vocab), likewise */
@@ -63,7 +70,9 @@ typedef struct ff_input {
   const float *tgt_embeds;
 } ff_input;
 
+/* Whether the model ends in an output head (logits over the vocabulary). */
+static inline int ff_config_has_head(const ff_config *c) { return c->vocab > 0 && !c->no_lm_head; }
 /* Width of the model output per position: logits or hidden states. */
-static inline int ff_config_out_dim(const ff_config *c) { return c->vocab > 0 ? c->vocab : c->d_model; }
+static inline int ff_config_out_dim(const ff_config *c) { return ff_config_has_head(c) ? c->vocab : c->d_model; }
 
 #endif

@@ -32,6 +32,8 @@ int ff_rt_embed(const int32_t *tokens, int T, const float *E, int vocab, int d, 
 void ff_rt_add_sinusoidal(float *x, int T, int d, int pos0);
 /* x[t,:] += P[pos0 + t,:] (learned positions, P [max_seq, d]). */
 void ff_rt_add_learned(float *x, int T, int d, int pos0, const float *P);
+/* x[t,:] += r[:] for every t (the token-type embedding of type 0, r [d]). */
+void ff_rt_add_row(float *x, int T, int d, const float *r);
 /* Rotary positions on x [T, heads*d_k] (row stride ldx) in place, per head,
  * GPT-NeoX / HF LLaMA pairing: element i pairs with i + d_k/2 (rotate_half),
  * angle (pos0+t) * theta^(-2i/d_k), i < d_k/2. */
@@ -76,6 +78,9 @@ typedef struct {
   const float *embed;            /* [vocab, d] */
   const float *pos_embed;        /* [max_seq, d] (learned positions) */
   const float *lm_head;          /* [vocab, d] (== embed when tied) */
+  const float *lm_head_bias;     /* [vocab] (head_bias) or NULL */
+  const float *token_type_embed; /* [token_types, d] or NULL */
+  ff_rt_norm_w embed_norm;       /* the norm of the summed embeddings (embed_norm) */
   ff_rt_layer_w *encoder;        /* encoder_layers */
   ff_rt_layer_w *decoder;        /* decoder_layers (decoder-only: the causal stack) */
   ff_rt_norm_w encoder_norm, decoder_norm; /* final norms */
@@ -102,7 +107,8 @@ typedef struct {
   enum ff_stack stack;
   int layer;                     /* layer index in its stack, -1 for none */
   char role[FF_ROLE_MAX];        /* the name inside its layer or stack ("linear1.weight",
-                                    "norm.weight"), or "embed", "pos_embed", "lm_head" */
+                                    "norm.weight", "embed_norm.weight"), or "embed", "pos_embed",
+                                    "token_type_embed", "lm_head", "lm_head_bias" */
   int rank;
   int shape[2];
   enum ff_init init;
@@ -129,6 +135,21 @@ typedef struct ff_rt_model {
   ff_tensor_file file;           /* the tensors the pointers point into */
   ff_rt_layer_w *layers;         /* storage for w.encoder / w.decoder */
 } ff_rt_model;
+
+/* "[2,3]": a shape as messages show it, cut to n bytes. */
+void ff_rt_shape_text(char *buf, size_t n, int rank, const int64_t *shape);
+
+/* Projections stored apart, as Hugging Face and Meta checkpoints keep them,
+ * fused in *f into the tensors the model binds: within a layer
+ * "self_attn.{q,k,v}_proj.{weight,bias}" into "self_attn.in_proj_weight" /
+ * "in_proj_bias" (rows q | k | v; the same for "multihead_attn"), and for
+ * swiglu "gate_proj.*", "up_proj.*" into "linear1.*" (rows gate | up).  One
+ * part missing, parts that do not stack, or a tensor both fused and apart
+ * is an error naming them; a file with nothing apart is left as it is.
+ * Call it right after reading a weights file (ff_rt_read_weights). */
+int ff_rt_fuse_projections(const ff_config *c, ff_tensor_file *f, ff_error *err);
+/* ff_safetensors_read, then ff_rt_fuse_projections; messages start with the path. */
+int ff_rt_read_weights(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err);
 
 /* Binds the tensors of a safetensors file by their PyTorch names (with the
  * config's prefix).  Like load_state_dict(strict=True): a missing tensor, a

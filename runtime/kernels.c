@@ -40,6 +40,11 @@ void ff_rt_add_learned(float *x, int T, int d, int pos0, const float *P) {
     for (int j = 0; j < d; j++) x[(size_t)t * d + j] += P[(size_t)(pos0 + t) * d + j];
 }
 
+void ff_rt_add_row(float *x, int T, int d, const float *r) {
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < d; j++) x[(size_t)t * d + j] += r[j];
+}
+
 /* RoPE, rotate_half pairing: for i < d_k/2, with a = x[i], b = x[i + d_k/2]
  * and angle = pos * theta^(-2i/d_k):
  *   x[i] = a cos - b sin,   x[i + d_k/2] = b cos + a sin. */

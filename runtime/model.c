@@ -14,15 +14,16 @@ int ff_rt_check_config(const ff_config *c, ff_error *err) {
   if (c->positional == FF_POS_ROPE && (c->d_model / c->heads) % 2)
     return ff_fail(err, FF_EINVAL, "positional: rope needs an even head width, d_model/heads = %d",
                    c->d_model / c->heads);
-  if (c->encoder_layers < 0 || c->decoder_layers < 0 || c->vocab < 0)
-    return ff_fail(err, FF_EINVAL, "layers and vocab must not be negative");
+  if (c->encoder_layers < 0 || c->decoder_layers < 0 || c->vocab < 0 || c->token_types < 0)
+    return ff_fail(err, FF_EINVAL, "layers, vocab and token_types must not be negative");
   int want_enc = c->arch != FF_ARCH_DECODER_ONLY, want_dec = c->arch != FF_ARCH_ENCODER;
   if ((want_enc && c->encoder_layers < 1) || (want_dec && c->decoder_layers < 1) ||
       (!want_enc && c->encoder_layers) || (!want_dec && c->decoder_layers))
     return ff_fail(err, FF_EINVAL, "layers: %d encoder and %d decoder layers do not fit the architecture",
                    c->encoder_layers, c->decoder_layers);
   /* the biggest weight must be addressable: d_model * max(vocab, max_seq, 3 d, 2 d_ff) */
-  double big = (double)c->d_model * fmax(fmax(c->vocab, c->max_seq), fmax(3.0 * c->d_model, 2.0 * c->d_ff));
+  double big = (double)c->d_model * fmax(fmax(fmax(c->vocab, c->token_types), c->max_seq),
+                                         fmax(3.0 * c->d_model, 2.0 * c->d_ff));
   if (big > 2147483647.0) return ff_fail(err, FF_EINVAL, "sizes too large: a weight would exceed 2^31 elements");
   if (strlen(c->prefix) + strlen("decoder.layers.99999.multihead_attn.out_proj.weight") >= FF_TENSOR_NAME_MAX)
     return ff_fail(err, FF_EINVAL, "prefix: longer than %d characters", FF_TENSOR_NAME_MAX / 2);
@@ -165,7 +166,8 @@ static void sublayer(const ff_config *c, const ff_rt_layer_w *w, const ff_rt_att
   if (c->norm == FF_NORM_POST) norm_apply(c, nw, x, T, x);
 }
 
-/* x [T, d] = embedding (scaled) or the float input, plus positions pos0.. */
+/* x [T, d] = embedding (scaled) or the float input, plus positions pos0..,
+ * plus the token type 0 (BERT: every token_type_id 0), then the embedding norm. */
 static int embed_input(const ff_rt_model *m, const int32_t *tokens, const float *embeds, int T, int pos0, float *x,
                        ff_error *err) {
   const ff_config *c = &m->cfg;
@@ -178,6 +180,8 @@ static int embed_input(const ff_rt_model *m, const int32_t *tokens, const float 
   }
   if (c->positional == FF_POS_SINUSOIDAL) ff_rt_add_sinusoidal(x, T, d, pos0);
   if (c->positional == FF_POS_LEARNED) ff_rt_add_learned(x, T, d, pos0, m->w.pos_embed);
+  if (m->w.token_type_embed) ff_rt_add_row(x, T, d, m->w.token_type_embed);
+  if (c->embed_norm) norm_apply(c, &m->w.embed_norm, x, T, x);
   return FF_OK;
 }
 
@@ -214,11 +218,12 @@ static void decoder_stack(ff_rt_state *st, float *x, int T, int pos0, int key_le
   if (c->final_norm) norm_apply(c, &m->w.decoder_norm, x, T, x);
 }
 
-/* out [T, out_dim]: logits = h W^T (W the tied embedding or lm_head), or h */
+/* out [T, out_dim]: logits = h W^T (+ b) (W the tied embedding or lm_head,
+ * b lm_head_bias), or h (no vocab, or lm_head = false) */
 static void output_head(const ff_rt_model *m, const float *x, int T, float *out) {
   const ff_config *c = &m->cfg;
-  if (c->vocab > 0)
-    ff_rt_linear(x, T, c->d_model, m->w.lm_head, NULL, c->vocab, out);
+  if (ff_config_has_head(c))
+    ff_rt_linear(x, T, c->d_model, m->w.lm_head, m->w.lm_head_bias, c->vocab, out);
   else
     memcpy(out, x, (size_t)T * c->d_model * sizeof *out);
 }
@@ -360,6 +365,6 @@ double ff_rt_forward_flops(const ff_config *c, int S, int T) {
   } else {
     f += c->encoder_layers * (S * (self_proj + ffn) + 4.0 * d * S * S);
   }
-  if (c->vocab > 0) f += 2.0 * S * d * c->vocab; /* output head */
+  if (ff_config_has_head(c)) f += 2.0 * S * d * c->vocab; /* output head */
   return f;
 }

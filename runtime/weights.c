@@ -120,24 +120,49 @@ static int stack(visit *v, enum ff_stack which, int n, int cross, ff_rt_layer_w 
   return rc;
 }
 
-int ff_rt_visit_weights(const ff_config *c, ff_rt_weights *w, ff_weight_fn fn, void *ctx) {
-  visit v = {c, fn, ctx, FF_STACK_NONE, -1};
+/* Before the stacks: token embedding, learned positions, token types, the
+ * embedding norm (BERT's embeddings.LayerNorm), all named without prefix. */
+static int embeddings(visit *v, ff_rt_weights *w) {
+  const ff_config *c = v->cfg;
   int d = c->d_model, rc = 0;
   if (c->vocab > 0 &&
-      (rc = emit_as(&v, "embed", c->embed_weight, c->vocab, d, FF_INIT_NORMAL, d, c->vocab, SLOT(w->embed))))
+      (rc = emit_as(v, "embed", c->embed_weight, c->vocab, d, FF_INIT_NORMAL, d, c->vocab, SLOT(w->embed))))
     return rc;
   if (c->positional == FF_POS_LEARNED &&
-      (rc = emit_as(&v, "pos_embed", c->pos_embed_weight, c->max_seq, d, FF_INIT_NORMAL, d, c->max_seq, SLOT(w->pos_embed))))
+      (rc = emit_as(v, "pos_embed", c->pos_embed_weight, c->max_seq, d, FF_INIT_NORMAL, d, c->max_seq, SLOT(w->pos_embed))))
     return rc;
+  if (c->vocab > 0 && c->token_types > 0 &&
+      (rc = emit_as(v, "token_type_embed", c->token_type_embed_weight, c->token_types, d, FF_INIT_NORMAL, d,
+                    c->token_types, SLOT(w->token_type_embed))))
+    return rc;
+  if (c->embed_norm) return norm(v, "embed_norm", w ? &w->embed_norm : NULL);
+  return 0;
+}
+
+/* After the stacks: the untied head [vocab, d] and its bias [vocab]. */
+static int head(visit *v, ff_rt_weights *w) {
+  const ff_config *c = v->cfg;
+  int d = c->d_model, rc = 0;
+  if (!ff_config_has_head(c)) return 0;
+  if (!c->tie_embeddings &&
+      (rc = emit_as(v, "lm_head", c->lm_head_weight, c->vocab, d, FF_INIT_NORMAL, d, c->vocab, SLOT(w->lm_head))))
+    return rc;
+  if (c->head_bias) /* nn.Linear's bias init */
+    return emit_as(v, "lm_head_bias", c->lm_head_bias, c->vocab, 0, FF_INIT_LINEAR_BIAS, d, c->vocab,
+                   SLOT(w->lm_head_bias));
+  return 0;
+}
+
+int ff_rt_visit_weights(const ff_config *c, ff_rt_weights *w, ff_weight_fn fn, void *ctx) {
+  visit v = {c, fn, ctx, FF_STACK_NONE, -1};
+  int rc = embeddings(&v, w);
+  if (rc) return rc;
   if (c->arch != FF_ARCH_DECODER_ONLY)
     rc = stack(&v, FF_STACK_ENCODER, c->encoder_layers, 0, w ? w->encoder : NULL, SLOT(w->encoder_norm));
   if (!rc && c->arch != FF_ARCH_ENCODER)
     rc = stack(&v, FF_STACK_DECODER, c->decoder_layers, c->arch == FF_ARCH_ENCODER_DECODER,
                w ? w->decoder : NULL, SLOT(w->decoder_norm));
-  if (rc) return rc;
-  if (c->vocab > 0 && !c->tie_embeddings)
-    return emit_as(&v, "lm_head", c->lm_head_weight, c->vocab, d, FF_INIT_NORMAL, d, c->vocab, SLOT(w->lm_head));
-  return 0;
+  return rc ? rc : head(&v, w);
 }
 
 typedef struct {
@@ -167,7 +192,7 @@ typedef struct {
   ff_error *err;
 } binder;
 
-static void shape_str(char *buf, size_t n, int rank, const int64_t *shape) {
+void ff_rt_shape_text(char *buf, size_t n, int rank, const int64_t *shape) {
   size_t at = 0;
   at += (size_t)snprintf(buf, n, "[");
   for (int i = 0; i < rank && at < n; i++)
@@ -179,13 +204,13 @@ static int bind_one(void *ctx, const ff_weight_spec *s) {
   binder *b = ctx;
   int64_t want[2] = {s->shape[0], s->shape[1]};
   char wants[64], haves[160];
-  shape_str(wants, sizeof wants, s->rank, want);
+  ff_rt_shape_text(wants, sizeof wants, s->rank, want);
   const ff_tensor *t = ff_tensor_file_find(b->file, s->name);
   if (!t) return ff_fail(b->err, FF_EMISSING, "missing tensor '%s' %s", s->name, wants);
   int ok = t->rank == s->rank;
   for (int i = 0; ok && i < s->rank; i++) ok = t->shape[i] == want[i];
   if (!ok) {
-    shape_str(haves, sizeof haves, t->rank, t->shape);
+    ff_rt_shape_text(haves, sizeof haves, t->rank, t->shape);
     return ff_fail(b->err, FF_ESHAPE, "tensor '%s': shape %s in file, model needs %s", s->name, haves,
                    wants);
   }

@@ -61,6 +61,7 @@ def configs(n, seed):
         if cfg["arch"] == "encoder":
             continue
         cfg.setdefault("vocab", rng.choice([7, 23, 40]))
+        cfg.pop("lm_head", None)  # greedy decoding needs the output head (its bias may stay)
         out.append(cfg)
     return rng, out
 

@@ -18,7 +18,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from reference import read_safetensors, write_safetensors  # noqa: E402
+from reference import read_safetensors, split_projections, write_safetensors  # noqa: E402
 
 GOOD = """return {
   name = "m", arch = "encoder", d_model = 16, heads = 2, d_ff = 24, layers = 1,
@@ -134,6 +134,21 @@ def main():
         t_extra["head.weight"] = np.zeros((10, 16), dtype=np.float32)
         extra_weights = os.path.join(tmp, "wextra.safetensors")
         write_safetensors(extra_weights, t_extra)
+        # q/k/v stored apart (as Hugging Face does): one missing, beside the fused tensor, shapes that do not stack
+        apart = split_projections(read_safetensors(weights), 16, False)
+        t_noq = dict(apart)
+        del t_noq["layers.0.self_attn.k_proj.weight"]
+        apart_missing = os.path.join(tmp, "wnok.safetensors")
+        write_safetensors(apart_missing, t_noq)
+        t_both = dict(apart)
+        t_both["layers.0.self_attn.in_proj_weight"] = read_safetensors(weights)["layers.0.self_attn.in_proj_weight"]
+        apart_both = os.path.join(tmp, "wboth.safetensors")
+        write_safetensors(apart_both, t_both)
+        t_cut = dict(apart)
+        t_cut["layers.0.self_attn.v_proj.weight"] = t_cut["layers.0.self_attn.v_proj.weight"][:, :15]
+        apart_cut = os.path.join(tmp, "wcut.safetensors")
+        write_safetensors(apart_cut, t_cut)
+        headless = good_with(tmp, "k19", ("arch = \"encoder\"", "arch = \"decoder-only\""), " lm_head = false,")
         lines = os.path.join(tmp, "lines.txt")  # line 2 is longer than the dates model's max_seq
         with open(lines, "w") as f:
             f.write("march 5, 1999\n" + "a" * 80 + "\n")
@@ -214,6 +229,28 @@ def main():
             ("info --weights NaN", ["info", good, "--weights", nan_weights],
              ["wnan.safetensors", "'layers.0.linear1.weight'", "1 non-finite value", "element 53"]),
             ("info --weights junk", ["info", good, "--weights", junk], ["junk.safetensors"]),
+            # the embedding and output-head keys, and projections stored apart
+            ("head_bias without vocab", run_cmd(desc(tmp, "k20", GOOD.replace("vocab = 10,", "head_bias = true,"))),
+             ["k20.lua", "head_bias: given but the model has no vocab"]),
+            ("lm_head_bias, no head_bias", run_cmd(good_with(tmp, "k21", extra=' lm_head_bias = "b",')),
+             ["k21.lua", "lm_head_bias: given but head_bias is false"]),
+            ("head_bias, lm_head false", run_cmd(good_with(tmp, "k22", extra=" lm_head = false, head_bias = true,")),
+             ["k22.lua", "head_bias: given but lm_head is false"]),
+            ("token type name, 0 types", run_cmd(good_with(tmp, "k23", extra=' token_type_embed_weight = "t",')),
+             ["k23.lua", "token_type_embed_weight: given but token_types is 0"]),
+            ("negative token_types", run_cmd(good_with(tmp, "k24", extra=" token_types = -1,")),
+             ["k24.lua", "token_types: must be >= 0, got -1"]),
+            ("generate without a head", ["generate", headless, "--weights", weights, "--tokens", "1 2"],
+             ["m has lm_head = false", "decoding needs an output head"]),
+            ("q/k/v apart, k missing", run_cmd(good, w=apart_missing),
+             ["wnok.safetensors", "missing tensor 'layers.0.self_attn.k_proj.weight'",
+              "'layers.0.self_attn.q_proj.weight' is there"]),
+            ("q/k/v apart and fused", run_cmd(good, w=apart_both),
+             ["wboth.safetensors", "'layers.0.self_attn.in_proj_weight' is in the file both fused and apart"]),
+            ("q/k/v that do not stack", run_cmd(good, w=apart_cut),
+             ["wcut.safetensors", "'layers.0.self_attn.v_proj.weight' [16,15]", "cannot be fused"]),
+            ("info --weights, k missing", ["info", good, "--weights", apart_missing],
+             ["wnok.safetensors", "missing tensor 'layers.0.self_attn.k_proj.weight'"]),
         ]
         for engine in ("tcc", "cc"):
             cases.append(("token id, engine " + engine,

@@ -14,6 +14,8 @@ error over non-padded rows, scaled by the output's max magnitude, must be
   llama        RMSNorm, RoPE, SwiGLU (small torch implementations in lib/reference.py)
   files        F16 / BF16 weights files, int64 ids and lengths
   random       seeded random configs over every description key (reference.RefModel)
+  embed        BERT-style encoder (token types, embedding LayerNorm, eps 1e-12, no head) and
+               decoders with an output-head bias, some with q/k/v and gate/up stored apart
 
 RefModel (lib/reference.py) is checked against nn.TransformerEncoder / nn.Transformer
 in the first four groups (1e-5) before it is the reference of the last two.
@@ -36,7 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 from configs import random_config  # noqa: E402
 from reference import (RefModel, lengths_mask, random_weights, randomize, rounded, sinusoidal_table,  # noqa: E402
-                       state_dict_numpy, valid_rows, weight_names, write_description, write_safetensors)
+                       split_projections, state_dict_numpy, valid_rows, weight_names, write_description,
+                       write_safetensors)
 
 torch.set_num_threads(1)
 
@@ -46,6 +49,7 @@ class Case:
         self.name, self.cfg, self.weights = name, cfg, weights
         self.src, self.lengths, self.tgt, self.expected = src, np.asarray(lengths, dtype=np.int32), tgt, expected
         self.dtype = "F32"  # of the weights file
+        self.split = False  # the file stores q/k/v (and swiglu's gate/up) apart
 
 
 def drop_projection_biases(sd):
@@ -135,15 +139,18 @@ def group_decoder():
 class TokenModel(nn.Module):
     """Embedding * sqrt(d) + positions -> nn stack -> tied or separate head, in plain torch."""
 
-    def __init__(self, V, d, stack, positional, max_seq, scale=True, tied=True, causal=False, encdec=False):
+    def __init__(self, V, d, stack, positional, max_seq, scale=True, tied=True, causal=False, encdec=False,
+                 head_bias=False):
         super().__init__()
         self.embed = nn.Embedding(V, d)
         self.stack, self.positional, self.scale, self.tied = stack, positional, scale, tied
         self.causal, self.encdec, self.d = causal, encdec, d
         if positional == "learned":
             self.pos_embed = nn.Embedding(max_seq, d)
-        if not tied:
-            self.lm_head = nn.Linear(d, V, bias=False)
+        if not tied:  # with a bias: the nn.Transformer tutorial's decoder = nn.Linear(d_model, ntoken)
+            self.lm_head = nn.Linear(d, V, bias=head_bias)
+        elif head_bias:  # tied weights, a bias of its own (description key lm_head_bias names it)
+            self.lm_head_bias = nn.Parameter(torch.zeros(V))
 
     def inp(self, ids):
         x = self.embed(ids) * (math.sqrt(self.d) if self.scale else 1.0)
@@ -164,11 +171,13 @@ class TokenModel(nn.Module):
             S = src.shape[1]
             mask = nn.Transformer.generate_square_subsequent_mask(S) if self.causal else None
             h = self.stack(self.inp(src), mask=mask, src_key_padding_mask=pad)
-        return h @ (self.embed.weight if self.tied else self.lm_head.weight).T
+        if not self.tied:
+            return self.lm_head(h)
+        return h @ self.embed.weight.T + (self.lm_head_bias if hasattr(self, "lm_head_bias") else 0)
 
 
 def token_case(name, seed, V, d, h, ff, L, positional, lengths, S, scale=True, tied=True, arch="encoder",
-               norm_first=False, T=None, prefix=None):
+               norm_first=False, T=None, prefix=None, head_bias=False):
     """prefix: the state dict exactly as the wrapper module exports it (embed.weight, lm_head.weight,
     PREFIX + layers.*), the description's prefix naming the stack; else "stack." is dropped."""
     gen = torch.Generator().manual_seed(seed)
@@ -179,7 +188,8 @@ def token_case(name, seed, V, d, h, ff, L, positional, lengths, S, scale=True, t
     else:
         layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True, norm_first=norm_first)
         stack = nn.TransformerEncoder(layer, L, enable_nested_tensor=False)
-    model = TokenModel(V, d, stack, positional, 16, scale, tied, arch == "decoder-only", arch == "encoder-decoder")
+    model = TokenModel(V, d, stack, positional, 16, scale, tied, arch == "decoder-only", arch == "encoder-decoder",
+                       head_bias)
     randomize(model, gen)
     model.eval()
     B = len(lengths)
@@ -192,6 +202,10 @@ def token_case(name, seed, V, d, h, ff, L, positional, lengths, S, scale=True, t
         sd[k if prefix else k.replace("stack.", "", 1)] = v
     cfg = dict(name=name, arch=arch, d_model=d, heads=h, d_ff=ff, norm="pre" if norm_first else "post",
                vocab=V, positional=positional, scale_embeddings=scale, tie_embeddings=tied, max_seq=16)
+    if head_bias:
+        cfg["head_bias"] = True
+        if tied:
+            cfg["lm_head_bias"] = "lm_head_bias"
     if prefix:
         assert "stack.layers.0.linear1.weight" in sd and "embed.weight" in sd and "lm_head.weight" in sd
         cfg["prefix"] = prefix
@@ -217,6 +231,76 @@ def group_tokens():
         # self.embed, self.pos_embed, self.stack = nn.TransformerEncoder(...), self.lm_head: loaded as exported
         token_case("tok_wrapper_prefix", 36, 19, 16, 2, 23, 2, "learned", [5, 3], 5, tied=False, prefix="stack."),
     ]
+
+
+class BertEncoder(nn.Module):
+    """BERT's embeddings (word + position + token type 0, LayerNorm) before an
+    nn.TransformerEncoder of post-norm GELU layers; hidden states out."""
+
+    def __init__(self, V, d, h, ff, L, max_seq, types, eps):
+        super().__init__()
+        self.embed, self.pos_embed = nn.Embedding(V, d), nn.Embedding(max_seq, d)
+        self.token_type_embed, self.embed_norm = nn.Embedding(types, d), nn.LayerNorm(d, eps=eps)
+        layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, activation="gelu", batch_first=True,
+                                           layer_norm_eps=eps)
+        self.stack = nn.TransformerEncoder(layer, L, enable_nested_tensor=False)
+
+    def forward(self, ids, lengths):
+        T = ids.shape[1]
+        x = self.embed(ids) + self.pos_embed.weight[:T] + self.token_type_embed(torch.zeros_like(ids))
+        return self.stack(self.embed_norm(x), src_key_padding_mask=lengths_mask(lengths, T))
+
+
+def bert_case(name, seed, V, d, h, ff, L, types, lengths, S, small=1e-3):
+    """Embeddings scaled by `small` make the embedding norm's variance ~1e-6:
+    there eps = 1e-12 and PyTorch's default 1e-5 give visibly different numbers."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = BertEncoder(V, d, h, ff, L, 16, types, 1e-12)
+    randomize(model, gen)
+    with torch.no_grad():
+        for e in (model.embed, model.pos_embed, model.token_type_embed):
+            e.weight.mul_(small)
+    model.eval()
+    src = torch.randint(0, V, (len(lengths), S), generator=gen)
+    with torch.no_grad():
+        ref = model(src, torch.as_tensor(lengths)).numpy()
+    sd = {k.replace("stack.", "", 1): v for k, v in state_dict_numpy(model).items()}
+    cfg = dict(name=name, arch="encoder", d_model=d, heads=h, d_ff=ff, layers=L, activation="gelu", eps=1e-12,
+               vocab=V, positional="learned", scale_embeddings=False, token_types=types, embed_norm=True,
+               lm_head=False, max_seq=16)
+    src_np = src.numpy().astype(np.int32)
+    check_ref(name, cfg, sd, src_np, lengths, None, ref)
+    wrong_eps = RefModel(dict(cfg, eps=1e-5), sd).forward(src_np, lengths)
+    assert np.abs(wrong_eps - ref).max() > 0.1 * np.abs(ref).max(), "eps does not matter in " + name
+    return Case(name, cfg, sd, src_np, lengths, ref)
+
+
+def split(case):
+    case.name, case.split = case.name + "_split", True
+    return case
+
+
+def group_embed():
+    swiglu = dict(arch="decoder-only", d_model=24, heads=3, d_ff=19, layers=2, norm="pre", norm_kind="rmsnorm",
+                  activation="swiglu", vocab=37, positional="rope", head_bias=True, embed_norm=True, max_seq=16)
+    cases = [
+        bert_case("bert_types2", 71, 29, 24, 3, 37, 2, 2, [7, 4, 1], 7),
+        split(bert_case("bert_types3", 72, 23, 16, 2, 21, 1, 3, [5, 5], 5)),
+        token_case("head_bias_untied", 73, 31, 16, 2, 27, 2, "sinusoidal", [6, 2], 6, tied=False,
+                   arch="decoder-only", head_bias=True),
+        token_case("head_bias_tied", 74, 19, 24, 3, 23, 1, "learned", [5, 3], 5, arch="decoder-only",
+                   norm_first=True, head_bias=True),
+        split(token_case("head_bias_encdec", 75, 23, 16, 2, 29, 2, "sinusoidal", [5, 2], 5,
+                         arch="encoder-decoder", T=4, head_bias=True)),
+        split(ref_case("swiglu_embed_norm", dict(swiglu, name="swiglu_embed_norm", token_types=2, bias=True), 76,
+                       [6, 3], 6)),
+        ref_case("rms_embed_norm_nohead", dict(swiglu, name="rms_embed_norm_nohead", lm_head=False,
+                                               head_bias=None), 77, [5, 1], 5),
+    ]
+    for c in cases:
+        c.cfg = {k: v for k, v in c.cfg.items() if v is not None}
+    return cases
 
 
 def ref_case(name, cfg, seed, lengths, S, T=None):
@@ -293,11 +377,25 @@ def run_case(ff, engine, case, tmp, tol):
     os.makedirs(d, exist_ok=True)
     model, weights = os.path.join(d, "model.lua"), os.path.join(d, "w.safetensors")
     write_description(case.cfg, model)
-    write_safetensors(weights, case.weights, case.dtype)
+    tensors = case.weights
+    if case.split:
+        tensors = split_projections(tensors, case.cfg["d_model"], case.cfg.get("activation") == "swiglu")
+        assert len(tensors) > len(case.weights), case.name
+    write_safetensors(weights, tensors, case.dtype)
     np.save(os.path.join(d, "in.npy"), case.src)
     np.save(os.path.join(d, "len.npy"), case.lengths)
     cmd = [ff, "run", model, "--weights", weights, "--input", os.path.join(d, "in.npy"), "--lengths",
            os.path.join(d, "len.npy"), "--output", os.path.join(d, "out.npy"), "--engine", engine]
+    if engine == "emitted":  # NAME.c + the --with-main driver, built with cc, on the packed blob
+        name, e = case.cfg["name"], os.path.join(d, "emitted")
+        p = subprocess.run([ff, "emit", model, "-o", e, "--weights", weights, "--with-main"], capture_output=True,
+                           text=True)
+        if p.returncode == 0:
+            p = subprocess.run(["cc", "-O1", "-o", os.path.join(e, name), os.path.join(e, name + ".c"),
+                                os.path.join(e, name + "_main.c"), "-lm"], capture_output=True, text=True)
+        if p.returncode != 0:
+            return None, "emit or cc failed: " + p.stderr.strip()[:500]
+        cmd = [os.path.join(e, name), "--weights", os.path.join(e, name + ".weights")] + cmd[5:-2]
     if case.tgt is not None:
         np.save(os.path.join(d, "tgt.npy"), case.tgt)
         cmd += ["--target-input", os.path.join(d, "tgt.npy")]
@@ -312,13 +410,13 @@ def run_case(ff, engine, case, tmp, tol):
     return err, None if err <= tol else "error above %.0e" % tol
 
 
-GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "files", "random"]
+GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "files", "random", "embed"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fixformer", required=True)
-    ap.add_argument("--engine", default="runtime")
+    ap.add_argument("--engine", default="runtime", help="runtime, tcc, cc, or emitted (emit --with-main, cc)")
     ap.add_argument("--group", choices=GROUPS, action="append")
     ap.add_argument("--random", type=int, default=16)
     ap.add_argument("--seed", type=int, default=5)
@@ -326,7 +424,8 @@ def main():
     ap.add_argument("--keep", help="keep the case files in this directory")
     args = ap.parse_args()
     build = {"encoder": group_encoder, "transformer": group_transformer, "decoder": group_decoder,
-             "tokens": group_tokens, "llama": group_llama, "files": group_files, "random": lambda: group_random(args.random, args.seed)}
+             "tokens": group_tokens, "llama": group_llama, "files": group_files, "random": lambda: group_random(args.random, args.seed),
+             "embed": group_embed}
     failed, total, worst = 0, 0, 0.0
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp

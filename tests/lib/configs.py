@@ -5,6 +5,7 @@ cycles the architecture, norm kind, activation and positions so that any 12
 consecutive configs cover all of them."""
 
 import os
+import random
 
 import numpy as np
 
@@ -44,7 +45,23 @@ def random_config(rng, name, force=None):
         cfg["tie_embeddings"] = rng.random() < 0.6
     if pos == "rope" and rng.random() < 0.3:
         cfg["rope_theta"] = 500.0
+    embed_head_keys(cfg)
     return cfg
+
+
+def embed_head_keys(cfg):
+    """The embedding and output-head keys (issue 12), drawn from a generator of
+    their own seeded by the config drawn so far, which therefore stays as it was."""
+    r = random.Random("embed/head %r" % sorted(cfg.items()))
+    if cfg.get("vocab"):
+        if r.random() < 0.2:
+            cfg["lm_head"] = False
+        elif r.random() < 0.4:
+            cfg["head_bias"] = True
+        if r.random() < 0.3:
+            cfg["token_types"] = r.choice([1, 2, 3])
+    if r.random() < 0.3:
+        cfg["embed_norm"] = True
 
 
 def lua_value(v):

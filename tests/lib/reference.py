@@ -131,6 +131,10 @@ class RefModel:
         c.setdefault("max_seq", 512)
         c.setdefault("prefix", "")
         c.setdefault("d_ff", 4 * c["d_model"])
+        c.setdefault("head_bias", False)
+        c.setdefault("lm_head", True)
+        c.setdefault("token_types", 0)
+        c.setdefault("embed_norm", False)
         if c["arch"] == "encoder-decoder":
             c.setdefault("encoder_layers", c.get("layers"))
             c.setdefault("decoder_layers", c.get("layers"))
@@ -139,10 +143,11 @@ class RefModel:
         """A tensor of the layer stack (the prefix first), or outside it (named in full)."""
         return self.w.get(name if outside else self.c["prefix"] + name)
 
-    def norm(self, x, name):
+    def norm(self, x, name, outside=False):
         if self.c["norm_kind"] == "rmsnorm":
-            return rms_norm(x, self.W(name + ".weight"), self.c["eps"])
-        return F.layer_norm(x, (x.shape[-1],), self.W(name + ".weight"), self.W(name + ".bias"), self.c["eps"])
+            return rms_norm(x, self.W(name + ".weight", outside), self.c["eps"])
+        return F.layer_norm(x, (x.shape[-1],), self.W(name + ".weight", outside), self.W(name + ".bias", outside),
+                            self.c["eps"])
 
     def attention(self, xq, xkv, name, allowed, rope):
         """nn.MultiheadAttention's math: in_proj rows q|k|v; allowed [B, Tq, Tk] bool."""
@@ -196,6 +201,10 @@ class RefModel:
             x = x + sinusoidal_table(T, c["d_model"])
         elif c["positional"] == "learned":
             x = x + self.W(c.get("pos_embed_weight", "pos_embed.weight"), True)[:T]
+        if c.get("vocab") and c["token_types"]:  # BERT's token_type_ids, all 0
+            x = x + self.W(c.get("token_type_embed_weight", "token_type_embed.weight"), True)[0]
+        if c["embed_norm"]:  # BERT's embeddings.LayerNorm
+            x = self.norm(x, "embed_norm", True)
         return x
 
     def stack(self, x, prefix, n, allowed, memory=None, mem_allowed=None):
@@ -230,10 +239,12 @@ class RefModel:
                 T = y.shape[1]
                 causal = torch.tril(torch.ones(T, T, dtype=torch.bool))[None].expand(B, T, T)
                 h = self.stack(y, "decoder.", c["decoder_layers"], causal, mem, key_ok[:, None, :].expand(B, T, S))
-            if c.get("vocab"):
+            if c.get("vocab") and c["lm_head"]:
                 head = self.W(c.get("embed_weight", "embed.weight"), True) if c["tie_embeddings"] else \
                     self.W(c.get("lm_head_weight", "lm_head.weight"), True)
                 h = h @ head.T
+                if c["head_bias"]:
+                    h = h + self.W(c.get("lm_head_bias", "lm_head.bias"), True)
             return h.numpy()
 
 
@@ -297,13 +308,42 @@ def weight_names(cfg):
         out.append((c.get("embed_weight", "embed.weight"), (c["vocab"], d)))
     if c["positional"] == "learned":
         out.append((c.get("pos_embed_weight", "pos_embed.weight"), (c["max_seq"], d)))
+    if c.get("vocab") and c["token_types"]:
+        out.append((c.get("token_type_embed_weight", "token_type_embed.weight"), (c["token_types"], d)))
+    if c["embed_norm"]:
+        out.append(("embed_norm.weight", (d,)))
+        if c["norm_kind"] == "layernorm":
+            out.append(("embed_norm.bias", (d,)))
     if c["arch"] == "encoder-decoder":
         stack("encoder.", c["encoder_layers"], False)
         stack("decoder.", c["decoder_layers"], True)
     else:
         stack("", c["layers"], False)
-    if c.get("vocab") and not c["tie_embeddings"]:
+    if c.get("vocab") and c["lm_head"] and not c["tie_embeddings"]:
         out.append((c.get("lm_head_weight", "lm_head.weight"), (c["vocab"], d)))
+    if c.get("vocab") and c["lm_head"] and c["head_bias"]:
+        out.append((c.get("lm_head_bias", "lm_head.bias"), (c["vocab"],)))
+    return out
+
+
+def split_projections(tensors, d_model, swiglu):
+    """A fused state dict stored as Hugging Face keeps it: each in_proj_weight /
+    in_proj_bias as q_proj, k_proj, v_proj (q the first d_model rows, k and v
+    halves of the rest) and, for swiglu, each linear1 as gate_proj, up_proj
+    (halves) at the layer level."""
+    out = {}
+    for name, t in tensors.items():
+        if ".in_proj_" in name:
+            module, kind = name.rsplit(".in_proj_", 1)
+            kv = (t.shape[0] - d_model) // 2
+            for part, rows in (("q", t[:d_model]), ("k", t[d_model:d_model + kv]), ("v", t[d_model + kv:])):
+                out["%s.%s_proj.%s" % (module, part, kind)] = rows
+        elif swiglu and ".linear1." in name:
+            layer, kind = name.split("linear1.")
+            f = t.shape[0] // 2
+            out[layer + "gate_proj." + kind], out[layer + "up_proj." + kind] = t[:f], t[f:]
+        else:
+            out[name] = t
     return out
 
 

@@ -1,0 +1,187 @@
+/* fuse.c - projections as checkpoints store them, fused into the tensors
+ * the model binds.  Hugging Face and Meta keep q_proj, k_proj, v_proj apart
+ * (and gate_proj, up_proj for SwiGLU); fixformer binds nn.MultiheadAttention's
+ * in_proj_weight (rows q | k | v) and linear1 (rows gate | up).  The fusing
+ * happens once, right after a file is read, so the runtime, the packer and
+ * `info --weights` all see the canonical names.  Shapes are taken from the
+ * tensors found (q may have more rows than k and v: grouped-query
+ * attention); whether the fused tensor fits the model is the binding's
+ * check, as for a fused tensor in the file. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ff_runtime.h"
+
+#define MAX_PARTS 3
+
+/* A fused tensor's role ending (the spec's role is it, or ends in "." it)
+ * and the names its rows are stored under, relative to the same module. */
+static const struct {
+  const char *fused;
+  int swiglu_only;
+  const char *parts[MAX_PARTS + 1];
+} rules[] = {
+    {"in_proj_weight", 0, {"q_proj.weight", "k_proj.weight", "v_proj.weight", NULL}},
+    {"in_proj_bias", 0, {"q_proj.bias", "k_proj.bias", "v_proj.bias", NULL}},
+    {"linear1.weight", 1, {"gate_proj.weight", "up_proj.weight", NULL}},
+    {"linear1.bias", 1, {"gate_proj.bias", "up_proj.bias", NULL}},
+};
+
+typedef struct {
+  char name[FF_TENSOR_NAME_MAX]; /* the fused tensor */
+  int part[MAX_PARTS], n;        /* its parts: indices into the file's tensors */
+} fusion;
+
+typedef struct {
+  const ff_config *cfg;
+  const ff_tensor_file *file;
+  fusion *list; /* one per tensor the model binds, at most */
+  int count;
+  ff_error *err;
+} planner;
+
+static int rule_of(const ff_config *c, const char *role) {
+  size_t rl = strlen(role);
+  for (int r = 0; r < (int)(sizeof rules / sizeof *rules); r++) {
+    size_t fl = strlen(rules[r].fused);
+    if (rules[r].swiglu_only && c->activation != FF_ACT_SWIGLU) continue;
+    if (rl >= fl && !strcmp(role + rl - fl, rules[r].fused) && (rl == fl || role[rl - fl - 1] == '.')) return r;
+  }
+  return -1;
+}
+
+/* The parts must stack into one tensor: vectors, or matrices of one width;
+ * k and v (gate and up) of one shape.  q's rows are free (kv_heads). */
+static int check_parts(const planner *p, const fusion *fu, const ff_tensor *const *t) {
+  char a[96], b[96];
+  for (int i = 0; i < fu->n; i++) {
+    int same_rows = i == 0 || (fu->n == 3 && i == 1) || t[i]->shape[0] == t[i - 1]->shape[0];
+    int ok = (t[i]->rank == 1 || t[i]->rank == 2) && t[i]->rank == t[0]->rank &&
+             (t[i]->rank == 1 || t[i]->shape[1] == t[0]->shape[1]) && same_rows;
+    if (ok) continue;
+    const ff_tensor *other = i ? t[i - 1] : t[i];
+    ff_rt_shape_text(a, sizeof a, other->rank, other->shape);
+    ff_rt_shape_text(b, sizeof b, t[i]->rank, t[i]->shape);
+    if (t[i]->rank != 1 && t[i]->rank != 2)
+      return ff_fail(p->err, FF_ESHAPE, "tensor '%s' %s: a projection must be a matrix or a vector", t[i]->name, b);
+    return ff_fail(p->err, FF_ESHAPE, "tensors '%s' %s and '%s' %s cannot be fused into '%s': %s", other->name, a,
+                   t[i]->name, b, fu->name,
+                   fu->n == 3 ? "q, k, v need one width, k and v one shape" : "gate and up need one shape");
+  }
+  return 0;
+}
+
+/* One tensor the model binds: if its parts are in the file, a fusion. */
+static int plan_one(void *ctx, const ff_weight_spec *s) {
+  planner *p = ctx;
+  int r = rule_of(p->cfg, s->role);
+  if (r < 0) return 0;
+  fusion *fu = &p->list[p->count];
+  const ff_tensor *t[MAX_PARTS] = {NULL};
+  size_t base = strlen(s->name) - strlen(rules[r].fused); /* the module's name, with its dot */
+  char names[MAX_PARTS][FF_TENSOR_NAME_MAX + 32];
+  int found = 0, missing = -1;
+  memset(fu, 0, sizeof *fu);
+  snprintf(fu->name, sizeof fu->name, "%s", s->name);
+  for (fu->n = 0; rules[r].parts[fu->n]; fu->n++) {
+    snprintf(names[fu->n], sizeof names[fu->n], "%.*s%s", (int)base, s->name, rules[r].parts[fu->n]);
+    t[fu->n] = ff_tensor_file_find(p->file, names[fu->n]);
+    if (t[fu->n]) found++, fu->part[fu->n] = (int)(t[fu->n] - p->file->tensors);
+    else if (missing < 0) missing = fu->n;
+  }
+  if (!found) return 0; /* stored fused, or missing: the binding says which */
+  int first = missing == 0 ? 1 : 0;
+  while (!t[first]) first++;
+  if (ff_tensor_file_find(p->file, s->name))
+    return ff_fail(p->err, FF_EINVAL, "tensor '%s' is in the file both fused and apart (as '%s', ...); keep one",
+                   s->name, names[first]);
+  if (missing >= 0)
+    return ff_fail(p->err, FF_EMISSING, "missing tensor '%s': '%s' is there, and '%s' is fused from %d parts",
+                   names[missing], names[first], s->name, fu->n);
+  int rc = check_parts(p, fu, t);
+  if (!rc) p->count++;
+  return rc;
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(((const ff_tensor *)a)->name, ((const ff_tensor *)b)->name);
+}
+
+/* Copies the tensors of f that are no part, then each fusion's parts stacked
+ * by rows, into ts and block (floats, then names, like the reader's): the
+ * count of tensors. */
+static int fill(const ff_tensor_file *f, const unsigned char *is_part, const fusion *list, int count, ff_tensor *ts,
+                float *fp, char *np) {
+  int n = 0;
+  for (int i = 0; i < f->count + count; i++) {
+    const fusion *fu = i < f->count ? NULL : &list[i - f->count];
+    const ff_tensor *src = fu ? &f->tensors[fu->part[0]] : &f->tensors[i];
+    if (!fu && is_part[i]) continue;
+    ff_tensor *t = &ts[n++];
+    *t = *src; /* dtype, rank, width: the first part's */
+    t->data = fp;
+    t->name = np;
+    strcpy(np, fu ? fu->name : src->name);
+    np += strlen(np) + 1;
+    t->shape[0] = 0, t->numel = 0;
+    for (int k = 0; k < (fu ? fu->n : 1); k++) { /* rows q | k | v, or gate | up */
+      const ff_tensor *part = fu ? &f->tensors[fu->part[k]] : src;
+      memcpy(fp, part->data, part->numel * sizeof *fp);
+      fp += part->numel, t->numel += part->numel, t->shape[0] += part->shape[0];
+    }
+  }
+  return n;
+}
+
+/* Replaces f by the fused file, one new block: the floats are copied once
+ * (a file that needs no fusing never comes here). */
+static int rebuild(ff_tensor_file *f, const fusion *list, int count, ff_error *err) {
+  size_t floats = 0, names = 0, fbytes, total;
+  unsigned char *is_part = calloc((size_t)f->count + 1, 1);
+  if (!is_part) return ff_fail(err, FF_ENOMEM, "out of memory");
+  for (int i = 0; i < count; i++)
+    for (int k = 0; k < list[i].n; k++) is_part[list[i].part[k]] = 1;
+  for (int i = 0; i < f->count; i++) {
+    floats += f->tensors[i].numel; /* fusing moves floats, never adds any */
+    names += is_part[i] ? 0 : strlen(f->tensors[i].name) + 1;
+  }
+  for (int i = 0; i < count; i++) names += strlen(list[i].name) + 1;
+  if (ff_size_mul(floats, sizeof(float), &fbytes) || ff_size_add(fbytes, names, &total)) {
+    free(is_part);
+    return ff_fail(err, FF_ENOMEM, "tensor sizes overflow");
+  }
+  ff_tensor *ts = calloc((size_t)f->count + 1, sizeof *ts); /* fewer: each fusion takes >= 2 */
+  char *block = malloc(total ? total : 1);
+  if (!ts || !block) {
+    free(is_part), free(ts), free(block);
+    return ff_fail(err, FF_ENOMEM, "out of memory fusing projections (%zu bytes)", total);
+  }
+  int n = fill(f, is_part, list, count, ts, (float *)(void *)block, block + fbytes);
+  free(is_part);
+  qsort(ts, (size_t)n, sizeof *ts, by_name); /* ff_tensor_file_find bisects */
+  ff_tensor_file_free(f);
+  f->tensors = ts, f->count = n, f->storage = block;
+  return 0;
+}
+
+int ff_rt_fuse_projections(const ff_config *c, ff_tensor_file *f, ff_error *err) {
+  size_t specs = 0;
+  ff_rt_count_weights(c, &specs, NULL);
+  planner p = {c, f, calloc(specs + 1, sizeof(fusion)), 0, err};
+  if (!p.list) return ff_fail(err, FF_ENOMEM, "out of memory");
+  int rc = ff_rt_visit_weights(c, NULL, plan_one, &p);
+  if (!rc && p.count) rc = rebuild(f, p.list, p.count, err);
+  free(p.list);
+  return rc;
+}
+
+int ff_rt_read_weights(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err) {
+  int rc = ff_safetensors_read(path, f, err);
+  if (rc) return rc;
+  if ((rc = ff_rt_fuse_projections(c, f, err))) {
+    ff_tensor_file_free(f);
+    if (err) ff_fail(err, rc, "%s: %s", path, err->msg);
+  }
+  return rc;
+}
