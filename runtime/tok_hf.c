@@ -280,7 +280,8 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
   t->info.eos = named(t, eos), t->info.pad = named(t, pad);
   int bytes = ff_tok_byte_ids(t);
   if (t->info.kind != FF_TOK_BPE_SP) t->byte_fallback = 0; /* only SentencePiece-style BPE falls back to bytes */
-  t->info.round_trip = t->info.kind == FF_TOK_BPE_BYTES || (t->byte_fallback && bytes == 256);
+  /* Metaspace leaves out a space it finds first (HF's decoder strips one that was there) */
+  t->info.round_trip = t->info.kind == FF_TOK_BPE_BYTES || (t->byte_fallback && bytes == 256 && !t->meta);
   return 0;
 }
 

@@ -77,7 +77,7 @@ else if (cmd === "hf") {
   const tok = new Tokenizer(JSON.parse(fs.readFileSync(a, "utf8")), {});
   for (const l of lines(b)) {
     const ids = tok.encode(l, { add_special_tokens: false }).ids;
-    process.stdout.write(JSON.stringify({ ids, text: tok.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false }) }) + "\n");
+    process.stdout.write(JSON.stringify({ ids, text: ids.length ? tok.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false }) : "" }) + "\n");
   }
 } else if (cmd === "tiktoken") {
   const enc = new Tiktoken(ranks);
