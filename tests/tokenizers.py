@@ -12,9 +12,9 @@ punctuation):
   llama2c     a llama2.c tokenizer.bin written as llama2.c's tokenizer.py
               exports one: ids equal a Python port of run.c's encode;
   round trip  decode(encode(line)) == line for gpt2, sp, meta, llama2c;
-  generate    `fixformer generate --text` on a tiny decoder-only model with
-              each BPE tokenizer: bos first where the format says, the ids
-              of --tokens, the text decoded;
+  generate    `fixformer generate --text` and `--lines` on a tiny
+              decoder-only model with each BPE tokenizer: bos first where the
+              format says, the ids of --tokens, the text decoded;
   must fail   malformed tokenizer files: one line, a status in 1..125.
 
 The references run with node from tests/tokenizers (`npm ci` there once;
@@ -264,7 +264,12 @@ def check_generate(ff, tmp, name, tok, size, bos, prompt_ids, pieces, bytelevel)
     common = ["--weights", w, "--max-new", "6", "--engine", "runtime", "--ids"]
     a = subprocess.run([ff, "generate", lua, "--text", GEN_TEXT] + common, capture_output=True)
     b = subprocess.run([ff, "generate", lua, "--tokens", " ".join(map(str, prompt))] + common, capture_output=True)
+    lines = os.path.join(tmp, name + ".lines.txt")
+    with open(lines, "w", encoding="utf-8") as f:
+        f.write(GEN_TEXT + "\n" + GEN_TEXT + "\n")
+    c = subprocess.run([ff, "generate", lua, "--lines", lines] + common, capture_output=True)
     ok = a.returncode == 0 and b.returncode == 0 and a.stdout == b.stdout and b"\t" in a.stdout
+    ok = ok and c.returncode == 0 and c.stdout == a.stdout * 2  # --lines: the same, a line each
     if ok:
         ids, text = a.stdout.rstrip(b"\n").split(b"\t")
         ids = [int(x) for x in ids.split()]
