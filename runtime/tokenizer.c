@@ -187,40 +187,79 @@ static int push_all(tok_out *o, const int32_t *sym, int m) {
   return rc;
 }
 
-/* Hugging Face's BPE: merge the pair of lowest rank, the leftmost of equals,
- * until no pair has a merge */
-static void merge_by_rank(const ff_tokenizer *t, int32_t *sym, int *m) {
-  for (;;) {
-    int best = -1;
-    const tok_merge *bm = NULL;
-    for (int i = 0; i + 1 < *m; i++) {
-      const tok_merge *g = merge_of(t, sym[i], sym[i + 1]);
-      if (g && (!bm || g->rank < bm->rank)) bm = g, best = i;
-    }
-    if (!bm) return;
-    sym[best] = bm->id;
-    memmove(sym + best + 1, sym + best + 2, sizeof *sym * (size_t)(*m - best - 2));
-    (*m)--;
-  }
+/* a pair that may merge: a b at position pos into id (a heap ordered by
+ * key, then position: Hugging Face's rank, or minus llama2.c's score) */
+typedef struct {
+  double key;
+  int pos;
+  int32_t a, b, id;
+} bpe_cand;
+
+static int cand_before(const bpe_cand *x, const bpe_cand *y) {
+  return x->key != y->key ? x->key < y->key : x->pos < y->pos;
 }
 
-/* llama2.c's run.c: merge the pair whose concatenation is a token of the
- * best score (above -1e10, the leftmost of equals), until none is */
-static void merge_by_score(const ff_tokenizer *t, int32_t *sym, int *m, char *buf) {
-  for (;;) {
-    float best_score = -1e10f;
-    int best = -1, best_id = -1;
-    for (int i = 0; i + 1 < *m; i++) {
-      size_t la = t->len[sym[i]], lb = t->len[sym[i + 1]];
-      memcpy(buf, t->tok[sym[i]], la), memcpy(buf + la, t->tok[sym[i + 1]], lb);
-      int id = ff_tok_lookup(t, buf, la + lb);
-      if (id >= 0 && t->score[id] > best_score) best_score = t->score[id], best = i, best_id = id;
-    }
-    if (best < 0) return;
-    sym[best] = best_id;
-    memmove(sym + best + 1, sym + best + 2, sizeof *sym * (size_t)(*m - best - 2));
-    (*m)--;
+static void heap_push(bpe_cand *h, int *n, bpe_cand c) {
+  int i = (*n)++;
+  for (; i > 0 && cand_before(&c, &h[(i - 1) / 2]); i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+  h[i] = c;
+}
+
+static bpe_cand heap_pop(bpe_cand *h, int *n) {
+  bpe_cand top = h[0], last = h[--(*n)];
+  int i = 0;
+  for (int c; (c = 2 * i + 1) < *n; i = c) {
+    if (c + 1 < *n && cand_before(&h[c + 1], &h[c])) c++;
+    if (!cand_before(&h[c], &last)) break;
+    h[i] = h[c];
   }
+  h[i] = last;
+  return top;
+}
+
+/* the pair at i, j if it merges: by the merges list (Hugging Face), or when
+ * its concatenation is a token scoring above -1e10 (llama2.c's run.c) */
+static void cand_add(const ff_tokenizer *t, bpe_cand *h, int *n, const int32_t *sym, int i, int j, char *buf) {
+  if (i < 0 || j < 0) return;
+  if (t->info.kind != FF_TOK_LLAMA2C) {
+    const tok_merge *g = merge_of(t, sym[i], sym[j]);
+    if (g) heap_push(h, n, (bpe_cand){g->rank, i, sym[i], sym[j], g->id});
+    return;
+  }
+  size_t la = t->len[sym[i]], lb = t->len[sym[j]];
+  memcpy(buf, t->tok[sym[i]], la), memcpy(buf + la, t->tok[sym[j]], lb);
+  int id = ff_tok_lookup(t, buf, la + lb);
+  if (id >= 0 && t->score[id] > -1e10f) heap_push(h, n, (bpe_cand){-(double)t->score[id], i, sym[i], sym[j], id});
+}
+
+/* merges the best pair (the leftmost of equals) until no pair merges, as
+ * Hugging Face's BPE and llama2.c's run.c do, in O(n log n): a popped pair
+ * that changed since it was pushed is skipped */
+static int merge_pairs(const ff_tokenizer *t, int32_t *sym, int *m, ff_error *err) {
+  int n = *m, hn = 0;
+  if (n < 2) return 0;
+  int *next = malloc(sizeof *next * (size_t)n), *prev = malloc(sizeof *prev * (size_t)n);
+  bpe_cand *h = malloc(sizeof *h * 3 * (size_t)n); /* n - 1 pairs, then at most 2 a merge */
+  char *buf = malloc(2 * 65536 + 2);                /* two llama2.c tokens */
+  if (!next || !prev || !h || !buf)
+    return free(next), free(prev), free(h), free(buf), ff_fail(err, FF_ENOMEM, "out of memory");
+  for (int i = 0; i < n; i++) next[i] = i + 1 < n ? i + 1 : -1, prev[i] = i - 1;
+  for (int i = 0; i + 1 < n; i++) cand_add(t, h, &hn, sym, i, i + 1, buf);
+  while (hn) {
+    bpe_cand c = heap_pop(h, &hn);
+    int j = next[c.pos];
+    if (sym[c.pos] != c.a || j < 0 || sym[j] != c.b) continue;
+    sym[c.pos] = c.id, sym[j] = -1;
+    next[c.pos] = next[j];
+    if (next[j] >= 0) prev[next[j]] = c.pos;
+    cand_add(t, h, &hn, sym, prev[c.pos], c.pos, buf);
+    cand_add(t, h, &hn, sym, c.pos, next[c.pos], buf);
+  }
+  *m = 0;
+  for (int i = 0; i < n; i++)
+    if (sym[i] >= 0) sym[(*m)++] = sym[i];
+  free(next), free(prev), free(h), free(buf);
+  return 0;
 }
 
 static int no_token(ff_error *err, const char *s, size_t n) {
@@ -247,18 +286,16 @@ static int llama2c_encode(const ff_tokenizer *t, const char *text, tok_out *o) {
   size_t len = strlen(text);
   if (!len) return 0;
   int32_t *sym = malloc(sizeof *sym * (len + 1));
-  char *buf = malloc(2 * 65536 + 2);
-  int m = 0, rc = 0;
-  if (!sym || !buf) rc = ff_fail(o->err, FF_ENOMEM, "out of memory");
+  int m = 0, rc = sym ? 0 : ff_fail(o->err, FF_ENOMEM, "out of memory");
   if (!rc) rc = llama2c_char(t, " ", 1, sym, &m, o->err);
   for (size_t at = 0, k; !rc && at < len; at += k) {
     k = 1; /* run.c: a lead byte and at most 3 continuation bytes */
     while (k < 4 && at + k < len && ((unsigned char)text[at + k] & 0xC0) == 0x80) k++;
     rc = llama2c_char(t, text + at, k, sym, &m, o->err);
   }
-  if (!rc) merge_by_score(t, sym, &m, buf);
+  if (!rc) rc = merge_pairs(t, sym, &m, o->err);
   if (!rc) rc = push_all(o, sym, m);
-  free(sym), free(buf);
+  free(sym);
   return rc;
 }
 
@@ -287,7 +324,7 @@ static int bpe_word(const ff_tokenizer *t, const char *w, size_t len, tok_out *o
       sym[m++] = t->info.unk, last_unk = 1;
     }
   }
-  if (!rc) merge_by_rank(t, sym, &m);
+  if (!rc) rc = merge_pairs(t, sym, &m, o->err);
   if (!rc) rc = push_all(o, sym, m);
   free(sym);
   return rc;
