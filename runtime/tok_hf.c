@@ -275,6 +275,8 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
     return rc;
   if (t->info.kind == FF_TOK_WORDPIECE && !t->bert_pre) return unsupported(c, "pre_tokenizer", "null (WordPiece)");
   hf_post(c, GET(root, "post_processor"));
+  const cJSON *dec = GET(root, "decoder");
+  t->wp_cleanup = !strcmp(type_of(dec), "WordPiece") && flag(dec, "cleanup", 1);
   static const char *const eos[] = {"</s>", "<|endoftext|>", "<|end_of_text|>", "[SEP]", NULL};
   static const char *const pad[] = {"<pad>", "[PAD]", "<|padding|>", NULL};
   t->info.eos = named(t, eos), t->info.pad = named(t, pad);

@@ -39,6 +39,7 @@ struct ff_tokenizer {
   int meta, meta_scheme, meta_split; /* Metaspace pre-tokenizer */
   int bert_clean, bert_chinese, bert_strip, bert_lower, bert_pre;
   char wp_prefix[16];
+  int wp_cleanup; /* the WordPiece decoder's cleanup: " ." -> "." ... within each token */
   int wp_max_chars;
 };
 

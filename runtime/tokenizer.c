@@ -577,10 +577,33 @@ static void bytes_piece(const char *s, size_t n, tok_sink *k) {
   }
 }
 
+/* WordPiece's decoder: "##" glues a token to the one before, others follow
+ * a space; cleanup, token by token as Hugging Face does, drops the space
+ * before . ? ! , and contractions */
+static void wordpiece_piece(const ff_tokenizer *t, const char *s, size_t len, tok_sink *k) {
+  static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+  static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+  size_t plen = strlen(t->wp_prefix);
+  int glue = !k->first && plen && len >= plen && !memcmp(s, t->wp_prefix, plen);
+  tok_str a = {0}, b = {0};
+  if (!k->first && !glue) ff_tok_str_put(&a, " ", 1);
+  ff_tok_str_put(&a, s + (glue ? plen : 0), len - (glue ? plen : 0));
+  for (int r = 0; t->wp_cleanup && r < 10 && !a.oom; r++) { /* each replacement over the whole token, in order */
+    size_t fl = strlen(from[r]);
+    b.n = 0;
+    for (size_t i = 0; i < a.n;)
+      if (a.n - i >= fl && !memcmp(a.p + i, from[r], fl)) ff_tok_str_put(&b, to[r], strlen(to[r])), i += fl;
+      else ff_tok_str_put(&b, a.p + i, 1), i++;
+    tok_str x = a;
+    a = b, b = x;
+  }
+  if (!a.oom && !b.oom) sink_put(k, a.p ? a.p : "", a.n);
+  free(a.p), free(b.p);
+}
+
 size_t ff_tokenizer_decode(const ff_tokenizer *t, const int32_t *ids, int n, char *text, size_t cap) {
   if (t->info.kind == FF_TOK_VOCAB) return ff_vocab_decode(&t->vocab, ids, n, text, cap);
   tok_sink k = {text, cap, 0, 0, 1};
-  size_t plen = strlen(t->wp_prefix);
   for (int i = 0; i < n; i++) {
     int id = ids[i];
     if (id < 0 || id >= t->info.size || !t->tok[id] || t->special[id]) continue;
@@ -588,11 +611,7 @@ size_t ff_tokenizer_decode(const ff_tokenizer *t, const int32_t *ids, int n, cha
     size_t len = t->len[id];
     if (t->info.kind == FF_TOK_BPE_BYTES) bytes_piece(s, len, &k);
     else if (t->info.kind != FF_TOK_WORDPIECE) sp_piece(t, s, len, &k);
-    else if (plen && len >= plen && !memcmp(s, t->wp_prefix, plen)) sink_put(&k, s + plen, len - plen);
-    else {
-      if (!k.first) sink_put(&k, " ", 1);
-      sink_put(&k, s, len);
-    }
+    else wordpiece_piece(t, s, len, &k);
     k.first = 0;
   }
   if (cap) text[k.copied] = 0;

@@ -159,7 +159,7 @@ def wordpiece_json():
                                           {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
                                "pair": [], "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
                                                               "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}},
-            "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": False},
+            "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
             "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
                       "max_input_chars_per_word": 100, "vocab": {t: i for i, t in enumerate(vocab)}}}
 
