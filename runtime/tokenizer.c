@@ -414,6 +414,20 @@ static int sp_segment(const ff_tokenizer *t, const char *s, size_t len, int firs
   return rc;
 }
 
+/* Unicode's Final_Sigma: capital sigma lowercases to final sigma after a
+ * letter and before none (nonspacing marks skipped) */
+static int final_sigma(const tok_str *out, const char *rest, size_t len) {
+  size_t b = out->n, k;
+  if (!b--) return 0;
+  while (b > 0 && ((unsigned char)out->p[b] & 0xC0) == 0x80) b--; /* the last character written */
+  if (!ff_uc_letter_p(ff_uc_next(out->p + b, out->n - b, &k))) return 0;
+  for (size_t at = 0; at < len; at += k) {
+    uint32_t cp = ff_uc_next(rest + at, len - at, &k);
+    if (!ff_uc_mn_p(cp)) return !ff_uc_letter_p(cp);
+  }
+  return 1;
+}
+
 /* BertNormalizer: control characters out, whitespace to " ", spaces around
  * CJK ideographs, accents stripped (NFD without Mn), lowercase */
 static void bert_normalize(const ff_tokenizer *t, const char *s, size_t len, tok_str *out) {
@@ -434,6 +448,7 @@ static void bert_normalize(const ff_tokenizer *t, const char *s, size_t len, tok
     for (size_t j = 0, kk; j < n; j += kk) {
       uint32_t c = ff_uc_next(p + j, n - j, &kk);
       const char *l = t->bert_lower && c < 0x110000 ? ff_uc_lower(c) : NULL;
+      if (l && c == 0x3A3 && final_sigma(out, s + at + k, len - at - k)) l = "\xcf\x82";
       char a = (char)(c + 32);
       if (t->bert_lower && c >= 'A' && c <= 'Z') ff_tok_str_put(out, &a, 1);
       else if (l) ff_tok_str_put(out, l, strlen(l));

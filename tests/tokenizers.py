@@ -37,7 +37,7 @@ NODE_DIR = os.path.join(HERE, "tokenizers")
 SP = "\u2581"
 
 WORDS = ("the quick brown fox jumps over lazy dog Hello World HTTP JSON don't it's we'll I'm they're "
-         "café naïve Ångström Zürich résumé façade São Paulo Crème brûlée Ελληνικά Привет мир "
+         "café naïve Ångström Zürich résumé façade São Paulo Crème brûlée Ελληνικά ΟΔΥΣΣΕΥΣ ΣΟΦΙΑ Привет мир "
          "中文 字符 日本語 東京 한국어 안녕하세요 😀 👍🏽 👨‍👩‍👧 🚀 ❤️ "
          "2024 3.14159 007 1,000,000 ! ? ... — «» ( ) \" ' - # @ $ % & * ;: [x] {y} a_b").split()
 SEPS = [" ", " ", " ", "  ", "   ", "\t", " \t ", "", ", ", ". "]
@@ -144,7 +144,7 @@ def wordpiece_json():
         list("—«»…中文字符日本語東京")
     vocab += singles + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
     vocab += ("the quick brown fox jumps over lazy dog hello world http json don it we ll they re cafe naive "
-              "angstrom zurich resume facade sao paulo creme brulee ##ing ##ed ##er ##s ##ll ##re ##fe ##ve "
+              "angstrom zurich resume facade sao paulo creme brulee οδυσσευς σοφια ##ing ##ed ##er ##s ##ll ##re ##fe ##ve "
               "20 ##24 ##14 ##159 000 ##ck ##own").split()
     vocab = list(dict.fromkeys(vocab))
     added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
