@@ -9,6 +9,8 @@ punctuation):
               Prepend/Replace normalizers; the Metaspace pre-tokenizer),
               trained here: ids and decoded text equal @huggingface/tokenizers';
   wordpiece   a BERT WordPiece tokenizer.json: ids equal @huggingface/tokenizers';
+  +added      lines with added tokens (<|endoftext|>, <s>, [CLS], ...) in
+              them: ids and text equal @huggingface/tokenizers';
   llama2c     a llama2.c tokenizer.bin written as llama2.c's tokenizer.py
               exports one: ids equal a Python port of run.c's encode;
   round trip  decode(encode(line)) == line for gpt2, sp, meta, llama2c;
@@ -52,6 +54,11 @@ def corpus(seed=12, n=240):
         k = rnd.randint(1, 12)
         lines.append("".join(rnd.choice(WORDS) + rnd.choice(SEPS) for _ in range(k)).rstrip("\n"))
     return lines
+
+
+# added tokens split the text first (compared with @huggingface/tokenizers only: js-tiktoken refuses them)
+SPECIAL_LINES = ["Hello <|endoftext|> world", "<s>Hello</s> there <unk>", "[CLS] hello, [SEP] world [MASK]",
+                 "a<|endoftext|><|endoftext|>b", "x</s>"]
 
 
 def node(*args):
@@ -338,6 +345,14 @@ def main():
         lp = os.path.join(tmp, "corpus.txt")
         with open(lp, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
+        sl = os.path.join(tmp, "special.txt")
+        with open(sl, "w", encoding="utf-8") as f:
+            f.write("\n".join(SPECIAL_LINES) + "\n")
+
+        def specials(name, path):
+            hf = node("hf", path, sl)
+            return compare(name + "+added", SPECIAL_LINES, tool(args.tool, path, sl)[1], [r["ids"] for r in hf],
+                           [r["text"] for r in hf])
         # GPT-2
         gpt2 = os.path.join(tmp, "gpt2.json")
         node("gpt2-json", gpt2)
@@ -346,6 +361,7 @@ def main():
         hf = node("hf", gpt2, lp)
         failures += compare("gpt2/tik", lines, rows, tik, round_trip=True)
         failures += compare("gpt2/hf", lines, rows, [r["ids"] for r in hf], [r["text"] for r in hf])
+        failures += specials("gpt2", gpt2)
         # SentencePiece-style, both spellings
         vocab, merges = train_sp(lines)
         for name, meta in (("sp", False), ("meta", True)):
@@ -353,12 +369,14 @@ def main():
             info, rows = tool(args.tool, path, lp, len(vocab))
             hf = node("hf", path, lp)
             failures += compare(name, lines, rows, [r["ids"] for r in hf], [r["text"] for r in hf], round_trip=not meta)
+            failures += specials(name, path)
             failures += info["add_bos"] != "1" or info["bos"] != "1" or info["round_trip"] != ("0" if meta else "1")
         # WordPiece
         path = write_json(os.path.join(tmp, "wp.json"), wordpiece_json())
         info, rows = tool(args.tool, path, lp)
         hf = node("hf", path, lp)
         failures += compare("wordpiece", lines, rows, [r["ids"] for r in hf], [r["text"] for r in hf])
+        failures += specials("wordpiece", path)
         # llama2.c
         binp = os.path.join(tmp, "tokenizer.bin")
         toks, scores = write_llama2c(binp, vocab, merges)
