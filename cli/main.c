@@ -589,7 +589,7 @@ static int threads_flag(const flag *flags, ff_model *m, int engine, ff_error *er
 
 typedef struct {
   ff_model *m;
-  const ff_vocab *vocab; /* NULL: ids only */
+  const ff_tokenizer *vocab; /* NULL: ids only */
   int bos, eos, max_new, show_ids;
   const char *logits;    /* --logits OUT.npy, or NULL */
 } generation;
@@ -620,9 +620,9 @@ static int generate_one(const generation *g, const int32_t *ids, int n, ff_error
   if (!rc) {
     for (int i = 0; (g->show_ids || !g->vocab) && i < count; i++) printf("%s%d", i ? " " : "", out[i]);
     if (g->vocab) {
-      size_t need = ff_vocab_decode(g->vocab, out, count, NULL, 0);
+      size_t need = ff_tokenizer_decode(g->vocab, out, count, NULL, 0);
       char *text = malloc(need + 1);
-      if (text) ff_vocab_decode(g->vocab, out, count, text, need + 1);
+      if (text) ff_tokenizer_decode(g->vocab, out, count, text, need + 1);
       printf("%s%s", g->show_ids ? "\t" : "", text ? text : "");
       free(text);
     }
@@ -634,12 +634,15 @@ static int generate_one(const generation *g, const int32_t *ids, int n, ff_error
   return rc;
 }
 
-/* ids of one text (--text, a line of --lines) */
+/* ids of one text (--text, a line of --lines); a decoder-only prompt starts
+ * with bos where the tokenizer's format says so (llama2.c, LLaMA, BERT) */
 static int generate_text(const generation *g, const char *text, int32_t *ids, ff_error *err) {
   const ff_config *c = ff_model_config(g->m);
-  int n, rc = ff_vocab_encode(g->vocab, text, ids, c->max_seq, &n, err);
+  int bos = c->arch == FF_ARCH_DECODER_ONLY && ff_tokenizer_get_info(g->vocab)->add_bos && g->bos >= 0;
+  if (bos) ids[0] = g->bos;
+  int n, rc = ff_tokenizer_encode(g->vocab, text, ids + bos, c->max_seq - bos, &n, err);
   if (!rc && n == 0) rc = ff_fail(err, FF_ELENGTH, "the text is empty");
-  return rc ? rc : generate_one(g, ids, n, err);
+  return rc ? rc : generate_one(g, ids, n + bos, err);
 }
 
 /* The flags of generate, checked before the model is opened. */
@@ -667,7 +670,8 @@ static int generate_options(const flag *flags, generate_opts *o, generation *g, 
 }
 
 /* The model, its vocabulary and the start and stop ids. */
-static int generate_check(const ff_config *c, generate_opts *o, generation *g, ff_vocab *vocab, ff_error *err) {
+static int generate_check(const ff_config *c, generate_opts *o, generation *g, ff_tokenizer **vocab,
+                          ff_error *err) {
   int rc;
   if (c->vocab == 0 || c->arch == FF_ARCH_ENCODER)
     return ff_fail(err, FF_EINVAL, "needs a decoder-only or encoder-decoder model with a vocab");
@@ -676,13 +680,14 @@ static int generate_check(const ff_config *c, generate_opts *o, generation *g, f
                    c->name);
   if ((rc = weights_of(c, &o->weights, err))) return rc;
   if (c->vocabulary[0]) {
-    if ((rc = ff_vocab_load(c->vocabulary, c->vocab, vocab, err))) return rc;
-    g->vocab = vocab;
+    if ((rc = ff_tokenizer_load(c->vocabulary, c->vocab, vocab, err))) return rc;
+    g->vocab = *vocab;
   } else if (!o->tokens) {
     return ff_fail(err, FF_EINVAL, "--text and --lines need a description with a vocabulary; use --tokens");
   }
-  g->bos = o->bos >= 0 ? o->bos : vocab->bos;
-  g->eos = o->eos >= 0 ? o->eos : vocab->eos;
+  const ff_tokenizer_info *info = *vocab ? ff_tokenizer_get_info(*vocab) : NULL;
+  g->bos = o->bos >= 0 ? o->bos : info ? info->bos : -1;
+  g->eos = o->eos >= 0 ? o->eos : info ? info->eos : -1;
   if (g->bos >= c->vocab || g->eos >= c->vocab)
     return ff_fail(err, FF_ETOKEN, "--bos/--eos must be below the vocab size %d", c->vocab);
   if (c->arch == FF_ARCH_ENCODER_DECODER && g->bos < 0)
@@ -748,7 +753,7 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
   if (!m) return err->code;
   g.m = m;
   const ff_config *c = ff_model_config(m);
-  ff_vocab vocab = {0, NULL, -1, -1, -1, -1, 0};
+  ff_tokenizer *vocab = NULL;
   int32_t *ids = NULL;
   if ((rc = generate_check(c, &o, &g, &vocab, err)) || (rc = ff_model_load_weights(m, o.weights, err)) ||
       (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, o.weights, err))) ||
@@ -763,7 +768,7 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
   else rc = generate_lines(&g, o.lines, ids, err);
 done:
   free(ids);
-  ff_vocab_free(&vocab);
+  ff_tokenizer_free(vocab);
   ff_model_close(m);
   return rc;
 }

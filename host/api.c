@@ -331,15 +331,15 @@ int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_driver_source", "the model");
   if (!text) return null_arg(err, "ff_model_driver_source", "text");
   const ff_config *c = CFG(m);
-  ff_vocab vocab;
+  ff_tokenizer *tok = NULL;
   lock(m);
   int rc = generate_locked(m, "fixformer", err);
-  if (!rc && c->vocabulary[0]) rc = ff_vocab_load(c->vocabulary, c->vocab, &vocab, err);
-  if (!rc) {
-    ff_extra x = {"main", embed, NULL, NULL, NULL, c->vocabulary[0] ? &vocab : NULL};
+  if (!rc && c->vocabulary[0]) rc = ff_tokenizer_load(c->vocabulary, c->vocab, &tok, err);
+  if (!rc) { /* the driver embeds a JSON vocabulary; other tokenizers: ids only (--tokens) */
+    ff_extra x = {"main", embed, NULL, NULL, NULL, tok ? ff_tokenizer_vocab(tok) : NULL};
     rc = render_locked(m, &x, text, err);
-    if (c->vocabulary[0]) ff_vocab_free(&vocab);
   }
+  ff_tokenizer_free(tok);
   unlock(m);
   return rc;
 }

@@ -108,6 +108,52 @@ int ff_vocab_encode(const ff_vocab *v, const char *text, int32_t *ids, int cap, 
  * ids outside the vocabulary are left out.  Returns the length it needed. */
 size_t ff_vocab_decode(const ff_vocab *v, const int32_t *ids, int n, char *text, size_t cap);
 
+/* ---- tokenizers ------------------------------------------------------------ */
+
+/* One interface over every tokenizer file a description's `vocabulary` may
+ * name, the format detected from the content:
+ *   FF_TOK_VOCAB      fixformer's JSON vocabulary above (ff_vocab);
+ *   FF_TOK_LLAMA2C    llama2.c's tokenizer.bin (int max_token_length, then per
+ *                     token float score, int len, len bytes), encoded as
+ *                     llama2.c's run.c does (dummy space, <0xXX> = byte + 3,
+ *                     greedy merge of the best-scoring pair);
+ *   FF_TOK_BPE_BYTES  Hugging Face tokenizer.json, BPE with the ByteLevel
+ *                     pre-tokenizer (GPT-2);
+ *   FF_TOK_BPE_SP     tokenizer.json, SentencePiece-style BPE (LLaMA: "\u2581"
+ *                     for spaces, <0xXX> byte fallback);
+ *   FF_TOK_WORDPIECE  tokenizer.json, WordPiece (BERT). */
+enum ff_tokenizer_kind { FF_TOK_VOCAB, FF_TOK_LLAMA2C, FF_TOK_BPE_BYTES, FF_TOK_BPE_SP, FF_TOK_WORDPIECE };
+
+typedef struct ff_tokenizer ff_tokenizer;
+
+typedef struct ff_tokenizer_info {
+  enum ff_tokenizer_kind kind;
+  int size;               /* ids are in [0, size) */
+  int pad, bos, eos, unk; /* -1 when absent */
+  int add_bos;            /* 1: a prompt starts with bos (llama2.c, the tokenizer.json's template) */
+  int round_trip;         /* 1: decode(encode(text)) == text for any UTF-8 text */
+} ff_tokenizer_info;
+
+/* Reads a tokenizer file of any kind above; expected_size > 0 is the
+ * model's vocab: every id must be below it (llama2.c's file and the JSON
+ * vocabulary must hold exactly that many tokens).  ff_tokenizer_parse does
+ * the same on len bytes read from path (named in messages only). */
+int ff_tokenizer_load(const char *path, int expected_size, ff_tokenizer **out, ff_error *err);
+int ff_tokenizer_parse(const char *path, const uint8_t *buf, size_t len, int expected_size, ff_tokenizer **out,
+                       ff_error *err);
+void ff_tokenizer_free(ff_tokenizer *t);
+const ff_tokenizer_info *ff_tokenizer_get_info(const ff_tokenizer *t);
+/* the JSON vocabulary of an FF_TOK_VOCAB tokenizer (what the emitted driver
+ * embeds), else NULL */
+const ff_vocab *ff_tokenizer_vocab(const ff_tokenizer *t);
+/* text (NUL-terminated UTF-8) -> ids (at most cap), *n of them; no special
+ * ids are added (bos is the caller's, see add_bos). */
+int ff_tokenizer_encode(const ff_tokenizer *t, const char *text, int32_t *ids, int cap, int *n, ff_error *err);
+/* ids -> text (NUL-terminated, truncated to whole pieces within cap - 1
+ * bytes); special ids and ids outside the vocabulary are left out.  Returns
+ * the length it needed. */
+size_t ff_tokenizer_decode(const ff_tokenizer *t, const int32_t *ids, int n, char *text, size_t cap);
+
 /* ---- files ---------------------------------------------------------------- */
 
 /* Reads a whole file into a malloc'd buffer. */

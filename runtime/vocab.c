@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "ff_io.h"
+#include "tok_internal.h"
 
 #define VOCAB_MAX_BYTES (16u << 20)
 #define VOCAB_MAX_TOKENS (1 << 24)
@@ -31,7 +32,7 @@ static int special(const char *path, const cJSON *root, const char *key, int siz
 /* cJSON turns \u0000 into a NUL that would cut a token short, silently: a
  * backslash outside a string is invalid JSON, so every one here starts an
  * escape. */
-static int has_nul(const char *text, size_t len) {
+int ff_json_has_nul(const char *text, size_t len) {
   if (memchr(text, 0, len)) return 1;
   for (size_t i = 0; i + 1 < len; i++)
     if (text[i] == '\\') {
@@ -79,7 +80,7 @@ int ff_vocab_parse(const char *path, const char *text, size_t len, int expected_
   v->pad = v->bos = v->eos = v->unk = -1;
   if (len > VOCAB_MAX_BYTES)
     return ff_fail(err, FF_EFORMAT, "%s: vocabulary larger than %u bytes", path, VOCAB_MAX_BYTES);
-  if (has_nul(text, len))
+  if (ff_json_has_nul(text, len))
     return ff_fail(err, FF_EFORMAT, "%s: a NUL byte or \\u0000 (no token may hold NUL)", path);
   cJSON *root = cJSON_ParseWithLength(text, len);
   int rc;

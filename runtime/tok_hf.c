@@ -1,0 +1,304 @@
+/* tok_hf.c - reads a Hugging Face tokenizer.json (cJSON): a BPE model
+ * (byte-level like GPT-2, or SentencePiece-style like LLaMA) or WordPiece
+ * (BERT), its added tokens, normalizer, pre-tokenizer and post-processor.
+ * What it cannot follow exactly is refused with one line naming it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "tok_internal.h"
+
+#define GET cJSON_GetObjectItemCaseSensitive
+#define SP "\xe2\x96\x81"
+
+typedef struct {
+  const char *path;
+  ff_tokenizer *t;
+  ff_error *err;
+} hf_ctx;
+
+static const char *type_of(const cJSON *j) {
+  const cJSON *ty = cJSON_IsObject(j) ? GET(j, "type") : NULL;
+  return cJSON_IsString(ty) ? ty->valuestring : "";
+}
+
+static int flag(const cJSON *o, const char *key, int dflt) {
+  const cJSON *j = GET(o, key);
+  return cJSON_IsBool(j) ? cJSON_IsTrue(j) : dflt;
+}
+
+static int id_of(hf_ctx *c, const cJSON *j, const char *what, int *out) {
+  double d = cJSON_IsNumber(j) ? j->valuedouble : -1;
+  if (!(d >= 0 && d < TOK_MAX_IDS) || d != (double)(int)d)
+    return ff_fail(c->err, FF_EFORMAT, "%s: %s must be a token id in [0, %d)", c->path, what, TOK_MAX_IDS);
+  *out = (int)d;
+  return 0;
+}
+
+static int check_token(hf_ctx *c, const char *s, const char *what) {
+  size_t n = strlen(s);
+  if (!n) return ff_fail(c->err, FF_EFORMAT, "%s: %s: an empty token", c->path, what);
+  if (n > TOK_MAX_BYTES)
+    return ff_fail(c->err, FF_EFORMAT, "%s: %s: a token of %zu bytes, above %d", c->path, what, n, TOK_MAX_BYTES);
+  return 0;
+}
+
+/* the largest id of model.vocab and added_tokens, every entry checked */
+static int max_id(hf_ctx *c, const cJSON *vocab, const cJSON *added, int *top) {
+  int rc = 0, id;
+  *top = -1;
+  if (!cJSON_IsObject(vocab)) return ff_fail(c->err, FF_EFORMAT, "%s: model.vocab is not an object", c->path);
+  for (const cJSON *e = vocab->child; e && !rc; e = e->next)
+    if (!(rc = check_token(c, e->string, "model.vocab")) && !(rc = id_of(c, e, "model.vocab's values", &id)))
+      *top = id > *top ? id : *top;
+  if (added && !cJSON_IsArray(added)) return ff_fail(c->err, FF_EFORMAT, "%s: added_tokens is not an array", c->path);
+  for (const cJSON *e = added ? added->child : NULL; e && !rc; e = e->next) {
+    const cJSON *s = GET(e, "content");
+    if (!cJSON_IsString(s)) return ff_fail(c->err, FF_EFORMAT, "%s: added_tokens: an entry without content", c->path);
+    if (!(rc = check_token(c, s->valuestring, "added_tokens")) && !(rc = id_of(c, GET(e, "id"), "added_tokens' id", &id)))
+      *top = id > *top ? id : *top;
+  }
+  if (!rc && *top < 0) rc = ff_fail(c->err, FF_EFORMAT, "%s: model.vocab is empty", c->path);
+  return rc;
+}
+
+static int set_token(hf_ctx *c, int id, const char *s, const char *what) {
+  ff_tokenizer *t = c->t;
+  if (t->tok[id]) {
+    if (!strcmp(t->tok[id], s)) return 0;
+    return ff_fail(c->err, FF_EFORMAT, "%s: %s: id %d is both '%.40s' and '%.40s'", c->path, what, id, t->tok[id], s);
+  }
+  size_t n = strlen(s);
+  if (!(t->tok[id] = malloc(n + 1))) return ff_fail(c->err, FF_ENOMEM, "out of memory");
+  memcpy(t->tok[id], s, n + 1);
+  t->len[id] = (uint32_t)n;
+  return 0;
+}
+
+typedef struct {
+  uint32_t len;
+  int32_t id;
+} by_len;
+
+static int longer_first(const void *a, const void *b) {
+  const by_len *x = a, *y = b;
+  return x->len != y->len ? (x->len < y->len ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
+}
+
+/* the tokens by id; added tokens are matched in text, longest first */
+static int hf_tokens(hf_ctx *c, const cJSON *vocab, const cJSON *added, int expected) {
+  int top, rc, n = 0;
+  if ((rc = max_id(c, vocab, added, &top))) return rc;
+  if (expected > 0 && top >= expected)
+    return ff_fail(c->err, FF_ESHAPE, "%s: token id %d, but the model's vocab is %d", c->path, top, expected);
+  if ((rc = ff_tok_alloc(c->t, top + 1, c->err))) return rc;
+  for (const cJSON *e = vocab->child; e && !rc; e = e->next) rc = set_token(c, (int)e->valuedouble, e->string, "model.vocab");
+  int count = cJSON_GetArraySize(added);
+  by_len *order = calloc((size_t)count + 1, sizeof *order);
+  if (!order) return ff_fail(c->err, FF_ENOMEM, "out of memory");
+  for (const cJSON *e = added ? added->child : NULL; e && !rc; e = e->next) {
+    int id = (int)GET(e, "id")->valuedouble;
+    rc = set_token(c, id, GET(e, "content")->valuestring, "added_tokens");
+    c->t->special[id] |= (unsigned char)flag(e, "special", 0);
+    order[n++] = (by_len){c->t->len[id], id};
+  }
+  qsort(order, (size_t)n, sizeof *order, longer_first);
+  if (!rc && !(c->t->added = malloc(sizeof *c->t->added * ((size_t)n + 1)))) rc = ff_fail(c->err, FF_ENOMEM, "out of memory");
+  for (int i = 0; !rc && i < n; i++) c->t->added[i] = order[i].id;
+  c->t->n_added = rc ? 0 : n;
+  free(order);
+  int dup;
+  return rc ? rc : ff_tok_index(c->t, &dup, c->err);
+}
+
+/* "a b" or ["a", "b"] */
+static int merge_parts(hf_ctx *c, const cJSON *m, int i, char *a, char *b) {
+  const char *s = cJSON_IsString(m) ? m->valuestring : NULL, *sp = s ? strchr(s, ' ') : NULL;
+  if (sp && !strchr(sp + 1, ' ') && sp > s && sp[1] && strlen(s) < 2 * TOK_MAX_BYTES) {
+    memcpy(a, s, (size_t)(sp - s)), a[sp - s] = 0, strcpy(b, sp + 1);
+    return 0;
+  }
+  const cJSON *x = cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 ? m->child : NULL;
+  if (x && cJSON_IsString(x) && cJSON_IsString(x->next) && strlen(x->valuestring) <= TOK_MAX_BYTES &&
+      strlen(x->next->valuestring) <= TOK_MAX_BYTES) {
+    strcpy(a, x->valuestring), strcpy(b, x->next->valuestring);
+    return 0;
+  }
+  return ff_fail(c->err, FF_EFORMAT, "%s: model.merges[%d] is not two tokens (\"a b\" or [\"a\", \"b\"])", c->path, i);
+}
+
+static int hf_merges(hf_ctx *c, const cJSON *merges) {
+  int n = cJSON_IsArray(merges) ? cJSON_GetArraySize(merges) : -1, i = 0, rc;
+  if (n < 0) return ff_fail(c->err, FF_EFORMAT, "%s: model.merges is not an array", c->path);
+  if ((rc = ff_tok_merges_alloc(c->t, (size_t)n, c->err))) return rc;
+  char *a = malloc(4 * TOK_MAX_BYTES + 4), *b = a + 2 * TOK_MAX_BYTES + 2;
+  if (!a) return ff_fail(c->err, FF_ENOMEM, "out of memory");
+  for (const cJSON *m = merges->child; m && !rc; m = m->next, i++) {
+    if ((rc = merge_parts(c, m, i, a, b))) break;
+    int ia = ff_tok_lookup(c->t, a, strlen(a)), ib = ff_tok_lookup(c->t, b, strlen(b));
+    size_t la = strlen(a);
+    memmove(a + la, b, strlen(b) + 1);
+    int ab = ff_tok_lookup(c->t, a, strlen(a));
+    a[la] = 0;
+    if (ia < 0 || ib < 0)
+      rc = ff_fail(c->err, FF_EFORMAT, "%s: model.merges[%d]: '%.60s' is not in the vocabulary", c->path, i,
+                   ia < 0 ? a : b);
+    else if (ab < 0)
+      rc = ff_fail(c->err, FF_EFORMAT, "%s: model.merges[%d]: '%.60s' + '%.60s' is not in the vocabulary", c->path,
+                   i, a, b);
+    else ff_tok_merge_add(c->t, ia, ib, ab, (uint32_t)i);
+  }
+  free(a);
+  return rc;
+}
+
+static int unsupported(hf_ctx *c, const char *what, const char *type) {
+  return ff_fail(c->err, FF_EFORMAT, "%s: %s '%.60s' is not supported", c->path, what, type);
+}
+
+static int str_is(const cJSON *o, const char *key, const char *want) {
+  const cJSON *j = GET(o, key);
+  return cJSON_IsString(j) && !strcmp(j->valuestring, want);
+}
+
+/* one normalizer: Prepend("\u2581"), Replace(" ", "\u2581"), BertNormalizer */
+static int hf_normalizer1(hf_ctx *c, const cJSON *n) {
+  const char *ty = type_of(n);
+  ff_tokenizer *t = c->t;
+  int wp = t->info.kind == FF_TOK_WORDPIECE;
+  if (!strcmp(ty, "Prepend") && !wp && str_is(n, "prepend", SP)) t->prepend = 1;
+  else if (!strcmp(ty, "Replace") && !wp && cJSON_IsObject(GET(n, "pattern")) &&
+           str_is(GET(n, "pattern"), "String", " ") && str_is(n, "content", SP))
+    t->replace_space = 1;
+  else if (!strcmp(ty, "BertNormalizer") && wp) {
+    t->bert_clean = flag(n, "clean_text", 1), t->bert_chinese = flag(n, "handle_chinese_chars", 1);
+    t->bert_lower = flag(n, "lowercase", 1), t->bert_strip = flag(n, "strip_accents", t->bert_lower);
+  } else return unsupported(c, "normalizer", ty[0] ? ty : "(no type)");
+  return 0;
+}
+
+static int hf_normalizer(hf_ctx *c, const cJSON *n) {
+  int rc = 0;
+  if (!n || cJSON_IsNull(n)) return 0;
+  if (strcmp(type_of(n), "Sequence")) return hf_normalizer1(c, n);
+  const cJSON *list = GET(n, "normalizers");
+  if (!cJSON_IsArray(list)) return unsupported(c, "normalizer", "Sequence without normalizers");
+  for (const cJSON *e = list->child; e && !rc; e = e->next) rc = hf_normalizer1(c, e);
+  return rc;
+}
+
+/* ByteLevel (GPT-2), Metaspace (SentencePiece), BertPreTokenizer */
+static int hf_pre(hf_ctx *c, const cJSON *p) {
+  ff_tokenizer *t = c->t;
+  const char *ty = p && !cJSON_IsNull(p) ? type_of(p) : "null";
+  int bpe = t->info.kind != FF_TOK_WORDPIECE;
+  if (!strcmp(ty, "Sequence") && cJSON_GetArraySize(GET(p, "pretokenizers")) == 1)
+    return hf_pre(c, GET(p, "pretokenizers")->child);
+  if (!strcmp(ty, "null") && bpe) return 0;
+  if (!strcmp(ty, "ByteLevel") && bpe && !t->prepend && !t->replace_space) {
+    t->info.kind = FF_TOK_BPE_BYTES;
+    t->add_prefix_space = flag(p, "add_prefix_space", 0), t->use_regex = flag(p, "use_regex", 1);
+  } else if (!strcmp(ty, "Metaspace") && bpe && str_is(p, "replacement", SP)) {
+    const cJSON *scheme = GET(p, "prepend_scheme");
+    t->meta = 1, t->meta_split = flag(p, "split", 1);
+    t->meta_scheme = flag(p, "add_prefix_space", 1) ? META_ALWAYS : META_NEVER;
+    if (cJSON_IsString(scheme))
+      t->meta_scheme = !strcmp(scheme->valuestring, "first") ? META_FIRST
+                       : !strcmp(scheme->valuestring, "never") ? META_NEVER : META_ALWAYS;
+  } else if (!strcmp(ty, "BertPreTokenizer") && !bpe) {
+    t->bert_pre = 1;
+  } else return unsupported(c, "pre_tokenizer", ty[0] ? ty : "(no type)");
+  return 0;
+}
+
+/* bos: the special token a TemplateProcessing (or Bert/Roberta processing)
+ * puts first; generate starts a prompt with it */
+static void hf_post(hf_ctx *c, const cJSON *p) {
+  const char *ty = type_of(p);
+  const cJSON *first = NULL, *cls = GET(p, "cls");
+  if (!strcmp(ty, "Sequence")) {
+    const cJSON *list = GET(p, "processors");
+    for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next) hf_post(c, e);
+    return;
+  }
+  if (!strcmp(ty, "TemplateProcessing") && cJSON_IsArray(GET(p, "single"))) first = GET(p, "single")->child;
+  const cJSON *sp = first ? GET(first, "SpecialToken") : NULL, *name = sp ? GET(sp, "id") : NULL;
+  if ((!strcmp(ty, "BertProcessing") || !strcmp(ty, "RobertaProcessing")) && cJSON_IsArray(cls)) name = cls->child;
+  int id = cJSON_IsString(name) ? ff_tok_lookup(c->t, name->valuestring, strlen(name->valuestring)) : -1;
+  if (id >= 0) c->t->info.bos = id, c->t->info.add_bos = 1;
+}
+
+static int named(const ff_tokenizer *t, const char *const *names) {
+  for (int i = 0; names[i]; i++) {
+    int id = ff_tok_lookup(t, names[i], strlen(names[i]));
+    if (id >= 0) return id;
+  }
+  return -1;
+}
+
+static int hf_model(hf_ctx *c, const cJSON *m) {
+  ff_tokenizer *t = c->t;
+  const cJSON *unk = GET(m, "unk_token"), *pre = GET(m, "continuing_subword_prefix"), *drop = GET(m, "dropout");
+  const cJSON *suf = GET(m, "end_of_word_suffix"), *maxc = GET(m, "max_input_chars_per_word");
+  int wp = t->info.kind == FF_TOK_WORDPIECE;
+  const char *unk_s = cJSON_IsString(unk) ? unk->valuestring : wp ? "[UNK]" : NULL;
+  if (unk_s && (t->info.unk = ff_tok_lookup(t, unk_s, strlen(unk_s))) < 0)
+    return ff_fail(c->err, FF_EFORMAT, "%s: model.unk_token '%.60s' is not in the vocabulary", c->path, unk_s);
+  if (wp) {
+    const char *p = cJSON_IsString(pre) ? pre->valuestring : "##";
+    if (strlen(p) >= sizeof t->wp_prefix) return unsupported(c, "continuing_subword_prefix", p);
+    strcpy(t->wp_prefix, p);
+    t->wp_max_chars = cJSON_IsNumber(maxc) && maxc->valuedouble >= 1 && maxc->valuedouble < 1e6 ? (int)maxc->valuedouble : 100;
+    return 0;
+  }
+  if ((cJSON_IsString(pre) && pre->valuestring[0]) || (cJSON_IsString(suf) && suf->valuestring[0]))
+    return unsupported(c, "BPE with a subword prefix or suffix", cJSON_IsString(pre) ? pre->valuestring : suf->valuestring);
+  if (cJSON_IsNumber(drop) && drop->valuedouble > 0) return unsupported(c, "BPE dropout", "> 0");
+  t->byte_fallback = flag(m, "byte_fallback", 0), t->fuse_unk = flag(m, "fuse_unk", 0);
+  t->ignore_merges = flag(m, "ignore_merges", 0);
+  return hf_merges(c, GET(m, "merges"));
+}
+
+static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
+  ff_tokenizer *t = c->t;
+  const cJSON *model = GET(root, "model");
+  const char *ty = type_of(model);
+  int rc;
+  if (strcmp(ty, "BPE") && strcmp(ty, "WordPiece"))
+    return ff_fail(c->err, FF_EFORMAT, "%s: model.type '%.60s' is not supported (BPE or WordPiece)", c->path,
+                   ty[0] ? ty : "(none)");
+  t->info = (ff_tokenizer_info){strcmp(ty, "BPE") ? FF_TOK_WORDPIECE : FF_TOK_BPE_SP, 0, -1, -1, -1, -1, 0, 0};
+  if ((rc = hf_tokens(c, GET(model, "vocab"), GET(root, "added_tokens"), expected)) ||
+      (rc = hf_normalizer(c, GET(root, "normalizer"))) || (rc = hf_pre(c, GET(root, "pre_tokenizer"))) ||
+      (rc = hf_model(c, model)))
+    return rc;
+  if (t->info.kind == FF_TOK_WORDPIECE && !t->bert_pre) return unsupported(c, "pre_tokenizer", "null (WordPiece)");
+  hf_post(c, GET(root, "post_processor"));
+  const cJSON *dec = GET(root, "decoder");
+  t->wp_cleanup = !strcmp(type_of(dec), "WordPiece") && flag(dec, "cleanup", 1);
+  static const char *const eos[] = {"</s>", "<|endoftext|>", "<|end_of_text|>", "[SEP]", NULL};
+  static const char *const pad[] = {"<pad>", "[PAD]", "<|padding|>", NULL};
+  t->info.eos = named(t, eos), t->info.pad = named(t, pad);
+  int bytes = ff_tok_byte_ids(t);
+  if (t->info.kind != FF_TOK_BPE_SP) t->byte_fallback = 0; /* only SentencePiece-style BPE falls back to bytes */
+  /* Metaspace leaves out a space it finds first (HF's decoder strips one that was there) */
+  t->info.round_trip = t->info.kind == FF_TOK_BPE_BYTES || (t->byte_fallback && bytes == 256 && !t->meta);
+  return 0;
+}
+
+/* 1: not a tokenizer.json (no "model" object): the caller tries fixformer's
+ * vocabulary, whose parser has the messages for bad JSON */
+int ff_tok_hf_parse(const char *path, const char *text, size_t len, int expected_size, ff_tokenizer *t, ff_error *err) {
+  if (len > TOK_MAX_FILE) return 1;
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  if (!cJSON_IsObject(root) || !cJSON_IsObject(GET(root, "model"))) {
+    cJSON_Delete(root);
+    return 1;
+  }
+  hf_ctx c = {path, t, err};
+  int rc = ff_json_has_nul(text, len) ? ff_fail(err, FF_EFORMAT, "%s: a NUL byte or \\u0000 (no token may hold NUL)", path)
+                                      : hf_build(&c, root, expected_size);
+  cJSON_Delete(root);
+  return rc;
+}

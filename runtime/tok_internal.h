@@ -1,0 +1,86 @@
+/* tok_internal.h - what runtime/tokenizer.c, tok_hf.c and tok_unicode.c
+ * share: the tokenizer struct, its lookups and the Unicode helpers. */
+#ifndef FF_TOK_INTERNAL_H
+#define FF_TOK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ff_io.h"
+
+#define TOK_MAX_BYTES 1024      /* longest token a tokenizer.json may hold */
+#define TOK_MAX_IDS (1 << 24)
+#define TOK_MAX_FILE (256u << 20)
+
+typedef struct {
+  int32_t a, b, id; /* a b -> id */
+  uint32_t rank;
+} tok_merge;
+
+enum { META_NEVER, META_FIRST, META_ALWAYS };
+
+struct ff_tokenizer {
+  ff_tokenizer_info info;
+  ff_vocab vocab;         /* FF_TOK_VOCAB */
+  char **tok;             /* [size] token bytes, NULL for an id no token has */
+  uint32_t *len;          /* [size] */
+  float *score;           /* [size], llama2.c */
+  unsigned char *special; /* [size] 1: left out of decode */
+  int32_t *index;         /* string -> id + 1, open addressing, icap slots */
+  size_t icap;
+  tok_merge *merges;      /* (a, b) -> merge, mcap slots, id -1 empty */
+  size_t mcap;
+  int32_t byte_id[256];   /* <0xXX> tokens, -1 when absent */
+  int32_t *added;         /* added tokens matched in text, longest first */
+  int n_added;
+  /* Hugging Face options */
+  int byte_fallback, fuse_unk, ignore_merges, add_prefix_space, use_regex;
+  int prepend, replace_space;     /* normalizers Prepend("\u2581"), Replace(" ", "\u2581") */
+  int meta, meta_scheme, meta_split; /* Metaspace pre-tokenizer */
+  int bert_clean, bert_chinese, bert_strip, bert_lower, bert_pre;
+  char wp_prefix[16];
+  int wp_cleanup; /* the WordPiece decoder's cleanup: " ." -> "." ... within each token */
+  int wp_max_chars;
+};
+
+/* string -> id, or -1 */
+int ff_tok_lookup(const ff_tokenizer *t, const char *s, size_t len);
+/* builds the string index over ids 0..size-1 (first id of a string wins);
+ * *dup gets a duplicated id or -1 */
+int ff_tok_index(ff_tokenizer *t, int *dup, ff_error *err);
+/* adds the merge a b -> id with its rank (first one of a pair wins) */
+int ff_tok_merges_alloc(ff_tokenizer *t, size_t count, ff_error *err);
+void ff_tok_merge_add(ff_tokenizer *t, int32_t a, int32_t b, int32_t id, uint32_t rank);
+/* allocates the per-id arrays of size ids */
+int ff_tok_alloc(ff_tokenizer *t, int size, ff_error *err);
+int ff_tok_byte_ids(ff_tokenizer *t);
+
+int ff_tok_hf_parse(const char *path, const char *text, size_t len, int expected_size, ff_tokenizer *t,
+                 ff_error *err);
+int ff_json_has_nul(const char *text, size_t len);
+
+/* ---- Unicode --------------------------------------------------------------- */
+/* the code point at s (len bytes left) and its length in *n; a byte that is
+ * not valid UTF-8 is one character of its own, code point 0xFFFD + byte */
+uint32_t ff_uc_next(const char *s, size_t len, size_t *n);
+size_t ff_uc_put(uint32_t cp, char *out);
+int ff_uc_letter_p(uint32_t cp);
+int ff_uc_number_p(uint32_t cp);
+int ff_uc_punct_p(uint32_t cp);
+int ff_uc_other_p(uint32_t cp);
+int ff_uc_mn_p(uint32_t cp);
+int ff_uc_space_p(uint32_t cp);
+int ff_uc_cjk_p(uint32_t cp);
+/* lowercase / accent-stripped (NFD without Mn) form, or NULL when itself */
+const char *ff_uc_lower(uint32_t cp);
+const char *ff_uc_strip(uint32_t cp, char buf[16]);
+
+/* a growing string */
+typedef struct {
+  char *p;
+  size_t n, cap;
+  int oom;
+} tok_str;
+void ff_tok_str_put(tok_str *s, const char *p, size_t n);
+
+#endif

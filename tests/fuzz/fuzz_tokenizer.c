@@ -1,0 +1,42 @@
+/* fuzz_tokenizer.c - libFuzzer harness: any bytes as a tokenizer file
+ * through ff_tokenizer_parse (llama2.c's tokenizer.bin, a Hugging Face
+ * tokenizer.json or fixformer's vocabulary, by content), with and without an
+ * expected size; what it accepts then encodes a multilingual text and
+ * decodes the ids.  A tokenizer or a clean error, never a crash, a leak or
+ * undefined behaviour (built with ASan + UBSan). */
+#include <string.h>
+
+#include "ff_io.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void use(const ff_tokenizer *t) {
+  const ff_tokenizer_info *in = ff_tokenizer_get_info(t);
+  const int ids[] = {in->pad, in->bos, in->eos, in->unk};
+  for (int i = 0; i < 4; i++)
+    if (ids[i] < -1 || ids[i] >= in->size) __builtin_trap();
+  int32_t out[256];
+  int n = 0;
+  ff_error err;
+  static const char *const texts[] = {"Hello, world 12-03.", "  caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\t!",
+                                      "\xff\xfe bad \xc3 utf8"};
+  for (int k = 0; k < 3; k++) {
+    if (ff_tokenizer_encode(t, texts[k], out, 256, &n, &err)) continue;
+    for (int i = 0; i < n; i++)
+      if (out[i] < 0 || out[i] >= in->size) __builtin_trap();
+    char text[512];
+    size_t need = ff_tokenizer_decode(t, out, n, text, sizeof text);
+    if (need < sizeof text && strlen(text) != need) __builtin_trap();
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  ff_tokenizer *t;
+  ff_error err;
+  for (int expected = 0; expected <= 300; expected += 300)
+    if (ff_tokenizer_parse("fuzz.tok", data, size, expected, &t, &err) == 0) {
+      use(t);
+      ff_tokenizer_free(t);
+    }
+  return 0;
+}
