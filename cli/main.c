@@ -209,8 +209,9 @@ static int cmd_info(const char *path, flag *flags, ff_error *err) {
   }
   printf("-- %s, resolved (defaults filled in)\nreturn {\n", path);
   printf("  name = \"%s\",\n  arch = \"%s\",\n", c->name, arch_names[c->arch]);
-  printf("  d_model = %d,\n  heads = %d,  -- d_k = %d\n  d_ff = %d,\n", c->d_model, c->heads,
-         c->d_model / c->heads, c->d_ff);
+  printf("  d_model = %d,\n  heads = %d,  -- d_k = %d\n", c->d_model, c->heads, c->d_model / c->heads);
+  printf("  kv_heads = %d,%s\n  d_ff = %d,\n", ff_config_kv_heads(c),
+         ff_config_kv_heads(c) < c->heads ? "  -- grouped-query: K/V caches of kv_heads * d_k per position" : "", c->d_ff);
   if (c->arch == FF_ARCH_ENCODER_DECODER)
     printf("  encoder_layers = %d,\n  decoder_layers = %d,\n", c->encoder_layers, c->decoder_layers);
   else
@@ -221,7 +222,9 @@ static int cmd_info(const char *path, flag *flags, ff_error *err) {
   if (c->vocab > 0) printf("  vocab = %d,\n", c->vocab);
   else printf("  vocab = nil,  -- float inputs [B,T,%d]\n", c->d_model);
   printf("  positional = \"%s\",\n", pos_names[c->positional]);
-  if (c->positional == FF_POS_ROPE) printf("  rope_theta = %g,\n", (double)c->rope_theta);
+  if (c->positional == FF_POS_ROPE)
+    printf("  rope_theta = %g,\n  rope_pairing = \"%s\",\n", (double)c->rope_theta,
+           c->rope_pairing == FF_ROPE_INTERLEAVED ? "interleaved" : "rotate_half");
   printf("  scale_embeddings = %s,\n  tie_embeddings = %s,\n  max_seq = %d,\n  prefix = \"%s\",\n",
          c->scale_embeddings ? "true" : "false", c->tie_embeddings ? "true" : "false", c->max_seq, c->prefix);
   if (c->weights[0]) printf("  weights = \"%s\",\n", c->weights);
