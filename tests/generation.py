@@ -28,7 +28,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
-from configs import random_config, write_description  # noqa: E402
+from configs import coverage, random_config, write_description  # noqa: E402
 from reference import RefModel, read_safetensors  # noqa: E402
 
 
@@ -116,7 +116,7 @@ def main():
                 failed += problem is not None
                 print("%s %-15s %-7s new=%d err=%.2e %s" % (cfg["name"], cfg["arch"], e, max_new, err,
                                                             "ok" if not problem else "FAIL: " + problem), flush=True)
-            seen.update({cfg["arch"], cfg["norm"], cfg["norm_kind"], cfg["activation"], cfg["positional"]})
+            seen.update(coverage(cfg))
         # past max_seq: a clear error, for every engine
         cfg = cfgs[0]
         model = os.path.join(tmp, cfg["name"], "model.lua")
@@ -128,7 +128,7 @@ def main():
             failed += not ok
             print("past max_seq (%s): exit %d: %s %s" % (e, p.returncode, p.stderr.strip(), "ok" if ok else "FAIL"))
     needed = {"decoder-only", "encoder-decoder", "post", "pre", "layernorm", "rmsnorm", "relu", "gelu", "gelu_tanh",
-              "swiglu", "none", "sinusoidal", "learned", "rope"}
+              "swiglu", "none", "sinusoidal", "learned", "rope", "grouped-query", "interleaved"}
     if needed - seen:
         print("coverage: no config had %s" % ", ".join(sorted(needed - seen)))
         failed += 1
