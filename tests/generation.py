@@ -14,6 +14,8 @@ with the cache, and
                on the same weights);
   limits       generating past max_seq is a clear error.
 
+Two LLaMA-shaped grouped-query models (kv_heads 1 and heads/3) follow the random ones.
+
   generation.py --fixformer BIN [--engines runtime,tcc,cc] [--configs 12] [--seed 3]
 """
 import argparse
@@ -62,6 +64,12 @@ def configs(n, seed):
             continue
         cfg.setdefault("vocab", rng.choice([7, 23, 40]))
         out.append(cfg)
+    # and two LLaMA-shaped grouped-query models: multi-query with Meta's RoPE pairing, 6 heads over 2 with HF's
+    llama = dict(arch="decoder-only", d_ff=40, layers=2, norm="pre", norm_kind="rmsnorm", final_norm=True, eps=1e-6,
+                 activation="swiglu", bias=False, vocab=61, positional="rope", scale_embeddings=False,
+                 tie_embeddings=False, max_seq=24)
+    out.append(dict(llama, name="gen_mqa", d_model=32, heads=4, kv_heads=1, rope_pairing="interleaved"))
+    out.append(dict(llama, name="gen_gqa", d_model=48, heads=6, kv_heads=2))
     return rng, out
 
 
@@ -87,6 +95,8 @@ def main():
             src = [rng.randrange(V) for _ in range(rng.randint(1, min(7, cfg["max_seq"])))]
             prompt = [rng.randrange(V)] if encdec else src[:]  # encoder-decoder: a BOS id
             max_new = rng.randint(1, min(6, cfg["max_seq"] - len(prompt)))
+            if cfg["name"] in ("gen_mqa", "gen_gqa"):  # the grouped-query models: a longer greedy run
+                max_new = 14
             expected = torch_greedy(cfg, read_safetensors(w), src, prompt, max_new)
             for e in engines:
                 logits = os.path.join(d, "logits_%s.npy" % e)
