@@ -34,12 +34,12 @@ typedef struct {
   int flag;         /* BIAS / CAUSAL / SCALE */
   const char *act;  /* activation name; for linear: "relu" fused */
   int T, pos0, key_len;
-  int nan;
-  int kv;           /* rope, attention: K/V heads (0: as many as the query heads); rope: 1 = interleaved in 'd' */          /* 1: NaN and +-inf planted (poison), their places checked (expected) */
+  int nan;          /* 1: NaN and +-inf planted (poison), their places checked (expected) */
+  int kv;           /* rope, attention: K/V heads (0: as many as the query heads) */
 } kcase;
 
 static const kcase cases[] = {
-    /* kind         a    b    c    d   flag  act      T  pos0 key_len nan */
+    /* kind         a    b    c    d   flag  act      T  pos0 key_len nan kv */
     {"embed",       13,  11,  0,   0,  1,    NULL,    5, 0, 0, 0, 0},  /* D, VOCAB, PANEL; scale sqrt(D) */
     {"embed",       16,  7,   0,   0,  0,    NULL,    3, 0, 0, 0, 0},  /* unscaled */
     {"embed",       12,  37,  16,  0,  1,    NULL,    6, 0, 0, 0, 0},  /* from W^T panels of 16 (tied head) */
@@ -56,7 +56,7 @@ static const kcase cases[] = {
     {"linear",      300, 33,  1,   0,  1,    "relu",  3, 0, 0, 0, 0},  /* k in two passes of 192 */
     {"linear",      64,  96,  0,   0,  1,    NULL,    1, 0, 0, 0, 0},  /* one row (decoding) */
     {"linear",      600, 70,  1,   0,  1,    "relu",  11, 0, 0, 0, 0}, /* k in 3-4 passes over 3-5 panels */
-    {"rope",        3,   4,   36,  0,  0,    NULL,    5, 2, 0, 0, 0},  /* HEADS, DK, LDX; d: interleaved */
+    {"rope",        3,   4,   36,  0,  0,    NULL,    5, 2, 0, 0, 0},  /* HEADS, DK, LDX; d 1: interleaved pairs */
     {"rope",        2,   10,  60,  0,  0,    NULL,    3, 0, 0, 0, 0},
     {"rope",        3,   4,   36,  1,  0,    NULL,    5, 2, 0, 0, 0},  /* interleaved pairs */
     {"rope",        4,   6,   36,  0,  0,    NULL,    4, 3, 0, 0, 1}, /* 4 q heads, 1 k head (multi-query) */
