@@ -756,11 +756,13 @@ done:
 
 /* ---- bench --------------------------------------------------------------- */
 
-static double now_ms(void) {
+static double clock_ms(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
+
+static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -896,11 +898,13 @@ static int bench_time(ff_model *m, const bench_opts *o, bench_buffers *b, ff_err
   double warm = now_ms();
   for (int i = -2; i < o->iters && !rc; i++) {
     int n;
-    double t = now_ms();
+    double t = now_ms(), cpu = clock_ms(CLOCK_PROCESS_CPUTIME_ID); /* CPU: what neighbours hardly move */
     rc = o->gen ? ff_model_greedy(m, &g, b->out_ids, &n, NULL, err) : ff_model_forward(m, &in, b->out, err);
     if (rc) break;
     if (i == -1) phase("warm-up: 2 runs, %.1f ms", now_ms() - warm);
-    if (i >= 0) phase("run %d/%d: %.3f ms", i + 1, o->iters, b->times[i] = now_ms() - t);
+    if (i >= 0)
+      phase("run %d/%d: %.3f ms, %.3f ms of CPU", i + 1, o->iters, b->times[i] = now_ms() - t,
+            clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu);
   }
   return rc;
 }

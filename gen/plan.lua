@@ -396,7 +396,8 @@ function Builder:decode_stages()
   local tag = two and "dec_" or ""
   local caches, cross = {}, {}
   for l = 0, c.decoder_layers - 1 do
-    caches[l] = self:value(string.format("%sl%02d_kv_cache", tag, l), S, 2 * P.kvd, true, "self-attention keys | values")
+    caches[l] = self:value(string.format("%sl%02d_kv_cache", tag, l), S, 2 * P.kvd, true,
+      "self-attention keys | values")
     if two then
       cross[l] = self:value(string.format("%sl%02d_cross_kv", tag, l), S, 2 * P.kvd, true, "memory keys | values")
     end
