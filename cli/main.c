@@ -222,8 +222,9 @@ static int cmd_info(const char *path, flag *flags, ff_error *err) {
   }
   printf("-- %s, resolved (defaults filled in)\nreturn {\n", path);
   printf("  name = \"%s\",\n  arch = \"%s\",\n", c->name, arch_names[c->arch]);
-  printf("  d_model = %d,\n  heads = %d,  -- d_k = %d\n  d_ff = %d,\n", c->d_model, c->heads,
-         c->d_model / c->heads, c->d_ff);
+  printf("  d_model = %d,\n  heads = %d,  -- d_k = %d\n", c->d_model, c->heads, c->d_model / c->heads);
+  printf("  kv_heads = %d,%s\n  d_ff = %d,\n", ff_config_kv_heads(c),
+         ff_config_kv_heads(c) < c->heads ? "  -- grouped-query: K/V caches of kv_heads * d_k per position" : "", c->d_ff);
   if (c->arch == FF_ARCH_ENCODER_DECODER)
     printf("  encoder_layers = %d,\n  decoder_layers = %d,\n", c->encoder_layers, c->decoder_layers);
   else
@@ -234,7 +235,9 @@ static int cmd_info(const char *path, flag *flags, ff_error *err) {
   if (c->vocab > 0) printf("  vocab = %d,\n", c->vocab);
   else printf("  vocab = nil,  -- float inputs [B,T,%d]\n", c->d_model);
   printf("  positional = \"%s\",\n", pos_names[c->positional]);
-  if (c->positional == FF_POS_ROPE) printf("  rope_theta = %g,\n", (double)c->rope_theta);
+  if (c->positional == FF_POS_ROPE)
+    printf("  rope_theta = %g,\n  rope_pairing = \"%s\",\n", (double)c->rope_theta,
+           c->rope_pairing == FF_ROPE_INTERLEAVED ? "interleaved" : "rotate_half");
   printf("  scale_embeddings = %s,\n  tie_embeddings = %s,\n  max_seq = %d,\n  prefix = \"%s\",\n",
          c->scale_embeddings ? "true" : "false", c->tie_embeddings ? "true" : "false", c->max_seq, c->prefix);
   print_embed_head_keys(c);
@@ -775,11 +778,13 @@ done:
 
 /* ---- bench --------------------------------------------------------------- */
 
-static double now_ms(void) {
+static double clock_ms(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
+
+static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -916,11 +921,13 @@ static int bench_time(ff_model *m, const bench_opts *o, bench_buffers *b, ff_err
   double warm = now_ms();
   for (int i = -2; i < o->iters && !rc; i++) {
     int n;
-    double t = now_ms();
+    double t = now_ms(), cpu = clock_ms(CLOCK_PROCESS_CPUTIME_ID); /* CPU: what neighbours hardly move */
     rc = o->gen ? ff_model_greedy(m, &g, b->out_ids, &n, NULL, err) : ff_model_forward(m, &in, b->out, err);
     if (rc) break;
     if (i == -1) phase("warm-up: 2 runs, %.1f ms", now_ms() - warm);
-    if (i >= 0) phase("run %d/%d: %.3f ms", i + 1, o->iters, b->times[i] = now_ms() - t);
+    if (i >= 0)
+      phase("run %d/%d: %.3f ms, %.3f ms of CPU", i + 1, o->iters, b->times[i] = now_ms() - t,
+            clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu);
   }
   return rc;
 }

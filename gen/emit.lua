@@ -19,8 +19,8 @@ function M.comment_text(s)
 end
 
 local function summary(c, P)
-  local parts = { string.format("%s: %s, d_model %d, %d heads (d_k %d), d_ff %d", c.name, c.arch, c.d_model,
-    c.heads, P.dk, c.d_ff) }
+  local parts = { string.format("%s: %s, d_model %d, %d heads (d_k %d%s), d_ff %d", c.name, c.arch, c.d_model,
+    c.heads, P.dk, c.kv_heads ~= c.heads and string.format(", %d K/V heads", c.kv_heads) or "", c.d_ff) }
   if c.arch == "encoder-decoder" then
     parts[#parts + 1] = string.format("%d+%d layers", c.encoder_layers, c.decoder_layers)
   else
@@ -28,7 +28,8 @@ local function summary(c, P)
   end
   parts[#parts + 1] = string.format("%s-norm %s%s", c.norm, c.norm_kind, c.final_norm and " + final norms" or "")
   parts[#parts + 1] = c.activation
-  parts[#parts + 1] = c.positional .. " positions"
+  parts[#parts + 1] = c.positional .. " positions" ..
+    (c.positional == "rope" and c.rope_pairing ~= "rotate_half" and " (" .. c.rope_pairing .. ")" or "")
   if c.vocab and not c.lm_head then
     parts[#parts + 1] = string.format("vocab %d, no output head (hidden states out)", c.vocab)
   elseif c.vocab then
@@ -150,7 +151,8 @@ local function common_vars(P, opts)
     SHA256 = opts.sha256, COMMAND = M.comment_text(opts.command), SUMMARY = summary(c, P), MAX_SEQ = c.max_seq,
     FLOPS = lit.grouped(P.flops), WEIGHT_FLOATS = P.weight_floats, WEIGHT_BYTES = 4 * P.weight_floats,
     STATE_BYTES = 4 * P.arena_floats, ARENA_BYTES = 4 * P.arena_floats, NAIVE_BYTES = 4 * P.arena_naive_floats,
-    LAYOUT_HASH = opts.layout_hash, D_MODEL = c.d_model, HEADS = c.heads, D_K = P.dk, D_FF = c.d_ff,
+    LAYOUT_HASH = opts.layout_hash, D_MODEL = c.d_model, HEADS = c.heads, KV_HEADS = c.kv_heads, D_K = P.dk,
+    D_FF = c.d_ff,
     ENCODER_LAYERS = c.encoder_layers, DECODER_LAYERS = c.decoder_layers, VOCAB = c.vocab or 0,
     OUT_DIM = P.out_dim, OUT_DOC = P.has_head and "logits" or "hidden states", TOKENS = c.vocab ~= nil,
     IN_MUL = c.vocab and "" or string.format(" * %d", c.d_model),

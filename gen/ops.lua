@@ -83,33 +83,41 @@ M.kinds = {
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
   },
   rope = {
-    file = "mha.c", params = { "HEADS", "DK", "LDX", "THETA" },
-    fn = function(p) return string.format("rope_h%dx%d_ld%d", p.HEADS, p.DK, p.LDX) end,
-    doc = function() return "rotary positions on q and k (rotate_half pairing)" end,
+    file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDX", "THETA", "PAIRING" },
+    fn = function(p)
+      return string.format("rope_h%dx%d%s_ld%d%s", p.HEADS, p.DK, p.KV_HEADS ~= p.HEADS and "_kv" .. p.KV_HEADS or "",
+        p.LDX, p.PAIRING == "interleaved" and "_interleaved" or "")
+    end,
+    doc = function(p) return "rotary positions on q and k (" .. p.PAIRING .. " pairing)" end,
     vars = function(p)
       local half, d = p.DK // 2, p.HEADS * p.DK
-      return { HALF = half, D = d, D2 = 2 * d, HEADS2 = 2 * p.HEADS, THETA_DOC = lit.double(p.THETA),
+      local inter = p.PAIRING == "interleaved"
+      return { HALF = half, D = d, DQK = d + p.KV_HEADS * p.DK, QK_HEADS = p.HEADS + p.KV_HEADS,
+        IA = inter and "2 * i" or "i", IB = inter and "2 * i + 1" or "i + " .. half, THETA_DOC = lit.double(p.THETA),
         FREQS = lit.table_lines(inv_freqs(p.THETA, half, p.DK), lit.float) }
     end,
-    flops = function(p, T) return 2 * 3 * T * p.HEADS * p.DK end,
+    flops = function(p, T) return 3 * T * (p.HEADS + p.KV_HEADS) * p.DK end,
   },
   kv_store = {
-    file = "mha.c", params = { "D", "LDX" },
-    fn = function(p) return string.format("kv_store_%d", p.D) end,
+    file = "mha.c", params = { "D", "KV", "LDX" },
+    fn = function(p) return string.format("kv_store_%d%s", p.D, p.KV ~= 2 * p.D and "_kv" .. p.KV or "") end,
     doc = function() return "cache[pos0 + t] = k | v of row t" end,
-    vars = function(p) return { KV = 2 * p.D } end,
     flops = function() return 0 end,
   },
   attention = {
-    file = "mha.c", params = { "HEADS", "DK", "LDQ", "LDK", "CAUSAL", "ISA" },
+    file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDQ", "LDK", "CAUSAL", "ISA" },
     fn = function(p)
-      return string.format("attention_h%dx%d_q%d_kv%d%s", p.HEADS, p.DK, p.LDQ, p.LDK, p.CAUSAL and "_causal" or "")
+      return string.format("attention_h%dx%d%s_q%d_kv%d%s", p.HEADS, p.DK,
+        p.KV_HEADS ~= p.HEADS and "_g" .. p.KV_HEADS or "", p.LDQ, p.LDK, p.CAUSAL and "_causal" or "")
     end,
     doc = function(p)
-      return "softmax(Q K^T / sqrt(d_k) + mask) V" .. (p.CAUSAL and ", causal" or "")
+      return "softmax(Q K^T / sqrt(d_k) + mask) V" .. (p.CAUSAL and ", causal" or "") ..
+        (p.KV_HEADS ~= p.HEADS and string.format(", %d K/V heads", p.KV_HEADS) or "")
     end,
     vars = function(p)
-      return { D = p.HEADS * p.DK, SCALE = lit.float(1 / math.sqrt(p.DK)),
+      return { D = p.HEADS * p.DK, KVD = p.KV_HEADS * p.DK, SCALE = lit.float(1 / math.sqrt(p.DK)),
+        GROUP_DOC = p.KV_HEADS ~= p.HEADS and string.format(" (%d K/V heads: head h reads K/V head h / %d)",
+          p.KV_HEADS, p.HEADS // p.KV_HEADS) or "",
         CAUSAL_DOC = p.CAUSAL and " and keys j > q_pos0 + t (causal)" or "" }
     end,
     flops = function(p, T, Tk) -- causal: query t sees t + 1 of the T keys, (T + 1) / 2T of them on average

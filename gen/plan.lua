@@ -11,7 +11,8 @@
 --            output head) is packed in panels of NR columns of W^T for the
 --            ISA's matrix kernel (kernels/gemm_*.c): panel p holds
 --            W^T[:, NR p .. NR p + NR-1] as `in` rows of NR floats, zero-padded.
---            The cross-attention in_proj is two matrices, q and k|v.  The rest
+--            The cross-attention in_proj is two matrices, q and k|v (k and v
+--            have kv_heads heads of d_k: kvd = kv_heads d_k floats each).  The rest
 --            is stored as in PyTorch.
 -- Offsets are in floats and aligned to 16 floats (64 bytes).
 
@@ -107,7 +108,7 @@ end
 -- P.weights in the runtime's order, each aligned; rows row0.. of the tensor.
 -- Sets P.weights, P.weight_by (stack/layer/role -> weight), P.weight_floats.
 local function weight_layout(P, specs)
-  local c, d, NR = P.config, P.d, P.nr
+  local c, d, NR, kvd = P.config, P.d, P.nr, P.kvd
   P.weights, P.weight_by = {}, {}
   local at = 0
   local function add_weight(s, role, row0, rows, suffix)
@@ -124,7 +125,7 @@ local function weight_layout(P, specs)
   for _, s in ipairs(specs) do
     if s.role == "multihead_attn.in_proj_weight" then -- q from the decoder, k|v from the memory
       add_weight(s, s.role .. ":q", 0, d, "_Q")
-      add_weight(s, s.role .. ":kv", d, 2 * d, "_KV")
+      add_weight(s, s.role .. ":kv", d, 2 * kvd, "_KV")
     else
       add_weight(s, s.role, 0, s.rows)
     end
@@ -260,25 +261,32 @@ end
 
 -- ---- stage building: the ops of a layer, the embedding, the stages ----------
 
--- self-attention: qkv, [rope], [kv_store], attention, out_proj (+= residual)
+-- self-attention: qkv, [rope], [kv_store], attention, out_proj (+= residual).
+-- qkv [T, d + 2 kvd]: q of every head, then k and v of the kv_heads heads.
 function Builder:self_attention(L, wstack, layer, input, residual, causal_cache, key_len)
-  local c, d, S, P = self.c, self.d, self.S, self.P
-  local qkv = self:value(L .. "_attn_qkv", S, 3 * d, false, "q | k | v")
-  self:linear(L .. "_attn_qkv", wstack, layer, "self_attn", input, qkv, d, 3 * d)
+  local c, d, S, P, kvd = self.c, self.d, self.S, self.P, self.P.kvd
+  local w = d + 2 * kvd
+  local qkv = self:value(L .. "_attn_qkv", S, w, false, "q | k | v")
+  self:linear(L .. "_attn_qkv", wstack, layer, "self_attn", input, qkv, d, w)
   if c.positional == "rope" then
-    self:op("rope", L .. "_attn_rope", { HEADS = c.heads, DK = P.dk, LDX = 3 * d, THETA = c.rope_theta },
-      string.format("q, k in [T,%d]", 3 * d), { qkv, "T", causal_cache and "pos0" or "0" })
+    self:op("rope", L .. "_attn_rope", { HEADS = c.heads, KV_HEADS = c.kv_heads, DK = P.dk, LDX = w,
+      THETA = c.rope_theta, PAIRING = c.rope_pairing }, string.format("q, k in [T,%d]", w),
+      { qkv, "T", causal_cache and "pos0" or "0" })
   end
   local ctx = self:value(L .. "_attn_ctx", S, d, false, "attention heads, concatenated")
+  local function heads(ldk, causal) -- the attention op's params
+    return { HEADS = c.heads, KV_HEADS = c.kv_heads, DK = P.dk, LDQ = w, LDK = ldk, CAUSAL = causal, ISA = self.isa }
+  end
   if causal_cache then
-    self:op("kv_store", L .. "_attn_kv_store", { D = d, LDX = 3 * d },
-      string.format("[T,%d] -> cache [pos0 + T,%d]", 2 * d, 2 * d), { qkv, "T", causal_cache, "pos0" })
-    self:op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 2 * d, CAUSAL = true,
-      ISA = self.isa }, string.format("q [T,%d], k|v cache [pos0 + T,%d] -> [T,%d]", d, 2 * d, d),
+    self:op("kv_store", L .. "_attn_kv_store", { D = d, KV = 2 * kvd, LDX = w },
+      string.format("[T,%d] -> cache [pos0 + T,%d]", 2 * kvd, 2 * kvd), { qkv, "T", causal_cache, "pos0" })
+    self:op("attention", L .. "_attn", heads(2 * kvd, true),
+      string.format("q [T,%d], k|v cache [pos0 + T,%d] -> [T,%d]", d, 2 * kvd, d),
       { "a", qkv, causal_cache, "T", "key_len", "pos0", P.scores, ctx })
   else
-    self:op("attention", L .. "_attn", { HEADS = c.heads, DK = P.dk, LDQ = 3 * d, LDK = 3 * d, CAUSAL = false,
-      ISA = self.isa }, string.format("q, k, v [T,%d] -> [T,%d]", d, d),
+    self:op("attention", L .. "_attn", heads(w, false),
+      kvd == d and string.format("q, k, v [T,%d] -> [T,%d]", d, d) or
+        string.format("q [T,%d], k, v [T,%d] -> [T,%d]", d, kvd, d),
       { "a", qkv, { ref = qkv, plus = d }, "T", key_len, "0", P.scores, ctx })
   end
   self:linear(L .. "_attn_out", wstack, layer, "self_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
@@ -286,12 +294,12 @@ end
 
 -- cross-attention over the encoder memory (keys/values cached per source)
 function Builder:cross_attention(L, wstack, layer, input, residual, cross_cache)
-  local c, d, S, P = self.c, self.d, self.S, self.P
+  local c, d, S, P, kvd = self.c, self.d, self.S, self.P, self.P.kvd
   local q = self:value(L .. "_cross_q", S, d, false, "cross-attention queries")
   self:linear(L .. "_cross_q", wstack, layer, "multihead_attn", input, q, d, d, "q")
   local ctx = self:value(L .. "_cross_ctx", S, d, false, "cross-attention heads, concatenated")
-  self:op("attention", L .. "_cross", { HEADS = c.heads, DK = P.dk, LDQ = d, LDK = 2 * d, CAUSAL = false,
-    ISA = self.isa }, string.format("q [T,%d], k|v memory [S,%d] -> [T,%d]", d, 2 * d, d),
+  self:op("attention", L .. "_cross", { HEADS = c.heads, KV_HEADS = c.kv_heads, DK = P.dk, LDQ = d, LDK = 2 * kvd,
+    CAUSAL = false, ISA = self.isa }, string.format("q [T,%d], k|v memory [S,%d] -> [T,%d]", d, 2 * kvd, d),
     { "a", q, cross_cache, "T", "mem_len", "0", P.scores, ctx })
   self:linear(L .. "_cross_out", wstack, layer, "multihead_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
 end
@@ -400,16 +408,17 @@ function Builder:decode_stages()
   local tag = two and "dec_" or ""
   local caches, cross = {}, {}
   for l = 0, c.decoder_layers - 1 do
-    caches[l] = self:value(string.format("%sl%02d_kv_cache", tag, l), S, 2 * d, true, "self-attention keys | values")
+    caches[l] = self:value(string.format("%sl%02d_kv_cache", tag, l), S, 2 * P.kvd, true,
+      "self-attention keys | values")
     if two then
-      cross[l] = self:value(string.format("%sl%02d_cross_kv", tag, l), S, 2 * d, true, "memory keys | values")
+      cross[l] = self:value(string.format("%sl%02d_cross_kv", tag, l), S, 2 * P.kvd, true, "memory keys | values")
     end
   end
   if two then
     self:begin_stage("cross_kv", "keys and values of the memory for every decoder layer, once per source", "int S")
     for l = 0, c.decoder_layers - 1 do
       self:linear(string.format("dec_l%02d", l) .. "_cross_kv", "decoder", l, "multihead_attn", P.encoder_stream,
-        cross[l], d, 2 * d, "kv", { rows = "S" })
+        cross[l], d, 2 * P.kvd, "kv", { rows = "S" })
     end
   end
   self:begin_stage("decode", string.format("the decoder: %d causal layers over x [T,%d] at positions pos0..",
@@ -490,6 +499,7 @@ function M.plan(c, specs, isa)
   assert(M.NR[isa], "plan: unknown ISA " .. tostring(isa))
   local P = { config = c, d = c.d_model, dk = c.d_model // c.heads, S = c.max_seq, isa = isa, nr = M.NR[isa],
     two_stacks = c.arch == "encoder-decoder" }
+  P.kvd = c.kv_heads * P.dk -- the width of k (and of v): kv_heads heads
   weight_layout(P, specs)
   local B = builder(P)
   B:state_values()

@@ -29,6 +29,10 @@ M.schema = {
   { key = "vocab", kind = "int", min = 1, max = BIG },
   { key = "positional", kind = "enum", values = { "none", "sinusoidal", "learned", "rope" }, default = "none" },
   { key = "rope_theta", kind = "number", min = 1, max = 1e12, default = 10000 },
+  -- grouped-query attention: K and V have kv_heads heads, query head h reads kv head h / (heads / kv_heads)
+  { key = "kv_heads", kind = "int", min = 1, max = 65536, default = function(c) return c.heads end },
+  -- RoPE pairs (x[i], x[i + d_k/2]) (HF) or (x[2i], x[2i+1]) (Meta, llama2.c)
+  { key = "rope_pairing", kind = "enum", values = { "rotate_half", "interleaved" }, default = "rotate_half" },
   { key = "scale_embeddings", kind = "boolean", default = true },
   { key = "tie_embeddings", kind = "boolean", default = true },
   { key = "max_seq", kind = "int", min = 1, max = 1 << 20, default = 512 },
@@ -142,6 +146,11 @@ function M.validate(desc, path)
   if c.d_model % c.heads ~= 0 then
     fail(path, "heads", "%d does not divide d_model %d", c.heads, c.d_model)
   end
+  if c.kv_heads > c.heads then
+    fail(path, "kv_heads", "%d is more than heads %d", c.kv_heads, c.heads)
+  elseif c.heads % c.kv_heads ~= 0 then
+    fail(path, "kv_heads", "%d does not divide heads %d", c.kv_heads, c.heads)
+  end
   if c.positional == "rope" and (c.d_model // c.heads) % 2 ~= 0 then
     fail(path, "positional", "rope needs an even head width, d_model/heads = %d", c.d_model // c.heads)
   end
@@ -175,8 +184,8 @@ function M.validate(desc, path)
     if c[k] == "" then fail(path, k, "an empty file name") end
   end
   if c.vocabulary and not c.vocab then fail(path, "vocabulary", "given but the model has no vocab") end
-  if c.positional ~= "rope" and desc.rope_theta ~= nil then
-    fail(path, "rope_theta", "given but positional is %s", show(c.positional))
+  for _, k in ipairs({ "rope_theta", "rope_pairing" }) do
+    if c.positional ~= "rope" and desc[k] ~= nil then fail(path, k, "given but positional is %s", show(c.positional)) end
   end
   return c
 end

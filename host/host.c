@@ -462,6 +462,7 @@ static int table_to_config(lua_State *L, int t, ff_config *c, const char *path, 
   static const char *const kind[] = {"layernorm", "rmsnorm", NULL};
   static const char *const act[] = {"relu", "gelu", "gelu_tanh", "swiglu", NULL};
   static const char *const pos[] = {"none", "sinusoidal", "learned", "rope", NULL};
+  static const char *const pairing[] = {"rotate_half", "interleaved", NULL};
   memset(c, 0, sizeof *c);
   int rc = get_str(L, t, "name", c->name, sizeof c->name, path, err);
   c->arch = (enum ff_arch)get_enum(L, t, "arch", arch);
@@ -485,11 +486,14 @@ static int table_to_config(lua_State *L, int t, ff_config *c, const char *path, 
   c->positional = (enum ff_positional)get_enum(L, t, "positional", pos);
   lua_getfield(L, t, "rope_theta");
   c->rope_theta = (float)lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  c->kv_heads = get_int(L, t, "kv_heads");
+  c->rope_pairing = (enum ff_rope_pairing)get_enum(L, t, "rope_pairing", pairing);
   lua_getfield(L, t, "scale_embeddings");
   c->scale_embeddings = lua_toboolean(L, -1);
   lua_getfield(L, t, "tie_embeddings");
   c->tie_embeddings = lua_toboolean(L, -1);
-  lua_pop(L, 3);
+  lua_pop(L, 2);
   c->max_seq = get_int(L, t, "max_seq");
   if (!rc) rc = get_str(L, t, "prefix", c->prefix, sizeof c->prefix, path, err);
   if (!rc) rc = get_str(L, t, "embed_weight", c->embed_weight, sizeof c->embed_weight, path, err);

@@ -20,6 +20,10 @@ enum ff_norm_place { FF_NORM_POST, FF_NORM_PRE }; /* LN(x + f(x)) | x + f(LN(x))
 enum ff_norm_kind { FF_NORM_LAYERNORM, FF_NORM_RMSNORM };
 enum ff_activation { FF_ACT_RELU, FF_ACT_GELU, FF_ACT_GELU_TANH, FF_ACT_SWIGLU };
 enum ff_positional { FF_POS_NONE, FF_POS_SINUSOIDAL, FF_POS_LEARNED, FF_POS_ROPE };
+enum ff_rope_pairing {
+  FF_ROPE_ROTATE_HALF, /* (x[i], x[i + d_k/2]): GPT-NeoX, Hugging Face */
+  FF_ROPE_INTERLEAVED  /* (x[2i], x[2i+1]): Meta's LLaMA, llama2.c */
+};
 
 typedef struct ff_config {
   char name[FF_NAME_MAX];   /* C identifier prefix of everything emitted */
@@ -38,6 +42,9 @@ typedef struct ff_config {
   int vocab;                /* 0: no embeddings, inputs are float [B,T,d_model] */
   enum ff_positional positional;
   float rope_theta;         /* RoPE base, 10000 */
+  int kv_heads;             /* K/V heads (grouped-query attention), dividing heads; 0 in a
+                               config built in C means heads (ff_config_kv_heads) */
+  enum ff_rope_pairing rope_pairing;
   int scale_embeddings;     /* token embeddings times sqrt(d_model) */
   int tie_embeddings;       /* output head shares the embedding matrix */
   int max_seq;
@@ -72,6 +79,9 @@ typedef struct ff_input {
 
 /* Whether the model ends in an output head (logits over the vocabulary). */
 static inline int ff_config_has_head(const ff_config *c) { return c->vocab > 0 && !c->no_lm_head; }
+/* K/V heads: query head h reads kv head h / (heads / kv_heads). */
+static inline int ff_config_kv_heads(const ff_config *c) { return c->kv_heads > 0 ? c->kv_heads : c->heads; }
+
 /* Width of the model output per position: logits or hidden states. */
 static inline int ff_config_out_dim(const ff_config *c) { return ff_config_has_head(c) ? c->vocab : c->d_model; }
 

@@ -9,8 +9,10 @@
  *                       (if not defined: the scalar one below, with expf)
  *
  * Every head h0 .. h1-1: out [Tq, heads*dk] = softmax(scale Q K^T + mask) V.
- * q rows every ldq floats, k rows every ldk (head h at columns h*dk), v =
- * k + heads*dk with the same stride.  Key j is masked when j >= key_len, or
+ * q rows every ldq floats (head h at columns h*dk); k rows every ldk with
+ * kv_heads heads, v = k + kv_heads*dk with the same stride: query head h
+ * reads K/V head h / (heads / kv_heads) (grouped-query attention; the heads
+ * of a group share one gathered K^T).  Key j is masked when j >= key_len, or
  * (causal) j > q_pos0 + t for query row t.  Per head, K^T is gathered once,
  * then for each block of FF_SDPA_MR query rows the scores S = scale Q K^T over
  * the keys the block sees, a softmax row by row and O = P V are tile
@@ -35,13 +37,17 @@ static void ff_softmax_row_scalar(float *row, int visible, int n) {
 #define FF_SDPA_SOFTMAX_ROW ff_softmax_row_scalar
 #endif
 
-FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
-                            int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out) {
-  const int d = heads * dk, ld = (key_len + 15) & ~15;
+FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
+                       int kv_heads, int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch,
+                       float *out) {
+  const int d = heads * dk, group = heads / kv_heads, ld = (key_len + 15) & ~15;
   float *kt = scratch, *s = scratch + (size_t)dk * ld;
   for (int h = h0; h < h1; h++) {
-    for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
-      for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
+    const int kh = h / group;             /* the K/V head this query head reads */
+    const float *v = k + (kv_heads + kh) * dk;
+    if (h == h0 || (h - 1) / group != kh) /* K^T [dk, key_len] of the K/V head, once per group */
+      for (int j = 0; j < key_len; j++)
+        for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + kh * dk + i];
     for (int t0 = 0; t0 < Tq; t0 += FF_SDPA_MR) {
       const int mb = Tq - t0 < FF_SDPA_MR ? Tq - t0 : FF_SDPA_MR;
       int nv = key_len; /* keys any row of the block sees */
@@ -60,10 +66,10 @@ FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq,
        * later position's value reaches no earlier row (0 * NaN would) */
       const int v0 = causal && q_pos0 + t0 + 1 < nv ? q_pos0 + t0 + 1 : nv;
       float *o = out + (size_t)t0 * d + h * dk;
-      FF_SDPA_MATMUL(mb, dk, v0, s, ld, k + d + h * dk, ldk, o, d, NULL, 1.0f, 0);
+      FF_SDPA_MATMUL(mb, dk, v0, s, ld, v, ldk, o, d, NULL, 1.0f, 0);
       for (int r = 1; r < mb && v0 < nv; r++)
         for (int j = v0; j < nv && j < q_pos0 + t0 + r + 1; j++) {
-          const float p = s[(size_t)r * ld + j], *vj = k + (size_t)j * ldk + d + h * dk;
+          const float p = s[(size_t)r * ld + j], *vj = v + (size_t)j * ldk;
           for (int i = 0; i < dk; i++) o[(size_t)r * d + i] += p * vj[i];
         }
     }

@@ -9,7 +9,7 @@
  * Layout conventions (PyTorch's):
  *   activations  x [T, d] row-major, one sequence at a time;
  *   nn.Linear    W [out, in], y = x W^T + b;
- *   in_proj      W [3d, d], rows q | k | v.
+ *   in_proj      W [d + 2 kv_heads d_k, d], rows q | k | v.
  */
 #ifndef FF_RUNTIME_H
 #define FF_RUNTIME_H
@@ -34,10 +34,10 @@ void ff_rt_add_sinusoidal(float *x, int T, int d, int pos0);
 void ff_rt_add_learned(float *x, int T, int d, int pos0, const float *P);
 /* x[t,:] += r[:] for every t (the token-type embedding of type 0, r [d]). */
 void ff_rt_add_row(float *x, int T, int d, const float *r);
-/* Rotary positions on x [T, heads*d_k] (row stride ldx) in place, per head,
- * GPT-NeoX / HF LLaMA pairing: element i pairs with i + d_k/2 (rotate_half),
- * angle (pos0+t) * theta^(-2i/d_k), i < d_k/2. */
-void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta);
+/* Rotary positions on x [T, heads*d_k] (row stride ldx) in place, per head:
+ * pair i < d_k/2 is (i, i + d_k/2) (rotate_half: GPT-NeoX, HF LLaMA) or
+ * (2i, 2i+1) (interleaved: Meta, llama2.c), angle (pos0+t) * theta^(-2i/d_k). */
+void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta, enum ff_rope_pairing pairing);
 
 /* y [n, out] = x [n, in] W^T + b;  W [out, in], b [out] or NULL. */
 void ff_rt_linear(const float *x, int n, int in, const float *W, const float *b, int out, float *y);
@@ -52,12 +52,13 @@ void ff_rt_swiglu(const float *h, int n, int f, float *y);
 
 /* Scaled dot-product attention for every head:
  *   out = softmax(Q K^T / sqrt(d_k) + mask) V
- * q [Tq, ldq], k / v [Tk, ldk] with head h at columns h*d_k; out [Tq, d].
+ * q [Tq, ldq] with head h at columns h*d_k, k / v [Tk, ldk] with kv_heads
+ * heads (query head h reads head h / (heads / kv_heads)); out [Tq, heads*d_k].
  * Query row t sits at position q_pos0 + t.  Keys j >= key_len are padding
  * (masked); with causal, keys j > q_pos0 + t are masked too.  Masked scores
  * are -inf; softmax subtracts the row max.  scores: scratch of Tk floats. */
 void ff_rt_attention(const float *q, int ldq, const float *k, const float *v, int ldk, int Tq,
-                     int Tk, int heads, int d_k, int key_len, int causal, int q_pos0,
+                     int Tk, int heads, int kv_heads, int d_k, int key_len, int causal, int q_pos0,
                      float *scores, float *out);
 
 /* ---- weights ------------------------------------------------------------- */
@@ -127,6 +128,8 @@ int ff_rt_count_weights(const ff_config *c, size_t *tensors, size_t *params);
 /* ---- model --------------------------------------------------------------- */
 
 /* Checks that a config describes a model the runtime can compute. */
+/* Width of the keys (and of the values) of one position: kv_heads * d_k. */
+static inline int ff_rt_kv_width(const ff_config *c) { return ff_config_kv_heads(c) * (c->d_model / c->heads); }
 int ff_rt_check_config(const ff_config *c, ff_error *err);
 
 typedef struct ff_rt_model {
@@ -187,8 +190,8 @@ int ff_rt_forward(const ff_rt_model *m, const ff_rt_input *in, float *out, ff_er
  * source), plus the scratch of a forward pass, all sized for max_seq. */
 typedef struct ff_rt_state {
   const ff_rt_model *m;
-  float *self_kv;   /* [decoder_layers][max_seq][2d] */
-  float *cross_kv;  /* [decoder_layers][max_seq][2d], encoder-decoder only */
+  float *self_kv;   /* [decoder_layers][max_seq][2 kv_heads d_k] */
+  float *cross_kv;  /* [decoder_layers][max_seq][2 kv_heads d_k], encoder-decoder only */
   float *memory;    /* [max_seq, d] the encoder output */
   float *x;         /* [max_seq, d] the decoder's residual stream */
   int mem_len;      /* valid source positions: memory keys past it are padding */

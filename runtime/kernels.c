@@ -45,21 +45,22 @@ void ff_rt_add_row(float *x, int T, int d, const float *r) {
     for (int j = 0; j < d; j++) x[(size_t)t * d + j] += r[j];
 }
 
-/* RoPE, rotate_half pairing: for i < d_k/2, with a = x[i], b = x[i + d_k/2]
- * and angle = pos * theta^(-2i/d_k):
- *   x[i] = a cos - b sin,   x[i + d_k/2] = b cos + a sin. */
-void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta) {
-  int half = d_k / 2;
+/* RoPE: for pair i < d_k/2 of each head, angle = pos * theta^(-2i/d_k) and
+ * (a, b) = (x[i], x[i + d_k/2]) (rotate_half) or (x[2i], x[2i+1]) (interleaved):
+ *   a' = a cos - b sin,   b' = b cos + a sin. */
+void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta, enum ff_rope_pairing pairing) {
+  int half = d_k / 2, inter = pairing == FF_ROPE_INTERLEAVED;
   for (int t = 0; t < T; t++) {
     for (int i = 0; i < half; i++) {
       float inv_freq = (float)(1.0 / pow((double)theta, (double)(2 * i) / d_k));
       float angle = (float)(pos0 + t) * inv_freq; /* float32, as HF computes it */
       float c = cosf(angle), s = sinf(angle);
+      int ia = inter ? 2 * i : i, ib = inter ? 2 * i + 1 : i + half;
       for (int h = 0; h < heads; h++) {
         float *xh = x + (size_t)t * ldx + (size_t)h * d_k;
-        float a = xh[i], b = xh[i + half];
-        xh[i] = a * c - b * s;
-        xh[i + half] = b * c + a * s;
+        float a = xh[ia], b = xh[ib];
+        xh[ia] = a * c - b * s;
+        xh[ib] = b * c + a * s;
       }
     }
   }
@@ -128,13 +129,15 @@ void ff_rt_swiglu(const float *h, int n, int f, float *y) {
   }
 }
 
-/* Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + mask) V, per head. */
+/* Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + mask) V, per head; query
+ * head h reads K/V head h / (heads / kv_heads) (grouped-query attention). */
 void ff_rt_attention(const float *q, int ldq, const float *k, const float *v, int ldk, int Tq,
-                     int Tk, int heads, int d_k, int key_len, int causal, int q_pos0,
+                     int Tk, int heads, int kv_heads, int d_k, int key_len, int causal, int q_pos0,
                      float *scores, float *out) {
   float scale = 1.0f / sqrtf((float)d_k);
-  int d = heads * d_k;
+  int d = heads * d_k, group = heads / kv_heads;
   for (int h = 0; h < heads; h++) {
+    size_t kvh = (size_t)(h / group) * d_k; /* the shared K/V head's columns */
     for (int t = 0; t < Tq; t++) {
       const float *qt = q + (size_t)t * ldq + (size_t)h * d_k;
       int visible = key_len; /* keys 0..visible-1 are unmasked */
@@ -142,7 +145,7 @@ void ff_rt_attention(const float *q, int ldq, const float *k, const float *v, in
       if (visible > Tk) visible = Tk;
       float max = -INFINITY;
       for (int j = 0; j < visible; j++) { /* scores = q k^T / sqrt(d_k) */
-        const float *kj = k + (size_t)j * ldk + (size_t)h * d_k;
+        const float *kj = k + (size_t)j * ldk + kvh;
         float s = 0.0f;
         for (int i = 0; i < d_k; i++) s += qt[i] * kj[i];
         scores[j] = s * scale;
@@ -158,7 +161,7 @@ void ff_rt_attention(const float *q, int ldq, const float *k, const float *v, in
       if (visible == 0) continue; /* every key masked: PyTorch gives NaN; keep 0 */
       float inv = (float)(1.0 / sum);
       for (int j = 0; j < visible; j++) { /* out = P V */
-        const float *vj = v + (size_t)j * ldk + (size_t)h * d_k;
+        const float *vj = v + (size_t)j * ldk + kvh;
         float p = scores[j] * inv;
         for (int i = 0; i < d_k; i++) ot[i] += p * vj[i];
       }

@@ -11,6 +11,12 @@ int ff_rt_check_config(const ff_config *c, ff_error *err) {
     return ff_fail(err, FF_EINVAL, "d_model, heads, d_ff and max_seq must be positive");
   if (c->d_model % c->heads)
     return ff_fail(err, FF_EINVAL, "heads: %d does not divide d_model %d", c->heads, c->d_model);
+  int kv = ff_config_kv_heads(c); /* 0: heads */
+  if (c->kv_heads < 0 || kv > c->heads)
+    return ff_fail(err, FF_EINVAL, "kv_heads: %d is outside 1..heads (%d)", c->kv_heads, c->heads);
+  if (c->heads % kv) return ff_fail(err, FF_EINVAL, "kv_heads: %d does not divide heads %d", kv, c->heads);
+  if ((unsigned)c->rope_pairing > FF_ROPE_INTERLEAVED)
+    return ff_fail(err, FF_EINVAL, "rope_pairing: %d is not a pairing", (int)c->rope_pairing);
   if (c->positional == FF_POS_ROPE && (c->d_model / c->heads) % 2)
     return ff_fail(err, FF_EINVAL, "positional: rope needs an even head width, d_model/heads = %d",
                    c->d_model / c->heads);
@@ -73,7 +79,7 @@ int ff_rt_check_input(const ff_config *c, const ff_rt_input *in, ff_error *err) 
 /* Scratch of one forward pass, max_seq rows each, inside the state's buffer. */
 typedef struct {
   float *h;      /* [n, d]     normed input of a sub-layer */
-  float *qkv;    /* [n, 3d]    projections q | k | v */
+  float *qkv;    /* [n, d + 2 kvd] projections q | k | v (kvd = kv_heads d_k) */
   float *ctx;    /* [n, d]     attention output before out_proj */
   float *sub;    /* [n, d]     sub-layer output */
   float *ff;     /* [n, 2 d_ff] feed-forward hidden */
@@ -95,8 +101,8 @@ static void norm_apply(const ff_config *c, const ff_rt_norm_w *w, const float *x
 /* Where a sub-layer's attention takes its keys and values from. */
 typedef struct {
   enum { KEYS_SELF, KEYS_CACHE, KEYS_MEMORY } kind;
-  float *kv;   /* KEYS_CACHE: [max_seq, 2d] k | v per position, rows pos0.. written here;
-                  KEYS_MEMORY: [S, 2d] k | v of the encoder output */
+  float *kv;   /* KEYS_CACHE: [max_seq, 2 kvd] k | v per position, rows pos0.. written here;
+                  KEYS_MEMORY: [S, 2 kvd] k | v of the encoder output (kvd = kv_heads d_k) */
   int pos0;    /* position of the first query row (KEYS_CACHE) */
   int key_len; /* keys at or past it are padding */
 } keys;
@@ -110,28 +116,28 @@ typedef struct {
  * RoPE (if configured) rotates q and k of self-attention at their positions. */
 static void multi_head_attention(const ff_config *c, const ff_rt_attn_w *w, const float *x, int T, const keys *K,
                                  scratch *s, float *out) {
-  int d = c->d_model, d_k = d / c->heads, ld = 2 * d;
+  int d = c->d_model, d_k = d / c->heads, kvh = ff_config_kv_heads(c), kvd = kvh * d_k;
+  int ld = 2 * kvd, ldq = d + 2 * kvd, Tk, causal = 0, q_pos0 = 0;
   const float *q = s->qkv, *k, *v;
-  int ldq = 3 * d, Tk, causal = 0, q_pos0 = 0;
   if (K->kind == KEYS_MEMORY) { /* q = x W^Q + b^Q: the first d rows of in_proj */
     ff_rt_linear(x, T, d, w->in_proj.weight, w->in_proj.bias, d, s->qkv);
-    ldq = d, k = K->kv, v = K->kv + d, Tk = K->key_len;
+    ldq = d, k = K->kv, v = K->kv + kvd, Tk = K->key_len;
   } else { /* [q | k | v] = x in_proj^T + in_proj_bias */
     int pos0 = K->kind == KEYS_CACHE ? K->pos0 : 0;
-    ff_rt_linear(x, T, d, w->in_proj.weight, w->in_proj.bias, 3 * d, s->qkv);
+    ff_rt_linear(x, T, d, w->in_proj.weight, w->in_proj.bias, ldq, s->qkv);
     if (c->positional == FF_POS_ROPE) {
-      ff_rt_rope(s->qkv, 3 * d, T, c->heads, d_k, pos0, c->rope_theta);
-      ff_rt_rope(s->qkv + d, 3 * d, T, c->heads, d_k, pos0, c->rope_theta);
+      ff_rt_rope(s->qkv, ldq, T, c->heads, d_k, pos0, c->rope_theta, c->rope_pairing);
+      ff_rt_rope(s->qkv + d, ldq, T, kvh, d_k, pos0, c->rope_theta, c->rope_pairing);
     }
     if (K->kind == KEYS_SELF) {
-      k = s->qkv + d, v = s->qkv + 2 * d, ld = 3 * d, Tk = T;
+      k = s->qkv + d, v = s->qkv + d + kvd, ld = ldq, Tk = T;
     } else { /* append this chunk's k | v to the cache, attend over all of it */
       for (int t = 0; t < T; t++)
-        memcpy(K->kv + (size_t)(pos0 + t) * 2 * d, s->qkv + (size_t)t * 3 * d + d, 2 * (size_t)d * sizeof(float));
-      k = K->kv, v = K->kv + d, Tk = pos0 + T, causal = 1, q_pos0 = pos0;
+        memcpy(K->kv + (size_t)(pos0 + t) * 2 * kvd, s->qkv + (size_t)t * ldq + d, 2 * (size_t)kvd * sizeof(float));
+      k = K->kv, v = K->kv + kvd, Tk = pos0 + T, causal = 1, q_pos0 = pos0;
     }
   }
-  ff_rt_attention(q, ldq, k, v, ld, T, Tk, c->heads, d_k, K->key_len, causal, q_pos0, s->scores, s->ctx);
+  ff_rt_attention(q, ldq, k, v, ld, T, Tk, c->heads, kvh, d_k, K->key_len, causal, q_pos0, s->scores, s->ctx);
   ff_rt_linear(s->ctx, T, d, w->out_proj.weight, w->out_proj.bias, d, out);
 }
 
@@ -204,7 +210,7 @@ static void encoder_stack(const ff_rt_model *m, float *x, int T, int key_len, sc
 static void decoder_stack(ff_rt_state *st, float *x, int T, int pos0, int key_len) {
   const ff_rt_model *m = st->m;
   const ff_config *c = &m->cfg;
-  size_t layer_kv = (size_t)c->max_seq * 2 * c->d_model;
+  size_t layer_kv = (size_t)c->max_seq * 2 * ff_rt_kv_width(c);
   int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
   scratch *s = &st->scratch->s;
   for (int l = 0; l < c->decoder_layers; l++) {
@@ -232,9 +238,10 @@ int ff_rt_state_init(ff_rt_state *st, const ff_rt_model *m, ff_error *err) {
   const ff_config *c = &m->cfg;
   memset(st, 0, sizeof *st);
   size_t n = (size_t)c->max_seq, d = (size_t)c->d_model, L = (size_t)c->decoder_layers;
+  size_t kvd = (size_t)ff_rt_kv_width(c); /* the caches hold kv_heads heads, not d */
   size_t up = c->activation == FF_ACT_SWIGLU ? 2 * (size_t)c->d_ff : (size_t)c->d_ff;
-  size_t kv = L * n * 2 * d * (c->arch == FF_ARCH_ENCODER_DECODER ? 2 : 1);
-  size_t total = kv + 2 * n * d + n * (6 * d + up + (size_t)c->d_ff + 1);
+  size_t kv = L * n * 2 * kvd * (c->arch == FF_ARCH_ENCODER_DECODER ? 2 : 1);
+  size_t total = kv + 2 * n * d + n * (4 * d + 2 * kvd + up + (size_t)c->d_ff + 1);
   st->scratch = malloc(sizeof *st->scratch);
   st->buf = malloc(total * sizeof(float));
   if (!st->scratch || !st->buf) {
@@ -244,12 +251,12 @@ int ff_rt_state_init(ff_rt_state *st, const ff_rt_model *m, ff_error *err) {
   scratch *s = &st->scratch->s;
   float *p = st->buf;
   st->m = m;
-  st->self_kv = p, p += L * n * 2 * d;
-  if (c->arch == FF_ARCH_ENCODER_DECODER) st->cross_kv = p, p += L * n * 2 * d;
+  st->self_kv = p, p += L * n * 2 * kvd;
+  if (c->arch == FF_ARCH_ENCODER_DECODER) st->cross_kv = p, p += L * n * 2 * kvd;
   st->memory = p, p += n * d;
   st->x = p, p += n * d;
   s->h = p, p += n * d;
-  s->qkv = p, p += 3 * n * d;
+  s->qkv = p, p += n * (d + 2 * kvd);
   s->ctx = p, p += n * d;
   s->sub = p, p += n * d;
   s->ff = p, p += n * up;
@@ -265,17 +272,17 @@ void ff_rt_state_free(ff_rt_state *st) {
 }
 
 /* Encodes the source into the memory and every decoder layer's cross-attention
- * k | v = memory in_proj[d:3d]^T + in_proj_bias[d:3d]. */
+ * k | v = memory in_proj[d:d+2kvd]^T + in_proj_bias[d:d+2kvd]. */
 static int begin(ff_rt_state *st, const int32_t *tokens, const float *embeds, int S, int len, ff_error *err) {
   const ff_rt_model *m = st->m;
   const ff_config *c = &m->cfg;
-  int d = c->d_model, rc = embed_input(m, tokens, embeds, S, 0, st->memory, err);
+  int d = c->d_model, kvd = ff_rt_kv_width(c), rc = embed_input(m, tokens, embeds, S, 0, st->memory, err);
   if (rc) return rc;
   encoder_stack(m, st->memory, S, len, &st->scratch->s);
   for (int l = 0; l < c->decoder_layers; l++) {
     const ff_rt_linear_w *in_proj = &m->w.decoder[l].cross_attn.in_proj;
-    ff_rt_linear(st->memory, S, d, in_proj->weight + (size_t)d * d, in_proj->bias ? in_proj->bias + d : NULL, 2 * d,
-                 st->cross_kv + (size_t)l * c->max_seq * 2 * d);
+    ff_rt_linear(st->memory, S, d, in_proj->weight + (size_t)d * d, in_proj->bias ? in_proj->bias + d : NULL, 2 * kvd,
+                 st->cross_kv + (size_t)l * c->max_seq * 2 * kvd);
   }
   st->mem_len = len;
   st->pos = st->filled = 0; /* a new source: the target's cache was computed against the old one */
@@ -352,12 +359,13 @@ int ff_rt_forward(const ff_rt_model *m, const ff_rt_input *in, float *out, ff_er
  * positions (encoder, decoder-only) and T target positions (encoder-decoder). */
 double ff_rt_forward_flops(const ff_config *c, int S, int T) {
   double d = c->d_model, up = c->activation == FF_ACT_SWIGLU ? 2.0 * c->d_ff : c->d_ff;
+  double kvd = ff_rt_kv_width(c);                       /* k and v: kv_heads heads */
   double ffn = 2 * d * up + 2 * c->d_ff * d;            /* linear1, linear2 */
-  double self_proj = 2 * d * 3 * d + 2 * d * d;         /* in_proj, out_proj */
+  double self_proj = 2 * d * (d + 2 * kvd) + 2 * d * d; /* in_proj, out_proj */
   double f = 0;
   if (c->arch == FF_ARCH_ENCODER_DECODER) {
     f += c->encoder_layers * (S * (self_proj + ffn) + 4.0 * d * S * S); /* QK^T and PV over all keys */
-    double cross = T * (2 * d * d + 2 * d * d) + S * (2 * d * 2 * d);   /* q, out_proj; k|v of the memory */
+    double cross = T * (2 * d * d + 2 * d * d) + S * (2 * d * 2 * kvd); /* q, out_proj; k|v of the memory */
     f += c->decoder_layers * (T * (self_proj + ffn) + cross + 4.0 * d * T * (T + 1) / 2 + 4.0 * d * T * S);
     S = T;
   } else if (c->arch == FF_ARCH_DECODER_ONLY) {

@@ -67,14 +67,15 @@ static int linear(visit *v, const char *module, int out, int in, enum ff_init wi
   return 0;
 }
 
-/* nn.MultiheadAttention: in_proj_weight [3d, d] (rows q|k|v), in_proj_bias [3d], out_proj */
+/* nn.MultiheadAttention: in_proj_weight [d + 2 kvd, d] (rows q|k|v; kvd =
+ * kv_heads d_k, d with every head), in_proj_bias [d + 2 kvd], out_proj */
 static int attention(visit *v, const char *module, ff_rt_attn_w *w) {
-  int d = v->cfg->d_model, rc;
+  int d = v->cfg->d_model, qkv = d + 2 * ff_rt_kv_width(v->cfg), rc;
   char role[FF_ROLE_MAX];
   snprintf(role, sizeof role, "%s.in_proj_weight", module);
-  if ((rc = emit(v, role, 3 * d, d, FF_INIT_XAVIER, d, 3 * d, w ? &w->in_proj.weight : NULL))) return rc;
+  if ((rc = emit(v, role, qkv, d, FF_INIT_XAVIER, d, qkv, w ? &w->in_proj.weight : NULL))) return rc;
   snprintf(role, sizeof role, "%s.in_proj_bias", module);
-  if (v->cfg->bias && (rc = emit(v, role, 3 * d, 0, FF_INIT_ZEROS, d, 3 * d, w ? &w->in_proj.bias : NULL)))
+  if (v->cfg->bias && (rc = emit(v, role, qkv, 0, FF_INIT_ZEROS, d, qkv, w ? &w->in_proj.bias : NULL)))
     return rc;
   snprintf(role, sizeof role, "%s.out_proj.weight", module);
   if ((rc = emit(v, role, d, d, FF_INIT_LINEAR, d, d, w ? &w->out_proj.weight : NULL))) return rc;

@@ -19,7 +19,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from configs import inputs, random_config, write_description  # noqa: E402
+from configs import coverage, inputs, random_config, write_description  # noqa: E402
 
 
 def run(cmd):
@@ -70,12 +70,10 @@ def main():
                 ok = err <= args.tol
                 failures += not ok
                 line.append("%s err=%.2e %s" % (e, err, "ok" if ok else "FAIL"))
-            seen.update({cfg["arch"], cfg["norm"], cfg["norm_kind"], cfg["activation"], cfg["positional"]})
-            seen.update(k for k in ("head_bias", "token_types", "embed_norm") if cfg.get(k))
-            seen.update(["no lm_head"] if cfg.get("lm_head") is False else [])
+            seen.update(coverage(cfg))
             print("config %-7s %-16s %s" % (cfg["name"], cfg["arch"], "  ".join(line)), flush=True)
     needed = {"encoder", "decoder-only", "encoder-decoder", "post", "pre", "layernorm", "rmsnorm", "relu", "gelu",
-              "gelu_tanh", "swiglu", "none", "sinusoidal", "learned", "rope"}
+              "gelu_tanh", "swiglu", "none", "sinusoidal", "learned", "rope", "grouped-query", "interleaved"}
     if args.configs >= 32:  # the keys drawn at random, not cycled: the full run (36) must meet each
         needed |= {"head_bias", "token_types", "embed_norm", "no lm_head"}
     missing = needed - seen

@@ -14,6 +14,8 @@ with the cache, and
                on the same weights);
   limits       generating past max_seq is a clear error.
 
+Two LLaMA-shaped grouped-query models (kv_heads 1 and heads/3) follow the random ones.
+
   generation.py --fixformer BIN [--engines runtime,tcc,cc] [--configs 12] [--seed 3]
 """
 import argparse
@@ -28,7 +30,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
-from configs import random_config, write_description  # noqa: E402
+from configs import coverage, random_config, write_description  # noqa: E402
 from reference import RefModel, read_safetensors  # noqa: E402
 
 
@@ -63,6 +65,12 @@ def configs(n, seed):
         cfg.setdefault("vocab", rng.choice([7, 23, 40]))
         cfg.pop("lm_head", None)  # greedy decoding needs the output head (its bias may stay)
         out.append(cfg)
+    # and two LLaMA-shaped grouped-query models: multi-query with Meta's RoPE pairing, 6 heads over 2 with HF's
+    llama = dict(arch="decoder-only", d_ff=40, layers=2, norm="pre", norm_kind="rmsnorm", final_norm=True, eps=1e-6,
+                 activation="swiglu", bias=False, vocab=61, positional="rope", scale_embeddings=False,
+                 tie_embeddings=False, max_seq=24)
+    out.append(dict(llama, name="gen_mqa", d_model=32, heads=4, kv_heads=1, rope_pairing="interleaved"))
+    out.append(dict(llama, name="gen_gqa", d_model=48, heads=6, kv_heads=2))
     return rng, out
 
 
@@ -88,6 +96,8 @@ def main():
             src = [rng.randrange(V) for _ in range(rng.randint(1, min(7, cfg["max_seq"])))]
             prompt = [rng.randrange(V)] if encdec else src[:]  # encoder-decoder: a BOS id
             max_new = rng.randint(1, min(6, cfg["max_seq"] - len(prompt)))
+            if cfg["name"] in ("gen_mqa", "gen_gqa"):  # the grouped-query models: a longer greedy run
+                max_new = 14
             expected = torch_greedy(cfg, read_safetensors(w), src, prompt, max_new)
             for e in engines:
                 logits = os.path.join(d, "logits_%s.npy" % e)
@@ -117,7 +127,7 @@ def main():
                 failed += problem is not None
                 print("%s %-15s %-7s new=%d err=%.2e %s" % (cfg["name"], cfg["arch"], e, max_new, err,
                                                             "ok" if not problem else "FAIL: " + problem), flush=True)
-            seen.update({cfg["arch"], cfg["norm"], cfg["norm_kind"], cfg["activation"], cfg["positional"]})
+            seen.update(coverage(cfg))
         # past max_seq: a clear error, for every engine
         cfg = cfgs[0]
         model = os.path.join(tmp, cfg["name"], "model.lua")
@@ -129,7 +139,7 @@ def main():
             failed += not ok
             print("past max_seq (%s): exit %d: %s %s" % (e, p.returncode, p.stderr.strip(), "ok" if ok else "FAIL"))
     needed = {"decoder-only", "encoder-decoder", "post", "pre", "layernorm", "rmsnorm", "relu", "gelu", "gelu_tanh",
-              "swiglu", "none", "sinusoidal", "learned", "rope"}
+              "swiglu", "none", "sinusoidal", "learned", "rope", "grouped-query", "interleaved"}
     if needed - seen:
         print("coverage: no config had %s" % ", ".join(sorted(needed - seen)))
         failed += 1

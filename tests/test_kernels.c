@@ -35,55 +35,64 @@ typedef struct {
   const char *act;  /* activation name; for linear: "relu" fused */
   int T, pos0, key_len;
   int nan;          /* 1: NaN and +-inf planted (poison), their places checked (expected) */
+  int kv;           /* rope, attention: K/V heads (0: as many as the query heads) */
 } kcase;
 
 static const kcase cases[] = {
-    /* kind         a    b    c    d   flag  act      T  pos0 key_len nan */
-    {"embed",       13,  11,  0,   0,  1,    NULL,    5, 0, 0, 0},  /* D, VOCAB, PANEL; scale sqrt(D) */
-    {"embed",       16,  7,   0,   0,  0,    NULL,    3, 0, 0, 0},  /* unscaled */
-    {"embed",       12,  37,  16,  0,  1,    NULL,    6, 0, 0, 0},  /* from W^T panels of 16 (tied head) */
-    {"embed",       5,   40,  32,  0,  1,    NULL,    4, 0, 0, 0},  /* ... of 32 */
-    {"copy",        9,   0,   0,   0,  0,    NULL,    4, 0, 0, 0},
-    {"sinusoidal",  12,  0,   0,   0,  0,    NULL,    6, 3, 0, 0},  /* D, at positions 3.. */
-    {"sinusoidal",  7,   0,   0,   0,  0,    NULL,    5, 0, 0, 0},  /* odd D */
-    {"learned",     10,  0,   0,   0,  0,    NULL,    4, 2, 0, 0},
-    {"linear",      5,   7,   0,   0,  1,    NULL,    3, 0, 0, 0},  /* IN, OUT, ACC; flag BIAS: a partial tile */
-    {"linear",      9,   16,  0,   0,  1,    NULL,    9, 0, 0, 0},  /* rows past one tile */
-    {"linear",      6,   40,  0,   0,  0,    NULL,    2, 0, 0, 0},  /* columns past one panel, no bias */
-    {"linear",      37,  13,  1,   0,  1,    NULL,    5, 0, 0, 0},  /* y += (the residual) */
-    {"linear",      24,  50,  0,   0,  1,    "relu",  8, 0, 0, 0},  /* max(0, .) fused */
-    {"linear",      300, 33,  1,   0,  1,    "relu",  3, 0, 0, 0},  /* k in two passes of 192 */
-    {"linear",      64,  96,  0,   0,  1,    NULL,    1, 0, 0, 0},  /* one row (decoding) */
-    {"linear",      600, 70,  1,   0,  1,    "relu",  11, 0, 0, 0}, /* k in 3-4 passes over 3-5 panels */
-    {"rope",        3,   4,   36,  0,  0,    NULL,    5, 2, 0, 0},  /* HEADS, DK, LDX */
-    {"rope",        2,   10,  60,  0,  0,    NULL,    3, 0, 0, 0},
-    {"kv_store",    6,   18,  0,   0,  0,    NULL,    3, 4, 0, 0},  /* D, LDX */
-    {"attention",   3,   4,   36,  36, 0,    NULL,    6, 0, 4, 0},  /* HEADS, DK, LDQ, LDK: padding */
-    {"attention",   2,   8,   48,  32, 1,    NULL,    5, 3, 8, 0},  /* causal over a cache */
-    {"attention",   1,   3,   3,   6,  0,    NULL,    4, 0, 7, 0},  /* cross-attention layout */
-    {"attention",   4,   16,  192, 128, 1,   NULL,    1, 9, 10, 0}, /* one step at position 9 */
-    {"attention",   2,   40,  240, 160, 0,   NULL,   11, 0, 37, 0}, /* a head wider than a tile */
-    {"attention",   5,   8,   120, 80, 1,    NULL,   19, 0, 19, 0}, /* several query blocks, causal */
-    {"layernorm",   11,  0,   0,   0,  0,    NULL,    4, 0, 0, 0},
-    {"rmsnorm",     9,   0,   0,   0,  0,    NULL,    4, 0, 0, 0},
-    {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0, 0},
-    {"activation",  13,  0,   0,   0,  0,    "gelu",  3, 0, 0, 0},
-    {"activation",  13,  0,   0,   0,  0,    "gelu_tanh", 3, 0, 0, 0},
-    {"swiglu",      11,  0,   0,   0,  0,    NULL,    4, 0, 0, 0},
+    /* kind         a    b    c    d   flag  act      T  pos0 key_len nan kv */
+    {"embed",       13,  11,  0,   0,  1,    NULL,    5, 0, 0, 0, 0},  /* D, VOCAB, PANEL; scale sqrt(D) */
+    {"embed",       16,  7,   0,   0,  0,    NULL,    3, 0, 0, 0, 0},  /* unscaled */
+    {"embed",       12,  37,  16,  0,  1,    NULL,    6, 0, 0, 0, 0},  /* from W^T panels of 16 (tied head) */
+    {"embed",       5,   40,  32,  0,  1,    NULL,    4, 0, 0, 0, 0},  /* ... of 32 */
+    {"copy",        9,   0,   0,   0,  0,    NULL,    4, 0, 0, 0, 0},
+    {"sinusoidal",  12,  0,   0,   0,  0,    NULL,    6, 3, 0, 0, 0},  /* D, at positions 3.. */
+    {"sinusoidal",  7,   0,   0,   0,  0,    NULL,    5, 0, 0, 0, 0},  /* odd D */
+    {"learned",     10,  0,   0,   0,  0,    NULL,    4, 2, 0, 0, 0},
+    {"linear",      5,   7,   0,   0,  1,    NULL,    3, 0, 0, 0, 0},  /* IN, OUT, ACC; flag BIAS: a partial tile */
+    {"linear",      9,   16,  0,   0,  1,    NULL,    9, 0, 0, 0, 0},  /* rows past one tile */
+    {"linear",      6,   40,  0,   0,  0,    NULL,    2, 0, 0, 0, 0},  /* columns past one panel, no bias */
+    {"linear",      37,  13,  1,   0,  1,    NULL,    5, 0, 0, 0, 0},  /* y += (the residual) */
+    {"linear",      24,  50,  0,   0,  1,    "relu",  8, 0, 0, 0, 0},  /* max(0, .) fused */
+    {"linear",      300, 33,  1,   0,  1,    "relu",  3, 0, 0, 0, 0},  /* k in two passes of 192 */
+    {"linear",      64,  96,  0,   0,  1,    NULL,    1, 0, 0, 0, 0},  /* one row (decoding) */
+    {"linear",      600, 70,  1,   0,  1,    "relu",  11, 0, 0, 0, 0}, /* k in 3-4 passes over 3-5 panels */
+    {"rope",        3,   4,   36,  0,  0,    NULL,    5, 2, 0, 0, 0},  /* HEADS, DK, LDX; d 1: interleaved pairs */
+    {"rope",        2,   10,  60,  0,  0,    NULL,    3, 0, 0, 0, 0},
+    {"rope",        3,   4,   36,  1,  0,    NULL,    5, 2, 0, 0, 0},  /* interleaved pairs */
+    {"rope",        4,   6,   36,  0,  0,    NULL,    4, 3, 0, 0, 1}, /* 4 q heads, 1 k head (multi-query) */
+    {"rope",        6,   4,   40,  1,  0,    NULL,    3, 1, 0, 0, 2}, /* 6 q heads, 2 k heads, interleaved */
+    {"kv_store",    6,   18,  0,   0,  0,    NULL,    3, 4, 0, 0, 0},  /* D, LDX; c: KV (0: 2 D) */
+    {"kv_store",    8,   16,  8,   0,  0,    NULL,    3, 4, 0, 0, 0},  /* grouped: k | v 4 + 4 wide */
+    {"attention",   3,   4,   36,  36, 0,    NULL,    6, 0, 4, 0, 0},  /* HEADS, DK, LDQ, LDK: padding */
+    {"attention",   2,   8,   48,  32, 1,    NULL,    5, 3, 8, 0, 0},  /* causal over a cache */
+    {"attention",   1,   3,   3,   6,  0,    NULL,    4, 0, 7, 0, 0},  /* cross-attention layout */
+    {"attention",   4,   16,  192, 128, 1,   NULL,    1, 9, 10, 0, 0}, /* one step at position 9 */
+    {"attention",   2,   40,  240, 160, 0,   NULL,   11, 0, 37, 0, 0}, /* a head wider than a tile */
+    {"attention",   5,   8,   120, 80, 1,    NULL,   19, 0, 19, 0, 0}, /* several query blocks, causal */
+    {"attention",   4,   4,   24,  24, 0,    NULL,    6, 0, 5, 0, 2}, /* grouped-query: 4 heads over 2 K/V */
+    {"attention",   6,   8,   64,  16, 1,    NULL,    5, 3, 8, 0, 1}, /* multi-query over a cache */
+    {"attention",   8,   16,  128, 64, 1,    NULL,    1, 9, 10, 0, 2}, /* one step, 4 heads a group */
+    {"attention",   6,   8,   48,  24, 1,    NULL,   19, 0, 19, 0, 3}, /* several query blocks, causal, groups of 2 */
+    {"layernorm",   11,  0,   0,   0,  0,    NULL,    4, 0, 0, 0, 0},
+    {"rmsnorm",     9,   0,   0,   0,  0,    NULL,    4, 0, 0, 0, 0},
+    {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0, 0, 0},
+    {"activation",  13,  0,   0,   0,  0,    "gelu",  3, 0, 0, 0, 0},
+    {"activation",  13,  0,   0,   0,  0,    "gelu_tanh", 3, 0, 0, 0, 0},
+    {"swiglu",      11,  0,   0,   0,  0,    NULL,    4, 0, 0, 0, 0},
     /* NaN and +-inf planted: where, and where they must come out, see poison_*() and check_*() */
-    {"embed",       12,  37,  16,  0,  1,    NULL,    6, 0, 0, 1},
-    {"linear",      37,  13,  1,   0,  1,    "relu",  5, 0, 0, 1},  /* fused relu(NaN) = NaN, relu(-inf) = 0 */
-    {"linear",      300, 70,  1,   0,  1,    "relu",  11, 0, 0, 1}, /* NaN from the first pass of k */
-    {"linear",      24,  50,  0,   0,  1,    NULL,    8, 0, 0, 1},
-    {"attention",   3,   4,   36,  36, 0,    NULL,    6, 0, 4, 1},  /* NaN score row, padded NaN keys */
-    {"attention",   5,   8,   120, 80, 1,    NULL,   19, 0, 19, 1}, /* causal: only rows at or past a NaN key */
-    {"attention",   2,   16,  96,  64, 1,    NULL,    7, 5, 12, 1}, /* ... over a cache */
-    {"layernorm",   11,  0,   0,   0,  0,    NULL,    4, 0, 0, 1},
-    {"rmsnorm",     9,   0,   0,   0,  0,    NULL,    4, 0, 0, 1},
-    {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0, 1},
-    {"activation",  13,  0,   0,   0,  0,    "gelu",  3, 0, 0, 1},
-    {"activation",  13,  0,   0,   0,  0,    "gelu_tanh", 3, 0, 0, 1},
-    {"swiglu",      11,  0,   0,   0,  0,    NULL,    4, 0, 0, 1},
+    {"embed",       12,  37,  16,  0,  1,    NULL,    6, 0, 0, 1, 0},
+    {"linear",      37,  13,  1,   0,  1,    "relu",  5, 0, 0, 1, 0},  /* fused relu(NaN) = NaN, relu(-inf) = 0 */
+    {"linear",      300, 70,  1,   0,  1,    "relu",  11, 0, 0, 1, 0}, /* NaN from the first pass of k */
+    {"linear",      24,  50,  0,   0,  1,    NULL,    8, 0, 0, 1, 0},
+    {"attention",   3,   4,   36,  36, 0,    NULL,    6, 0, 4, 1, 0},  /* NaN score row, padded NaN keys */
+    {"attention",   5,   8,   120, 80, 1,    NULL,   19, 0, 19, 1, 0}, /* causal: only rows at or past a NaN key */
+    {"attention",   2,   16,  96,  64, 1,    NULL,    7, 5, 12, 1, 0}, /* ... over a cache */
+    {"layernorm",   11,  0,   0,   0,  0,    NULL,    4, 0, 0, 1, 0},
+    {"rmsnorm",     9,   0,   0,   0,  0,    NULL,    4, 0, 0, 1, 0},
+    {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0, 1, 0},
+    {"activation",  13,  0,   0,   0,  0,    "gelu",  3, 0, 0, 1, 0},
+    {"activation",  13,  0,   0,   0,  0,    "gelu_tanh", 3, 0, 0, 1, 0},
+    {"swiglu",      11,  0,   0,   0,  0,    NULL,    4, 0, 0, 1, 0},
 };
 #define N_CASES (int)(sizeof cases / sizeof *cases)
 #define EPS 1e-5
@@ -252,19 +261,22 @@ static void params_linear(const kcase *k, const char *isa, char *buf, size_t n) 
            tf(k->flag), tf(k->c), tf(k->act != NULL), isa, panel_of(isa));
 }
 
+static int kv_heads_of(const kcase *k) { return k->kv ? k->kv : k->a; }
+
 static void params_rope(const kcase *k, const char *isa, char *buf, size_t n) {
   (void)isa;
-  snprintf(buf, n, "{ HEADS = %d, DK = %d, LDX = %d, THETA = %.1f }", k->a, k->b, k->c, THETA);
+  snprintf(buf, n, "{ HEADS = %d, KV_HEADS = %d, DK = %d, LDX = %d, THETA = %.1f, PAIRING = \"%s\" }", k->a,
+           kv_heads_of(k), k->b, k->c, THETA, k->d ? "interleaved" : "rotate_half");
 }
 
 static void params_kv_store(const kcase *k, const char *isa, char *buf, size_t n) {
   (void)isa;
-  snprintf(buf, n, "{ D = %d, LDX = %d }", k->a, k->b);
+  snprintf(buf, n, "{ D = %d, KV = %d, LDX = %d }", k->a, k->c ? k->c : 2 * k->a, k->b);
 }
 
 static void params_attention(const kcase *k, const char *isa, char *buf, size_t n) {
-  snprintf(buf, n, "{ HEADS = %d, DK = %d, LDQ = %d, LDK = %d, CAUSAL = %s, ISA = \"%s\" }", k->a, k->b, k->c, k->d,
-           tf(k->flag), isa);
+  snprintf(buf, n, "{ HEADS = %d, KV_HEADS = %d, DK = %d, LDQ = %d, LDK = %d, CAUSAL = %s, ISA = \"%s\" }", k->a,
+           kv_heads_of(k), k->b, k->c, k->d, tf(k->flag), isa);
 }
 
 static void params_norm(const kcase *k, const char *isa, char *buf, size_t n) {
@@ -365,37 +377,38 @@ static double check_rope(const kcase *k, const char *isa, generic_fn f) {
   float *x = randoms(n, 1), *r = copy_of(x, n);
   (void)isa;
   ((void (*)(float *, int, int))f)(x, T, k->pos0);
-  ff_rt_rope(r, LDX, T, H, DK, k->pos0, (float)THETA);     /* q */
-  ff_rt_rope(r + D, LDX, T, H, DK, k->pos0, (float)THETA); /* k */
+  enum ff_rope_pairing pairing = k->d ? FF_ROPE_INTERLEAVED : FF_ROPE_ROTATE_HALF;
+  ff_rt_rope(r, LDX, T, H, DK, k->pos0, (float)THETA, pairing);                  /* q */
+  ff_rt_rope(r + D, LDX, T, kv_heads_of(k), DK, k->pos0, (float)THETA, pairing); /* k */
   double err = scaled_err(x, r, n);
   free(x), free(r);
   return err;
 }
 
 static double check_kv_store(const kcase *k, const char *isa, generic_fn f) {
-  int D = k->a, LDX = k->b, T = k->T, rows = k->pos0 + T;
-  float *qkv = randoms((size_t)T * LDX, 1), *cache = randoms((size_t)rows * 2 * D, 1);
-  float *r = copy_of(cache, (size_t)rows * 2 * D);
+  int D = k->a, LDX = k->b, KV = k->c ? k->c : 2 * D, T = k->T, rows = k->pos0 + T;
+  float *qkv = randoms((size_t)T * LDX, 1), *cache = randoms((size_t)rows * KV, 1);
+  float *r = copy_of(cache, (size_t)rows * KV);
   (void)isa;
   ((void (*)(const float *, int, float *, int))f)(qkv, T, cache, k->pos0);
   for (int t = 0; t < T; t++) /* row pos0 + t of the cache = k | v of row t */
-    for (int i = 0; i < 2 * D; i++) r[(size_t)(k->pos0 + t) * 2 * D + i] = qkv[(size_t)t * LDX + D + i];
-  double err = scaled_err(cache, r, (size_t)rows * 2 * D);
+    for (int i = 0; i < KV; i++) r[(size_t)(k->pos0 + t) * KV + i] = qkv[(size_t)t * LDX + D + i];
+  double err = scaled_err(cache, r, (size_t)rows * KV);
   free(qkv), free(cache), free(r);
   return err;
 }
 
 static double check_attention(const kcase *k, const char *isa, generic_fn f) {
-  int H = k->a, DK = k->b, LDQ = k->c, LDK = k->d, D = H * DK, Tk = k->key_len, T = k->T;
+  int H = k->a, DK = k->b, LDQ = k->c, LDK = k->d, D = H * DK, KVD = kv_heads_of(k) * DK, Tk = k->key_len, T = k->T;
   (void)isa;
   /* two rows past key_len: padding, NaN in the nan cases */
-  float *q = randoms((size_t)T * LDQ, 2), *kv = randoms((size_t)(Tk + 2) * LDK + D, 2);
+  float *q = randoms((size_t)T * LDQ, 2), *kv = randoms((size_t)(Tk + 2) * LDK + KVD, 2);
   char *ex = k->nan ? poison_attention(k, q, kv) : NULL;
   float *scratch = randoms((size_t)(DK + 8) * ((Tk + 15) / 16 * 16), 0), *scores = randoms((size_t)Tk, 0);
   float *y = randoms((size_t)T * D, 0), *r = randoms((size_t)T * D, 0);
   ((void (*)(const float *, const float *, const float *, int, int, int, float *, float *))f)(NULL, q, kv, T, Tk,
                                                                                             k->pos0, scratch, y);
-  ff_rt_attention(q, LDQ, kv, kv + D, LDK, T, Tk, H, DK, Tk, k->flag, k->pos0, scores, r);
+  ff_rt_attention(q, LDQ, kv, kv + KVD, LDK, T, Tk, H, kv_heads_of(k), DK, Tk, k->flag, k->pos0, scores, r);
   double err = compare(y, r, ex, (size_t)T * D);
   free(q), free(kv), free(scratch), free(scores), free(y), free(r), free(ex);
   return err;

@@ -29,6 +29,10 @@ CONFIGS = [  # (config, B, T): heads 4, 10 (more than the 8 scratch slots), 3, 5
           norm_kind="rmsnorm", activation="swiglu", positional="rope", vocab=300, max_seq=96), 2, 70),
     (dict(name="thr_encdec", arch="encoder-decoder", d_model=120, heads=5, d_ff=260, layers=1,
           activation="gelu", positional="sinusoidal", vocab=200, max_seq=80), 2, 60),
+    # grouped-query: 12 heads over 3 K/V heads, the heads' ranges cutting across groups
+    (dict(name="thr_gqa", arch="decoder-only", d_model=384, heads=12, kv_heads=3, d_ff=200, layers=1, norm="pre",
+          norm_kind="rmsnorm", activation="swiglu", positional="rope", rope_pairing="interleaved", vocab=50,
+          max_seq=72), 2, 64),
 ]
 
 

@@ -12,6 +12,9 @@ error over non-padded rows, scaled by the output's max magnitude, must be
   decoder      a decoder-only causal stack (nn.TransformerEncoder + causal mask)
   tokens       token models in plain torch: embedding * sqrt(d) + positions + stack + head
   llama        RMSNorm, RoPE, SwiGLU (small torch implementations in lib/reference.py)
+  gqa          grouped-query / multi-query attention (kv_heads < heads, HF repeat_kv) and both
+               RoPE pairings, with peaked attention; each RoPE case also checks that the
+               other pairing's output is far from it (so a swapped pairing would fail)
   files        F16 / BF16 weights files, int64 ids and lengths
   random       seeded random configs over every description key (reference.RefModel)
   embed        BERT-style encoder (token types, embedding LayerNorm, eps 1e-12, no head) and
@@ -338,6 +341,54 @@ def group_llama():
     return cases
 
 
+def peaked(case, gen):
+    """q and k rows of every in_proj ~ N(0, 1.5^2/d): scores of std ~2, attention far from
+    uniform (small q/k weights hide a wrong RoPE pairing; DESIGN.md, pitfalls).  Recomputes
+    the expected output, and for RoPE requires the other pairing's to differ by > 1e-2."""
+    c = RefModel(case.cfg, {}).c
+    d = c["d_model"]
+    qk = d + c["kv_heads"] * (d // c["heads"])
+    for name, w in case.weights.items():
+        if name.endswith("in_proj_weight"):
+            w[:qk] = (torch.randn(qk, d, generator=gen) * 1.5 / math.sqrt(d)).numpy()
+    case.expected = RefModel(case.cfg, case.weights).forward(case.src, case.lengths, case.tgt)
+    if c["positional"] == "rope" and case.src.shape[1] > 1:  # (at position 0 RoPE is the identity)
+        other = dict(case.cfg, rope_pairing="interleaved" if c["rope_pairing"] == "rotate_half" else "rotate_half")
+        alt = RefModel(other, case.weights).forward(case.src, case.lengths, case.tgt)
+        rows = valid_rows(case.cfg, case.lengths, alt.shape)
+        diff = np.abs(alt[rows] - case.expected[rows]).max() / np.abs(case.expected[rows]).max()
+        if not diff > 1e-2:
+            raise AssertionError("%s: the two RoPE pairings differ by only %.2e: the case cannot tell them apart"
+                                 % (case.name, diff))
+    return case
+
+
+def group_gqa():
+    base = dict(arch="decoder-only", d_model=32, heads=4, d_ff=43, layers=2, norm="pre", norm_kind="rmsnorm",
+                final_norm=True, activation="swiglu", bias=False, vocab=50, positional="rope", max_seq=16,
+                tie_embeddings=False, scale_embeddings=False)
+    specs = [  # name, changes, seed, lengths, S, T
+        ("gqa_kv2", dict(kv_heads=2), 71, [7, 3], 7, None),
+        ("gqa_rotate_half_mha", dict(), 72, [6, 2], 6, None),  # the pairing check on plain multi-head
+        ("mqa_interleaved", dict(kv_heads=1, rope_pairing="interleaved"), 73, [8, 5], 8, None),
+        ("gqa_h6_kv3_interleaved_bias", dict(d_model=36, heads=6, kv_heads=3, rope_pairing="interleaved", bias=True,
+                                            norm="post", norm_kind="layernorm", activation="gelu"), 74, [6, 1], 6,
+         None),
+        ("gqa_interleaved_T1", dict(kv_heads=2, rope_pairing="interleaved", rope_theta=500.0), 75, [1, 1], 1, None),
+        ("gqa_encoder_padding", dict(arch="encoder", kv_heads=2, rope_pairing="interleaved", bias=True), 76,
+         [6, 3, 1], 6, None),
+        ("gqa_encdec_interleaved", dict(arch="encoder-decoder", layers=None, encoder_layers=2, decoder_layers=2,
+                                        kv_heads=1, rope_pairing="interleaved", bias=True), 77, [5, 2], 5, 4),
+        ("gqa_learned_no_rope", dict(kv_heads=2, positional="learned", norm_kind="layernorm", bias=True), 78,
+         [7, 4], 7, None),
+    ]
+    cases = []
+    for name, changes, seed, lengths, S, T in specs:
+        cfg = {k: v for k, v in dict(base, name=name, **changes).items() if v is not None}
+        cases.append(peaked(ref_case(name, cfg, seed, lengths, S, T), torch.Generator().manual_seed(seed)))
+    return cases
+
+
 def group_files():
     """F16 and BF16 weights (converted on load), int64 ids and lengths."""
     cases = []
@@ -410,7 +461,7 @@ def run_case(ff, engine, case, tmp, tol):
     return err, None if err <= tol else "error above %.0e" % tol
 
 
-GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "files", "random", "embed"]
+GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "gqa", "files", "random", "embed"]
 
 
 def main():
@@ -424,8 +475,8 @@ def main():
     ap.add_argument("--keep", help="keep the case files in this directory")
     args = ap.parse_args()
     build = {"encoder": group_encoder, "transformer": group_transformer, "decoder": group_decoder,
-             "tokens": group_tokens, "llama": group_llama, "files": group_files, "random": lambda: group_random(args.random, args.seed),
-             "embed": group_embed}
+             "tokens": group_tokens, "llama": group_llama, "gqa": group_gqa, "files": group_files,
+             "random": lambda: group_random(args.random, args.seed), "embed": group_embed}
     failed, total, worst = 0, 0, 0.0
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp

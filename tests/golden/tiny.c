@@ -248,8 +248,8 @@ void ff_linear_generic(const float *x, int T, int IN, const float *W, const floa
     int j0, int j1);
 void ff_matmul_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
     const float *bias, float alpha, int flags);
-void ff_sdpa_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
-    int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
+void ff_sdpa_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int kv_heads,
+    int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
 void ff_layernorm_generic(const float *x, int T, int D, const float *gamma, const float *beta, double eps, float *y);
 void ff_rmsnorm_generic(const float *x, int T, int D, const float *gamma, double eps, float *y);
 void ff_gelu_generic(float *h, size_t n);
@@ -469,8 +469,10 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
  *                       (if not defined: the scalar one below, with expf)
  *
  * Every head h0 .. h1-1: out [Tq, heads*dk] = softmax(scale Q K^T + mask) V.
- * q rows every ldq floats, k rows every ldk (head h at columns h*dk), v =
- * k + heads*dk with the same stride.  Key j is masked when j >= key_len, or
+ * q rows every ldq floats (head h at columns h*dk); k rows every ldk with
+ * kv_heads heads, v = k + kv_heads*dk with the same stride: query head h
+ * reads K/V head h / (heads / kv_heads) (grouped-query attention; the heads
+ * of a group share one gathered K^T).  Key j is masked when j >= key_len, or
  * (causal) j > q_pos0 + t for query row t.  Per head, K^T is gathered once,
  * then for each block of FF_SDPA_MR query rows the scores S = scale Q K^T over
  * the keys the block sees, a softmax row by row and O = P V are tile
@@ -495,13 +497,17 @@ static void ff_softmax_row_scalar(float *row, int visible, int n) {
 #define FF_SDPA_SOFTMAX_ROW ff_softmax_row_scalar
 #endif
 
-FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int dk,
-                            int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out) {
-  const int d = heads * dk, ld = (key_len + 15) & ~15;
+FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
+                       int kv_heads, int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch,
+                       float *out) {
+  const int d = heads * dk, group = heads / kv_heads, ld = (key_len + 15) & ~15;
   float *kt = scratch, *s = scratch + (size_t)dk * ld;
   for (int h = h0; h < h1; h++) {
-    for (int j = 0; j < key_len; j++) /* K^T [dk, key_len] of this head */
-      for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + h * dk + i];
+    const int kh = h / group;             /* the K/V head this query head reads */
+    const float *v = k + (kv_heads + kh) * dk;
+    if (h == h0 || (h - 1) / group != kh) /* K^T [dk, key_len] of the K/V head, once per group */
+      for (int j = 0; j < key_len; j++)
+        for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + kh * dk + i];
     for (int t0 = 0; t0 < Tq; t0 += FF_SDPA_MR) {
       const int mb = Tq - t0 < FF_SDPA_MR ? Tq - t0 : FF_SDPA_MR;
       int nv = key_len; /* keys any row of the block sees */
@@ -520,10 +526,10 @@ FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq,
        * later position's value reaches no earlier row (0 * NaN would) */
       const int v0 = causal && q_pos0 + t0 + 1 < nv ? q_pos0 + t0 + 1 : nv;
       float *o = out + (size_t)t0 * d + h * dk;
-      FF_SDPA_MATMUL(mb, dk, v0, s, ld, k + d + h * dk, ldk, o, d, NULL, 1.0f, 0);
+      FF_SDPA_MATMUL(mb, dk, v0, s, ld, v, ldk, o, d, NULL, 1.0f, 0);
       for (int r = 1; r < mb && v0 < nv; r++)
         for (int j = v0; j < nv && j < q_pos0 + t0 + r + 1; j++) {
-          const float p = s[(size_t)r * ld + j], *vj = k + (size_t)j * ldk + d + h * dk;
+          const float p = s[(size_t)r * ld + j], *vj = v + (size_t)j * ldk;
           for (int i = 0; i < dk; i++) o[(size_t)r * d + i] += p * vj[i];
         }
     }
@@ -566,13 +572,13 @@ static void linear(const float *a, const float *x, int T, int IN, const float *W
 typedef struct {
   const float *q, *k;
   float *scratch, *out;
-  int ldq, ldk, Tq, key_len, heads, dk, causal, q_pos0, n;
+  int ldq, ldk, Tq, key_len, heads, kv_heads, dk, causal, q_pos0, n;
   float scale;
 } attend_job;
 
 static void attend_task(void *arg, int i) { /* the i-th of n ranges of heads, with scratch slot i */
   const attend_job *j = arg;
-  ff_sdpa_generic(j->q, j->ldq, j->k, j->ldk, j->Tq, j->key_len, j->heads, j->dk, j->heads * i / j->n,
+  ff_sdpa_generic(j->q, j->ldq, j->k, j->ldk, j->Tq, j->key_len, j->heads, j->kv_heads, j->dk, j->heads * i / j->n,
       j->heads * (i + 1) / j->n, j->causal, j->q_pos0, j->scale, j->scratch + (size_t)i * 1536, j->out);
 }
 
@@ -580,14 +586,15 @@ static void attend_task(void *arg, int i) { /* the i-th of n ranges of heads, wi
  * 8 tasks (the scratch slots), a range of heads each, which the threads
  * take in turn; one thread below a million multiply-adds. */
 static void attend_heads(const float *a, const float *q, int ldq, const float *k, int ldk, int Tq, int key_len,
-    int heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
+    int heads, int kv_heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
   const parallel_t p = parallel_of(a);
   attend_job job;
   job.q = q, job.k = k, job.scratch = scratch, job.out = out, job.ldq = ldq, job.ldk = ldk, job.Tq = Tq;
-  job.key_len = key_len, job.heads = heads, job.dk = dk, job.causal = causal, job.q_pos0 = q_pos0;
+  job.key_len = key_len, job.heads = heads, job.kv_heads = kv_heads, job.dk = dk, job.causal = causal;
+  job.q_pos0 = q_pos0;
   job.scale = scale, job.n = heads < 8 ? heads : 8; /* a thread held up takes fewer */
   if (p.threads < 2 || job.n < 2 || 2.0 * Tq * key_len * heads * dk < 1e6)
-    ff_sdpa_generic(q, ldq, k, ldk, Tq, key_len, heads, dk, 0, heads, causal, q_pos0, scale, scratch, out);
+    ff_sdpa_generic(q, ldq, k, ldk, Tq, key_len, heads, kv_heads, dk, 0, heads, causal, q_pos0, scale, scratch, out);
   else
     p.fn(p.pool, job.n, attend_task, &job);
 }
@@ -647,7 +654,7 @@ static void linear_64x192(const float *a, const float *x, int T, const float *W,
  * state's threads, each with (16 + 8) x pad16(key_len) floats of scratch). */
 static void attention_h4x16_q192_kv192(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
                   float *out) {
-  attend_heads(a, q, 192, k, 192, Tq, key_len, 4, 16, 0, q_pos0, 0.25f, scratch, out);
+  attend_heads(a, q, 192, k, 192, Tq, key_len, 4, 4, 16, 0, q_pos0, 0.25f, scratch, out);
 }
 
 

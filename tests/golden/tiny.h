@@ -28,6 +28,7 @@ typedef int int32_t;
 /* ---- shapes ---- */
 #define TINY_D_MODEL 64
 #define TINY_HEADS 4
+#define TINY_KV_HEADS 4 /* key/value heads: query head h reads h / (HEADS / KV_HEADS) */
 #define TINY_D_K 16
 #define TINY_D_FF 256
 #define TINY_ENCODER_LAYERS 2

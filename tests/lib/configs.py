@@ -45,6 +45,12 @@ def random_config(rng, name, force=None):
         cfg["tie_embeddings"] = rng.random() < 0.6
     if pos == "rope" and rng.random() < 0.3:
         cfg["rope_theta"] = 500.0
+    # drawn last, so that the keys above are drawn as before
+    divisors = [k for k in range(1, heads) if heads % k == 0]
+    if divisors and rng.random() < 0.5:  # grouped-query (kv_heads 1: multi-query)
+        cfg["kv_heads"] = rng.choice(divisors)
+    if pos == "rope" and rng.random() < 0.5:
+        cfg["rope_pairing"] = "interleaved"
     embed_head_keys(cfg)
     return cfg
 
@@ -62,6 +68,19 @@ def embed_head_keys(cfg):
             cfg["token_types"] = r.choice([1, 2, 3])
     if r.random() < 0.3:
         cfg["embed_norm"] = True
+
+
+def coverage(cfg):
+    """The words a config covers, for the tests' coverage checks."""
+    out = {cfg["arch"], cfg["norm"], cfg["norm_kind"], cfg["activation"], cfg["positional"]}
+    if cfg.get("kv_heads", cfg["heads"]) < cfg["heads"]:
+        out.add("grouped-query")
+    if cfg.get("rope_pairing") == "interleaved":
+        out.add("interleaved")
+    out.update(k for k in ("head_bias", "token_types", "embed_norm") if cfg.get(k))
+    if cfg.get("lm_head") is False:
+        out.add("no lm_head")
+    return out
 
 
 def lua_value(v):

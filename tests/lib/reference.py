@@ -96,13 +96,26 @@ def rotate_half(x):
     return torch.cat([-x2, x1], dim=-1)
 
 
-def apply_rope(x, theta):
-    """x [B, H, T, d_k]: GPT-NeoX / HF LLaMA rotary positions (rotate_half pairing)."""
+def apply_rope(x, theta, pairing="rotate_half"):
+    """x [B, H, T, d_k]: rotary positions.  rotate_half: GPT-NeoX / HF LLaMA
+    (pairs (x[i], x[i + d_k/2])); interleaved: Meta's LLaMA / llama2.c, pairs
+    (x[2i], x[2i+1]) as complex numbers times e^(i pos theta^(-2i/d_k))
+    (precompute_freqs_cis / apply_rotary_emb)."""
     dk, T = x.shape[-1], x.shape[-2]
     inv_freq = 1.0 / (theta ** (torch.arange(0, dk, 2).float() / dk))
     freqs = torch.outer(torch.arange(T).float(), inv_freq)
+    if pairing == "interleaved":
+        cis = torch.polar(torch.ones_like(freqs), freqs)  # [T, d_k/2]
+        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], dk // 2, 2).contiguous())
+        return torch.view_as_real(xc * cis).flatten(-2)
     emb = torch.cat([freqs, freqs], dim=-1)
     return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+def repeat_kv(x, n_rep):
+    """x [B, KV, T, d_k] -> [B, KV * n_rep, T, d_k]: query head h reads K/V head h // n_rep (HF's repeat_kv)."""
+    B, KV, T, dk = x.shape
+    return x[:, :, None].expand(B, KV, n_rep, T, dk).reshape(B, KV * n_rep, T, dk)
 
 
 def rms_norm(x, w, eps):
@@ -126,6 +139,8 @@ class RefModel:
         c.setdefault("bias", True)
         c.setdefault("positional", "none")
         c.setdefault("rope_theta", 10000.0)
+        c.setdefault("kv_heads", c["heads"])
+        c.setdefault("rope_pairing", "rotate_half")
         c.setdefault("scale_embeddings", True)
         c.setdefault("tie_embeddings", True)
         c.setdefault("max_seq", 512)
@@ -150,19 +165,22 @@ class RefModel:
                             self.c["eps"])
 
     def attention(self, xq, xkv, name, allowed, rope):
-        """nn.MultiheadAttention's math: in_proj rows q|k|v; allowed [B, Tq, Tk] bool."""
+        """nn.MultiheadAttention's math: in_proj rows q|k|v (k, v of kv_heads heads);
+        allowed [B, Tq, Tk] bool."""
         c, d = self.c, self.c["d_model"]
-        H, dk = c["heads"], d // c["heads"]
+        H, KV, dk = c["heads"], c["kv_heads"], d // c["heads"]
+        kvd = KV * dk
         Win, bin_ = self.W(name + ".in_proj_weight"), self.W(name + ".in_proj_bias")
         q = F.linear(xq, Win[:d], None if bin_ is None else bin_[:d])
-        k = F.linear(xkv, Win[d:2 * d], None if bin_ is None else bin_[d:2 * d])
-        v = F.linear(xkv, Win[2 * d:], None if bin_ is None else bin_[2 * d:])
+        k = F.linear(xkv, Win[d:d + kvd], None if bin_ is None else bin_[d:d + kvd])
+        v = F.linear(xkv, Win[d + kvd:], None if bin_ is None else bin_[d + kvd:])
         B, Tq, Tk = xq.shape[0], xq.shape[1], xkv.shape[1]
         q = q.view(B, Tq, H, dk).transpose(1, 2)
-        k = k.view(B, Tk, H, dk).transpose(1, 2)
-        v = v.view(B, Tk, H, dk).transpose(1, 2)
+        k = k.view(B, Tk, KV, dk).transpose(1, 2)
+        v = v.view(B, Tk, KV, dk).transpose(1, 2)
         if rope:
-            q, k = apply_rope(q, c["rope_theta"]), apply_rope(k, c["rope_theta"])
+            q, k = apply_rope(q, c["rope_theta"], c["rope_pairing"]), apply_rope(k, c["rope_theta"], c["rope_pairing"])
+        k, v = repeat_kv(k, H // KV), repeat_kv(v, H // KV)
         scores = q @ k.transpose(-1, -2) / math.sqrt(dk)
         scores = scores.masked_fill(~allowed[:, None], float("-inf"))
         out = torch.softmax(scores, dim=-1) @ v
@@ -269,6 +287,7 @@ def weight_names(cfg):
     """The README's weight table for a config: [(name, shape)]."""
     c = RefModel(cfg, {}).c
     d, p = c["d_model"], c["prefix"]
+    qkv = d + 2 * c["kv_heads"] * (d // c["heads"])
     up = 2 * c["d_ff"] if c["activation"] == "swiglu" else c["d_ff"]
     out = []
 
@@ -278,9 +297,9 @@ def weight_names(cfg):
             out.append((p + n + ".bias", (d,)))
 
     def attn(n):
-        out.append((p + n + ".in_proj_weight", (3 * d, d)))
+        out.append((p + n + ".in_proj_weight", (qkv, d)))
         if c["bias"]:
-            out.append((p + n + ".in_proj_bias", (3 * d,)))
+            out.append((p + n + ".in_proj_bias", (qkv,)))
         out.append((p + n + ".out_proj.weight", (d, d)))
         if c["bias"]:
             out.append((p + n + ".out_proj.bias", (d,)))
