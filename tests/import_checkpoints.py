@@ -530,9 +530,9 @@ def byte_level_with_merges():
     return j
 
 
-def hf_ids(tk, tokenizer, text):
+def hf_ids(tk, tokenizer, text, tmp):
     """@huggingface/tokenizers' ids of text (no special tokens added)."""
-    lines = os.path.join(os.path.dirname(tokenizer), "text.txt")
+    lines = os.path.join(tmp, "text.txt")
     with open(lines, "w", encoding="utf-8") as f:
         f.write(text + "\n")
     return tk.node("hf", tokenizer, lines)[0]["ids"]
@@ -547,7 +547,7 @@ def e2e_cases(c, tk):
     write_hf(src, cfg, sd)
     tok = tk.write_json(os.path.join(src, "tokenizer.json"), tk.sp_json(vocab, merges, False))
     text = "Hello café world 中文 😀"
-    yield ("llama", src, V, text, [1] + hf_ids(tk, tok, text),
+    yield ("llama", src, V, text, [1] + hf_ids(tk, tok, text, c.tmp),
            lambda ids, lens, cfg=cfg, sd=sd: ref.llama_forward(cfg, sd, ids, lens), 2)
 
     j = byte_level_with_merges()
@@ -557,7 +557,7 @@ def e2e_cases(c, tk):
     write_hf(src, cfg, sd)
     tok = tk.write_json(os.path.join(src, "tokenizer.json"), j)
     text = "Hello world, the café 😀"
-    yield ("gpt2", src, cfg["vocab_size"], text, hf_ids(tk, tok, text),
+    yield ("gpt2", src, cfg["vocab_size"], text, hf_ids(tk, tok, text, c.tmp),
            lambda ids, lens, cfg=cfg, sd=sd: ref.gpt2_forward(cfg, sd, ids, lens), 256)
 
     j = tk.wordpiece_json()
@@ -567,7 +567,7 @@ def e2e_cases(c, tk):
     tok = tk.write_json(os.path.join(src, "tokenizer.json"), j)
     text = "Hello, world! The quick brown fox jumps over the lazy dog, café 中文."
     cls_sep = [j["model"]["vocab"]["[CLS]"], j["model"]["vocab"]["[SEP]"]]
-    yield ("bert", src, cfg["vocab_size"], text, cls_sep[:1] + hf_ids(tk, tok, text) + cls_sep[1:],
+    yield ("bert", src, cfg["vocab_size"], text, cls_sep[:1] + hf_ids(tk, tok, text, c.tmp) + cls_sep[1:],
            lambda ids, lens, cfg=cfg, sd=sd: ref.bert_forward(cfg, sd, ids, lens), None)
 
     p, w = llama2c_case(seed=34, dim=48, hidden=96, L=2, H=6, KV=2, V=V, seq=64, shared=False)
@@ -580,7 +580,10 @@ def e2e_cases(c, tk):
            lambda ids, lens, p=p, w=w: ref.llama2c_forward(p, w, ids, lens), 2)
 
 
-def e2e_generate(c, name, lua, text, ids, fw, eos, n_new=6):
+E2E_NEW = 6
+
+
+def e2e_generate(c, name, lua, text, ids, fw, eos, n_new=E2E_NEW):
     """generate --text == generate --tokens (the reference tokenizer's ids) == PyTorch's greedy ids."""
     want = ref.greedy(fw, ids, n_new)
     if eos in want:
@@ -597,6 +600,7 @@ def e2e_generate(c, name, lua, text, ids, fw, eos, n_new=6):
                 name, engine, a.stdout, a.stderr.strip(), b.stdout, want))
         else:
             print("%-8s %-8s generate --text = --tokens = PyTorch: %s" % (name, engine, got and b" ".join(got).decode()))
+    return want
 
 
 def e2e_run(c, name, lua, ids, fw):
@@ -617,8 +621,9 @@ def e2e_run(c, name, lua, ids, fw):
     return inp
 
 
-def e2e_emitted(c, name, lua, inp):
-    """emit --with-main (packed weights), cc -O2 -std=c99, run on the ids: within 1e-5 of the runtime."""
+def e2e_emitted(c, name, lua, inp, prompt=None, want=None):
+    """emit --with-main (packed weights), cc -O2 -std=c99, run on the ids: within 1e-5 of the runtime;
+    a decoder's driver given --tokens prompt decodes want (PyTorch's greedy ids)."""
     out_dir, model = os.path.join(c.tmp, name + "_emit"), os.path.basename(lua)[:-4]
     ref_out, got = os.path.join(c.tmp, name + "_rt.npy"), os.path.join(out_dir, "out.npy")
     exe = os.path.join(out_dir, model)
@@ -636,6 +641,14 @@ def e2e_emitted(c, name, lua, inp):
     print("%-8s emitted  cc -O2 on the ids: scaled error %.2e against the runtime" % (name, err))
     if not err <= 1e-5:
         c.fail("e2e %s emitted: scaled error %.3e (shape %s, runtime %s)" % (name, err, a.shape, b.shape))
+    if prompt is None:
+        return
+    p = subprocess.run([exe, "--weights", exe + ".weights", "--tokens", " ".join(map(str, prompt)), "--max-new",
+                        str(E2E_NEW)], capture_output=True, env=c.env)
+    if p.returncode or p.stdout.split() != [b"%d" % i for i in want]:
+        c.fail("e2e %s emitted: --tokens gave %r (%r), PyTorch %s" % (name, p.stdout, p.stderr, want))
+    else:
+        print("%-8s emitted  --tokens (greedy, key/value cache) = PyTorch: %s" % (name, p.stdout.decode().strip()))
 
 
 def family_e2e(c):
@@ -650,10 +663,9 @@ def family_e2e(c):
         if not lua:
             continue
         print("%-8s %d prompt ids of %r (reference tokenizer): %s" % (name, len(ids), text, " ".join(map(str, ids))))
-        if eos is not None:
-            e2e_generate(c, name, lua, text, ids, fw, eos)
+        want = e2e_generate(c, name, lua, text, ids, fw, eos) if eos is not None else None
         inp = e2e_run(c, name, lua, ids, fw)
-        e2e_emitted(c, name, lua, inp)
+        e2e_emitted(c, name, lua, inp, ids if want else None, want)
 
 
 FAMILIES = {"gpt2": family_gpt2, "llama": family_llama, "bert": family_bert, "llama2c": family_llama2c,
