@@ -603,8 +603,9 @@ def e2e_generate(c, name, lua, text, ids, fw, eos, n_new=E2E_NEW):
     return want
 
 
-def e2e_run(c, name, lua, ids, fw):
-    """run on the text's ids on each engine within TOL of PyTorch; returns the runtime's output file."""
+def e2e_run(c, name, lua, text, ids, fw):
+    """run on the text's ids on each engine within TOL of PyTorch, and run --text byte for byte the same;
+    returns the ids' file."""
     inp = os.path.join(c.tmp, name + "_ids.npy")
     np.save(inp, np.array([ids], np.int32))
     expected = fw(np.array([ids]), np.array([len(ids)]))
@@ -615,9 +616,14 @@ def e2e_run(c, name, lua, ids, fw):
             c.fail("e2e %s %s: run exited %d: %s" % (name, engine, p.returncode, p.stderr.strip()))
             continue
         err = np.abs(np.load(out) - expected).max() / np.abs(expected).max()
-        print("%-8s %-8s run: scaled error %.2e against PyTorch" % (name, engine, err))
-        if not err <= TOL:
-            c.fail("e2e %s %s: scaled error %.3e above %g" % (name, engine, err, TOL))
+        by_text = os.path.join(c.tmp, "%s_%s_text.npy" % (name, engine))
+        p = run([c.ff, "run", lua, "--text", text, "--output", by_text, "--engine", engine], c.env)
+        same = p.returncode == 0 and open(by_text, "rb").read() == open(out, "rb").read()
+        print("%-8s %-8s run: scaled error %.2e against PyTorch; run --text %s" % (
+            name, engine, err, "the same bytes" if same else "DIFFERS"))
+        if not err <= TOL or not same:
+            c.fail("e2e %s %s: scaled error %.3e above %g, or run --text differs (%s)" % (
+                name, engine, err, TOL, p.stderr.strip()))
     return inp
 
 
@@ -664,7 +670,7 @@ def family_e2e(c):
             continue
         print("%-8s %d prompt ids of %r (reference tokenizer): %s" % (name, len(ids), text, " ".join(map(str, ids))))
         want = e2e_generate(c, name, lua, text, ids, fw, eos) if eos is not None else None
-        inp = e2e_run(c, name, lua, ids, fw)
+        inp = e2e_run(c, name, lua, text, ids, fw)
         e2e_emitted(c, name, lua, inp, ids if want else None, want)
 
 
