@@ -599,7 +599,7 @@ def e2e_generate(c, name, lua, text, ids, fw, eos, n_new=E2E_NEW):
             c.fail("e2e %s %s: --text gave %r (%r), --tokens %r, PyTorch %s" % (
                 name, engine, a.stdout, a.stderr.strip(), b.stdout, want))
         else:
-            print("%-8s %-8s generate --text = --tokens = PyTorch: %s" % (name, engine, got and b" ".join(got).decode()))
+            print("%-8s %-8s generate --text = --tokens = PyTorch: %s" % (name, engine, b" ".join(got).decode()))
     return want
 
 

@@ -2,8 +2,9 @@
 """Projections stored apart give bit for bit what the fused file gives.
 
 For models with self- and cross-attention, with and without biases, SwiGLU and
-not, full heads and grouped-query (k/v with kv_heads * d_k rows): `fixformer init` writes the fused file, reference.split_projections the
-same tensors as Hugging Face stores them (self_attn.{q,k,v}_proj.*,
+not, full heads and grouped-query (k/v with kv_heads * d_k rows): `fixformer
+init` writes the fused file, reference.split_projections the same tensors as
+Hugging Face stores them (self_attn.{q,k,v}_proj.*,
 multihead_attn.{q,k,v}_proj.*, gate_proj.* / up_proj.*).  Then, on both files:
 `run` on the runtime, tcc and cc (outputs byte-identical), greedy `generate`
 (same ids), `emit --weights` (byte-identical blob and code) and
