@@ -420,7 +420,7 @@ static int check_floats(const char *what, const char *path, const ff_array *a, i
 
 /* The flags of run, checked before the model is opened. */
 typedef struct {
-  const char *weights, *input, *output, *tokens, *tgt_tokens, *tgt_path, *len_path;
+  const char *weights, *input, *output, *tokens, *tgt_tokens, *tgt_path, *len_path, *text;
   int engine;
 } run_opts;
 
@@ -428,10 +428,12 @@ static int run_options(const flag *flags, run_opts *o, ff_error *err) {
   const char *engine_s = value_of(flags, "--engine");
   *o = (run_opts){value_of(flags, "--weights"), value_of(flags, "--input"), value_of(flags, "--output"),
                   value_of(flags, "--tokens"), value_of(flags, "--target-tokens"), value_of(flags, "--target-input"),
-                  value_of(flags, "--lengths"), 0};
-  if (!o->input == !o->tokens) return ff_fail(err, FF_EINVAL, "give one of --input IN.npy or --tokens \"ids\"");
+                  value_of(flags, "--lengths"), value_of(flags, "--text"), 0};
+  if (!!o->input + !!o->tokens + !!o->text != 1)
+    return ff_fail(err, FF_EINVAL, "give one of --input IN.npy, --tokens \"ids\" or --text \"...\"");
   if (o->tgt_path && o->tgt_tokens) return ff_fail(err, FF_EINVAL, "give one of --target-input or --target-tokens");
-  if (o->tokens && o->len_path) return ff_fail(err, FF_EINVAL, "--tokens sets the lengths; --lengths is for --input");
+  if ((o->tokens || o->text) && o->len_path)
+    return ff_fail(err, FF_EINVAL, "--tokens and --text set the lengths; --lengths is for --input");
   if (o->tgt_tokens) o->tgt_path = "--target-tokens";
   o->engine = ff_engine_parse(engine_s ? engine_s : "runtime");
   if (o->engine < 0)
@@ -446,8 +448,11 @@ static int run_check(const ff_config *c, run_opts *o, ff_error *err) {
   if (!encdec && o->tgt_path) return ff_fail(err, FF_EINVAL, "--target-input is only for encoder-decoder models");
   if (encdec && !o->tgt_path)
     return ff_fail(err, FF_EINVAL, "--target-input is required for an encoder-decoder model");
-  if (o->tokens && c->vocab == 0)
-    return ff_fail(err, FF_EINVAL, "--tokens needs a model with a vocab; this one takes float --input");
+  if ((o->tokens || o->text) && c->vocab == 0)
+    return ff_fail(err, FF_EINVAL, "%s needs a model with a vocab; this one takes float --input",
+                   o->tokens ? "--tokens" : "--text");
+  if (o->text && !c->vocabulary[0])
+    return ff_fail(err, FF_EINVAL, "--text needs a description with a vocabulary; use --tokens");
   return 0;
 }
 
@@ -467,10 +472,38 @@ static void run_inputs_free(run_inputs *r) {
   free(r->lengths);
 }
 
-/* --input or --tokens: ids or float embeddings [B,T(,d)] */
+/* --text: one sequence [1,n] as the tokenizer's template has it: bos first
+ * where it says (llama2.c, LLaMA, BERT's [CLS]), its tail last (BERT's [SEP]) */
+static int text_source(const ff_config *c, const char *text, ff_array *a, ff_error *err) {
+  ff_tokenizer *t = NULL;
+  int rc = ff_tokenizer_load(c->vocabulary, c->vocab, &t, err), n = 0;
+  if (rc) return rc;
+  const ff_tokenizer_info *info = ff_tokenizer_get_info(t);
+  int bos = info->add_bos && info->bos >= 0, tail = info->tail >= 0;
+  int32_t *ids = malloc((size_t)c->max_seq * sizeof *ids);
+  if (!ids) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  else if (c->max_seq <= bos + tail) rc = ff_fail(err, FF_ELENGTH, "--text: max_seq %d has no room", c->max_seq);
+  if (!rc) rc = ff_tokenizer_encode(t, text, ids + bos, c->max_seq - bos - tail, &n, err);
+  if (!rc && n == 0) rc = ff_fail(err, FF_ELENGTH, "--text: the text is empty");
+  if (!rc && bos) ids[0] = info->bos;
+  if (!rc && tail) ids[bos + n] = info->tail;
+  ff_tokenizer_free(t);
+  if (rc) {
+    free(ids);
+    return rc;
+  }
+  n += bos + tail;
+  *a = (ff_array){FF_I32, 2, {1, n}, (size_t)n, ids};
+  return 0;
+}
+
+/* --input, --tokens or --text: ids or float embeddings [B,T(,d)] */
 static int read_source(const ff_config *c, run_opts *o, run_inputs *r, ff_error *err) {
   int rc;
-  if (o->tokens) {
+  if (o->text) {
+    o->input = "--text";
+    rc = text_source(c, o->text, &r->src, err);
+  } else if (o->tokens) {
     o->input = "--tokens";
     rc = parse_token_list("--tokens", o->tokens, &r->src, &r->lengths, err);
   } else {
@@ -1112,6 +1145,7 @@ static flag run_flags[] = {{"--help", "-h", NULL, 0},      {"--weights", NULL, N
                            {"--lengths", NULL, NULL, 1},   {"--output", "-o", NULL, 1},
                            {"--engine", NULL, NULL, 1},    {"--tokens", NULL, NULL, 1},
                            {"--target-tokens", NULL, NULL, 1}, {"--threads", NULL, NULL, 1},
+                           {"--text", NULL, NULL, 1},
                            {"--allow-nonfinite", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
 static flag generate_flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL, NULL, 1},
@@ -1170,12 +1204,15 @@ static const command commands[] = {
      "usage: fixformer run MODEL.lua [--weights W.safetensors] --input IN.npy [--output OUT.npy]\n"
      "                     [--lengths LEN.npy] [--target-input TGT.npy] [--engine runtime|tcc|cc]\n"
      "       fixformer run MODEL.lua [--weights W.safetensors] --tokens \"5 17 42, 7 7\" [...]\n"
+     "       fixformer run MODEL.lua [--weights W.safetensors] --text \"...\" [...]\n"
      "One forward pass.\n"
      "  --weights W             the model's tensors (default: the description's weights)\n"
      "  --input IN.npy          int32/int64 token ids [B,T], or float32 [B,T,d_model] for a\n"
      "                          model without vocab (encoder-decoder: the source)\n"
      "  --tokens \"ids, ids\"     instead of --input: sequences of ids separated by commas,\n"
      "                          right-padded into a batch, lengths set from them\n"
+     "  --text \"...\"            instead of --input: one sequence, tokenized with the description's\n"
+     "                          vocabulary as its template says (BERT: [CLS] ... [SEP])\n"
      "  --target-input TGT.npy  encoder-decoder: the decoder input [B,T'] (causally masked)\n"
      "  --target-tokens \"ids\"   the same as a list of ids\n"
      "  --lengths LEN.npy       int32/int64 [B]: true lengths 1..T, the rest is padding\n"

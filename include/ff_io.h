@@ -132,6 +132,7 @@ typedef struct ff_tokenizer_info {
   int pad, bos, eos, unk; /* -1 when absent */
   int add_bos;            /* 1: a prompt starts with bos (llama2.c, the tokenizer.json's template) */
   int round_trip;         /* 1: decode(encode(text)) == text for any UTF-8 text */
+  int tail;               /* the special id the template ends one sequence with (BERT's [SEP]), -1: none */
 } ff_tokenizer_info;
 
 /* Reads a tokenizer file of any kind above; expected_size > 0 is the

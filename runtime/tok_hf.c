@@ -212,21 +212,33 @@ static int hf_pre(hf_ctx *c, const cJSON *p) {
   return 0;
 }
 
+/* The special id of a template element ({"SpecialToken": {"id": NAME}}) or
+ * of Bert/Roberta processing's [NAME, id] pair; -1 for anything else. */
+static int post_special(hf_ctx *c, const cJSON *e, int pair) {
+  const cJSON *sp = e && !pair ? GET(e, "SpecialToken") : NULL, *name = sp ? GET(sp, "id") : NULL;
+  if (pair) name = cJSON_IsArray(e) ? e->child : NULL;
+  return cJSON_IsString(name) ? ff_tok_lookup(c->t, name->valuestring, strlen(name->valuestring)) : -1;
+}
+
 /* bos: the special token a TemplateProcessing (or Bert/Roberta processing)
- * puts first; generate starts a prompt with it */
+ * puts first; generate starts a prompt with it.  tail: the one it puts
+ * last (BERT's [SEP]); run --text ends the sequence with it */
 static void hf_post(hf_ctx *c, const cJSON *p) {
   const char *ty = type_of(p);
-  const cJSON *first = NULL, *cls = GET(p, "cls");
+  const cJSON *first = NULL, *last = NULL, *cls = GET(p, "cls");
   if (!strcmp(ty, "Sequence")) {
     const cJSON *list = GET(p, "processors");
     for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next) hf_post(c, e);
     return;
   }
-  if (!strcmp(ty, "TemplateProcessing") && cJSON_IsArray(GET(p, "single"))) first = GET(p, "single")->child;
-  const cJSON *sp = first ? GET(first, "SpecialToken") : NULL, *name = sp ? GET(sp, "id") : NULL;
-  if ((!strcmp(ty, "BertProcessing") || !strcmp(ty, "RobertaProcessing")) && cJSON_IsArray(cls)) name = cls->child;
-  int id = cJSON_IsString(name) ? ff_tok_lookup(c->t, name->valuestring, strlen(name->valuestring)) : -1;
-  if (id >= 0) c->t->info.bos = id, c->t->info.add_bos = 1;
+  int pair = !strcmp(ty, "BertProcessing") || !strcmp(ty, "RobertaProcessing"), id, tail;
+  if (!strcmp(ty, "TemplateProcessing") && cJSON_IsArray(GET(p, "single"))) {
+    first = GET(p, "single")->child;
+    for (last = first; last && last->next; last = last->next) {}
+  }
+  if (pair) first = cls, last = GET(p, "sep");
+  if ((id = post_special(c, first, pair)) >= 0) c->t->info.bos = id, c->t->info.add_bos = 1;
+  if ((tail = post_special(c, last, pair)) >= 0 && last != first) c->t->info.tail = tail;
 }
 
 static int named(const ff_tokenizer *t, const char *const *names) {
@@ -268,7 +280,7 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
   if (strcmp(ty, "BPE") && strcmp(ty, "WordPiece"))
     return ff_fail(c->err, FF_EFORMAT, "%s: model.type '%.60s' is not supported (BPE or WordPiece)", c->path,
                    ty[0] ? ty : "(none)");
-  t->info = (ff_tokenizer_info){strcmp(ty, "BPE") ? FF_TOK_WORDPIECE : FF_TOK_BPE_SP, 0, -1, -1, -1, -1, 0, 0};
+  t->info = (ff_tokenizer_info){strcmp(ty, "BPE") ? FF_TOK_WORDPIECE : FF_TOK_BPE_SP, 0, -1, -1, -1, -1, 0, 0, -1};
   if ((rc = hf_tokens(c, GET(model, "vocab"), GET(root, "added_tokens"), expected)) ||
       (rc = hf_normalizer(c, GET(root, "normalizer"))) || (rc = hf_pre(c, GET(root, "pre_tokenizer"))) ||
       (rc = hf_model(c, model)))

@@ -162,7 +162,7 @@ static int llama2c_parse(const char *path, const uint8_t *buf, size_t len, int e
     return ff_fail(err, FF_ESHAPE, "%s: %d tokens, but the model's vocab is %d", path, count, expected);
   if ((rc = ff_tok_index(t, &dup, err))) return rc;
   t->info = (ff_tokenizer_info){FF_TOK_LLAMA2C, count, -1, count > 1 ? 1 : -1, count > 2 ? 2 : -1, 0, 1,
-                                count >= 259};
+                                count >= 259, -1};
   for (int i = 0; i < 3 && i < count; i++) t->special[i] = 1; /* <unk> <s> </s> */
   return 0;
 }
@@ -643,14 +643,14 @@ int ff_tokenizer_parse(const char *path, const uint8_t *buf, size_t len, int exp
   int rc;
   *out = NULL;
   if (!t) return ff_fail(err, FF_ENOMEM, "out of memory");
-  t->info = (ff_tokenizer_info){FF_TOK_VOCAB, 0, -1, -1, -1, -1, 0, 0};
+  t->info = (ff_tokenizer_info){FF_TOK_VOCAB, 0, -1, -1, -1, -1, 0, 0, -1};
   if (len >= 4 && buf[3] == 0) {
     rc = llama2c_parse(path, buf, len, expected_size, t, err);
   } else if ((rc = ff_tok_hf_parse(path, (const char *)buf, len, expected_size, t, err)) == 1) {
     /* not a tokenizer.json: fixformer's own vocabulary */
     if (!(rc = ff_vocab_parse(path, (const char *)buf, len, expected_size, &t->vocab, err)))
       t->info = (ff_tokenizer_info){FF_TOK_VOCAB, t->vocab.size, t->vocab.pad, t->vocab.bos, t->vocab.eos,
-                                    t->vocab.unk, 0, 0};
+                                    t->vocab.unk, 0, 0, -1};
   }
   if (rc) ff_tokenizer_free(t);
   else *out = t;

@@ -22,10 +22,19 @@ pairing or a head order mixed up shows.  Families:
            version 1 GQA
   errors   bad checkpoints: one stderr line naming the problem, exit 1, no DIR
   tokenizer  a GPT-2 folder with a byte-level tokenizer.json: generate --text as --tokens
+  e2e      each family with its tokenizer, as a user has it (LLaMA: SentencePiece-style BPE
+           tokenizer.json; GPT-2: byte-level BPE with merges; BERT: WordPiece; llama2.c: version 1
+           GQA .bin + tokenizer.bin), built with tests/tokenizers.py's builders: import; for the
+           decoders generate --text on each engine = generate --tokens with the ids of the
+           independent tokenizer (@huggingface/tokenizers by node, run.c's encode in Python) = the
+           PyTorch greedy ids; run on those ids within 1e-4 of PyTorch (BERT: [CLS] ids [SEP], the
+           hidden states); emit --with-main (packed weights) + cc -O2 -std=c99 within 1e-5 of the
+           runtime
 
   import_checkpoints.py --fixformer BIN --family F [--engines runtime,tcc,cc]
 """
 import argparse
+import importlib.util
 import json
 import os
 import struct
@@ -498,8 +507,176 @@ def family_errors(c):
             print("%-24s %s" % (what, lines[0]))
 
 
+# ---- e2e: checkpoint + tokenizer -> import -> generate --text / run -> emit + cc ------
+
+def tokenizers_tests():
+    """tests/tokenizers.py as a module: its tokenizer builders and references (node, run.c's encode)."""
+    spec = importlib.util.spec_from_file_location("tokenizers_tests", os.path.join(HERE, "tokenizers.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+E2E_MERGES = [("Ġ", "w"), ("o", "r"), ("Ġw", "or"), ("l", "d"), ("Ġwor", "ld"), ("H", "e"), ("l", "l"),
+              ("He", "ll"), ("Hell", "o"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("c", "a"), ("ca", "f")]
+
+
+def byte_level_with_merges():
+    """byte_level_tokenizer() with E2E_MERGES: their tokens get ids 257, 258, ..."""
+    j = byte_level_tokenizer()
+    for a, b in E2E_MERGES:
+        j["model"]["vocab"].setdefault(a + b, len(j["model"]["vocab"]))
+    j["model"]["merges"] = ["%s %s" % m for m in E2E_MERGES]
+    return j
+
+
+def hf_ids(tk, tokenizer, text, tmp):
+    """@huggingface/tokenizers' ids of text (no special tokens added)."""
+    lines = os.path.join(tmp, "text.txt")
+    with open(lines, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return tk.node("hf", tokenizer, lines)[0]["ids"]
+
+
+def e2e_cases(c, tk):
+    """(name, src folder or .bin, V, text, the reference's prompt ids, forward, eos or None (BERT))"""
+    vocab, merges = tk.train_sp(tk.corpus(), 120)
+    V = len(vocab)
+    cfg, sd = llama_case(seed=31, d=32, H=4, KV=2, ff=72, L=2, V=V, P=64)
+    src = os.path.join(c.tmp, "e2e_llama")
+    write_hf(src, cfg, sd)
+    tok = tk.write_json(os.path.join(src, "tokenizer.json"), tk.sp_json(vocab, merges, False))
+    text = "Hello café world 中文 😀"
+    yield ("llama", src, V, text, [1] + hf_ids(tk, tok, text, c.tmp),
+           lambda ids, lens, cfg=cfg, sd=sd: ref.llama_forward(cfg, sd, ids, lens), 2)
+
+    j = byte_level_with_merges()
+    cfg, sd = gpt2_case(seed=32, d=32, H=4, L=2, V=len(j["model"]["vocab"]), P=48)
+    cfg["bos_token_id"] = cfg["eos_token_id"] = 256
+    src = os.path.join(c.tmp, "e2e_gpt2")
+    write_hf(src, cfg, sd)
+    tok = tk.write_json(os.path.join(src, "tokenizer.json"), j)
+    text = "Hello world, the café 😀"
+    yield ("gpt2", src, cfg["vocab_size"], text, hf_ids(tk, tok, text, c.tmp),
+           lambda ids, lens, cfg=cfg, sd=sd: ref.gpt2_forward(cfg, sd, ids, lens), 256)
+
+    j = tk.wordpiece_json()
+    cfg, sd = bert_case(seed=33, d=32, H=4, ff=64, L=2, V=len(j["model"]["vocab"]), P=40, types=2, mlm=False)
+    src = os.path.join(c.tmp, "e2e_bert")
+    write_hf(src, cfg, sd)
+    tok = tk.write_json(os.path.join(src, "tokenizer.json"), j)
+    text = "Hello, world! The quick brown fox jumps over the lazy dog, café 中文."
+    cls_sep = [j["model"]["vocab"]["[CLS]"], j["model"]["vocab"]["[SEP]"]]
+    yield ("bert", src, cfg["vocab_size"], text, cls_sep[:1] + hf_ids(tk, tok, text, c.tmp) + cls_sep[1:],
+           lambda ids, lens, cfg=cfg, sd=sd: ref.bert_forward(cfg, sd, ids, lens), None)
+
+    p, w = llama2c_case(seed=34, dim=48, hidden=96, L=2, H=6, KV=2, V=V, seq=64, shared=False)
+    os.makedirs(os.path.join(c.tmp, "e2e_l2c"))
+    src = os.path.join(c.tmp, "e2e_l2c", "model.bin")
+    write_llama2c(src, p, w, 1)
+    toks, scores = tk.write_llama2c(os.path.join(c.tmp, "e2e_l2c", "tokenizer.bin"), vocab, merges)
+    text = tk.GEN_TEXT
+    yield ("llama2c", src, V, text, [1] + tk.runc_encode(toks, scores, text),
+           lambda ids, lens, p=p, w=w: ref.llama2c_forward(p, w, ids, lens), 2)
+
+
+E2E_NEW = 6
+
+
+def e2e_generate(c, name, lua, text, ids, fw, eos, n_new=E2E_NEW):
+    """generate --text == generate --tokens (the reference tokenizer's ids) == PyTorch's greedy ids."""
+    want = ref.greedy(fw, ids, n_new)
+    if eos in want:
+        want = want[:want.index(eos) + 1]  # generate stops at EOS (printed)
+    for engine in c.engines:
+        common = ["--max-new", str(n_new), "--ids", "--engine", engine]
+        # bytes: the continuation of random weights need not be whole UTF-8 characters
+        a = subprocess.run([c.ff, "generate", lua, "--text", text] + common, capture_output=True, env=c.env)
+        b = subprocess.run([c.ff, "generate", lua, "--tokens", " ".join(map(str, ids))] + common,
+                           capture_output=True, env=c.env)
+        got = a.stdout.split(b"\t")[0].split()
+        if a.returncode or b.returncode or a.stdout != b.stdout or got != [b"%d" % i for i in want]:
+            c.fail("e2e %s %s: --text gave %r (%r), --tokens %r, PyTorch %s" % (
+                name, engine, a.stdout, a.stderr.strip(), b.stdout, want))
+        else:
+            print("%-8s %-8s generate --text = --tokens = PyTorch: %s" % (name, engine, b" ".join(got).decode()))
+    return want
+
+
+def e2e_run(c, name, lua, text, ids, fw):
+    """run on the text's ids on each engine within TOL of PyTorch, and run --text byte for byte the same;
+    returns the ids' file."""
+    inp = os.path.join(c.tmp, name + "_ids.npy")
+    np.save(inp, np.array([ids], np.int32))
+    expected = fw(np.array([ids]), np.array([len(ids)]))
+    for engine in c.engines:
+        out = os.path.join(c.tmp, "%s_%s.npy" % (name, engine))
+        p = run([c.ff, "run", lua, "--input", inp, "--output", out, "--engine", engine], c.env)
+        if p.returncode:
+            c.fail("e2e %s %s: run exited %d: %s" % (name, engine, p.returncode, p.stderr.strip()))
+            continue
+        err = np.abs(np.load(out) - expected).max() / np.abs(expected).max()
+        by_text = os.path.join(c.tmp, "%s_%s_text.npy" % (name, engine))
+        p = run([c.ff, "run", lua, "--text", text, "--output", by_text, "--engine", engine], c.env)
+        same = p.returncode == 0 and open(by_text, "rb").read() == open(out, "rb").read()
+        print("%-8s %-8s run: scaled error %.2e against PyTorch; run --text %s" % (
+            name, engine, err, "the same bytes" if same else "DIFFERS"))
+        if not err <= TOL or not same:
+            c.fail("e2e %s %s: scaled error %.3e above %g, or run --text differs (%s)" % (
+                name, engine, err, TOL, p.stderr.strip()))
+    return inp
+
+
+def e2e_emitted(c, name, lua, inp, prompt=None, want=None):
+    """emit --with-main (packed weights), cc -O2 -std=c99, run on the ids: within 1e-5 of the runtime;
+    a decoder's driver given --tokens prompt decodes want (PyTorch's greedy ids)."""
+    out_dir, model = os.path.join(c.tmp, name + "_emit"), os.path.basename(lua)[:-4]
+    ref_out, got = os.path.join(c.tmp, name + "_rt.npy"), os.path.join(out_dir, "out.npy")
+    exe = os.path.join(out_dir, model)
+    steps = [[c.ff, "run", lua, "--input", inp, "--output", ref_out, "--engine", "runtime"],
+             [c.ff, "emit", lua, "-o", out_dir, "--with-main"],
+             os.environ.get("CC", "cc").split() + ["-O2", "-std=c99", "-o", exe, exe + ".c", exe + "_main.c", "-lm"],
+             [exe, "--weights", exe + ".weights", "--input", inp, "--output", got]]
+    for cmd in steps:
+        p = run(cmd, c.env)
+        if p.returncode:
+            c.fail("e2e %s emitted: %s exited %d: %s" % (name, cmd[0], p.returncode, p.stderr.strip()[-500:]))
+            return
+    a, b = np.load(got), np.load(ref_out)
+    err = np.abs(a - b).max() / np.abs(b).max() if a.shape == b.shape else float("inf")
+    print("%-8s emitted  cc -O2 on the ids: scaled error %.2e against the runtime" % (name, err))
+    if not err <= 1e-5:
+        c.fail("e2e %s emitted: scaled error %.3e (shape %s, runtime %s)" % (name, err, a.shape, b.shape))
+    if prompt is None:
+        return
+    p = subprocess.run([exe, "--weights", exe + ".weights", "--tokens", " ".join(map(str, prompt)), "--max-new",
+                        str(E2E_NEW)], capture_output=True, env=c.env)
+    if p.returncode or p.stdout.split() != [b"%d" % i for i in want]:
+        c.fail("e2e %s emitted: --tokens gave %r (%r), PyTorch %s" % (name, p.stdout, p.stderr, want))
+    else:
+        print("%-8s emitted  --tokens (greedy, key/value cache) = PyTorch: %s" % (name, p.stdout.decode().strip()))
+
+
+def family_e2e(c):
+    """Each family with its tokenizer, as a user has it: import, then generate --text (run for BERT),
+    then emit + cc."""
+    tk = tokenizers_tests()
+    if not os.path.isdir(os.path.join(tk.NODE_DIR, "node_modules")):
+        c.fail("tests/tokenizers/node_modules is missing: run `npm ci` in tests/tokenizers")
+        return
+    for name, src, V, text, ids, fw, eos in e2e_cases(c, tk):
+        lua = c.do_import("e2e_" + name, src)
+        if not lua:
+            continue
+        print("%-8s %d prompt ids of %r (reference tokenizer): %s" % (name, len(ids), text, " ".join(map(str, ids))))
+        want = e2e_generate(c, name, lua, text, ids, fw, eos) if eos is not None else None
+        inp = e2e_run(c, name, lua, text, ids, fw)
+        e2e_emitted(c, name, lua, inp, ids if want else None, want)
+
+
 FAMILIES = {"gpt2": family_gpt2, "llama": family_llama, "bert": family_bert, "llama2c": family_llama2c,
-            "errors": family_errors, "tokenizer": family_tokenizer}
+            "errors": family_errors, "tokenizer": family_tokenizer,
+            "e2e": family_e2e}
 
 
 def main():

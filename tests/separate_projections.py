@@ -2,8 +2,9 @@
 """Projections stored apart give bit for bit what the fused file gives.
 
 For models with self- and cross-attention, with and without biases, SwiGLU and
-not: `fixformer init` writes the fused file, reference.split_projections the
-same tensors as Hugging Face stores them (self_attn.{q,k,v}_proj.*,
+not, full heads and grouped-query (k/v with kv_heads * d_k rows): `fixformer
+init` writes the fused file, reference.split_projections the same tensors as
+Hugging Face stores them (self_attn.{q,k,v}_proj.*,
 multihead_attn.{q,k,v}_proj.*, gate_proj.* / up_proj.*).  Then, on both files:
 `run` on the runtime, tcc and cc (outputs byte-identical), greedy `generate`
 (same ids), `emit --weights` (byte-identical blob and code) and
@@ -35,6 +36,11 @@ CONFIGS = [
          decoder_layers=2, final_norm=True, vocab=19, positional="sinusoidal", max_seq=12),
     dict(name="encdec_swiglu_nobias", arch="encoder-decoder", d_model=12, heads=2, d_ff=9, encoder_layers=1,
          decoder_layers=1, activation="swiglu", bias=False, positional="none", max_seq=12),
+    # grouped-query: k_proj / v_proj stored with kv_heads * d_k rows (and biases), cross-attention too
+    dict(name="gqa_swiglu_bias", arch="decoder-only", d_model=24, heads=6, kv_heads=2, d_ff=20, layers=2,
+         activation="swiglu", vocab=27, positional="rope", rope_pairing="interleaved", max_seq=12),
+    dict(name="encdec_mqa", arch="encoder-decoder", d_model=16, heads=4, kv_heads=1, d_ff=19, encoder_layers=1,
+         decoder_layers=2, vocab=19, positional="sinusoidal", max_seq=12),
 ]
 
 

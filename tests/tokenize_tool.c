@@ -33,8 +33,8 @@ int main(int argc, char **argv) {
   if (ff_tokenizer_load(argv[1], argc > 3 ? atoi(argv[3]) : 0, &t, &err) || ff_read_file(argv[2], &buf, &len, &err))
     return fprintf(stderr, "%s\n", err.msg), 1;
   const ff_tokenizer_info *in = ff_tokenizer_get_info(t);
-  printf("kind=%d size=%d pad=%d bos=%d eos=%d unk=%d add_bos=%d round_trip=%d\n", (int)in->kind, in->size, in->pad,
-         in->bos, in->eos, in->unk, in->add_bos, in->round_trip);
+  printf("kind=%d size=%d pad=%d bos=%d eos=%d unk=%d add_bos=%d round_trip=%d tail=%d\n", (int)in->kind, in->size,
+         in->pad, in->bos, in->eos, in->unk, in->add_bos, in->round_trip, in->tail);
   int cap = (int)len * 4 + 16, rc = 0;
   int32_t *ids = malloc(sizeof *ids * (size_t)cap);
   char *text = malloc(len + 1), *line = text, *end = text + len;

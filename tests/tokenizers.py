@@ -371,10 +371,12 @@ def main():
             failures += compare(name, lines, rows, [r["ids"] for r in hf], [r["text"] for r in hf], round_trip=not meta)
             failures += specials(name, path)
             failures += info["add_bos"] != "1" or info["bos"] != "1" or info["round_trip"] != ("0" if meta else "1")
+            failures += info["tail"] != "-1"
         # WordPiece
         path = write_json(os.path.join(tmp, "wp.json"), wordpiece_json())
         info, rows = tool(args.tool, path, lp)
         hf = node("hf", path, lp)
+        failures += (info["add_bos"], info["bos"], info["tail"]) != ("1", "2", "3")  # [CLS] A [SEP]: run --text
         failures += compare("wordpiece", lines, rows, [r["ids"] for r in hf], [r["text"] for r in hf])
         failures += specials("wordpiece", path)
         # llama2.c
