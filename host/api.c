@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../kernels/isas.h"
 #include "codegen.h"
@@ -47,7 +48,7 @@ typedef struct {
   unsigned next_id; /* numbers the programs generated in it */
 } shared_desc;
 
-typedef struct { int refs; ff_rt_model rt; } shared_weights;
+typedef struct { int refs; ff_rt_model rt; char *path; } shared_weights; /* path: the packed-weight cache's key */
 
 typedef struct {
   int refs;
@@ -56,7 +57,7 @@ typedef struct {
   ff_program program;
 } shared_program;
 
-typedef struct { int refs; void *data; size_t bytes; } shared_blob; /* packed weights */
+typedef struct { int refs; void *data; size_t bytes; int mapped; } shared_blob; /* packed weights; mapped: from the cache */
 
 typedef struct { /* compiled code and its entry points */
   int refs;
@@ -81,6 +82,7 @@ static void desc_unref(shared_desc *d) {
 static void weights_unref(shared_weights *w) {
   if (!w || !unref(&w->refs)) return;
   ff_rt_model_free(&w->rt);
+  free(w->path);
   free(w);
 }
 
@@ -93,7 +95,10 @@ static void program_unref(shared_program *p) {
 
 static void blob_unref(shared_blob *b) {
   if (!b || !unref(&b->refs)) return;
-  free(b->data);
+  if (b->mapped)
+    munmap(b->data, b->bytes);
+  else
+    free(b->data);
   free(b);
 }
 
@@ -292,33 +297,68 @@ static int render_locked(ff_model *m, const ff_extra *x, char **text, ff_error *
   return rc;
 }
 
-/* Packs weights w into the model's program layout. */
-static int pack(ff_model *m, shared_weights *w, shared_blob **out, ff_error *err) {
+/* FIXFORMER_PACK_CACHE=0: no packed-weight cache; FIXFORMER_PACK_TRACE:
+ * one line on stderr saying whether the weights were packed or mapped. */
+static int pack_cache_on(void) {
+  const char *s = getenv("FIXFORMER_PACK_CACHE");
+  return !(s && !strcmp(s, "0"));
+}
+
+static void pack_trace(const char *how) {
+  if (getenv("FIXFORMER_PACK_TRACE")) fprintf(stderr, "packed weights: %s\n", how);
+}
+
+/* The cached blob of w for this layout, mapped (b->data NULL: none, or one
+ * not of the layout's size); sha: the weights file's, for the store.  0: no
+ * cache this time (the file cannot be hashed, the folder is refused): the
+ * cache is an aid, its trouble does not stop a run that packs. */
+static int pack_cached(ff_model *m, shared_weights *w, shared_blob *b, char sha[65]) {
+  size_t want = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
+  if (ff_file_sha256(w->path, sha) || ff_blob_cache_open(sha, m->prog->program.layout_hash, &b->data, &b->bytes, NULL))
+    return 0;
+  if (b->data && b->bytes != want) {
+    munmap(b->data, b->bytes);
+    b->data = NULL;
+  }
+  b->mapped = b->data != NULL;
+  return 1;
+}
+
+/* Packs weights w into the model's program layout; cached (the JIT
+ * engines): mapped from the cache when it holds them, else stored there. */
+static int pack(ff_model *m, shared_weights *w, int cached, shared_blob **out, ff_error *err) {
   shared_blob *b = calloc(1, sizeof *b);
+  char sha[65];
   if (!b) return ff_fail(err, FF_ENOMEM, "out of memory");
-  int rc = ff_pack_weights(&m->prog->program, &w->rt.file, &b->data, &b->bytes, err);
+  cached = cached && w->path && pack_cache_on() && pack_cached(m, w, b, sha);
+  int rc = 0;
+  if (!b->mapped) {
+    rc = ff_pack_weights(&m->prog->program, &w->rt.file, &b->data, &b->bytes, err);
+    b->bytes = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
+    if (!rc && cached) ff_blob_cache_store(sha, m->prog->program.layout_hash, b->data, b->bytes, NULL);
+  }
   if (rc) {
     free(b);
     return rc;
   }
+  if (cached) pack_trace(b->mapped ? "cached" : "packed");
   b->refs = 1;
-  b->bytes = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
   *out = b;
   return 0;
 }
 
-static int blob_locked(ff_model *m, ff_error *err) {
+static int blob_locked(ff_model *m, int cached, ff_error *err) {
   int rc;
   if (!m->w) return ff_fail(err, FF_EINVAL, "no weights: load them before packing");
   if ((rc = generate_locked(m, "fixformer", err))) return rc;
-  return m->blob ? 0 : pack(m, m->w, &m->blob, err);
+  return m->blob ? 0 : pack(m, m->w, cached, &m->blob, err);
 }
 
 int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_weight_blob", "the model");
   if (!blob || !bytes) return null_arg(err, "ff_model_weight_blob", blob ? "bytes" : "blob");
   lock(m);
-  int rc = blob_locked(m, err);
+  int rc = blob_locked(m, 0, err);
   if (!rc) {
     *blob = m->blob->data;
     *bytes = m->blob->bytes;
@@ -373,7 +413,7 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
   if (!weights_path || !text) return null_arg(err, "ff_model_weights_source", text ? "weights_path" : "text");
   char *data = NULL;
   lock(m);
-  int rc = blob_locked(m, err);
+  int rc = blob_locked(m, 0, err);
   if (!rc) {
     const float *x = (const float *)(const void *)((const char *)m->blob->data + FF_BLOB_HEADER);
     size_t n = m->prog->program.weight_floats;
@@ -409,6 +449,7 @@ static int read_weights(ff_model *m, const char *path, shared_weights **out, ff_
     return rc;
   }
   w->refs = 1;
+  w->path = strdup(path); /* NULL: no packed-weight cache for these */
   *out = w;
   return 0;
 }
@@ -422,7 +463,7 @@ static int load_locked(ff_model *m, const char *path, ff_error *err) {
   if (rc) return rc;
   struct { const float *data; } bound = {NULL};
   if (m->prepared && m->code) {
-    if ((rc = pack(m, w, &b, err))) {
+    if ((rc = pack(m, w, 1, &b, err))) {
       weights_unref(w);
       return rc;
     }
@@ -560,7 +601,7 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
     release_program(m);
     m->isa = isa;
   }
-  if ((rc = generate_locked(m, "fixformer run", err)) || (rc = blob_locked(m, err)) ||
+  if ((rc = generate_locked(m, "fixformer run", err)) || (rc = blob_locked(m, 1, err)) ||
       (rc = compile(m, engine, &m->code, err)))
     return rc;
   return attach_state(m, err);

@@ -111,6 +111,16 @@ int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err);
  * with FF_EXTERN_KERNELS. */
 int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err);
 /* (ff_cc_cache_dir and ff_cc_cache_clean, public: fixformer.h) */
+
+/* Packed weights kept in the cc engine's cache folder, keyed by the
+ * weights file's sha256 (ff_file_sha256) and the program's layout hash;
+ * the entry is checked as the compiled code is (ours, 0600, its recorded
+ * sha256).  open: *data mapped read-only (munmap(*data, *bytes)), or NULL
+ * on a miss; an error only when the folder itself is refused. */
+int ff_file_sha256(const char *path, char hex[65]);
+int ff_blob_cache_open(const char *weights_sha, uint64_t layout_hash, void **data, size_t *bytes, ff_error *err);
+int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const void *data, size_t bytes,
+                        ff_error *err);
 void *ff_jit_symbol(ff_jit *j, const char *name);
 void ff_jit_free(ff_jit *j);
 

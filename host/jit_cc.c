@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -185,9 +186,10 @@ static int open_entry(const char *dir, const char *name) {
   return fd;
 }
 
-/* KEY.so opened and verified against KEY.sha256 (touched: the pruning is by
- * last use); -1 when it is missing or is not what we built. */
-static int open_verified(const char *dir, const char *key, char sha[65]) {
+/* KEY.EXT (".so", ".blob") opened and verified against KEY.sha256
+ * (touched: the pruning is by last use); -1 when it is missing or is not
+ * what we wrote. */
+static int open_verified(const char *dir, const char *key, const char *ext, char sha[65]) {
   char name[64], want[80];
   snprintf(name, sizeof name, "%.*s.sha256", KEY_HEX, key);
   int fd = open_entry(dir, name);
@@ -196,7 +198,7 @@ static int open_verified(const char *dir, const char *key, char sha[65]) {
   close(fd);
   if (r != 65 || want[64] != '\n') return -1;
   want[64] = 0;
-  snprintf(name, sizeof name, "%.*s.so", KEY_HEX, key);
+  snprintf(name, sizeof name, "%.*s%s", KEY_HEX, key, ext);
   if ((fd = open_entry(dir, name)) < 0) return -1;
   if (hash_fd(fd, sha) || strcmp(sha, want)) {
     close(fd);
@@ -551,7 +553,7 @@ static int get_lib(const cc_build *b, const char *text, cc_lib *kernels, const c
   char buf[1200], sha[65];
   snprintf(buf, sizeof buf, "%s\nlinks %.*s\n", b->build, KEY_HEX, kernels ? kkey : "-");
   make_key(buf, text, key);
-  int fd = open_verified(b->dir, key, sha), rc;
+  int fd = open_verified(b->dir, key, ".so", sha), rc;
   if (fd < 0) {
     *built = 1;
     if ((rc = build(b, key, text, kernels, &fd, sha, err))) {
@@ -587,9 +589,9 @@ static int by_use(const void *a, const void *b) {
 }
 
 static void remove_entry(const char *dir, const char *key) {
-  static const char *const ext[] = {".so", ".sha256", ".c"}; /* .c: the old scheme's sources */
+  static const char *const ext[] = {".so", ".blob", ".sha256", ".c"}; /* .c: the old scheme's sources */
   char path[PATH_BUF];
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     snprintf(path, sizeof path, "%s/%.*s%s", dir, KEY_HEX, key, ext[i]);
     unlink(path);
   }
@@ -676,6 +678,70 @@ static int cache_max(size_t *bytes, ff_error *err) {
   if (*end || errno || *s == '-' || *s == '+' || *s == ' ' || v > (SIZE_MAX >> 20))
     return ff_fail(err, FF_EINVAL, "FIXFORMER_CACHE_MAX_MB=%.40s: not a whole number of MiB", s);
   *bytes = (size_t)v << 20;
+  return 0;
+}
+
+/* ---- packed weights (ff_blob_cache_*, codegen.h) ---------------------------------- */
+
+int ff_file_sha256(const char *path, char hex[65]) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+  if (fd < 0) return -1;
+  rc = hash_fd(fd, hex);
+  close(fd);
+  return rc;
+}
+
+/* The entry's key: the blob's format, the weights' content, the layout */
+static void blob_key(const char *weights_sha, uint64_t layout_hash, char key[65]) {
+  char text[160];
+  snprintf(text, sizeof text, "weights %.64s\nlayout %016llx\n", weights_sha, (unsigned long long)layout_hash);
+  make_key("fixformer packed weights 1", text, key);
+}
+
+int ff_blob_cache_open(const char *weights_sha, uint64_t layout_hash, void **data, size_t *bytes, ff_error *err) {
+  char dir[PATH_MAX], key[65], sha[65];
+  struct stat st;
+  int rc = ff_cc_cache_dir(dir, sizeof dir, err);
+  *data = NULL;
+  *bytes = 0;
+  if (rc) return rc;
+  blob_key(weights_sha, layout_hash, key);
+  int fd = open_verified(dir, key, ".blob", sha);
+  if (fd < 0) return 0;
+  if (!fstat(fd, &st) && st.st_size > 0 && (uintmax_t)st.st_size <= SIZE_MAX) {
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p != MAP_FAILED) {
+      *data = p;
+      *bytes = (size_t)st.st_size;
+    }
+  }
+  close(fd); /* the mapping stays */
+  return 0;
+}
+
+/* Written to a unique temporary, hashed, its KEY.sha256 written, then
+ * renamed to KEY.blob; a failure leaves nothing (the cache is an aid). */
+int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const void *data, size_t bytes,
+                        ff_error *err) {
+  char dir[PATH_MAX], key[65], sha[65], tmp[PATH_BUF], path[PATH_BUF];
+  size_t max;
+  int rc = cache_max(&max, err);
+  if (rc || (rc = ff_cc_cache_dir(dir, sizeof dir, err))) return rc;
+  blob_key(weights_sha, layout_hash, key);
+  snprintf(tmp, sizeof tmp, "%s/%.*s.tmp-XXXXXX", dir, KEY_HEX, key);
+  snprintf(path, sizeof path, "%s/%.*s.blob", dir, KEY_HEX, key);
+  int fd = mkostemp(tmp, O_CLOEXEC), e = fd < 0 ? errno : 0;
+  if (e) return ff_fail(err, FF_EIO, "cannot write in the cache directory %s: %s", dir, strerror(e));
+  e = fchmod(fd, 0600) ? errno : write_all(fd, data, bytes);
+  if (!e && hash_fd(fd, sha)) e = EIO;
+  if (close(fd) && !e) e = errno;
+  if (!e && (rc = write_sidecar(dir, key, sha, err))) e = EIO;
+  if (!e && rename(tmp, path)) e = errno;
+  if (e) {
+    unlink(tmp);
+    return rc ? rc : ff_fail(err, FF_EIO, "cannot write %s: %s", path, strerror(e));
+  }
+  prune(dir, key, key, max);
   return 0;
 }
 

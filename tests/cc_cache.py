@@ -19,6 +19,12 @@ each case in a cache folder of its own (XDG_CACHE_HOME):
              one line that says why
   tidy       stale temporaries of killed builds are removed, the size bound
              (FIXFORMER_CACHE_MAX_MB) removes the least recently used entry
+  packed     the packed-weight cache (issue 13): a second start on tcc and
+             on cc maps the packed weights ("packed weights: cached") and
+             gives the bytes of a cache-less run; weights with one float
+             changed miss and give the new numbers; an entry changed in place,
+             replaced by a symbolic link, made group-writable or given away
+             (as root) is rebuilt, never used; cache --clean removes it
   valgrind   (--check valgrind) with the cache built natively (AVX-512 here),
              valgrind, whose CPU has no AVX-512, runs the cc engine (no SIGILL)
 
@@ -356,8 +362,91 @@ def check_valgrind(c):
           % len(sos(cache)))
 
 
+def blobs(cache):
+    return [os.path.join(cache, "fixformer", n) for n in files(cache) if n.endswith(".blob")]
+
+
+def packed_run(c, cache, engine, want, what, cached=True):
+    """runs with the packed-weight cache (or without); stderr says want"""
+    p = c.run(cache, engine, env={"FIXFORMER_PACK_CACHE": "1" if cached else "0", "FIXFORMER_PACK_TRACE": "1"})
+    must(p)
+    said = [ln for ln in p.stderr.splitlines() if ln.startswith("packed weights:")]
+    if said != ([want] if want else []):
+        raise Failure("%s: want %r on stderr, got %s" % (what, want, said))
+    with open(p.out, "rb") as f:
+        return f.read()
+
+
+def check_packed_entry(cache):
+    """one KEY.blob of mode 0600, verified by its KEY.sha256"""
+    b = blobs(cache)
+    if len(b) != 1 or os.path.islink(b[0]) or stat.S_IMODE(os.lstat(b[0]).st_mode) != 0o600:
+        raise Failure("want one regular KEY.blob of mode 0600, found %s" % files(cache))
+    with open(b[0], "rb") as f, open(b[0][:-5] + ".sha256") as g:
+        if hashlib.sha256(f.read()).hexdigest() != g.read().strip():
+            raise Failure("%s does not match its recorded hash" % b[0])
+    return b[0]
+
+
+def spoil_middle(path):
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        f.write(b"\x7f" * 64)
+
+
+def check_packed(c):
+    cache = c.cache("packed")
+    want = {e: packed_run(c, cache, e, None, "cache-less " + e, cached=False) for e in ("tcc", "cc")}
+    if blobs(cache):
+        raise Failure("FIXFORMER_PACK_CACHE=0 stored packed weights: %s" % files(cache))
+    for engine, how in (("tcc", "packed"), ("tcc", "cached"), ("cc", "cached")):
+        if packed_run(c, cache, engine, "packed weights: " + how, engine) != want[engine]:
+            raise Failure("%s, %s: the output differs from the cache-less run's bytes" % (engine, how))
+    c.ok(c.run(cache, env={"FIXFORMER_PACK_CACHE": "1"}), "cc, cached")
+    blob = check_packed_entry(cache)
+    print("  second start on tcc and cc: cached, same bytes as a cache-less run")
+    changed = os.path.join(c.tmp, "W-changed.safetensors")
+    with open(c.weights, "rb") as f:
+        data = bytearray(f.read())
+    data[-4:] = np.array([7.5], "<f4").tobytes()  # the last float of the last tensor
+    with open(changed, "wb") as f:
+        f.write(data)
+    old, c.weights = c.weights, changed
+    try:
+        new = packed_run(c, cache, "cc", None, "cache-less cc, changed weights", cached=False)
+        if packed_run(c, cache, "cc", "packed weights: packed", "changed weights") != new or new == want["cc"]:
+            raise Failure("changed weights: not the cache-less run's new bytes")
+    finally:
+        c.weights = old
+    other = [b for b in blobs(cache) if b != blob]  # the changed weights' entry
+    if len(other) != 1:
+        raise Failure("changed weights: want a second entry, found %s" % files(cache))
+    os.unlink(other[0])
+    os.unlink(other[0][:-5] + ".sha256")
+    print("  one float changed: missed, the new numbers")
+    spoils = [("changed in place", spoil_middle),
+              ("a symbolic link", lambda b: (shutil.copy(b, b + ".x"), os.unlink(b), os.symlink(b + ".x", b))),
+              ("group-writable", lambda b: os.chmod(b, 0o620))]
+    if os.geteuid() == 0:
+        spoils.append(("given away", lambda b: os.chown(b, 1, 1)))
+    for what, spoil in spoils:
+        b = check_packed_entry(cache)
+        spoil(b)
+        if packed_run(c, cache, "tcc", "packed weights: packed", what) != want["tcc"]:
+            raise Failure("%s: the output differs from the cache-less run's bytes" % what)
+        if os.path.exists(b + ".x"):
+            os.unlink(b + ".x")
+        check_packed_entry(cache)
+        print("  entry %s -> refused, rebuilt" % what)
+    p = subprocess.run([c.ff, "cache", "--clean"], capture_output=True, text=True, env=dict(os.environ, XDG_CACHE_HOME=cache))
+    must(p)
+    if files(cache):
+        raise Failure("cache --clean left %s" % files(cache))
+    print("  cache --clean removed it")
+
+
 CHECKS = [("folder", check_folder), ("entries", check_entries), ("processes", check_processes), ("key", check_key),
-          ("failures", check_failures), ("tidy", check_tidy)]
+          ("failures", check_failures), ("tidy", check_tidy), ("packed", check_packed)]
 
 
 def main():
@@ -371,6 +460,7 @@ def main():
     if not checks:
         ap.error("--check: unknown %s" % args.check)
     failed = 0
+    os.environ["FIXFORMER_PACK_CACHE"] = "0"  # the checks of the compiled code count its files alone
     with tempfile.TemporaryDirectory() as tmp:
         c = Case(os.path.abspath(args.fixformer), tmp, args.threads_test and os.path.abspath(args.threads_test))
         for name, fn in checks:
