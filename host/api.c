@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "../kernels/isas.h"
 #include "codegen.h"
@@ -48,7 +49,8 @@ typedef struct {
   unsigned next_id; /* numbers the programs generated in it */
 } shared_desc;
 
-typedef struct { int refs; ff_rt_model rt; char *path; } shared_weights; /* path: the packed-weight cache's key */
+/* path, st: the file read (the packed-weight cache's key is its hash) */
+typedef struct { int refs; ff_rt_model rt; char *path; struct stat st; } shared_weights;
 
 typedef struct {
   int refs;
@@ -57,7 +59,8 @@ typedef struct {
   ff_program program;
 } shared_program;
 
-typedef struct { int refs; void *data; size_t bytes; int mapped; } shared_blob; /* packed weights; mapped: from the cache */
+/* packed weights; mapped: from the cache (munmap), else malloc'ed */
+typedef struct { int refs; void *data; size_t bytes; int mapped; } shared_blob;
 
 typedef struct { /* compiled code and its entry points */
   int refs;
@@ -314,7 +317,8 @@ static void pack_trace(const char *how) {
  * cache is an aid, its trouble does not stop a run that packs. */
 static int pack_cached(ff_model *m, shared_weights *w, shared_blob *b, char sha[65]) {
   size_t want = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
-  if (ff_file_sha256(w->path, sha) || ff_blob_cache_open(sha, m->prog->program.layout_hash, &b->data, &b->bytes, NULL))
+  if (ff_file_sha256(w->path, &w->st, sha) ||
+      ff_blob_cache_open(sha, m->prog->program.layout_hash, &b->data, &b->bytes, NULL))
     return 0;
   if (b->data && b->bytes != want) {
     munmap(b->data, b->bytes);
@@ -434,6 +438,8 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
 /* Reads and binds a weights file into a new part; nothing of m changes. */
 static int read_weights(ff_model *m, const char *path, shared_weights **out, ff_error *err) {
   ff_tensor_file file;
+  struct stat st;
+  int known = !stat(path, &st); /* before the read: a file changed after it is not cached */
   int rc = ff_rt_read_weights(CFG(m), path, &file, err); /* separate q/k/v, gate/up fused */
   if (rc) return rc;
   shared_weights *w = calloc(1, sizeof *w);
@@ -449,7 +455,8 @@ static int read_weights(ff_model *m, const char *path, shared_weights **out, ff_
     return rc;
   }
   w->refs = 1;
-  w->path = strdup(path); /* NULL: no packed-weight cache for these */
+  w->path = known ? strdup(path) : NULL; /* NULL: no packed-weight cache for these */
+  w->st = st;
   *out = w;
   return 0;
 }

@@ -11,6 +11,8 @@
 #include "ff_io.h"
 #include "host.h"
 
+struct stat;
+
 typedef struct {
   char *name;       /* PyTorch name */
   size_t offset;    /* floats into the data */
@@ -116,8 +118,11 @@ int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err
  * weights file's sha256 (ff_file_sha256) and the program's layout hash;
  * the entry is checked as the compiled code is (ours, 0600, its recorded
  * sha256).  open: *data mapped read-only (munmap(*data, *bytes)), or NULL
- * on a miss; an error only when the folder itself is refused. */
-int ff_file_sha256(const char *path, char hex[65]);
+ * on a miss; an error only when the folder itself is refused.  store:
+ * nothing when the blob is over half of FIXFORMER_CACHE_MAX_MB.
+ * ff_file_sha256: -1 unless path is a regular file that stays *same
+ * (device, inode, size, mtime) while it is hashed. */
+int ff_file_sha256(const char *path, const struct stat *same, char hex[65]);
 int ff_blob_cache_open(const char *weights_sha, uint64_t layout_hash, void **data, size_t *bytes, ff_error *err);
 int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const void *data, size_t bytes,
                         ff_error *err);

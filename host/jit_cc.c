@@ -683,10 +683,20 @@ static int cache_max(size_t *bytes, ff_error *err) {
 
 /* ---- packed weights (ff_blob_cache_*, codegen.h) ---------------------------------- */
 
-int ff_file_sha256(const char *path, char hex[65]) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+static int same_file(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* A regular file only (O_NONBLOCK: a FIFO is not read, nor waited for),
+ * and only while it is the file of *same (device, inode, size, mtime: unchanged). */
+int ff_file_sha256(const char *path, const struct stat *same, char hex[65]) {
+  struct stat a, b;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = -1;
   if (fd < 0) return -1;
-  rc = hash_fd(fd, hex);
+  if (!fstat(fd, &a) && S_ISREG(a.st_mode) && same_file(&a, same) && !hash_fd(fd, hex) && !fstat(fd, &b) &&
+      same_file(&b, same))
+    rc = 0;
   close(fd);
   return rc;
 }
@@ -727,6 +737,7 @@ int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const voi
   size_t max;
   int rc = cache_max(&max, err);
   if (rc || (rc = ff_cc_cache_dir(dir, sizeof dir, err))) return rc;
+  if (bytes > max / 2) return 0; /* it would push out the compiled code (and be pushed out by it) */
   blob_key(weights_sha, layout_hash, key);
   snprintf(tmp, sizeof tmp, "%s/%.*s.tmp-XXXXXX", dir, KEY_HEX, key);
   snprintf(path, sizeof path, "%s/%.*s.blob", dir, KEY_HEX, key);
