@@ -729,8 +729,9 @@ int ff_blob_cache_open(const char *weights_sha, uint64_t layout_hash, void **dat
   return 0;
 }
 
-/* Written to a unique temporary, hashed, its KEY.sha256 written, then
- * renamed to KEY.blob; a failure leaves nothing (the cache is an aid). */
+/* Written to a unique temporary, its KEY.sha256 (of the bytes written,
+ * hashed in memory: no second pass over the file) written, then renamed to
+ * KEY.blob; a failure leaves nothing (the cache is an aid). */
 int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const void *data, size_t bytes,
                         ff_error *err) {
   char dir[PATH_MAX], key[65], sha[65], tmp[PATH_BUF], path[PATH_BUF];
@@ -744,7 +745,7 @@ int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const voi
   int fd = mkostemp(tmp, O_CLOEXEC), e = fd < 0 ? errno : 0;
   if (e) return ff_fail(err, FF_EIO, "cannot write in the cache directory %s: %s", dir, strerror(e));
   e = fchmod(fd, 0600) ? errno : write_all(fd, data, bytes);
-  if (!e && hash_fd(fd, sha)) e = EIO;
+  if (!e) ff_sha256_hex(data, bytes, sha);
   if (close(fd) && !e) e = errno;
   if (!e && (rc = write_sidecar(dir, key, sha, err))) e = EIO;
   if (!e && rename(tmp, path)) e = errno;
