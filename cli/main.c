@@ -186,13 +186,15 @@ static int check_checkpoint(const ff_config *c, const char *weights, ff_error *e
 }
 
 /* info: the embedding and output head keys of the resolved config */
-static void print_embed_head_keys(const ff_config *c) {
+static void print_embed_head_keys(const ff_model *m) {
+  const ff_config *c = ff_model_config(m);
   if (c->vocab > 0) {
     printf("  lm_head = %s\n", c->no_lm_head ? "false,  -- the output is the hidden states" : "true,");
     if (!c->no_lm_head) printf("  head_bias = %s,\n", c->head_bias ? "true" : "false");
     printf("  token_types = %d,%s\n", c->token_types, c->token_types ? "  -- every position has type 0" : "");
   }
   printf("  embed_norm = %s,\n", c->embed_norm ? "true" : "false");
+  printf("  dtype = \"%s\",\n", ff_model_dtype(m));
 }
 
 /* info --isas: the ISA table (kernels/isas.h), one row per ISA */
@@ -206,12 +208,23 @@ static int print_isas(void) {
   return 0;
 }
 
+/* ff_model_open, then --dtype (the description's `dtype` otherwise) */
+static ff_model *open_model(const char *path, flag *flags, ff_error *err) {
+  ff_model *m = ff_model_open(path, err);
+  const char *dtype = value_of(flags, "--dtype");
+  if (m && dtype && ff_model_set_dtype(m, dtype, err)) {
+    ff_model_close(m);
+    return NULL;
+  }
+  return m;
+}
+
 static int cmd_info(const char *path, flag *flags, ff_error *err) {
   if (value_of(flags, "--isas")) {
     if (path || value_of(flags, "--weights")) return ff_fail(err, FF_EINVAL, "--isas takes no model or --weights");
     return print_isas();
   }
-  ff_model *m = ff_model_open(path, err);
+  ff_model *m = open_model(path, flags, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
   const char *weights = value_of(flags, "--weights");
@@ -240,7 +253,7 @@ static int cmd_info(const char *path, flag *flags, ff_error *err) {
            c->rope_pairing == FF_ROPE_INTERLEAVED ? "interleaved" : "rotate_half");
   printf("  scale_embeddings = %s,\n  tie_embeddings = %s,\n  max_seq = %d,\n  prefix = \"%s\",\n",
          c->scale_embeddings ? "true" : "false", c->tie_embeddings ? "true" : "false", c->max_seq, c->prefix);
-  print_embed_head_keys(c);
+  print_embed_head_keys(m);
   if (c->weights[0]) printf("  weights = \"%s\",\n", c->weights);
   if (c->vocabulary[0]) printf("  vocabulary = \"%s\",\n", c->vocabulary);
   printf("}\n");
@@ -579,7 +592,7 @@ static int cmd_run(const char *path, flag *flags, ff_error *err) {
   memset(&r, 0, sizeof r);
   int rc = run_options(flags, &o, err);
   if (rc) return rc;
-  ff_model *m = ff_model_open(path, err);
+  ff_model *m = open_model(path, flags, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
   if ((rc = run_check(c, &o, err)) || (rc = read_source(c, &o, &r, err)) ||
@@ -785,7 +798,7 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
   generate_opts o;
   int rc = generate_options(flags, &o, &g, err);
   if (rc) return rc;
-  ff_model *m = ff_model_open(path, err);
+  ff_model *m = open_model(path, flags, err);
   if (!m) return err->code;
   g.m = m;
   const ff_config *c = ff_model_config(m);
@@ -987,7 +1000,7 @@ static int cmd_bench(const char *path, flag *flags, ff_error *err) {
   bench_buffers b = {NULL, NULL, NULL, NULL, NULL};
   int rc = bench_options(flags, &o, err);
   if (rc) return rc;
-  ff_model *m = ff_model_open(path, err);
+  ff_model *m = open_model(path, flags, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
   if ((rc = bench_check(c, &o, err))) goto done;
@@ -1042,7 +1055,7 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
     if (f->value && strcmp(f->name, "-o"))
       n += snprintf(command + n, sizeof command - (size_t)n, f->takes_value ? " %s %s" : " %s", f->name, f->value);
 
-  ff_model *m = ff_model_open(path, err);
+  ff_model *m = open_model(path, flags, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
   weights = default_weights(c, weights); /* the description's, as for run */
@@ -1132,20 +1145,20 @@ static int cmd_import(const char *src, flag *flags, ff_error *err) {
 /* ---- commands ------------------------------------------------------------ */
 
 static flag info_flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {"--isas", NULL, NULL, 0},
-                            {NULL, NULL, NULL, 0}};
+                            {"--dtype", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
 static flag init_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 1}, {"--seed", NULL, NULL, 1},
                             {NULL, NULL, NULL, 0}};
 static flag emit_flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NULL, 1},
                             {"--weights", NULL, NULL, 1}, {"--embed", NULL, NULL, 0},
                             {"--target", NULL, NULL, 1},  {"--with-main", NULL, NULL, 0},
                             {"--isa", NULL, NULL, 1},     {"--allow-nonfinite", NULL, NULL, 0},
-                            {NULL, NULL, NULL, 0}};
+                            {"--dtype", NULL, NULL, 1},   {NULL, NULL, NULL, 0}};
 static flag run_flags[] = {{"--help", "-h", NULL, 0},      {"--weights", NULL, NULL, 1},
                            {"--input", NULL, NULL, 1},     {"--target-input", NULL, NULL, 1},
                            {"--lengths", NULL, NULL, 1},   {"--output", "-o", NULL, 1},
                            {"--engine", NULL, NULL, 1},    {"--tokens", NULL, NULL, 1},
                            {"--target-tokens", NULL, NULL, 1}, {"--threads", NULL, NULL, 1},
-                           {"--text", NULL, NULL, 1},
+                           {"--text", NULL, NULL, 1},      {"--dtype", NULL, NULL, 1},
                            {"--allow-nonfinite", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
 static flag generate_flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL, NULL, 1},
@@ -1154,11 +1167,13 @@ static flag generate_flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL
                                 {"--engine", NULL, NULL, 1},  {"--bos", NULL, NULL, 1},
                                 {"--eos", NULL, NULL, 1},     {"--logits", NULL, NULL, 1},
                                 {"--ids", NULL, NULL, 0},     {"--threads", NULL, NULL, 1},
+                                {"--dtype", NULL, NULL, 1},
                                 {"--allow-nonfinite", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
 static flag bench_flags[] = {{"--help", "-h", NULL, 0},   {"--weights", NULL, NULL, 1}, {"--batch", NULL, NULL, 1},
                              {"--seq", NULL, NULL, 1},    {"--engine", NULL, NULL, 1},  {"--threads", NULL, NULL, 1},
-                             {"--iters", NULL, NULL, 1},  {"--generate", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+                             {"--iters", NULL, NULL, 1},  {"--generate", NULL, NULL, 1}, {"--dtype", NULL, NULL, 1},
+                             {NULL, NULL, NULL, 0}};
 
 static flag import_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 1}, {"--name", NULL, NULL, 1},
                               {"--tokenizer", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
@@ -1176,7 +1191,9 @@ static const command commands[] = {
      "                values; F32, F16 and BF16 accepted) in a table; exits 1 naming\n"
      "                the first problem\n"
      "  --isas        instead: the ISAs of emit --isa (kernels/isas.h): register\n"
-     "                tile MR x NR, whether this machine runs them, their C flags\n",
+     "                tile MR x NR, whether this machine runs them, their C flags\n"
+     "  --dtype T     the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
+     "                description's dtype (f32 unless it says)\n",
      cmd_info, info_flags},
     {"init",
      "usage: fixformer init MODEL.lua -o W.safetensors [--seed N]\n"
@@ -1185,7 +1202,7 @@ static const command commands[] = {
      cmd_init, init_flags},
     {"emit",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
-     "                      [--isa generic|avx2|avx512|neon|native] [--with-main]\n"
+     "                      [--isa generic|avx2|avx512|neon|native] [--with-main] [--dtype f32|bf16|int8]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c and DIR/NAME.h.\n"
      "  --weights W      also write the weights packed in the code's layout: DIR/NAME.weights\n"
      "                   (default: the description's weights, if it names them)\n"
@@ -1195,6 +1212,8 @@ static const command commands[] = {
      "                   for an aarch64 --target), avx2 (build with -mavx2 -mfma), avx512\n"
      "                   (-mavx512f -mfma), neon (AArch64), native (the best this machine runs)\n"
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
+     "  --dtype T        the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
+     "                   description's dtype (f32 unless it says)\n"
      "  --allow-nonfinite  write weights holding NaN or infinities (refused by default;\n"
      "                   the packed blob only: --embed cannot write them as C literals)\n"
      "The files appear all or none.  The same inputs give byte-identical files.  Build, e.g.:\n"
@@ -1203,6 +1222,7 @@ static const command commands[] = {
     {"run",
      "usage: fixformer run MODEL.lua [--weights W.safetensors] --input IN.npy [--output OUT.npy]\n"
      "                     [--lengths LEN.npy] [--target-input TGT.npy] [--engine runtime|tcc|cc]\n"
+     "                     [--dtype f32|bf16|int8]\n"
      "       fixformer run MODEL.lua [--weights W.safetensors] --tokens \"5 17 42, 7 7\" [...]\n"
      "       fixformer run MODEL.lua [--weights W.safetensors] --text \"...\" [...]\n"
      "One forward pass.\n"
@@ -1221,12 +1241,15 @@ static const command commands[] = {
      "  --engine E              runtime (the reference; default), tcc (generated C compiled\n"
      "                          in memory by libtcc) or cc ($CC -O3, cached shared object)\n"
      "  --threads N             tcc, cc: split matrix products and attention over N threads\n"
+     "  --dtype T               the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
+     "                          description's dtype (f32 unless it says)\n"
      "  --allow-nonfinite       run with NaN or infinite weights (refused by default);\n"
      "                          they propagate as in PyTorch\n",
      cmd_run, run_flags},
     {"generate",
      "usage: fixformer generate MODEL.lua (--text \"...\" | --lines FILE | --tokens \"ids\")\n"
      "                          [--weights W.safetensors] [--max-new N] [--engine tcc|cc|runtime]\n"
+     "                          [--dtype f32|bf16|int8]\n"
      "Greedy decoding with a key/value cache: encoder-decoder models translate the\n"
      "input (the decoder starts from BOS); decoder-only models continue it.  Prints\n"
      "one line per input: the generated text, or ids without a vocabulary.\n"
@@ -1239,13 +1262,15 @@ static const command commands[] = {
      "  --bos N, --eos N  start and stop ids (default: the vocabulary's)\n"
      "  --ids             also print the generated ids (EOS included), then a tab\n"
      "  --threads N       tcc, cc: split matrix products and attention over N threads\n"
+     "  --dtype T         the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
+     "                    description's dtype (f32 unless it says)\n"
      "  --logits OUT.npy  float32 [1, P, vocab]: the logits of every position fed to\n"
      "                    the decoder (one input only)\n"
      "  --allow-nonfinite run with NaN or infinite weights (refused by default)\n",
      cmd_generate, generate_flags},
     {"bench",
      "usage: fixformer bench MODEL.lua [--weights W] [--batch B] [--seq T] [--engine tcc|cc|runtime]\n"
-     "                       [--threads N] [--iters N] [--generate N]\n"
+     "                       [--threads N] [--iters N] [--generate N] [--dtype f32|bf16|int8]\n"
      "Times forward passes (after two warm-up runs) on random inputs and prints\n"
      "min/median/max, GFLOP/s at the median and a last line `median_ms: X`.\n"
      "  --weights W    default: the description's, else random (`init`) weights\n"
@@ -1254,7 +1279,9 @@ static const command commands[] = {
      "  --engine E     cc (default), tcc or runtime\n"
      "  --threads N    tcc, cc: threads for the generated code (default 1)\n"
      "  --iters N      timed runs (default 20)\n"
-     "  --generate N   instead: greedy decoding of N tokens with the KV cache, tokens/s\n",
+     "  --generate N   instead: greedy decoding of N tokens with the KV cache, tokens/s\n"
+     "  --dtype T      the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
+     "                 description's dtype (f32 unless it says)\n",
      cmd_bench, bench_flags},
     {"import",
      "usage: fixformer import SRC -o DIR [--name NAME] [--tokenizer FILE]\n"

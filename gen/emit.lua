@@ -124,7 +124,7 @@ function M.kernel_unit(list)
   parts[#parts + 1] = M.matrix_kernels(isa)
   -- one thread: the state and parallel helpers with no state to read
   local one = { NAME = "kernels", UNAME = "KERNELS", ISA = isa, NR = require("plan").NR[isa], SCRATCH = 0, SLOTS = 1,
-    STANDALONE = true, ENCDEC = false, DECODER = false }
+    STANDALONE = true, ENCDEC = false, DECODER = false, WSUFFIX = "" }
   parts[#parts + 1] = template.render("model.c", "state", one)
   parts[#parts + 1] = template.render("model.c", "parallel", one)
   for i, entry in ipairs(list) do
@@ -160,6 +160,8 @@ local function common_vars(P, opts)
     INPUT_DOC = c.vocab and "token ids" or string.format("float inputs (x %d)", c.d_model),
     ENCDEC = c.arch == "encoder-decoder", DECODER = c.arch ~= "encoder", ISA = P.isa, NR = P.nr, STANDALONE = false,
     MAX_THREADS = P.max_threads, SCRATCH = P.scratch_per_thread, SLOTS = P.max_threads,
+    DTYPE = P.dtype, QUANTIZED = P.dtype ~= "f32",
+    WSUFFIX = ({ f32 = "", bf16 = "_bf16", int8 = "_q8" })[P.dtype],
   }
   v.INPUT = c.vocab and "tokens" or "input"
   v.INPUT_DECL = v.INPUT_TYPE .. " *" .. v.INPUT
@@ -178,6 +180,7 @@ local function layout_enums(P)
       shape = string.format("rows %d..%d of [*, %d], W^T in panels of %d", w.row0, w.row0 + w.rows - 1, w.cols, P.nr)
       if w.row0 == 0 then shape = string.format("[%d, %d], W^T in panels of %d", w.rows, w.cols, P.nr) end
     end
+    if w.type ~= "f32" then shape = shape .. ", " .. w.type end
     wl[#wl + 1] = string.format("  %-" .. width .. "s = %d, /* %s %s */", w.macro, w.offset, w.name, shape)
   end
   local vl = {}
@@ -265,8 +268,8 @@ end
 function M.layout_text(P)
   local lines = { "fixformer weight layout 2" }
   for _, w in ipairs(P.weights) do
-    lines[#lines + 1] = string.format("%s %d %d %d %d %s%s", w.name, w.offset, w.row0, w.rows, w.cols, w.packing,
-      w.packing == "panels" and P.nr or "")
+    lines[#lines + 1] = string.format("%s %d %d %d %d %s%s%s", w.name, w.offset, w.row0, w.rows, w.cols, w.packing,
+      w.packing == "panels" and P.nr or "", w.type ~= "f32" and " " .. w.type or "")
   end
   lines[#lines + 1] = "total " .. P.weight_floats
   return table.concat(lines, "\n") .. "\n"

@@ -1,7 +1,8 @@
 -- generate.lua: the generator's entry point, called by the C host.
 --   config  the validated description (validate.lua)
 --   opts    source (description path), sha256 (of its bytes), command,
---           isa (the matrix kernels: generic, avx512, ...)
+--           isa (the matrix kernels: generic, avx512, ...), dtype (the
+--           weight type: f32, bf16, int8; overrides the config's)
 -- Returns header, source, the weight layout, the sizes and the layout hash,
 -- and leaves ff_render_extra(section, vars) for the files that go with them
 -- (the --with-main driver, the --embed weights).
@@ -19,6 +20,7 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
     NAME = c.name, UNAME = c.name:upper(), VERSION = emit.VERSION, SOURCE = emit.comment_text(opts.source),
     LAYOUT_HASH = layout_hash, FLOATS = P.weight_floats, TOKENS = c.vocab ~= nil,
     ENCDEC = c.arch == "encoder-decoder", MAX_THREADS = P.max_threads,
+    QUANTIZED = P.dtype ~= "f32", DTYPE = P.dtype,
   }
   for k, x in pairs(vars) do v[k] = x end
   if v.WEIGHTS then v.WEIGHTS = emit.comment_text(v.WEIGHTS) end
@@ -51,7 +53,7 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
 end
 
 return function(config, opts)
-  local P = plan.plan(config, host.weight_specs(), opts.isa)
+  local P = plan.plan(config, host.weight_specs(), opts.isa, opts.dtype)
   local layout_hash = host.sha256(emit.layout_text(P)):sub(1, 16)
   local out = emit.emit(P, {
     source = opts.source, sha256 = opts.sha256, command = opts.command, layout_hash = layout_hash,
@@ -59,7 +61,7 @@ return function(config, opts)
   local layout = {}
   for i, w in ipairs(P.weights) do
     layout[i] = { name = w.name, offset = w.offset, row0 = w.row0, rows = w.rows, cols = w.cols,
-      panel = w.packing == "panels" and P.nr or 0 }
+      panel = w.packing == "panels" and P.nr or 0, type = ({ f32 = 0, bf16 = 1, int8 = 2 })[w.type] }
   end
 
   -- what the host calls next for the files that go with the program

@@ -28,10 +28,18 @@ end
 
 M.kinds = {
   embed = {
-    file = "embed.c", params = { "D", "VOCAB", "SCALE", "PANEL" },
-    fn = function(p) return string.format("embed_%dx%d%s", p.VOCAB, p.D, p.PANEL > 0 and "_panels" or "") end,
+    file = "embed.c", params = { "D", "VOCAB", "SCALE", "PANEL", "DTYPE" },
+    fn = function(p)
+      return string.format("embed_%dx%d%s%s", p.VOCAB, p.D, p.PANEL > 0 and "_panels" or "",
+        p.DTYPE ~= "f32" and "_" .. p.DTYPE or "")
+    end,
     doc = function(p) return p.SCALE_DOC end,
-    vars = function(p) return { SCALE = lit.float(p.SCALE), PANELS = p.PANEL > 0 } end,
+    vars = function(p)
+      local G = (p.D + 31) // 32 -- int8 groups of 32 (FF_Q8_GROUP) along d
+      return { SCALE = lit.float(p.SCALE), PANELS = p.PANEL > 0, F32 = p.DTYPE == "f32", BF16 = p.DTYPE == "bf16",
+        INT8 = p.DTYPE == "int8", G = G, ROW_WORDS = p.DTYPE == "bf16" and (p.D + 1) // 2 or 9 * G,
+        GROUP_BYTES = 36 * p.PANEL, PANEL_BYTES = 36 * p.PANEL * G }
+    end,
     flops = function(p, T) return T * p.D end,
   },
   copy = {
@@ -63,7 +71,7 @@ M.kinds = {
     flops = function(p, T) return T * p.D end,
   },
   linear = {
-    file = "linear.c", params = { "IN", "OUT", "BIAS", "ACC", "RELU", "ISA", "NR" },
+    file = "linear.c", params = { "IN", "OUT", "BIAS", "ACC", "RELU", "ISA", "NR", "DTYPE" },
     fn = function(p)
       return string.format("linear_%dx%d%s%s%s", p.IN, p.OUT, p.BIAS and "" or "_nobias", p.RELU and "_relu" or "",
         p.ACC and "_add" or "")
@@ -78,6 +86,8 @@ M.kinds = {
       if p.ACC then flags[#flags + 1] = "FF_ACC" end
       if p.RELU then flags[#flags + 1] = "FF_RELU" end
       return { PANELS = (p.OUT + p.NR - 1) // p.NR, FLAGS = #flags > 0 and table.concat(flags, " | ") or "0",
+        KERNEL = "ff_linear" .. ({ f32 = "", bf16 = "_bf16", int8 = "_q8" })[p.DTYPE] .. "_" .. p.ISA,
+        STORED = ({ f32 = "", bf16 = " as bfloat16", int8 = " as int8 (a scale per 32 inputs)" })[p.DTYPE],
         OPDOC_SHAPE = M.kinds.linear.doc(p):gsub("^y ", "") .. ", x [T, " .. p.IN .. "]" }
     end,
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,

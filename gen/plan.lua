@@ -14,6 +14,10 @@
 --            The cross-attention in_proj is two matrices, q and k|v (k and v
 --            have kv_heads heads of d_k: kvd = kv_heads d_k floats each).  The rest
 --            is stored as in PyTorch.
+--            The weight type (dtype) stores the matrices and the token
+--            embedding table as bf16 or int8 (runtime/quant.c; the packed
+--            layouts are in kernels/prototypes.h): their size in floats is
+--            then the 4-byte words they take.
 -- Offsets are in floats and aligned to 16 floats (64 bytes).
 
 local ops = require("ops")
@@ -105,6 +109,17 @@ end
 
 -- ---- weight layout ----------------------------------------------------------
 
+-- The 4-byte words of `rows` rows of `cols` weights stored in type t: f32
+-- one each; bf16 two per word, a row padded to whole words (a panel row of
+-- NR is whole); int8 per group of Q8 inputs a float scale and Q8 bytes.
+local Q8 = 32 -- FF_Q8_GROUP (include/ff_config.h)
+function M.weight_words(t, rows, cols)
+  if t == "bf16" then return rows * ((cols + 1) // 2) end
+  if t == "int8" then return rows * ((cols + Q8 - 1) // Q8) * (4 + Q8) // 4 end
+  return rows * cols
+end
+local weight_words = M.weight_words
+
 -- P.weights in the runtime's order, each aligned; rows row0.. of the tensor.
 -- Sets P.weights, P.weight_by (stack/layer/role -> weight), P.weight_floats.
 local function weight_layout(P, specs)
@@ -117,7 +132,8 @@ local function weight_layout(P, specs)
       offset = at, macro = weight_macro(P.two_stacks, s) .. (suffix or ""),
     }
     w.packing = is_linear_matrix(c, s) and "panels" or "rows"
-    w.floats = (w.packing == "panels" and (rows + NR - 1) // NR * NR or rows) * math.max(s.cols, 1)
+    w.type = s.quantized and P.dtype or "f32"
+    w.floats = weight_words(w.type, w.packing == "panels" and (rows + NR - 1) // NR * NR or rows, math.max(s.cols, 1))
     at = align(at + w.floats)
     P.weights[#P.weights + 1] = w
     P.weight_by[s.stack .. "/" .. s.layer .. "/" .. role] = w
@@ -229,7 +245,7 @@ function Builder:linear(name, wstack, layer, module, x, y, IN, OUT, part, opts)
   local what = string.format("[%s,%d] -> [%s,%d]", rows, IN, rows, OUT)
   if opts.acc then what = what .. " added to the residual stream" end
   self:op("linear", name, { IN = IN, OUT = OUT, BIAS = has_bias, ACC = opts.acc or false, RELU = opts.relu or false,
-    ISA = self.isa, NR = self.nr },
+    ISA = self.isa, NR = self.nr, DTYPE = self.P.dtype },
     what, { "a", x, rows, self:Wexpr(wstack, layer, wname),
       has_bias and self:Wexpr(wstack, layer, bname, part == "kv" and tostring(self.d) or nil) or "NULL", y })
 end
@@ -343,6 +359,7 @@ function Builder:embed(x, tokens, input, pos0)
   if c.vocab then
     local scale = c.scale_embeddings and math.sqrt(d) or 1
     self:op("embed", "embed", { D = d, VOCAB = c.vocab, SCALE = scale, PANEL = tied_head(c) and self.nr or 0,
+      DTYPE = self:W("none", -1, "embed").type,
       SCALE_DOC = c.scale_embeddings and string.format("x = E[token] * sqrt(%d)", d) or "x = E[token]" },
       string.format("tokens [T] -> [T,%d]", d), { tokens, "T", "w + " .. self:W("none", -1, "embed").macro, x })
   else
@@ -439,7 +456,7 @@ function Builder:head_stage()
     local E = c.tie_embeddings and self:W("none", -1, "embed") or self:W("none", -1, "lm_head")
     local b = c.head_bias and "w + " .. self:W("none", -1, "lm_head_bias").macro or "NULL"
     self:op("linear", "logits", { IN = d, OUT = c.vocab, BIAS = c.head_bias, ACC = false, RELU = false,
-      ISA = self.isa, NR = self.nr }, string.format("[T,%d] -> [T,%d], logits = x E^T%s", d, c.vocab,
+      ISA = self.isa, NR = self.nr, DTYPE = self.P.dtype }, string.format("[T,%d] -> [T,%d], logits = x E^T%s", d, c.vocab,
       c.head_bias and " + b" or ""), { "a", stream, "T", "w + " .. E.macro, b, "out" })
   else
     self:op("copy", "output", { D = d }, string.format("[T,%d]", d), { stream, "T", "out" })
@@ -494,11 +511,12 @@ end
 
 -- isa: "generic" | "avx2" | "avx512" | "neon": the matrix kernels the code
 -- calls, which fix the panel width of the packed weights.
-function M.plan(c, specs, isa)
+-- dtype: "f32" | "bf16" | "int8", the weight type (default: the config's).
+function M.plan(c, specs, isa, dtype)
   isa = isa or "generic"
   assert(M.NR[isa], "plan: unknown ISA " .. tostring(isa))
   local P = { config = c, d = c.d_model, dk = c.d_model // c.heads, S = c.max_seq, isa = isa, nr = M.NR[isa],
-    two_stacks = c.arch == "encoder-decoder" }
+    two_stacks = c.arch == "encoder-decoder", dtype = dtype or c.dtype or "f32" }
   P.kvd = c.kv_heads * P.dk -- the width of k (and of v): kv_heads heads
   weight_layout(P, specs)
   local B = builder(P)

@@ -46,6 +46,8 @@ M.schema = {
   { key = "token_types", kind = "int", min = 0, max = BIG, default = 0 },
   { key = "token_type_embed_weight", kind = "string", maxlen = 128, default = "token_type_embed.weight" },
   { key = "embed_norm", kind = "boolean", default = false },
+  -- how linear matrices and the token embeddings are stored: float32, bfloat16, int8 per group of 32 inputs
+  { key = "dtype", kind = "enum", values = { "f32", "bf16", "int8" }, default = "f32" },
   -- files that go with the description, relative to its folder
   { key = "weights", kind = "string", maxlen = 256 },
   { key = "vocabulary", kind = "string", maxlen = 256 },

@@ -117,10 +117,12 @@ struct ff_model {
   pthread_mutex_t lock;     /* held by every call on this model */
   shared_desc *desc;
   shared_weights *w;        /* NULL: no weights yet */
+  shared_weights *wq;       /* the runtime's reference of w in weight_type (not f32): made on demand */
   shared_program *prog;     /* NULL: not generated for isa yet */
   shared_blob *blob;        /* NULL: not packed yet (depends on prog and w) */
   shared_code *code;        /* NULL: not compiled (runtime engine, or unprepared) */
   const char *isa;          /* the matrix kernels of the generated code */
+  enum ff_weight_type weight_type; /* the description's dtype, or ff_model_set_dtype's */
   enum ff_engine engine;
   int prepared;
   /* this model's own */
@@ -134,6 +136,8 @@ struct ff_model {
 };
 
 #define CFG(m) (&(m)->desc->cfg)
+/* the weights the runtime engine computes with: as stored in the weight type */
+#define RT(m) ((m)->wq ? &(m)->wq->rt : &(m)->w->rt)
 
 static int null_arg(ff_error *err, const char *fn, const char *arg) {
   return ff_fail(err, FF_EINVAL, "%s: %s is NULL", fn, arg);
@@ -195,6 +199,7 @@ ff_model *ff_model_open(const char *path, ff_error *err) {
     ff_model_close(m);
     return NULL;
   }
+  m->weight_type = d->cfg.weight_type;
   return m;
 }
 
@@ -246,6 +251,27 @@ int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
 #undef FF_ISA_LIST
 }
 
+int ff_model_set_dtype(ff_model *m, const char *dtype, ff_error *err) {
+  static const char *const names[] = {"f32", "bf16", "int8"}; /* enum ff_weight_type's order */
+  if (!m) return null_arg(err, "ff_model_set_dtype", "the model");
+  if (!dtype) return null_arg(err, "ff_model_set_dtype", "dtype");
+  for (int t = 0; t < 3; t++)
+    if (!strcmp(dtype, names[t])) {
+      lock(m);
+      if ((int)m->weight_type != t) { /* the program, the packed weights and the reference depend on it */
+        release_program(m);
+        weights_unref(m->wq);
+        m->wq = NULL;
+        m->weight_type = (enum ff_weight_type)t;
+      }
+      unlock(m);
+      return 0;
+    }
+  return ff_fail(err, FF_EINVAL, "dtype: '%s' is not one of f32, bf16, int8", dtype);
+}
+
+const char *ff_model_dtype(const ff_model *m) { return m ? ff_weight_type_name(m->weight_type) : NULL; }
+
 /* ---- generating and packing ---------------------------------------------------- */
 
 /* Runs the generator for the model's ISA into a new program part. */
@@ -260,7 +286,7 @@ static int generate_locked(ff_model *m, const char *command, ff_error *err) {
   memcpy(p->command, command, n);
   p->refs = 1;
   shared_desc *d = m->desc;
-  ff_gen_options o = {d->path, command, m->isa};
+  ff_gen_options o = {d->path, command, m->isa, ff_weight_type_name(m->weight_type)};
   pthread_mutex_lock(&d->lock);
   int rc = ff_generate(d->lua, &d->cfg, &o, &p->program, err);
   d->last = p->id = ++d->next_id;
@@ -291,7 +317,7 @@ static int render_locked(ff_model *m, const ff_extra *x, char **text, ff_error *
   pthread_mutex_lock(&d->lock);
   if (d->last != m->prog->id) {
     ff_program again = {0};
-    ff_gen_options o = {d->path, m->prog->command, m->isa};
+    ff_gen_options o = {d->path, m->prog->command, m->isa, ff_weight_type_name(m->weight_type)};
     if (!(rc = ff_generate(d->lua, &d->cfg, &o, &again, err))) d->last = m->prog->id;
     ff_program_free(&again);
   }
@@ -412,6 +438,24 @@ static int float_text(const float *x, size_t n, const char *weights_path, char *
   return 0;
 }
 
+/* The blob's 4-byte words as C initialiser text (bf16 and int8 weights are
+ * not floats): 0x%08x, 8 to a line. */
+static int word_text(const float *x, size_t n, char **out, ff_error *err) {
+  size_t cap;
+  if (ff_size_mul(n + 1, 12, &cap)) return ff_fail(err, FF_ENOMEM, "weights too large to embed");
+  char *data = malloc(cap + 64), *p = data;
+  if (!data) return ff_fail(err, FF_ENOMEM, "out of memory for the embedded weights");
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, x + i, sizeof u);
+    p += sprintf(p, "%s0x%08xu%s", i % 8 ? " " : i ? "\n  " : "  ", (unsigned)u, i + 1 < n ? "," : "");
+  }
+  if (!n) p += sprintf(p, "  0u");
+  *p = 0;
+  *out = data;
+  return 0;
+}
+
 int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_weights_source", "the model");
   if (!weights_path || !text) return null_arg(err, "ff_model_weights_source", text ? "weights_path" : "text");
@@ -421,7 +465,8 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
   if (!rc) {
     const float *x = (const float *)(const void *)((const char *)m->blob->data + FF_BLOB_HEADER);
     size_t n = m->prog->program.weight_floats;
-    if (!(rc = float_text(x, n, weights_path, &data, err))) {
+    if (!(rc = m->weight_type != FF_WEIGHT_F32 ? word_text(x, n, &data, err)
+                                               : float_text(x, n, weights_path, &data, err))) {
       char hex[65];
       ff_sha256_hex(x, n * sizeof *x, hex);
       ff_extra xw = {"weights", 1, data, weights_path, hex, NULL};
@@ -485,6 +530,8 @@ static int load_locked(ff_model *m, const char *path, ff_error *err) {
   memset(&m->rt_state, 0, sizeof m->rt_state);
   m->begun = m->pos = 0;
   weights_unref(m->w);
+  weights_unref(m->wq);
+  m->wq = NULL;
   blob_unref(m->blob);
   m->w = w;
   m->blob = b;
@@ -614,16 +661,32 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
   return attach_state(m, err);
 }
 
+/* m->wq: the weights as the weight type stores them, for the runtime engine */
+static int quantize_reference(ff_model *m, ff_error *err) {
+  shared_weights *q = calloc(1, sizeof *q);
+  if (!q) return ff_fail(err, FF_ENOMEM, "out of memory");
+  int rc = ff_rt_model_quantized(&m->w->rt, m->weight_type, &q->rt, err);
+  if (rc) {
+    free(q);
+    return rc;
+  }
+  q->refs = 1;
+  m->wq = q;
+  return 0;
+}
+
 static int prepare_locked(ff_model *m, enum ff_engine engine, ff_error *err) {
   if (!m->w) return ff_fail(err, FF_EINVAL, "no weights: load them before preparing an engine");
   if (m->prepared && m->engine == engine) return 0;
   release_engine(m);
-  if (engine != FF_ENGINE_RUNTIME) {
-    int rc = prepare_generated(m, engine, err);
-    if (rc) {
-      release_engine(m);
-      return rc;
-    }
+  int rc = 0;
+  if (engine != FF_ENGINE_RUNTIME)
+    rc = prepare_generated(m, engine, err);
+  else if (m->weight_type != FF_WEIGHT_F32 && !m->wq) /* the reference: f32 math on the weights as stored */
+    rc = quantize_reference(m, err);
+  if (rc) {
+    release_engine(m);
+    return rc;
   }
   m->engine = engine;
   m->prepared = 1;
@@ -652,6 +715,8 @@ ff_model *ff_model_clone(const ff_model *m, ff_error *err) {
   ref(&m->desc->refs);
   c->desc = m->desc;
   if ((c->w = m->w)) ref(&c->w->refs);
+  if ((c->wq = m->wq)) ref(&c->wq->refs);
+  c->weight_type = m->weight_type;
   if ((c->prog = m->prog)) ref(&c->prog->refs);
   if ((c->blob = m->blob)) ref(&c->blob->refs);
   if ((c->code = m->code)) ref(&c->code->refs);
@@ -680,7 +745,7 @@ static int forward_locked(ff_model *m, const ff_rt_input *in, float *out, ff_err
   /* a forward ends a decoding sequence on every engine: the generated code's
    * forward uses the state's cache, and the engines must not disagree */
   m->begun = m->pos = 0;
-  if (m->engine == FF_ENGINE_RUNTIME) return ff_rt_forward(&m->w->rt, in, out, err); /* which checks the input */
+  if (m->engine == FF_ENGINE_RUNTIME) return ff_rt_forward(RT(m), in, out, err); /* which checks the input */
   int rc = ff_rt_check_input(c, in, err); /* the runtime's checks and messages for the generated code too */
   if (rc) return rc;
   const void *src = c->vocab > 0 ? (const void *)in->src_tokens : (const void *)in->src_embeds;
@@ -712,7 +777,7 @@ static int begin_locked(ff_model *m, const void *src, int S, ff_error *err) {
   if (encdec && (S < 1 || S > c->max_seq))
     return ff_fail(err, FF_ELENGTH, "source length %d is outside 1..max_seq (%d)", S, c->max_seq);
   if (m->engine == FF_ENGINE_RUNTIME) { /* ff_rt_begin checks the ids */
-    if (!m->rt_state.buf && (rc = ff_rt_state_init(&m->rt_state, &m->w->rt, err))) return rc;
+    if (!m->rt_state.buf && (rc = ff_rt_state_init(&m->rt_state, RT(m), err))) return rc;
     if (encdec) {
       const int32_t *ids = c->vocab > 0 ? src : NULL;
       const float *x = c->vocab > 0 ? NULL : src;
@@ -822,6 +887,7 @@ void ff_model_close(ff_model *m) {
   release_program(m);
   ff_pool_free(m->pool);
   weights_unref(m->w);
+  weights_unref(m->wq);
   desc_unref(m->desc);
   pthread_mutex_destroy(&m->lock);
   free(m);

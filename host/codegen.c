@@ -51,6 +51,8 @@ static int push_spec(void *ctx, const ff_weight_spec *s) {
   lua_setfield(L, -2, "rows");
   lua_pushinteger(L, s->rank == 2 ? s->shape[1] : 0);
   lua_setfield(L, -2, "cols");
+  lua_pushboolean(L, ff_weight_quantized(s)); /* stored in the model's weight type (runtime/quant.c) */
+  lua_setfield(L, -2, "quantized");
   lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
   return 0;
 }
@@ -151,6 +153,7 @@ static int read_program(lua_State *L, int t, ff_program *p, ff_error *err) {
     e->rows = (int)num_field(L, et, "rows");
     e->cols = (int)num_field(L, et, "cols");
     e->panel = (int)num_field(L, et, "panel");
+    e->type = (enum ff_weight_type)num_field(L, et, "type");
     lua_pop(L, 1);
     if (!e->name) {
       lua_pop(L, 1);
@@ -179,6 +182,8 @@ static int generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_p
   lua_setfield(L, -2, "sha256");
   lua_pushstring(L, o->isa ? o->isa : "generic");
   lua_setfield(L, -2, "isa");
+  lua_pushstring(L, o->dtype ? o->dtype : "f32");
+  lua_setfield(L, -2, "dtype");
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) goto lua_failed;
   rc = read_program(L, lua_gettop(L), out, err);
   lua_settop(L, top);
@@ -216,6 +221,66 @@ static void put_u64(unsigned char *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* W [rows, cols] -> W^T [cols, rows] in panels of NR columns, float32:
+ * W[r, c] at (r / NR, c, r % NR) */
+static void pack_panels_f32(const float *src, int rows, size_t cols, int NR, float *dst) {
+  for (int r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++) dst[(size_t)(r / NR) * cols * NR + c * NR + r % NR] = src[(size_t)r * cols + c];
+}
+
+/* The same order in bfloat16 (kernels/prototypes.h) */
+static void pack_panels_bf16(const float *src, int rows, size_t cols, int NR, uint16_t *dst) {
+  for (int r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++)
+      dst[(size_t)(r / NR) * cols * NR + c * NR + r % NR] = ff_bf16_round(src[(size_t)r * cols + c]);
+}
+
+/* int8 panels (kernels/prototypes.h): per panel, per group of 32 k, NR float
+ * scales then 32 rows of NR int8; the q and scales of W's row r are its groups'. */
+static void pack_panels_q8(const float *src, int rows, size_t cols, int NR, unsigned char *dst) {
+  const size_t G = (cols + FF_Q8_GROUP - 1) / FF_Q8_GROUP, group = (size_t)(4 + FF_Q8_GROUP) * NR;
+  for (int r = 0; r < rows; r++)
+    for (size_t g = 0; g < G; g++) {
+      const size_t k0 = g * FF_Q8_GROUP, n = cols - k0 < FF_Q8_GROUP ? cols - k0 : FF_Q8_GROUP;
+      int8_t q[FF_Q8_GROUP];
+      const float scale = ff_q8_group(src + (size_t)r * cols + k0, (int)n, q);
+      unsigned char *at = dst + ((size_t)(r / NR) * G + g) * group;
+      memcpy(at + 4 * (r % NR), &scale, 4);
+      for (size_t k = 0; k < n; k++) at[4 * (size_t)NR + k * NR + r % NR] = (unsigned char)q[k];
+    }
+}
+
+/* Rows as in PyTorch: bfloat16 rows of cols rounded up to even (whole
+ * words); int8 rows of G scales then G * 32 int8 (the embedding table). */
+static void pack_rows(enum ff_weight_type t, const float *src, int rows, size_t cols, float *dst) {
+  const size_t G = (cols + FF_Q8_GROUP - 1) / FF_Q8_GROUP;
+  for (int r = 0; r < rows; r++) {
+    const float *w = src + (size_t)r * cols;
+    if (t == FF_WEIGHT_BF16) {
+      uint16_t *row = (uint16_t *)(void *)(dst + (size_t)r * ((cols + 1) / 2));
+      for (size_t c = 0; c < cols; c++) row[c] = ff_bf16_round(w[c]);
+    } else if (t == FF_WEIGHT_INT8) {
+      float *scales = dst + (size_t)r * G * (4 + FF_Q8_GROUP) / 4;
+      int8_t *q = (int8_t *)(void *)(scales + G);
+      for (size_t g = 0; g < G; g++) {
+        const size_t k0 = g * FF_Q8_GROUP, n = cols - k0 < FF_Q8_GROUP ? cols - k0 : FF_Q8_GROUP;
+        scales[g] = ff_q8_group(w + k0, (int)n, q + k0);
+      }
+    } else {
+      memcpy(dst + (size_t)r * cols, w, cols * sizeof *dst);
+    }
+  }
+}
+
+/* int8 cannot hold a NaN or an infinity: one line naming the tensor */
+static int check_finite_q8(const ff_layout_entry *e, const float *src, size_t n, ff_error *err) {
+  for (size_t i = 0; e->type == FF_WEIGHT_INT8 && i < n; i++)
+    if (src[i] != src[i] || src[i] - src[i] != 0)
+      return ff_fail(err, FF_EINVAL, "tensor '%s': a weight is not finite (%g); int8 cannot store it (use dtype "
+                     "f32 or bf16)", e->name, (double)src[i]);
+  return 0;
+}
+
 int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err) {
   size_t data_bytes, total;
   *blob = NULL;
@@ -233,18 +298,20 @@ int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, s
     const ff_layout_entry *e = &p->layout[i];
     const ff_tensor *t = ff_tensor_file_find(f, e->name);
     size_t cols = (size_t)(e->cols > 0 ? e->cols : 1), n = (size_t)e->rows * cols;
-    if (!t || t->numel < (size_t)(e->row0 + e->rows) * cols) {
+    int rc = 0;
+    if (!t || t->numel < (size_t)(e->row0 + e->rows) * cols)
+      rc = ff_fail(err, FF_EMISSING, "tensor '%s' missing or of the wrong size while packing", e->name);
+    const float *src = rc ? NULL : t->data + (size_t)e->row0 * cols;
+    if (!rc) rc = check_finite_q8(e, src, n, err);
+    if (rc) {
       free(b);
-      return ff_fail(err, FF_EMISSING, "tensor '%s' missing or of the wrong size while packing", e->name);
+      return rc;
     }
-    const float *src = t->data + (size_t)e->row0 * cols;
     float *dst = data + e->offset;
-    if (e->panel) /* W [rows, cols] -> W^T [cols, rows] in panels of NR columns: W[r, c] at (r / NR, c, r % NR) */
-      for (int r = 0; r < e->rows; r++)
-        for (size_t c = 0; c < cols; c++)
-          dst[(size_t)(r / e->panel) * cols * e->panel + c * e->panel + r % e->panel] = src[(size_t)r * cols + c];
-    else
-      memcpy(dst, src, n * sizeof *dst);
+    if (!e->panel) pack_rows(e->type, src, e->rows, cols, dst);
+    else if (e->type == FF_WEIGHT_BF16) pack_panels_bf16(src, e->rows, cols, e->panel, (uint16_t *)(void *)dst);
+    else if (e->type == FF_WEIGHT_INT8) pack_panels_q8(src, e->rows, cols, e->panel, (unsigned char *)dst);
+    else pack_panels_f32(src, e->rows, cols, e->panel, dst);
   }
   *blob = b;
   *bytes = total;

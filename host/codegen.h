@@ -19,6 +19,7 @@ typedef struct {
   int row0, rows;   /* rows row0 .. row0 + rows - 1 of the tensor */
   int cols;         /* 0 for vectors */
   int panel;        /* 0: as in PyTorch; NR: W^T in panels of NR columns, zero-padded */
+  enum ff_weight_type type; /* stored as: f32, bf16 or int8 (runtime/quant.c, kernels/prototypes.h) */
 } ff_layout_entry;
 
 /* A generated program: the C text and the weight layout it expects. */
@@ -37,6 +38,7 @@ typedef struct {
   const char *source;        /* the description path as given */
   const char *command;       /* recorded in the header comment */
   const char *isa;           /* the matrix kernels: "generic", "avx512", ... */
+  const char *dtype;         /* the weight type: "f32", "bf16", "int8" */
 } ff_gen_options;
 
 /* The ISAs whose matrix kernels this host has compiled in and can run, best

@@ -448,6 +448,8 @@ static int head_to_config(lua_State *L, int t, ff_config *c, const char *path, f
   c->no_lm_head = !get_bool(L, t, "lm_head");
   c->token_types = get_int(L, t, "token_types");
   c->embed_norm = get_bool(L, t, "embed_norm");
+  static const char *const dtypes[] = {"f32", "bf16", "int8", NULL}; /* enum ff_weight_type's order */
+  c->weight_type = (enum ff_weight_type)get_enum(L, t, "dtype", dtypes);
   int rc = get_str(L, t, "lm_head_bias", c->lm_head_bias, sizeof c->lm_head_bias, path, err);
   if (!rc)
     rc = get_str(L, t, "token_type_embed_weight", c->token_type_embed_weight, sizeof c->token_type_embed_weight,

@@ -20,6 +20,11 @@ enum ff_norm_place { FF_NORM_POST, FF_NORM_PRE }; /* LN(x + f(x)) | x + f(LN(x))
 enum ff_norm_kind { FF_NORM_LAYERNORM, FF_NORM_RMSNORM };
 enum ff_activation { FF_ACT_RELU, FF_ACT_GELU, FF_ACT_GELU_TANH, FF_ACT_SWIGLU };
 enum ff_positional { FF_POS_NONE, FF_POS_SINUSOIDAL, FF_POS_LEARNED, FF_POS_ROPE };
+/* How the matrices of linear ops and the token embedding table are stored
+ * (description key `dtype`): float32, bfloat16 (round to nearest even), or
+ * int8 with a float scale per group of FF_Q8_GROUP inputs (GGML's Q8_0). */
+enum ff_weight_type { FF_WEIGHT_F32, FF_WEIGHT_BF16, FF_WEIGHT_INT8 };
+#define FF_Q8_GROUP 32
 enum ff_rope_pairing {
   FF_ROPE_ROTATE_HALF, /* (x[i], x[i + d_k/2]): GPT-NeoX, Hugging Face */
   FF_ROPE_INTERLEAVED  /* (x[2i], x[2i+1]): Meta's LLaMA, llama2.c */
@@ -59,6 +64,7 @@ typedef struct ff_config {
   int token_types;          /* > 0: a token-type embedding [token_types, d], type 0 added */
   char token_type_embed_weight[FF_TENSOR_NAME_MAX]; /* default "token_type_embed.weight" */
   int embed_norm;           /* a norm (norm_kind, eps) on the summed embeddings: "embed_norm.*" */
+  enum ff_weight_type weight_type; /* the key `dtype`: f32, bf16, int8 */
   char weights[FF_PATH_MAX];    /* the model's safetensors, relative paths resolved
                                    against the description's folder; "" if not given */
   char vocabulary[FF_PATH_MAX]; /* its token vocabulary (JSON, ff_vocab), likewise */

@@ -68,6 +68,13 @@ const ff_config *ff_model_config(const ff_model *m);
  * or "native" (the best this machine runs).  The JIT engines always use this
  * machine's.  Another ISA than the current one unprepares the model. */
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err);
+/* The weight type: "f32", "bf16" or "int8" (int8 per group of 32 inputs
+ * with a float scale), for the matrices of linear ops and the token
+ * embeddings; the description's `dtype` until set.  Every engine computes
+ * with the weights as that type stores them (the runtime quantizes a copy).
+ * Another type than the current one unprepares the model. */
+int ff_model_set_dtype(ff_model *m, const char *dtype, ff_error *err);
+const char *ff_model_dtype(const ff_model *m);
 /* The ISAs ff_model_set_isa knows, generic first (i = 0, 1, ...; NULL past the
  * last): its name, register tile (mr rows x nr columns: weights are packed in
  * panels of nr), the C compiler flags its emitted kernels need, and whether

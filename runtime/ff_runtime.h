@@ -125,6 +125,26 @@ int ff_rt_visit_weights(const ff_config *c, ff_rt_weights *w, ff_weight_fn fn, v
 /* Number of tensors and of float parameters the model needs. */
 int ff_rt_count_weights(const ff_config *c, size_t *tensors, size_t *params);
 
+/* ---- weight types (quant.c) ------------------------------------------------ */
+
+const char *ff_weight_type_name(enum ff_weight_type t); /* "f32", "bf16", "int8" */
+/* float32 -> bfloat16, round to nearest even (NaN stays a quiet NaN) */
+uint16_t ff_bf16_round(float x);
+float ff_bf16_value(uint16_t h); /* exact */
+/* One int8 group of n <= FF_Q8_GROUP weights: q[i] = round(w[i] / scale),
+ * scale = max|w| / 127 (returned; 0 for an all-zero group).  Finite w only. */
+float ff_q8_group(const float *w, int n, int8_t *q);
+/* Whether a tensor is stored in the model's weight type: the matrices linear
+ * ops multiply by and the token embedding table. */
+int ff_weight_quantized(const ff_weight_spec *s);
+/* w [n], one row along the inputs, replaced by its stored value in type t;
+ * int8 refuses a non-finite weight (FF_EINVAL naming the tensor). */
+int ff_quantize_row(enum ff_weight_type t, float *w, int n, const char *name, ff_error *err);
+/* dst: src with its weights as type t stores them (a copy; src unchanged). */
+struct ff_rt_model;
+int ff_rt_model_quantized(const struct ff_rt_model *src, enum ff_weight_type t, struct ff_rt_model *dst,
+                          ff_error *err);
+
 /* ---- model --------------------------------------------------------------- */
 
 /* Checks that a config describes a model the runtime can compute. */

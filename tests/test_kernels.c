@@ -248,7 +248,7 @@ static const char *tf(int v) { return v ? "true" : "false"; }
 
 static void params_embed(const kcase *k, const char *isa, char *buf, size_t n) {
   (void)isa;
-  snprintf(buf, n, "{ D = %d, VOCAB = %d, SCALE = %.17g, PANEL = %d }", k->a, k->b, k->flag ? sqrt(k->a) : 1.0, k->c);
+  snprintf(buf, n, "{ D = %d, VOCAB = %d, SCALE = %.17g, PANEL = %d, DTYPE = \"f32\" }", k->a, k->b, k->flag ? sqrt(k->a) : 1.0, k->c);
 }
 
 static void params_d(const kcase *k, const char *isa, char *buf, size_t n) { /* copy, positions */
@@ -257,7 +257,7 @@ static void params_d(const kcase *k, const char *isa, char *buf, size_t n) { /* 
 }
 
 static void params_linear(const kcase *k, const char *isa, char *buf, size_t n) {
-  snprintf(buf, n, "{ IN = %d, OUT = %d, BIAS = %s, ACC = %s, RELU = %s, ISA = \"%s\", NR = %d }", k->a, k->b,
+  snprintf(buf, n, "{ IN = %d, OUT = %d, BIAS = %s, ACC = %s, RELU = %s, ISA = \"%s\", NR = %d, DTYPE = \"f32\" }", k->a, k->b,
            tf(k->flag), tf(k->c), tf(k->act != NULL), isa, panel_of(isa));
 }
 

@@ -538,7 +538,7 @@ FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq,
 #line 84 "kernels/gemm_generic.c"
 #endif
 
-#line 138 "templates/model.c.in"
+#line 144 "templates/model.c.in"
 /* ---- the parallel helpers of the kernels: linear and attention on the state's threads ---- */
 typedef struct {
   const float *x, *W, *b;
@@ -603,24 +603,24 @@ static void attend_heads(const float *a, const float *q, int ldq, const float *k
 /* embed_128x64_panels: x [T, 64] = E[tokens] * 8.0f  (E [128, 64]; ids checked by the caller) */
 static void embed_128x64_panels(const int32_t *tokens, int T, const float *restrict E, float *restrict x) {
   for (int t = 0; t < T; t++) {
+    float *restrict xt = x + (size_t)t * 64;
     /* E is the output head too, packed as W^T in panels of 16 columns:
      * E[v, i] is at (v / 16) * 64 * 16 + i * 16 + v % 16 */
     const float *restrict e = E + (size_t)(tokens[t] / 16) * 64 * 16 + tokens[t] % 16;
-    float *restrict xt = x + (size_t)t * 64;
     for (int i = 0; i < 64; i++) xt[i] = e[(size_t)i * 16] * 8.0f;
-#line 19 "templates/embed.c.in"
+#line 61 "templates/embed.c.in"
   }
 }
 
 
-#line 29 "templates/embed.c.in"
+#line 71 "templates/embed.c.in"
 /* sinusoidal_64_freq[i] = 10000^(-2i/64), folded at generation time */
 static const double sinusoidal_64_freq[32] = {
   1.0, 0.7498942093324559, 0.5623413251903491, 0.4216965034285823, 0.31622776601683794, 0.23713737056616555, 0.17782794100389226, 0.1333521432163324,
   0.1, 0.07498942093324558, 0.056234132519034905, 0.042169650342858224, 0.03162277660168379, 0.02371373705661655, 0.01778279410038923, 0.01333521432163324,
   0.01, 0.007498942093324559, 0.005623413251903491, 0.004216965034285823, 0.003162277660168379, 0.002371373705661655, 0.001778279410038923, 0.001333521432163324,
   0.001, 0.0007498942093324557, 0.0005623413251903491, 0.0004216965034285823, 0.00031622776601683794, 0.00023713737056616554, 0.00017782794100389227, 0.0001333521432163324,
-#line 32 "templates/embed.c.in"
+#line 74 "templates/embed.c.in"
 };
 
 /* sinusoidal_64: x[t, :] += PE(pos0 + t), PE(pos, 2i) = sin(pos f_i), PE(pos, 2i+1) = cos(pos f_i) */
@@ -630,7 +630,7 @@ static void sinusoidal_64(float *x, int T, int pos0) {
     for (int i = 0; i < 32; i++) {
       const double angle = (double)(pos0 + t) * sinusoidal_64_freq[i];
       xt[2 * i] += (float)sin(angle);
-#line 44 "templates/embed.c.in"
+#line 86 "templates/embed.c.in"
       xt[2 * i + 1] += (float)cos(angle);
     }
   }

@@ -20,6 +20,9 @@
 #ifdef FIXFORMER_JIT /* compiled in memory by the fixformer host: no system headers */
 typedef __SIZE_TYPE__ size_t;
 typedef int int32_t;
+typedef signed char int8_t;     /* int8 weights */
+typedef unsigned short uint16_t; /* bfloat16 weights */
+typedef unsigned int uint32_t;
 #define NULL ((void *)0)
 #else
 #include <stddef.h>

@@ -1,0 +1,136 @@
+/* quant.c - the weight types (description key `dtype`): bfloat16 and int8
+ * with a scale per group of FF_Q8_GROUP inputs, as formulas the packer
+ * (host/codegen.c) stores and the runtime's reference computes with.
+ *
+ * Which tensors: the matrices linear ops multiply by and the token
+ * embedding table (ff_weight_quantized); each row W[r, :] (one output's
+ * weights over the inputs) is split into groups along its columns.
+ *   bf16: round to nearest even, as torch's .to(torch.bfloat16); the value
+ *         is the bits shifted up 16: exact in float32.
+ *   int8: scale = max|w| / 127 over the group (GGML's Q8_0, llama2.c's
+ *         runq.c); q = round(w / scale), half away from zero; an all-zero
+ *         group has scale 0 and q 0.  The value is (float)q * scale.
+ * The reference quantizes the weights once and computes in float32 after,
+ * which is what every kernel computes too (it dequantizes in registers). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ff_runtime.h"
+
+const char *ff_weight_type_name(enum ff_weight_type t) {
+  return t == FF_WEIGHT_BF16 ? "bf16" : t == FF_WEIGHT_INT8 ? "int8" : "f32";
+}
+
+uint16_t ff_bf16_round(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN stays NaN, quiet */
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+float ff_bf16_value(uint16_t h) {
+  const uint32_t u = (uint32_t)h << 16;
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+float ff_q8_group(const float *w, int n, int8_t *q) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; i++) amax = fabsf(w[i]) > amax ? fabsf(w[i]) : amax;
+  const float scale = amax / 127.0f;
+  for (int i = 0; i < n; i++) q[i] = (int8_t)(scale > 0.0f ? roundf(w[i] / scale) : 0.0f);
+  return scale;
+}
+
+int ff_weight_quantized(const ff_weight_spec *s) {
+  const char *r = s->role;
+  size_t n = strlen(r);
+  if (s->rank != 2) return 0;
+  if (!strcmp(r, "embed") || !strcmp(r, "lm_head")) return 1;
+  /* "linear1.weight", "self_attn.in_proj_weight", not "norm1.weight" (rank 1 anyway) nor "pos_embed" */
+  return n >= 6 && !strcmp(r + n - 6, "weight") && !strstr(r, "norm");
+}
+
+int ff_quantize_row(enum ff_weight_type t, float *w, int n, const char *name, ff_error *err) {
+  if (t == FF_WEIGHT_BF16) {
+    for (int i = 0; i < n; i++) w[i] = ff_bf16_value(ff_bf16_round(w[i]));
+    return 0;
+  }
+  if (t != FF_WEIGHT_INT8) return 0;
+  for (int g = 0; g < n; g += FF_Q8_GROUP) {
+    const int k = n - g < FF_Q8_GROUP ? n - g : FF_Q8_GROUP;
+    int8_t q[FF_Q8_GROUP];
+    for (int i = 0; i < k; i++)
+      if (!isfinite(w[g + i]))
+        return ff_fail(err, FF_EINVAL, "tensor '%s': a weight is not finite (%g); int8 cannot store it (use "
+                       "dtype f32 or bf16)", name, (double)w[g + i]);
+    const float scale = ff_q8_group(w + g, k, q);
+    for (int i = 0; i < k; i++) w[g + i] = (float)q[i] * scale;
+  }
+  return 0;
+}
+
+/* ---- the reference model of a weight type ----------------------------------- */
+
+typedef struct {
+  const ff_rt_model *src;
+  ff_tensor_file *copy;
+  enum ff_weight_type type;
+  ff_error *err;
+} quantizer;
+
+static int quantize_one(void *ctx, const ff_weight_spec *s) {
+  quantizer *z = ctx;
+  if (!ff_weight_quantized(s)) return 0;
+  for (int i = 0; i < z->copy->count; i++) {
+    ff_tensor *t = &z->copy->tensors[i];
+    if (strcmp(t->name, s->name)) continue;
+    for (int r = 0; r < s->shape[0]; r++) {
+      int rc = ff_quantize_row(z->type, t->data + (size_t)r * s->shape[1], s->shape[1], s->name, z->err);
+      if (rc) return rc;
+    }
+    return 0;
+  }
+  return 0;
+}
+
+/* A deep copy of f: one block for the tensor list, the names and the data. */
+static int copy_file(const ff_tensor_file *f, ff_tensor_file *out, ff_error *err) {
+  size_t bytes = sizeof(ff_tensor) * (size_t)(f->count + 1);
+  for (int i = 0; i < f->count; i++) bytes += strlen(f->tensors[i].name) + 1 + 8 + f->tensors[i].numel * 4;
+  char *block = malloc(bytes), *p;
+  if (!block) return ff_fail(err, FF_ENOMEM, "out of memory for the quantized weights");
+  memset(out, 0, sizeof *out);
+  out->tensors = (ff_tensor *)(void *)block;
+  p = block + sizeof(ff_tensor) * (size_t)(f->count + 1);
+  for (int i = 0; i < f->count; i++) {
+    const ff_tensor *t = &f->tensors[i];
+    ff_tensor *c = &out->tensors[i];
+    *c = *t;
+    p += (uintptr_t)(-(intptr_t)(uintptr_t)p) & 3u; /* float-aligned */
+    c->data = (float *)(void *)p;
+    memcpy(c->data, t->data, t->numel * sizeof(float));
+    p += t->numel * sizeof(float);
+    c->name = p;
+    memcpy(c->name, t->name, strlen(t->name) + 1);
+    p += strlen(t->name) + 1;
+  }
+  out->count = f->count;
+  out->storage = NULL; /* the block is out->tensors: ff_tensor_file_free frees it */
+  return 0;
+}
+
+int ff_rt_model_quantized(const ff_rt_model *src, enum ff_weight_type t, ff_rt_model *dst, ff_error *err) {
+  ff_tensor_file copy;
+  memset(dst, 0, sizeof *dst);
+  int rc = copy_file(&src->file, &copy, err);
+  if (rc) return rc;
+  quantizer z = {src, &copy, t, err};
+  if ((rc = ff_rt_visit_weights(&src->cfg, NULL, quantize_one, &z))) {
+    ff_tensor_file_free(&copy);
+    return rc;
+  }
+  return ff_rt_model_bind(dst, &src->cfg, &copy, err);
+}
