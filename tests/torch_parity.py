@@ -19,6 +19,9 @@ error over non-padded rows, scaled by the output's max magnitude, must be
   random       seeded random configs over every description key (reference.RefModel)
   embed        BERT-style encoder (token types, embedding LayerNorm, eps 1e-12, no head) and
                decoders with an output-head bias, some with q/k/v and gate/up stored apart
+  dtype        weight types: random configs whose description says dtype = "bf16" or "int8",
+               against PyTorch on the weights as that type stores them (quantized here from
+               the formulas, lib/reference.py store_as, checked first on hand-computed values)
 
 RefModel (lib/reference.py) is checked against nn.TransformerEncoder / nn.Transformer
 in the first four groups (1e-5) before it is the reference of the last two.
@@ -41,8 +44,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
 from configs import random_config  # noqa: E402
 from reference import (RefModel, lengths_mask, random_weights, randomize, rounded, sinusoidal_table,  # noqa: E402
-                       split_projections, state_dict_numpy, valid_rows, weight_names, write_description,
-                       write_safetensors)
+                       split_projections, state_dict_numpy, store_as, stored, valid_rows, weight_names,
+                       write_description, write_safetensors)
 
 torch.set_num_threads(1)
 
@@ -421,6 +424,44 @@ def group_random(n, seed):
     return cases
 
 
+def check_store_as():
+    """store_as on values worked out by hand, so that the reference itself is right."""
+    w = np.zeros((2, 40), np.float32)
+    w[0, :3] = [1.0, -0.5, 0.25]       # group 0 of row 0: max 1, scale 1/127
+    w[0, 32] = 3.0                     # group 1 (8 columns): only 3.0, so it is exact
+    w[1, :2] = [127.0, 0.5]            # scale 1: 0.5 is a tie, rounds away from zero to 1
+    w[1, 2] = -2.5                     # a negative tie: -3
+    q = store_as(w, "int8")
+    s0 = np.float32(1.0) / np.float32(127.0)
+    assert q[0, 0] == np.float32(127) * s0 and q[0, 1] == np.float32(-64) * s0 and q[0, 2] == np.float32(32) * s0
+    assert q[0, 32] == 3.0 and q[0, 33] == 0.0 and not q[0, 3:32].any()
+    assert q[1, 0] == 127.0 and q[1, 1] == 1.0 and q[1, 2] == -3.0 and not q[1, 32:].any()
+    b = store_as(np.array([[1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 1.0 + 2.0 ** -9]], np.float32), "bf16")
+    assert list(b[0]) == [1.0, 1.0 + 2.0 ** -6, 1.0], b  # ties to even, and below a tie down
+
+
+def group_dtype(n=10, seed=13):
+    """Random configs in bf16 and int8 (the description's dtype key) against PyTorch on the stored weights."""
+    check_store_as()
+    rng = random.Random(seed)
+    cases = []
+    for i in range(n):
+        dtype = ("bf16", "int8")[i % 2]
+        cfg = dict(random_config(rng, "dt%02d_%s" % (i, dtype), force=i), dtype=dtype)
+        B = rng.randint(1, 3)
+        S = rng.choice([1, rng.randint(2, cfg["max_seq"])])
+        lengths = [S] + [rng.randint(1, S) for _ in range(B - 1)]
+        rng.shuffle(lengths)
+        T = rng.randint(1, cfg["max_seq"]) if cfg["arch"] == "encoder-decoder" else None
+        c = ref_case(cfg["name"], cfg, seed * 1000 + i, lengths, S, T)
+        c.expected = RefModel(c.cfg, stored(c.cfg, c.weights, dtype)).forward(c.src, c.lengths, c.tgt)
+        far = RefModel(c.cfg, c.weights).forward(c.src, c.lengths, c.tgt)  # f32: the type must make a difference
+        rows = valid_rows(c.cfg, c.lengths, far.shape)
+        assert np.abs(far[rows] - c.expected[rows]).max() > 1e-4 * np.abs(far[rows]).max(), c.name
+        cases.append(c)
+    return cases
+
+
 # ---- running -------------------------------------------------------------------
 
 def run_case(ff, engine, case, tmp, tol):
@@ -461,7 +502,7 @@ def run_case(ff, engine, case, tmp, tol):
     return err, None if err <= tol else "error above %.0e" % tol
 
 
-GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "gqa", "files", "random", "embed"]
+GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "gqa", "files", "random", "embed", "dtype"]
 
 
 def main():
@@ -476,7 +517,8 @@ def main():
     args = ap.parse_args()
     build = {"encoder": group_encoder, "transformer": group_transformer, "decoder": group_decoder,
              "tokens": group_tokens, "llama": group_llama, "gqa": group_gqa, "files": group_files,
-             "random": lambda: group_random(args.random, args.seed), "embed": group_embed}
+             "random": lambda: group_random(args.random, args.seed), "embed": group_embed,
+             "dtype": group_dtype}
     failed, total, worst = 0, 0, 0.0
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp

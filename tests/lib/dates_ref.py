@@ -39,9 +39,15 @@ HELD_OUT_SEED = train_dates.HELD_OUT_SEED
 
 
 class DatesRef:
-    def __init__(self, description):
+    def __init__(self, description, dtype="f32"):
         torch.set_num_threads(2)
         self.model, self.vocab, self.cfg = train_dates.load_model(description)
+        if dtype != "f32":  # every matrix (the linear layers, in_proj, the tied embedding) as dtype stores it
+            from reference import store_as
+            with torch.no_grad():
+                for p in self.model.parameters():
+                    if p.dim() == 2:
+                        p.copy_(torch.from_numpy(store_as(p.detach().numpy(), dtype)))
 
     @property
     def tokens(self):
@@ -67,10 +73,11 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=HELD_OUT_SEED)
     ap.add_argument("--write-dir", help="write inputs.txt, expected.txt, torch.txt here")
     ap.add_argument("--max-new", type=int, default=16)
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "int8"], help="the weight type")
     ap.add_argument("texts", nargs="*", help="date texts to decode")
     args = ap.parse_args(argv)
 
-    ref = DatesRef(args.model)
+    ref = DatesRef(args.model, args.dtype)
     for text, (ids, out) in zip(args.texts, ref.greedy(args.texts, args.max_new)):
         print("%s\t%s\t%s" % (text, " ".join(map(str, ref.encode(text))), out))
         print("  generated ids: %s" % " ".join(map(str, ids)))

@@ -69,6 +69,42 @@ def rounded(tensors, dtype):
     return tensors
 
 
+def round_half_away(x):
+    """C's round(): halves away from zero (torch.round goes to even)."""
+    t = torch.trunc(x)
+    return t + torch.where(torch.abs(x - t) >= 0.5, torch.sign(x), torch.zeros_like(x))
+
+
+def store_as(w, dtype):
+    """A float32 matrix [out, in] as weight type dtype stores it, written from the formulas (README "Weight
+    types"): bf16 torch's round-to-nearest-even cast; int8 each row in groups of 32 columns, scale = max|w| / 127,
+    q = round half away from zero (w / scale), value q * scale (scale 0: 0)."""
+    w = torch.from_numpy(np.asarray(w, np.float32).copy())
+    if dtype == "bf16":
+        return w.to(torch.bfloat16).float().numpy()
+    assert dtype == "int8", dtype
+    rows, cols = w.shape
+    G = (cols + 31) // 32
+    g = torch.zeros(rows, G * 32, dtype=torch.float32)
+    g[:, :cols] = w
+    g = g.view(rows, G, 32)
+    scale = g.abs().amax(dim=2, keepdim=True) / torch.tensor(127.0, dtype=torch.float32)
+    q = torch.where(scale > 0, round_half_away(g / torch.where(scale > 0, scale, torch.ones_like(scale))),
+                    torch.zeros_like(g))
+    assert float(q.abs().max()) <= 127
+    return (q * scale).view(rows, G * 32)[:, :cols].contiguous().numpy()
+
+
+def stored(cfg, tensors, dtype):
+    """The tensors a model of weight type dtype computes with: every 2-D tensor but the positional and
+    token-type tables is a linear matrix or the token embedding table, and is stored in dtype."""
+    if dtype in (None, "f32"):
+        return tensors
+    keep = {cfg.get("pos_embed_weight", "pos_embed.weight"), cfg.get("token_type_embed_weight",
+                                                                      "token_type_embed.weight")}
+    return {k: store_as(v, dtype) if np.ndim(v) == 2 and k not in keep else v for k, v in tensors.items()}
+
+
 def write_description(cfg, path):
     """cfg -> a description file at path (configs.write_description, by file path)."""
     configs.write_description(cfg, os.path.dirname(path), os.path.basename(path))
