@@ -43,7 +43,7 @@ def main():
     seen = set()
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.configs):
-            cfg = random_config(rng, "diff%02d" % i, force=i)
+            cfg = random_config(rng, "diff%02d" % i, force=i, dtype=True)
             d = os.path.join(tmp, cfg["name"])
             os.mkdir(d)
             model = write_description(cfg, d)
@@ -75,7 +75,7 @@ def main():
     needed = {"encoder", "decoder-only", "encoder-decoder", "post", "pre", "layernorm", "rmsnorm", "relu", "gelu",
               "gelu_tanh", "swiglu", "none", "sinusoidal", "learned", "rope", "grouped-query", "interleaved"}
     if args.configs >= 32:  # the keys drawn at random, not cycled: the full run (36) must meet each
-        needed |= {"head_bias", "token_types", "embed_norm", "no lm_head"}
+        needed |= {"head_bias", "token_types", "embed_norm", "no lm_head", "bf16", "int8"}
     missing = needed - seen
     if missing:
         print("coverage: no config had %s" % ", ".join(sorted(missing)))

@@ -50,7 +50,7 @@ def emit(ff, model, out, *flags):
 
 def configs(n, seed):
     rng = random.Random(seed)
-    return rng, [random_config(rng, "emit%02d" % i, force=i) for i in range(n)]
+    return rng, [random_config(rng, "emit%02d" % i, force=i, dtype=True) for i in range(n)]
 
 
 def check_warnings(ff, tmp, n):

@@ -1,6 +1,7 @@
 """Seeded random model descriptions for the differential and cross tests.
 
-random_config(rng, name, force=i) draws every description key; `force`
+random_config(rng, name, force=i) draws every description key (the weight
+type `dtype` with dtype=True); `force`
 cycles the architecture, norm kind, activation and positions so that any 12
 consecutive configs cover all of them."""
 
@@ -14,7 +15,7 @@ ACTS = ["relu", "gelu", "gelu_tanh", "swiglu"]
 POS = ["none", "sinusoidal", "learned", "rope"]
 
 
-def random_config(rng, name, force=None):
+def random_config(rng, name, force=None, dtype=False):
     heads = rng.choice([1, 2, 3, 4, 5])
     pos = POS[force % 4] if force is not None else rng.choice(POS)
     d_k = rng.choice([2, 4, 6, 8] if pos == "rope" else [1, 2, 3, 5, 6, 8])
@@ -52,7 +53,14 @@ def random_config(rng, name, force=None):
     if pos == "rope" and rng.random() < 0.5:
         cfg["rope_pairing"] = "interleaved"
     embed_head_keys(cfg)
+    if dtype:
+        weight_type_key(cfg)
     return cfg
+
+
+def weight_type_key(cfg):
+    """The weight type (issue 13), drawn like embed_head_keys from a generator of its own: f32, bf16, int8."""
+    cfg["dtype"] = random.Random("dtype %r" % sorted(cfg.items())).choice(["f32", "bf16", "int8"])
 
 
 def embed_head_keys(cfg):
@@ -80,6 +88,8 @@ def coverage(cfg):
     out.update(k for k in ("head_bias", "token_types", "embed_norm") if cfg.get(k))
     if cfg.get("lm_head") is False:
         out.add("no lm_head")
+    if cfg.get("dtype", "f32") != "f32":
+        out.add(cfg["dtype"])
     return out
 
 
