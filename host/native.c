@@ -30,8 +30,9 @@
 
 #define KERNEL_ENTRY(kind, isa) {#isa, "ff_" #kind "_" #isa, (void (*)(void))ff_##kind##_##isa},
 #define KERNEL_ENTRIES(isa)                                                                                          \
-  KERNEL_ENTRY(linear, isa) KERNEL_ENTRY(matmul, isa) KERNEL_ENTRY(sdpa, isa)      KERNEL_ENTRY(layernorm, isa)      \
-  KERNEL_ENTRY(rmsnorm, isa) KERNEL_ENTRY(gelu, isa) KERNEL_ENTRY(gelu_tanh, isa) KERNEL_ENTRY(swiglu, isa)
+  KERNEL_ENTRY(linear, isa) KERNEL_ENTRY(linear_bf16, isa) KERNEL_ENTRY(linear_q8, isa) KERNEL_ENTRY(matmul, isa)     \
+  KERNEL_ENTRY(sdpa, isa) KERNEL_ENTRY(layernorm, isa) KERNEL_ENTRY(rmsnorm, isa) KERNEL_ENTRY(gelu, isa)              \
+  KERNEL_ENTRY(gelu_tanh, isa) KERNEL_ENTRY(swiglu, isa)
 
 /* every kernel the host carries: its ISA, C name and address */
 static const struct {

@@ -124,6 +124,82 @@ static inline void ff_tile_rows_avx2(int m, int n, int k, const float *A, int ld
 #define FF_LIN_TILE ff_tile_rows_avx2
 #include "drivers.c"
 
+/* bf16 and int8 weights (quant.c): the prefill's tile is the one above */
+#define FF_QUANT(name) ff_##name##_avx2
+#define FF_GEMV_PANELS 4
+#include "quant.c"
+
+/* quant.c's GEMVs: P (a constant after inlining) panels of 16 columns at
+ * once, each column's sum in k order, 2 P independent FMA chains.  bf16: a
+ * row of a panel is 32 bytes, 8 lanes of two weights; the odd column's
+ * weight is its lane with the low half cleared, the even one's the lane
+ * shifted left by 16 (no shuffle); back in column order at the end. */
+static inline __attribute__((always_inline)) void ff_gemv_bf16_p_avx2(const int P, const float *x, int IN,
+                                                                     const unsigned char *W, size_t pb, float *acc) {
+  __m256 e[FF_GEMV_PANELS], o[FF_GEMV_PANELS];
+  const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
+  for (int p = 0; p < P; p++) e[p] = o[p] = _mm256_setzero_ps();
+  for (int k = 0; k < IN; k++) {
+    const __m256 xk = _mm256_broadcast_ss(x + k);
+    for (int p = 0; p < P; p++) {
+      const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(W + pb * p + (size_t)k * 32));
+      e[p] = _mm256_fmadd_ps(xk, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)), e[p]);
+      o[p] = _mm256_fmadd_ps(xk, _mm256_castsi256_ps(_mm256_and_si256(h, high)), o[p]);
+    }
+  }
+  for (int p = 0; p < P; p++) { /* e = columns 0 2 .. 14, o = 1 3 .. 15 */
+    const __m256 lo = _mm256_unpacklo_ps(e[p], o[p]), hi = _mm256_unpackhi_ps(e[p], o[p]);
+    _mm256_storeu_ps(acc + 16 * p, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(acc + 16 * p + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+  }
+}
+
+/* int8: a row of a panel is 16 bytes, widened to two vectors of 8 floats,
+ * times the group's scales (the reference's exact product), then the FMA */
+static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx2(const int P, const float *x, int IN,
+                                                                   const unsigned char *W, size_t pb, float *acc) {
+  __m256 a0[FF_GEMV_PANELS], a1[FF_GEMV_PANELS], s0[FF_GEMV_PANELS], s1[FF_GEMV_PANELS];
+  for (int p = 0; p < P; p++) a0[p] = a1[p] = _mm256_setzero_ps();
+  for (int k0 = 0; k0 < IN; k0 += 32) {
+    const unsigned char *g = W + (size_t)(k0 / 32) * 36 * 16;
+    for (int p = 0; p < P; p++) {
+      s0[p] = _mm256_loadu_ps((const float *)(const void *)(g + pb * p));
+      s1[p] = _mm256_loadu_ps((const float *)(const void *)(g + pb * p) + 8);
+    }
+    const int rows = IN - k0 < 32 ? IN - k0 : 32;
+    for (int r = 0; r < rows; r++) {
+      const __m256 xk = _mm256_broadcast_ss(x + k0 + r);
+      for (int p = 0; p < P; p++) {
+        const unsigned char *q = g + pb * p + 64 + 16 * r;
+        const __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)q)));
+        const __m256 w1 =
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(q + 8))));
+        a0[p] = _mm256_fmadd_ps(xk, _mm256_mul_ps(w0, s0[p]), a0[p]);
+        a1[p] = _mm256_fmadd_ps(xk, _mm256_mul_ps(w1, s1[p]), a1[p]);
+      }
+    }
+  }
+  for (int p = 0; p < P; p++) _mm256_storeu_ps(acc + 16 * p, a0[p]), _mm256_storeu_ps(acc + 16 * p + 8, a1[p]);
+}
+
+static void ff_gemv_bf16_avx2(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
+  switch (np) { /* the panel count becomes a constant */
+  case 4: ff_gemv_bf16_p_avx2(4, x, IN, W, pb, acc); break;
+  case 3: ff_gemv_bf16_p_avx2(3, x, IN, W, pb, acc); break;
+  case 2: ff_gemv_bf16_p_avx2(2, x, IN, W, pb, acc); break;
+  default: ff_gemv_bf16_p_avx2(1, x, IN, W, pb, acc); break;
+  }
+}
+
+static void ff_gemv_q8_avx2(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
+  switch (np) {
+  case 4: ff_gemv_q8_p_avx2(4, x, IN, W, pb, acc); break;
+  case 3: ff_gemv_q8_p_avx2(3, x, IN, W, pb, acc); break;
+  case 2: ff_gemv_q8_p_avx2(2, x, IN, W, pb, acc); break;
+  default: ff_gemv_q8_p_avx2(1, x, IN, W, pb, acc); break;
+  }
+}
+
 /* e^x for x <= 0 in 8 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n built in the exponent bits; about
  * 1 ulp; below -87.3 (and -inf): 0; NaN: NaN (the clamp keeps it, see

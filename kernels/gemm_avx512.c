@@ -123,6 +123,84 @@ static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, co
 #define FF_LIN_TILE ff_tile_rows_avx512
 #include "drivers.c"
 
+/* bf16 and int8 weights (quant.c): the prefill's tile is the one above */
+#define FF_QUANT(name) ff_##name##_avx512
+#define FF_GEMV_PANELS 4
+#include "quant.c"
+
+/* quant.c's GEMVs: P (a constant after inlining) panels of 32 columns at
+ * once, each column's sum in k order, 2 P independent FMA chains.  bf16: a
+ * row of a panel is one 64-byte line, 16 lanes of two weights; the odd
+ * column's weight is its lane with the low half cleared, the even one's the
+ * lane shifted left by 16 (no shuffle); the lanes are put back in column
+ * order at the end. */
+static inline __attribute__((always_inline)) void ff_gemv_bf16_p_avx512(const int P, const float *x, int IN,
+                                                                       const unsigned char *W, size_t pb,
+                                                                       float *acc) {
+  __m512 e[FF_GEMV_PANELS], o[FF_GEMV_PANELS];
+  const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
+  for (int p = 0; p < P; p++) e[p] = o[p] = _mm512_setzero_ps();
+  for (int k = 0; k < IN; k++) {
+    const __m512 xk = _mm512_set1_ps(x[k]);
+    for (int p = 0; p < P; p++) {
+      const __m512i h = _mm512_loadu_si512((const void *)(W + pb * p + (size_t)k * 64));
+      e[p] = _mm512_fmadd_ps(xk, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)), e[p]);
+      o[p] = _mm512_fmadd_ps(xk, _mm512_castsi512_ps(_mm512_and_si512(h, high)), o[p]);
+    }
+  }
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (int p = 0; p < P; p++) {
+    _mm512_storeu_ps(acc + 32 * p, _mm512_permutex2var_ps(e[p], lo, o[p]));
+    _mm512_storeu_ps(acc + 32 * p + 16, _mm512_permutex2var_ps(e[p], hi, o[p]));
+  }
+}
+
+/* int8: a row of a panel is 32 bytes, widened to two vectors of 16 floats,
+ * times the group's scales (the reference's exact product), then the FMA */
+static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx512(const int P, const float *x, int IN,
+                                                                     const unsigned char *W, size_t pb, float *acc) {
+  __m512 a0[FF_GEMV_PANELS], a1[FF_GEMV_PANELS], s0[FF_GEMV_PANELS], s1[FF_GEMV_PANELS];
+  for (int p = 0; p < P; p++) a0[p] = a1[p] = _mm512_setzero_ps();
+  for (int k0 = 0; k0 < IN; k0 += 32) {
+    const unsigned char *g = W + (size_t)(k0 / 32) * 36 * 32;
+    for (int p = 0; p < P; p++) {
+      s0[p] = _mm512_loadu_ps((const float *)(const void *)(g + pb * p));
+      s1[p] = _mm512_loadu_ps((const float *)(const void *)(g + pb * p) + 16);
+    }
+    const int rows = IN - k0 < 32 ? IN - k0 : 32;
+    for (int r = 0; r < rows; r++) {
+      const __m512 xk = _mm512_set1_ps(x[k0 + r]);
+      for (int p = 0; p < P; p++) {
+        const unsigned char *q = g + pb * p + 128 + 32 * r;
+        const __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)));
+        const __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q + 16))));
+        a0[p] = _mm512_fmadd_ps(xk, _mm512_mul_ps(w0, s0[p]), a0[p]);
+        a1[p] = _mm512_fmadd_ps(xk, _mm512_mul_ps(w1, s1[p]), a1[p]);
+      }
+    }
+  }
+  for (int p = 0; p < P; p++) _mm512_storeu_ps(acc + 32 * p, a0[p]), _mm512_storeu_ps(acc + 32 * p + 16, a1[p]);
+}
+
+static void ff_gemv_bf16_avx512(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
+  switch (np) { /* the panel count becomes a constant */
+  case 4: ff_gemv_bf16_p_avx512(4, x, IN, W, pb, acc); break;
+  case 3: ff_gemv_bf16_p_avx512(3, x, IN, W, pb, acc); break;
+  case 2: ff_gemv_bf16_p_avx512(2, x, IN, W, pb, acc); break;
+  default: ff_gemv_bf16_p_avx512(1, x, IN, W, pb, acc); break;
+  }
+}
+
+static void ff_gemv_q8_avx512(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
+  switch (np) {
+  case 4: ff_gemv_q8_p_avx512(4, x, IN, W, pb, acc); break;
+  case 3: ff_gemv_q8_p_avx512(3, x, IN, W, pb, acc); break;
+  case 2: ff_gemv_q8_p_avx512(2, x, IN, W, pb, acc); break;
+  default: ff_gemv_q8_p_avx512(1, x, IN, W, pb, acc); break;
+  }
+}
+
 /* e^x for x <= 0 in 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n; about 1 ulp; e^-inf and below -87.3: 0;
  * NaN: NaN (max(lo, x) keeps it), so that a NaN score makes its softmax row NaN. */

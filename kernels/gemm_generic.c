@@ -72,6 +72,42 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
                       b ? b + j : 0, 1.0f, flags);
 }
 
+/* bf16 and int8 weights (quant.c); the prefill's tile is the one above */
+#define FF_QUANT(name) ff_##name##_generic
+#define FF_GEMV_PANELS 1
+#define FF_LIN_MR FF_GENERIC_MR
+#define FF_LIN_NR FF_GENERIC_NR
+#define FF_LIN_KC 256 /* k per dequantized block: 16 KB of floats */
+#define FF_LIN_TILE(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs)                                    \
+  ff_tile_generic(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags) /* no fetch ahead */
+#include "quant.c"
+
+/* quant.c's GEMVs: one panel at a time, plain loops over its 16 columns
+ * that compilers vectorize */
+static void ff_gemv_bf16_generic(const float *x, int IN, const unsigned char *W, size_t panel_bytes, int np,
+                                 float *acc) {
+  (void)panel_bytes, (void)np; /* FF_GEMV_PANELS 1 */
+  const uint16_t *w = (const uint16_t *)(const void *)W;
+  float s[FF_GENERIC_NR] = {0.0f};
+  for (int k = 0; k < IN; k++)
+    for (int c = 0; c < FF_GENERIC_NR; c++) s[c] += x[k] * ff_bf16_value_generic(w[(size_t)k * FF_GENERIC_NR + c]);
+  for (int c = 0; c < FF_GENERIC_NR; c++) acc[c] = s[c];
+}
+
+static void ff_gemv_q8_generic(const float *x, int IN, const unsigned char *W, size_t panel_bytes, int np,
+                               float *acc) {
+  (void)panel_bytes, (void)np;
+  float s[FF_GENERIC_NR] = {0.0f};
+  for (int k0 = 0; k0 < IN; k0 += 32) {
+    const unsigned char *group = W + (size_t)(k0 / 32) * 36 * FF_GENERIC_NR;
+    const float *scale = (const float *)(const void *)group;
+    const signed char *q = (const signed char *)(group + 4 * FF_GENERIC_NR);
+    for (int r = 0; r < 32 && k0 + r < IN; r++)
+      for (int c = 0; c < FF_GENERIC_NR; c++) s[c] += x[k0 + r] * ((float)q[r * FF_GENERIC_NR + c] * scale[c]);
+  }
+  for (int c = 0; c < FF_GENERIC_NR; c++) acc[c] = s[c];
+}
+
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_generic
 #include "plain.c"

@@ -116,6 +116,79 @@ static void ff_tile_rows_neon(int m, int n, int k, const float *A, int lda, cons
 #define FF_LIN_TILE ff_tile_rows_neon
 #include "drivers.c"
 
+/* bf16 and int8 weights (quant.c): the prefill's tile is the one above */
+#define FF_QUANT(name) ff_##name##_neon
+#define FF_GEMV_PANELS 2
+#include "quant.c"
+
+/* quant.c's GEMVs: P (a constant after inlining) panels of 16 columns at
+ * once, each column's sum in k order, 4 P independent FMA chains.  bf16: a
+ * row of a panel is 32 bytes, 8 lanes of two weights; the odd column's
+ * weight is its lane with the low half cleared, the even one's the lane
+ * shifted left by 16; back in column order at the end (vzip). */
+static inline __attribute__((always_inline)) void ff_gemv_bf16_p_neon(const int P, const float *x, int IN,
+                                                                     const unsigned char *W, size_t pb, float *acc) {
+  float32x4_t a[FF_GEMV_PANELS][4];
+  const uint32x4_t high = vdupq_n_u32(0xFFFF0000u);
+  for (int p = 0; p < P; p++) a[p][0] = a[p][1] = a[p][2] = a[p][3] = vdupq_n_f32(0.0f);
+  for (int k = 0; k < IN; k++) {
+    const float xk = x[k];
+    for (int p = 0; p < P; p++) {
+      const uint32_t *w = (const uint32_t *)(const void *)(W + pb * p + (size_t)k * 32);
+      const uint32x4_t h0 = vld1q_u32(w), h1 = vld1q_u32(w + 4);
+      a[p][0] = vfmaq_n_f32(a[p][0], vreinterpretq_f32_u32(vshlq_n_u32(h0, 16)), xk);
+      a[p][1] = vfmaq_n_f32(a[p][1], vreinterpretq_f32_u32(vandq_u32(h0, high)), xk);
+      a[p][2] = vfmaq_n_f32(a[p][2], vreinterpretq_f32_u32(vshlq_n_u32(h1, 16)), xk);
+      a[p][3] = vfmaq_n_f32(a[p][3], vreinterpretq_f32_u32(vandq_u32(h1, high)), xk);
+    }
+  }
+  for (int p = 0; p < P; p++) {
+    vst2q_f32(acc + 16 * p, (float32x4x2_t){{a[p][0], a[p][1]}}); /* interleaved: columns 0 .. 7 */
+    vst2q_f32(acc + 16 * p + 8, (float32x4x2_t){{a[p][2], a[p][3]}});
+  }
+}
+
+/* int8: a row of a panel is 16 bytes, widened to four vectors of 4 floats,
+ * times the group's scales (the reference's exact product), then the FMA */
+static inline __attribute__((always_inline)) void ff_gemv_q8_p_neon(const int P, const float *x, int IN,
+                                                                   const unsigned char *W, size_t pb, float *acc) {
+  float32x4_t a[FF_GEMV_PANELS][4], s[FF_GEMV_PANELS][4];
+  for (int p = 0; p < P; p++) a[p][0] = a[p][1] = a[p][2] = a[p][3] = vdupq_n_f32(0.0f);
+  for (int k0 = 0; k0 < IN; k0 += 32) {
+    const unsigned char *g = W + (size_t)(k0 / 32) * 36 * 16;
+    for (int p = 0; p < P; p++)
+      for (int v = 0; v < 4; v++) s[p][v] = vld1q_f32((const float *)(const void *)(g + pb * p) + 4 * v);
+    const int rows = IN - k0 < 32 ? IN - k0 : 32;
+    for (int r = 0; r < rows; r++) {
+      const float xk = x[k0 + r];
+      for (int p = 0; p < P; p++) {
+        const int8x16_t q = vld1q_s8((const int8_t *)(const void *)(g + pb * p + 64 + 16 * r));
+        const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_s8(vget_high_s8(q));
+        const float32x4_t w0 = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
+        const float32x4_t w1 = vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo)));
+        const float32x4_t w2 = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
+        const float32x4_t w3 = vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi)));
+        a[p][0] = vfmaq_n_f32(a[p][0], vmulq_f32(w0, s[p][0]), xk);
+        a[p][1] = vfmaq_n_f32(a[p][1], vmulq_f32(w1, s[p][1]), xk);
+        a[p][2] = vfmaq_n_f32(a[p][2], vmulq_f32(w2, s[p][2]), xk);
+        a[p][3] = vfmaq_n_f32(a[p][3], vmulq_f32(w3, s[p][3]), xk);
+      }
+    }
+  }
+  for (int p = 0; p < P; p++)
+    for (int v = 0; v < 4; v++) vst1q_f32(acc + 16 * p + 4 * v, a[p][v]);
+}
+
+static void ff_gemv_bf16_neon(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
+  if (np == 2) ff_gemv_bf16_p_neon(2, x, IN, W, pb, acc); /* the panel count becomes a constant */
+  else ff_gemv_bf16_p_neon(1, x, IN, W, pb, acc);
+}
+
+static void ff_gemv_q8_neon(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
+  if (np == 2) ff_gemv_q8_p_neon(2, x, IN, W, pb, acc);
+  else ff_gemv_q8_p_neon(1, x, IN, W, pb, acc);
+}
+
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_neon
 #include "plain.c"

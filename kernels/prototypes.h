@@ -15,6 +15,11 @@
 #define FF_ISA(k) FF_ISA_PASTE(k, FF_SUFFIX)
 void FF_ISA(linear)(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
     int j0, int j1);
+/* the same on bf16 / int8 weights packed as kernels/quant.c says */
+void FF_ISA(linear_bf16)(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y, int flags,
+    int j0, int j1);
+void FF_ISA(linear_q8)(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y, int flags,
+    int j0, int j1);
 void FF_ISA(matmul)(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
     const float *bias, float alpha, int flags);
 void FF_ISA(sdpa)(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int kv_heads,

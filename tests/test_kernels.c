@@ -25,6 +25,7 @@
 
 #include "codegen.h"
 #include "ff_runtime.h"
+#include "kernel_data.h"
 
 #define TOL 1e-5
 
@@ -100,77 +101,7 @@ static const kcase cases[] = {
 
 static int panel_of(const char *isa) { return !strcmp(isa, "avx512") ? 32 : 16; } /* gen/plan.lua M.NR */
 
-/* ---- data ---------------------------------------------------------------- */
-
-static unsigned long long rng_state = 88172645463325252ULL;
-
-static float uniform(void) { /* xorshift64, [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (float)((rng_state >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
-
-static float *randoms(size_t n, float scale) {
-  float *x = malloc((n ? n : 1) * sizeof *x);
-  if (!x) {
-    fprintf(stderr, "test_kernels: out of memory\n");
-    exit(1);
-  }
-  for (size_t i = 0; i < n; i++) x[i] = uniform() * scale;
-  return x;
-}
-
-static float *copy_of(const float *x, size_t n) {
-  float *y = randoms(n, 0);
-  memcpy(y, x, n * sizeof *x);
-  return y;
-}
-
-/* W [rows, cols] -> W^T in panels of nr columns, zero-padded (gen/plan.lua) */
-static float *pack_panels(const float *W, int rows, int cols, int nr) {
-  float *P = randoms((size_t)(rows + nr - 1) / nr * nr * cols, 0);
-  for (int r = 0; r < rows; r++)
-    for (int c = 0; c < cols; c++) P[(size_t)(r / nr) * cols * nr + (size_t)c * nr + r % nr] = W[(size_t)r * cols + c];
-  return P;
-}
-
-/* 0 finite, 'N' NaN, '+' +inf, '-' -inf */
-static char class_of(float v) { return v != v ? 'N' : v == INFINITY ? '+' : v == -INFINITY ? '-' : 0; }
-
-static char *classes(size_t n) { /* all finite */
-  char *c = calloc(n ? n : 1, 1);
-  if (!c) {
-    fprintf(stderr, "test_kernels: out of memory\n");
-    exit(1);
-  }
-  return c;
-}
-
-static const char *class_name(char c) { return c == 'N' ? "NaN" : c == '+' ? "+inf" : c == '-' ? "-inf" : "finite"; }
-
-/* Over n outputs: got (the template's) and want (the runtime's) must be
- * NaN, +inf and -inf at the same places, and there as ex says when ex is
- * given (NULL: finite everywhere); then max |got - want| / max |want| over
- * the finite rest.  A misplaced NaN or inf: 1e30 (fails), and one line. */
-static double compare(const float *got, const float *want, const char *ex, size_t n) {
-  double e = 0, m = 0;
-  for (size_t i = 0; i < n; i++) {
-    const char g = class_of(got[i]), w = class_of(want[i]), x = ex ? ex[i] : 0;
-    if (g != x || w != x) {
-      printf("  output %zu: template %s (%g), runtime %s (%g), expected %s\n", i, class_name(g), got[i],
-             class_name(w), want[i], class_name(x));
-      return 1e30;
-    }
-    if (x) continue;
-    double d = fabs((double)got[i] - want[i]);
-    if (!(d <= e)) e = d;
-    if (fabs(want[i]) > m) m = fabs(want[i]);
-  }
-  return e / (m > 0 ? m : 1e-30);
-}
-
-static double scaled_err(const float *got, const float *want, size_t n) { return compare(got, want, NULL, n); }
+/* ---- data: tests/kernel_data.c ---------------------------------------------- */
 
 /* ---- NaN and inf planted, and where PyTorch has them ------------------------ */
 

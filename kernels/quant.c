@@ -1,0 +1,125 @@
+/* quant.c - the matrix products on bf16 and int8 weights (issue 13) on one
+ * ISA's kernels.  The ISA's file defines, then includes this after drivers.c
+ * (emitted code gets the text in place of the #include), and defines after
+ * it the two GEMVs:
+ *   FF_QUANT(name)      this ISA's name of a function: ff_name_ISA
+ *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC, FF_LIN_TILE   as drivers.c (KC a
+ *                       multiple of 32, the int8 group)
+ *   FF_GEMV_PANELS      how many panels the GEMVs take at once
+ *   FF_QUANT(gemv_bf16)(x, IN, W, panel_bytes, np, acc), FF_QUANT(gemv_q8)
+ *                       (same): one row of x times np <= FF_GEMV_PANELS
+ *                       consecutive packed panels from W, acc [np NR] = their
+ *                       dot products (the columns past OUT are zero weights),
+ *                       each summed in k order (several panels at once give
+ *                       independent FMA chains without reordering the sums)
+ * ff_linear_bf16_ISA, ff_linear_q8_ISA: y [T, OUT] = x [T, IN] W^T + b,
+ * flags and the columns j0 .. j1-1 as ff_linear_ISA (drivers.c), W packed
+ * (NR the panel width, G = (IN + 31) / 32 groups of k):
+ *   bf16: W[NR p + c][k] at uint16 index p IN NR + k NR + c, value bits << 16
+ *   int8: panel p at byte p G 36 NR, its group g at g 36 NR: NR float scales,
+ *         then 32 rows of NR int8 (q[k][c] at 4 NR + (k % 32) NR + c):
+ *         W[NR p + c][k] = (float)q * scale[c]; padding q 0, scale 0.
+ * Decoding (T = 1) is memory-bound: the ISA's GEMV reads each weight byte
+ * once and widens it in registers.  Two rows or more dequantize a k block of
+ * the panel (KC x NR floats, in L1) once and run the f32 register tile over
+ * every row tile on it, as ff_linear does on f32 panels: the dequantizing is
+ * then one pass over the weights per call, the tile does the arithmetic. */
+#include <stddef.h>
+#include <stdint.h>
+
+#if FF_LIN_KC % 32 || FF_LIN_KC < FF_GEMV_PANELS
+#error "quant.c: the k block must hold whole int8 groups of 32 (and the GEMV's sums)"
+#endif
+
+/* the ISA's GEMVs (above), defined after this file */
+static void FF_QUANT(gemv_bf16)(const float *x, int IN, const unsigned char *W, size_t panel_bytes, int np,
+                                float *acc);
+static void FF_QUANT(gemv_q8)(const float *x, int IN, const unsigned char *W, size_t panel_bytes, int np,
+                              float *acc);
+
+/* one bf16 weight: the high half of its float */
+static inline float FF_QUANT(bf16_value)(uint16_t h) {
+  union {
+    uint32_t u;
+    float f;
+  } v;
+  v.u = (uint32_t)h << 16;
+  return v.f;
+}
+
+/* rows k0 .. k0+kc-1 of a bf16 panel -> buf [kc, NR] floats */
+static void FF_QUANT(dequant_bf16)(const uint16_t *panel, int k0, int kc, float *buf) {
+  const uint16_t *w = panel + (size_t)k0 * FF_LIN_NR;
+  for (int i = 0; i < kc * FF_LIN_NR; i++) buf[i] = FF_QUANT(bf16_value)(w[i]);
+}
+
+/* rows k0 .. k0+kc-1 (k0 a multiple of 32) of an int8 panel -> buf [kc, NR]:
+ * the exact float product q scale, as the reference dequantizes */
+static void FF_QUANT(dequant_q8)(const unsigned char *panel, int k0, int kc, float *buf) {
+  for (int p = 0; p < kc; p += 32) {
+    const unsigned char *group = panel + (size_t)((k0 + p) / 32) * 36 * FF_LIN_NR;
+    const float *scale = (const float *)(const void *)group;
+    const signed char *q = (const signed char *)(group + 4 * FF_LIN_NR);
+    const int rows = kc - p < 32 ? kc - p : 32;
+    for (int r = 0; r < rows; r++)
+      for (int c = 0; c < FF_LIN_NR; c++)
+        buf[(size_t)(p + r) * FF_LIN_NR + c] = (float)q[r * FF_LIN_NR + c] * scale[c];
+  }
+}
+
+/* The GEMV's epilogue, as the tile's: y = acc + b (+ y), max(0, .) (NaN stays) */
+static void FF_QUANT(store_q)(const float *acc, int n, const float *b, float *y, int flags) {
+  for (int c = 0; c < n; c++) {
+    float r = acc[c] + (b ? b[c] : 0.0f);
+    if (flags & FF_ACC) r += y[c];
+    y[c] = (flags & FF_RELU) && r < 0.0f ? 0.0f : r;
+  }
+}
+
+/* The driver of both types: dtype 0 bf16, 1 int8; panel_bytes the size of
+ * one packed panel. */
+static void FF_QUANT(linear_quant)(int dtype, const float *x, int T, int IN, const unsigned char *W,
+                                   size_t panel_bytes, const float *b, int OUT, float *y, int flags, int j0,
+                                   int j1) {
+#if defined(__GNUC__) || defined(__TINYC__)
+  float buf[FF_LIN_KC * FF_LIN_NR] __attribute__((aligned(64)));
+#else
+  float buf[FF_LIN_KC * FF_LIN_NR];
+#endif
+  for (int j = j0; j < j1; j += FF_LIN_NR) {
+    const unsigned char *panel = W + panel_bytes * (size_t)(j / FF_LIN_NR);
+    const int n = OUT - j < FF_LIN_NR ? OUT - j : FF_LIN_NR;
+    if (T == 1) { /* decoding: straight from the packed bytes, np panels at once */
+      const int left = (j1 - j + FF_LIN_NR - 1) / FF_LIN_NR, np = left < FF_GEMV_PANELS ? left : FF_GEMV_PANELS;
+      if (dtype) FF_QUANT(gemv_q8)(x, IN, panel, panel_bytes, np, buf);
+      else FF_QUANT(gemv_bf16)(x, IN, panel, panel_bytes, np, buf);
+      for (int q = 0; q < np; q++) {
+        const int c = j + q * FF_LIN_NR, w = OUT - c < FF_LIN_NR ? OUT - c : FF_LIN_NR;
+        FF_QUANT(store_q)(buf + q * FF_LIN_NR, w, b ? b + c : NULL, y + c, flags);
+      }
+      j += (np - 1) * FF_LIN_NR;
+      continue;
+    }
+    for (int k0 = 0; k0 < IN; k0 += FF_LIN_KC) { /* the first pass stores (+ b), later ones add */
+      const int kc = IN - k0 < FF_LIN_KC ? IN - k0 : FF_LIN_KC, last = k0 + kc == IN;
+      const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
+      if (dtype) FF_QUANT(dequant_q8)(panel, k0, kc, buf);
+      else FF_QUANT(dequant_bf16)((const uint16_t *)(const void *)panel, k0, kc, buf);
+      for (int i = 0; i < T; i += FF_LIN_MR)
+        FF_LIN_TILE(T - i < FF_LIN_MR ? T - i : FF_LIN_MR, n, kc, x + (size_t)i * IN + k0, IN, buf, FF_LIN_NR,
+                    y + (size_t)i * OUT + j, OUT, b && !k0 ? b + j : NULL, 1.0f, f, (uintptr_t)buf, 0);
+    }
+  }
+}
+
+FF_KERNEL void FF_QUANT(linear_bf16)(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y,
+                                     int flags, int j0, int j1) {
+  FF_QUANT(linear_quant)(0, x, T, IN, (const unsigned char *)W, sizeof(uint16_t) * (size_t)IN * FF_LIN_NR, b, OUT,
+                         y, flags, j0, j1);
+}
+
+FF_KERNEL void FF_QUANT(linear_q8)(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y,
+                                   int flags, int j0, int j1) {
+  FF_QUANT(linear_quant)(1, x, T, IN, (const unsigned char *)W, (size_t)(IN + 31) / 32 * 36 * FF_LIN_NR, b, OUT, y,
+                         flags, j0, j1);
+}
