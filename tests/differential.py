@@ -71,7 +71,8 @@ def main():
                 failures += not ok
                 line.append("%s err=%.2e %s" % (e, err, "ok" if ok else "FAIL"))
             seen.update(coverage(cfg))
-            print("config %-7s %-16s %s" % (cfg["name"], cfg["arch"], "  ".join(line)), flush=True)
+            print("config %-7s %-16s %-4s %s" % (cfg["name"], cfg["arch"], cfg.get("dtype", "f32"), "  ".join(line)),
+                  flush=True)
     needed = {"encoder", "decoder-only", "encoder-decoder", "post", "pre", "layernorm", "rmsnorm", "relu", "gelu",
               "gelu_tanh", "swiglu", "none", "sinusoidal", "learned", "rope", "grouped-query", "interleaved"}
     if args.configs >= 32:  # the keys drawn at random, not cycled: the full run (36) must meet each
