@@ -442,7 +442,7 @@ static int float_text(const float *x, size_t n, const char *weights_path, char *
  * not floats): 0x%08x, 8 to a line. */
 static int word_text(const float *x, size_t n, char **out, ff_error *err) {
   size_t cap;
-  if (ff_size_mul(n + 1, 12, &cap)) return ff_fail(err, FF_ENOMEM, "weights too large to embed");
+  if (ff_size_mul(n + 1, 16, &cap)) return ff_fail(err, FF_ENOMEM, "weights too large to embed"); /* "\n  0x12345678u," */
   char *data = malloc(cap + 64), *p = data;
   if (!data) return ff_fail(err, FF_ENOMEM, "out of memory for the embedded weights");
   for (size_t i = 0; i < n; i++) {
