@@ -156,7 +156,7 @@ static int check_described(void *ctx, const ff_weight_spec *s) {
 
 /* Every tensor the description names, then the file's others. */
 static int check_checkpoint(const ff_config *c, const char *weights, ff_error *err) {
-  ff_tensor_file file = {NULL, 0, NULL};
+  ff_tensor_file file = {0};
   int rc = ff_rt_read_weights(c, weights, &file, err); /* separate q/k/v, gate/up fused, as the model sees them */
   if (rc) return rc;
   checkpoint_check k = {weights, &file, calloc((size_t)file.count + 1, 1), 0, err};

@@ -108,25 +108,25 @@ static int by_name(const void *a, const void *b) {
   return strcmp(((const ff_tensor *)a)->name, ((const ff_tensor *)b)->name);
 }
 
-/* Copies the tensors of f that are no part, then each fusion's parts stacked
- * by rows, into ts and block (floats, then names, like the reader's): the
- * count of tensors. */
+/* The tensors of f that are no part as they are (their data stays where the
+ * reader put it: in the file's mapping), then each fusion's parts stacked by
+ * rows into fp, its name into np: the count of tensors. */
 static int fill(const ff_tensor_file *f, const unsigned char *is_part, const fusion *list, int count, ff_tensor *ts,
                 float *fp, char *np) {
   int n = 0;
-  for (int i = 0; i < f->count + count; i++) {
-    const fusion *fu = i < f->count ? NULL : &list[i - f->count];
-    const ff_tensor *src = fu ? &f->tensors[fu->part[0]] : &f->tensors[i];
-    if (!fu && is_part[i]) continue;
+  for (int i = 0; i < f->count; i++)
+    if (!is_part[i]) ts[n++] = f->tensors[i];
+  for (int i = 0; i < count; i++) {
+    const fusion *fu = &list[i];
     ff_tensor *t = &ts[n++];
-    *t = *src; /* dtype, rank, width: the first part's */
+    *t = f->tensors[fu->part[0]]; /* dtype, rank, width: the first part's */
     t->data = fp;
     t->name = np;
-    strcpy(np, fu ? fu->name : src->name);
+    strcpy(np, fu->name);
     np += strlen(np) + 1;
     t->shape[0] = 0, t->numel = 0;
-    for (int k = 0; k < (fu ? fu->n : 1); k++) { /* rows q | k | v, or gate | up */
-      const ff_tensor *part = fu ? &f->tensors[fu->part[k]] : src;
+    for (int k = 0; k < fu->n; k++) { /* rows q | k | v, or gate | up */
+      const ff_tensor *part = &f->tensors[fu->part[k]];
       memcpy(fp, part->data, part->numel * sizeof *fp);
       fp += part->numel, t->numel += part->numel, t->shape[0] += part->shape[0];
     }
@@ -134,34 +134,34 @@ static int fill(const ff_tensor_file *f, const unsigned char *is_part, const fus
   return n;
 }
 
-/* Replaces f by the fused file, one new block: the floats are copied once
- * (a file that needs no fusing never comes here). */
+/* The fused tensors into one new block the file keeps (ff_tensor_file_adopt);
+ * the parts' bytes stay where they are, unused; nothing else is copied. */
 static int rebuild(ff_tensor_file *f, const fusion *list, int count, ff_error *err) {
   size_t floats = 0, names = 0, fbytes, total;
   unsigned char *is_part = calloc((size_t)f->count + 1, 1);
   if (!is_part) return ff_fail(err, FF_ENOMEM, "out of memory");
-  for (int i = 0; i < count; i++)
-    for (int k = 0; k < list[i].n; k++) is_part[list[i].part[k]] = 1;
-  for (int i = 0; i < f->count; i++) {
-    floats += f->tensors[i].numel; /* fusing moves floats, never adds any */
-    names += is_part[i] ? 0 : strlen(f->tensors[i].name) + 1;
+  for (int i = 0; i < count; i++) {
+    names += strlen(list[i].name) + 1;
+    for (int k = 0; k < list[i].n; k++) {
+      is_part[list[i].part[k]] = 1;
+      floats += f->tensors[list[i].part[k]].numel; /* (each part is a tensor of the file: no overflow) */
+    }
   }
-  for (int i = 0; i < count; i++) names += strlen(list[i].name) + 1;
   if (ff_size_mul(floats, sizeof(float), &fbytes) || ff_size_add(fbytes, names, &total)) {
     free(is_part);
     return ff_fail(err, FF_ENOMEM, "tensor sizes overflow");
   }
   ff_tensor *ts = calloc((size_t)f->count + 1, sizeof *ts); /* fewer: each fusion takes >= 2 */
   char *block = malloc(total ? total : 1);
-  if (!ts || !block) {
+  if (!ts || !block || ff_tensor_file_adopt(f, block, err)) {
     free(is_part), free(ts), free(block);
     return ff_fail(err, FF_ENOMEM, "out of memory fusing projections (%zu bytes)", total);
   }
   int n = fill(f, is_part, list, count, ts, (float *)(void *)block, block + fbytes);
   free(is_part);
   qsort(ts, (size_t)n, sizeof *ts, by_name); /* ff_tensor_file_find bisects */
-  ff_tensor_file_free(f);
-  f->tensors = ts, f->count = n, f->storage = block;
+  free(f->tensors);
+  f->tensors = ts, f->count = n;
   return 0;
 }
 
