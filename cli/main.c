@@ -1296,6 +1296,30 @@ static void usage(FILE *to) {
           FF_VERSION);
 }
 
+/* FIXFORMER_REPORT_RSS=1: the process's peak resident memory on stderr at
+ * the end (VmHWM: this process's own, from its exec on; getrusage of a
+ * parent counts the pages the parent had when it forked). */
+static void report_rss(void) {
+  char line[128];
+  FILE *f = getenv("FIXFORMER_REPORT_RSS") ? fopen("/proc/self/status", "r") : NULL;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmHWM:", 6)) fprintf(stderr, "peak RSS: %lld kB\n", strtoll(line + 6, NULL, 10));
+  if (f) fclose(f);
+}
+
+static int run_command(const command *cmd, int argc, char **argv) {
+  ff_error err = {0, ""};
+  const char *model;
+  int rc = parse_args(cmd, argc - 2, argv + 2, &model, &err);
+  if (!rc) rc = cmd->run(model, cmd->flags, &err);
+  report_rss();
+  if (rc) {
+    fprintf(stderr, "fixformer %s: %s\n", cmd->name, err.msg[0] ? err.msg : "failed");
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -1317,15 +1341,7 @@ int main(int argc, char **argv) {
         fputs(cmd->usage, stdout);
         return 0;
       }
-    ff_error err = {0, ""};
-    const char *model;
-    int rc = parse_args(cmd, argc - 2, argv + 2, &model, &err);
-    if (!rc) rc = cmd->run(model, cmd->flags, &err);
-    if (rc) {
-      fprintf(stderr, "fixformer %s: %s\n", cmd->name, err.msg[0] ? err.msg : "failed");
-      return 1;
-    }
-    return 0;
+    return run_command(cmd, argc, argv);
   }
   fprintf(stderr, "fixformer: unknown command '%s' (see fixformer --help)\n", argv[1]);
   return 2;
