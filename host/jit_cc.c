@@ -658,13 +658,20 @@ static int scan(const char *dir, int all, entry **list, int *n, size_t *bytes, i
 }
 
 /* The least recently used entries removed until the folder holds at most
- * max bytes (the entries of this build are kept). */
-static void prune(const char *dir, const char *keep1, const char *keep2, size_t max) {
+ * max bytes (the entries of this build are kept); scaled (the default
+ * bound): max plus the largest entry, so one model's packed weights of any
+ * size stay beside max bytes of the rest, and the bound is the same for
+ * every build that prunes (no entry pushes out the one it was kept for). */
+static void prune(const char *dir, const char *keep1, const char *keep2, size_t max, int scaled) {
   entry *list;
   int n, files = 0;
-  size_t removed = 0, total = 0;
+  size_t removed = 0, total = 0, largest = 0;
   if (scan(dir, 0, &list, &n, &removed, &files)) return;
-  for (int i = 0; i < n; i++) total += (size_t)list[i].bytes;
+  for (int i = 0; i < n; i++) {
+    total += (size_t)list[i].bytes;
+    if ((size_t)list[i].bytes > largest) largest = (size_t)list[i].bytes;
+  }
+  if (scaled) max += largest;
   qsort(list, (size_t)n, sizeof *list, by_use);
   for (int i = 0; i < n && total > max; i++)
     if (strncmp(list[i].key, keep1, KEY_HEX) && strncmp(list[i].key, keep2, KEY_HEX)) {
@@ -687,10 +694,13 @@ int ff_cc_cache_clean(size_t *removed_bytes, int *removed_files, ff_error *err) 
   return rc;
 }
 
-static int cache_max(size_t *bytes, ff_error *err) {
+/* FIXFORMER_CACHE_MAX_MB, a hard bound; unset: DEFAULT_MAX_MB, scaled
+ * (prune) */
+static int cache_max(size_t *bytes, int *scaled, ff_error *err) {
   const char *s = getenv("FIXFORMER_CACHE_MAX_MB");
   *bytes = (size_t)DEFAULT_MAX_MB << 20;
-  if (!s || !*s) return 0;
+  *scaled = !s || !*s;
+  if (*scaled) return 0;
   char *end;
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
@@ -850,9 +860,9 @@ int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const voi
                         ff_error *err) {
   char dir[PATH_MAX], key[65], sha[65], tmp[PATH_BUF], path[PATH_BUF];
   size_t max;
-  int rc = cache_max(&max, err);
+  int scaled, rc = cache_max(&max, &scaled, err);
   if (rc || (rc = ff_cc_cache_dir(dir, sizeof dir, err))) return rc;
-  if (bytes > max / 2) return 0; /* it would push out the compiled code (and be pushed out by it) */
+  if (!scaled && bytes > max / 2) return 0; /* it would push out the compiled code (and be pushed out by it) */
   blob_key(weights_sha, layout_hash, key);
   snprintf(tmp, sizeof tmp, "%s/%.*s.tmp-XXXXXX", dir, KEY_HEX, key);
   snprintf(path, sizeof path, "%s/%.*s.blob", dir, KEY_HEX, key);
@@ -867,7 +877,7 @@ int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const voi
     unlink(tmp);
     return rc ? rc : ff_fail(err, FF_EIO, "cannot write %s: %s", path, strerror(e));
   }
-  prune(dir, key, key, max);
+  prune(dir, key, key, max, scaled);
   return 0;
 }
 
@@ -881,10 +891,10 @@ int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err
   if (!cc || !*cc) cc = "cc";
   char dir[PATH_MAX], ident[256], kkey[65] = "", key[65];
   size_t max;
-  int rc, built = 0;
+  int rc, built = 0, scaled;
   cc_lib *klib = NULL, *lib = NULL;
   *out = NULL;
-  if ((rc = cache_max(&max, err)) || (rc = ff_cc_cache_dir(dir, sizeof dir, err)) ||
+  if ((rc = cache_max(&max, &scaled, err)) || (rc = ff_cc_cache_dir(dir, sizeof dir, err)) ||
       (rc = compiler_identity(cc, ident, sizeof ident, err)))
     return rc;
   const char *isa = ff_host_isa();
@@ -894,7 +904,7 @@ int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err
   /* the kernel library once per machine and compiler; the model links it by its soname */
   if (kernels && (rc = get_lib(&b, kernels, NULL, NULL, &klib, kkey, &built, err))) return rc;
   if ((rc = get_lib(&b, text, klib, kkey, &lib, key, &built, err))) return rc;
-  if (built) prune(dir, kkey, key, max);
+  if (built) prune(dir, kkey, key, max, scaled);
   ff_jit *j = calloc(1, sizeof *j);
   if (!j) {
     lib_release(lib);
