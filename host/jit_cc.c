@@ -187,7 +187,7 @@ static int open_entry(const char *dir, const char *name) {
 }
 
 static int memo_read(const char *dir, const char *name, const struct stat *st, char *value, size_t n);
-static void memo_write(const char *dir, const char *name, const struct stat *st, const char *value);
+static void memo_write(const char *dir, const char *name, const struct stat *st, const char *value, int ours);
 
 /* KEY.EXT (".so", ".blob") opened and verified against KEY.sha256
  * (touched: the pruning is by last use); -1 when it is missing or is not
@@ -216,7 +216,7 @@ static int open_verified(const char *dir, const char *key, const char *ext, char
     close(fd);
     return -1;
   } else if (blob) {
-    memo_write(dir, name, &st, sha);
+    memo_write(dir, name, &st, sha, 0);
   }
   if (blob) {
     snprintf(path, sizeof path, "%s/%.*s.sha256", dir, KEY_HEX, key);
@@ -759,10 +759,11 @@ static int memo_read(const char *dir, const char *name, const struct stat *st, c
 }
 
 /* Writes dir/name (memo_read) through a temporary and rename, when the
- * file is settled; a failure leaves nothing (a memo is an aid). */
-static void memo_write(const char *dir, const char *name, const struct stat *st, const char *value) {
+ * file is settled or ours (a blob just stored: no one else writes in the
+ * folder); a failure leaves nothing (a memo is an aid). */
+static void memo_write(const char *dir, const char *name, const struct stat *st, const char *value, int ours) {
   char tmp[PATH_BUF], path[PATH_BUF], buf[256];
-  if (!settled(st)) return;
+  if (!ours && !settled(st)) return;
   identity_text(st, buf, sizeof buf);
   size_t il = strlen(buf);
   snprintf(buf + il, sizeof buf - il, "%s\n", value);
@@ -809,7 +810,7 @@ void ff_file_memo_put(const struct stat *st, const ff_file_memo *m) {
   memo_name(st, name);
   snprintf(value, sizeof value, "sha %s finite %s", m->sha[0] ? m->sha : "-",
            m->finite < 0 ? "-" : m->finite ? "1" : "0");
-  memo_write(dir, name, st, value);
+  memo_write(dir, name, st, value, 0);
 }
 
 /* A regular file only (O_NONBLOCK: a FIFO is not read, nor waited for),
@@ -877,6 +878,10 @@ int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const voi
     unlink(tmp);
     return rc ? rc : ff_fail(err, FF_EIO, "cannot write %s: %s", path, strerror(e));
   }
+  struct stat st; /* (after the rename, which sets its ctime) */
+  char ok[64];
+  snprintf(ok, sizeof ok, "%.*s.ok", KEY_HEX, key);
+  if (!lstat(path, &st)) memo_write(dir, ok, &st, sha, 1); /* the next start need not hash it */
   prune(dir, key, key, max, scaled);
   return 0;
 }
