@@ -32,7 +32,10 @@ each case in a cache folder of its own (XDG_CACHE_HOME):
              peak RSS of a start that maps a stories15M-shaped model's
              blob (61 MB) is below that of a tiny model's start + 1.3 x the
              blob, and a cache-less start's (weights + packed copy) above
-             its + 1.5 x: nothing walks the mapped float32 file on a hit
+             its + 1.5 x: nothing walks the mapped float32 file on a hit.
+             Bound: unset, FIXFORMER_CACHE_MAX_MB's default grows by the
+             largest entry, so a 300 MB blob (sparse) stays when another
+             model is built; FIXFORMER_CACHE_MAX_MB=256 removes it
   valgrind   (--check valgrind) with the cache built natively (AVX-512 here),
              valgrind, whose CPU has no AVX-512, runs the cc engine (no SIGILL)
 
@@ -476,6 +479,25 @@ def check_packed(c):
         raise Failure("cache --clean left %s" % files(cache))
     print("  cache --clean removed it")
     check_packed_rss(c)
+    check_packed_bound(c)
+
+
+def check_packed_bound(c):
+    """a big model's packed weights (a sparse 300 MB KEY.blob, used an hour ago) and a build of another model"""
+    for bound, kept in ((None, True), ("256", False)):
+        cache = c.cache("bound%s" % bound)
+        os.makedirs(os.path.join(cache, "fixformer"), mode=0o700)
+        big = os.path.join(cache, "fixformer", "f" * 32 + ".blob")
+        with open(big, "wb") as f:
+            f.truncate(300 << 20)
+        with open(big[:-5] + ".sha256", "w") as f:
+            f.write("0" * 64 + "\n")
+        for path in (big, big[:-5] + ".sha256"):
+            os.utime(path, (time.time() - 3600,) * 2)
+        c.ok(c.run(cache, env={"FIXFORMER_CACHE_MAX_MB": bound} if bound else None), "bound %s" % bound)
+        if os.path.exists(big) != kept:
+            raise Failure("FIXFORMER_CACHE_MAX_MB=%s: the 300 MB entry was %s" % (bound, "removed" if kept else "kept"))
+    print("  default bound: a 300 MB entry kept beside a new build; FIXFORMER_CACHE_MAX_MB=256: removed")
 
 
 LLAMA = """return { name = "%s", arch = "decoder-only", d_model = %d, heads = %d, d_ff = %d, layers = %d,
