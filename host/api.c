@@ -50,8 +50,17 @@ typedef struct {
 } shared_desc;
 
 /* path, st: the file read (the packed-weight cache's key is its hash);
- * finite: 1 once ff_rt_check_finite passed (remembered with the hash) */
-typedef struct { int refs; ff_rt_model rt; char *path; struct stat st; int finite; } shared_weights;
+ * finite: 1 once ff_rt_check_finite passed (remembered with the hash);
+ * fused tensors are filled on first need (weights_fill), under fill_lock:
+ * clones share the part */
+typedef struct {
+  int refs;
+  ff_rt_model rt;
+  char *path;
+  struct stat st;
+  int finite;
+  pthread_mutex_t fill_lock;
+} shared_weights;
 
 typedef struct {
   int refs;
@@ -87,7 +96,17 @@ static void weights_unref(shared_weights *w) {
   if (!w || !unref(&w->refs)) return;
   ff_rt_model_free(&w->rt);
   free(w->path);
+  pthread_mutex_destroy(&w->fill_lock);
   free(w);
+}
+
+/* The fused projections' bytes, copied from their parts before anything
+ * reads the floats (the runtime engine, packing, the finiteness check); a
+ * start that maps its packed weights never does, and never touches them. */
+static void weights_fill(shared_weights *w) {
+  pthread_mutex_lock(&w->fill_lock);
+  ff_tensor_file_fill(&w->rt.file);
+  pthread_mutex_unlock(&w->fill_lock);
 }
 
 static void program_unref(shared_program *p) {
@@ -360,6 +379,7 @@ static int pack(ff_model *m, shared_weights *w, int cached, shared_blob **out, f
   cached = cached && w->path && pack_cache_on() && pack_cached(m, w, b, sha, &memo);
   int rc = 0;
   if (!b->mapped) {
+    weights_fill(w);
     rc = ff_pack_weights(&m->prog->program, &w->rt.file, &b->data, &b->bytes, err);
     b->bytes = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
     if (!rc && cached) ff_blob_cache_store(sha, m->prog->program.layout_hash, b->data, b->bytes, NULL);
@@ -464,16 +484,18 @@ static int read_weights(ff_model *m, const char *path, shared_weights **out, ff_
   ff_tensor_file file;
   struct stat st;
   int known = !stat(path, &st); /* before the read: a file changed after it is not cached */
-  int rc = ff_rt_read_weights(CFG(m), path, &file, err); /* separate q/k/v, gate/up fused */
+  int rc = ff_rt_read_weights_deferred(CFG(m), path, &file, err); /* separate q/k/v, gate/up fused */
   if (rc) return rc;
   struct stat after; /* the same file before and after: the one mapped (its identity keys the memo) */
   known = known && !stat(path, &after) && ff_same_file(&st, &after);
   shared_weights *w = calloc(1, sizeof *w);
-  if (!w) {
+  if (!w || pthread_mutex_init(&w->fill_lock, NULL)) {
+    free(w);
     ff_tensor_file_free(&file);
     return ff_fail(err, FF_ENOMEM, "out of memory");
   }
   if ((rc = ff_rt_model_bind(&w->rt, CFG(m), &file, err))) { /* which takes the file either way */
+    pthread_mutex_destroy(&w->fill_lock);
     free(w);
     if (err) {
       ff_fail(err, rc, "%s: %s", path, err->msg);
@@ -524,6 +546,7 @@ static int check_finite_memo(shared_weights *w, ff_error *err) {
   ff_file_memo fm;
   int memo = w->path && pack_cache_on(), rc;
   if (memo && !ff_file_memo_get(&w->st, &fm) && fm.finite == 1) return 0;
+  weights_fill(w);
   if ((rc = ff_rt_check_finite(&w->rt, err))) return rc;
   __atomic_store_n(&w->finite, 1, __ATOMIC_RELAXED);
   if (memo) {
@@ -659,6 +682,7 @@ static int prepare_locked(ff_model *m, enum ff_engine engine, ff_error *err) {
   if (!m->w) return ff_fail(err, FF_EINVAL, "no weights: load them before preparing an engine");
   if (m->prepared && m->engine == engine) return 0;
   release_engine(m);
+  if (engine == FF_ENGINE_RUNTIME) weights_fill(m->w);
   if (engine != FF_ENGINE_RUNTIME) {
     int rc = prepare_generated(m, engine, err);
     if (rc) {

@@ -30,14 +30,15 @@ typedef struct ff_tensor {
   float *data;                /* numel floats, owned by the ff_tensor_file */
 } ff_tensor;
 
+typedef struct ff_tensor_extra ff_tensor_extra; /* (runtime/io.c) */
+
 typedef struct ff_tensor_file {
   ff_tensor *tensors;
   int count;
   void *storage;              /* one block for names and converted data */
   void *map;                  /* the file mapped read-only (NULL: parsed from memory) */
   size_t map_bytes;
-  void **owned;               /* blocks made later: fused tensors, owned copies */
-  int owned_count;
+  ff_tensor_extra *extra;     /* blocks made later (fused tensors, owned copies), copies deferred */
 } ff_tensor_file;
 
 /* Largest header a reader accepts (bytes of JSON). */
@@ -55,14 +56,20 @@ int ff_safetensors_read(const char *path, ff_tensor_file *out, ff_error *err);
 const ff_tensor *ff_tensor_file_find(const ff_tensor_file *f, const char *name);
 /* Gives t (one of f's tensors) writable float32 memory of f's own, a copy of
  * what it points at, if it points into the read-only mapping; otherwise
- * nothing changes.  Pointers taken from t->data before (a model's bound
- * weights) still point at the old bytes: call it before binding.  Whoever
- * changes weights in place (quantizing them) calls it first. */
+ * nothing changes.  Deferred copies are made first (ff_tensor_file_fill).
+ * Pointers taken from t->data before (a model's bound weights) still point
+ * at the old bytes: call it before binding.  Whoever changes weights in
+ * place (quantizing them) calls it first. */
 int ff_tensor_make_owned(ff_tensor_file *f, ff_tensor *t, ff_error *err);
 /* Whether t's data is in f's read-only mapping (1) or memory of f's own (0). */
 int ff_tensor_is_mapped(const ff_tensor_file *f, const ff_tensor *t);
-/* Takes block (malloc'd) into f's keeping: freed with f. */
-int ff_tensor_file_adopt(ff_tensor_file *f, void *block, ff_error *err);
+/* Takes block into f's keeping: freed with f (map_bytes > 0: munmap'd). */
+int ff_tensor_file_adopt(ff_tensor_file *f, void *block, size_t map_bytes, ff_error *err);
+/* Records n floats to copy from src to dst later, when ff_tensor_file_fill
+ * runs (a fused tensor whose parts stay unread until someone needs it). */
+int ff_tensor_file_defer(ff_tensor_file *f, float *dst, const float *src, size_t n, ff_error *err);
+/* Makes the deferred copies (once; not thread-safe: the caller serialises). */
+void ff_tensor_file_fill(ff_tensor_file *f);
 void ff_tensor_file_free(ff_tensor_file *f);
 
 /* A float32 tensor to write. */

@@ -7,9 +7,11 @@
  * tensors found (q may have more rows than k and v: grouped-query
  * attention); whether the fused tensor fits the model is the binding's
  * check, as for a fused tensor in the file. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ff_runtime.h"
 
@@ -110,9 +112,10 @@ static int by_name(const void *a, const void *b) {
 
 /* The tensors of f that are no part as they are (their data stays where the
  * reader put it: in the file's mapping), then each fusion's parts stacked by
- * rows into fp, its name into np: the count of tensors. */
-static int fill(const ff_tensor_file *f, const unsigned char *is_part, const fusion *list, int count, ff_tensor *ts,
-                float *fp, char *np) {
+ * rows into fp (deferred: copied by ff_tensor_file_fill), its name into np:
+ * the count of tensors, or -1 when a deferred copy cannot be recorded. */
+static int fill(ff_tensor_file *f, const unsigned char *is_part, const fusion *list, int count, int deferred,
+                ff_tensor *ts, float *fp, char *np) {
   int n = 0;
   for (int i = 0; i < f->count; i++)
     if (!is_part[i]) ts[n++] = f->tensors[i];
@@ -127,17 +130,34 @@ static int fill(const ff_tensor_file *f, const unsigned char *is_part, const fus
     t->shape[0] = 0, t->numel = 0;
     for (int k = 0; k < fu->n; k++) { /* rows q | k | v, or gate | up */
       const ff_tensor *part = &f->tensors[fu->part[k]];
-      memcpy(fp, part->data, part->numel * sizeof *fp);
+      if (!deferred)
+        memcpy(fp, part->data, part->numel * sizeof *fp);
+      else if (ff_tensor_file_defer(f, fp, part->data, part->numel, NULL))
+        return -1;
       fp += part->numel, t->numel += part->numel, t->shape[0] += part->shape[0];
     }
   }
   return n;
 }
 
-/* The fused tensors into one new block the file keeps (ff_tensor_file_adopt);
- * the parts' bytes stay where they are, unused; nothing else is copied. */
-static int rebuild(ff_tensor_file *f, const fusion *list, int count, ff_error *err) {
-  size_t floats = 0, names = 0, fbytes, total;
+/* Fused floats: malloc'd, or (deferred) an anonymous mapping, resident only
+ * once written; adopted by f. */
+static float *fused_block(ff_tensor_file *f, size_t bytes, int deferred) {
+  void *p = deferred ? mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                     : malloc(bytes ? bytes : 1);
+  if (p == MAP_FAILED || !p) return NULL;
+  if (!ff_tensor_file_adopt(f, p, deferred ? (bytes ? bytes : 1) : 0, NULL)) return p;
+  if (deferred)
+    munmap(p, bytes ? bytes : 1);
+  else
+    free(p);
+  return NULL;
+}
+
+/* The fused tensors into new blocks the file keeps; the parts' bytes stay
+ * where they are, unused; nothing else is copied. */
+static int rebuild(ff_tensor_file *f, const fusion *list, int count, int deferred, ff_error *err) {
+  size_t floats = 0, names = 0, fbytes;
   unsigned char *is_part = calloc((size_t)f->count + 1, 1);
   if (!is_part) return ff_fail(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < count; i++) {
@@ -147,41 +167,53 @@ static int rebuild(ff_tensor_file *f, const fusion *list, int count, ff_error *e
       floats += f->tensors[list[i].part[k]].numel; /* (each part is a tensor of the file: no overflow) */
     }
   }
-  if (ff_size_mul(floats, sizeof(float), &fbytes) || ff_size_add(fbytes, names, &total)) {
+  if (ff_size_mul(floats, sizeof(float), &fbytes)) {
     free(is_part);
     return ff_fail(err, FF_ENOMEM, "tensor sizes overflow");
   }
   ff_tensor *ts = calloc((size_t)f->count + 1, sizeof *ts); /* fewer: each fusion takes >= 2 */
-  char *block = malloc(total ? total : 1);
-  if (!ts || !block || ff_tensor_file_adopt(f, block, err)) {
-    free(is_part), free(ts), free(block);
-    return ff_fail(err, FF_ENOMEM, "out of memory fusing projections (%zu bytes)", total);
-  }
-  int n = fill(f, is_part, list, count, ts, (float *)(void *)block, block + fbytes);
+  char *np = malloc(names + 1);
+  if (np && ff_tensor_file_adopt(f, np, 0, err)) free(np), np = NULL;
+  float *fp = ts && np ? fused_block(f, fbytes, deferred) : NULL;
+  int n = fp ? fill(f, is_part, list, count, deferred, ts, fp, np) : -1;
   free(is_part);
+  if (n < 0) {
+    free(ts);
+    return ff_fail(err, FF_ENOMEM, "out of memory fusing projections (%zu bytes)", fbytes);
+  }
   qsort(ts, (size_t)n, sizeof *ts, by_name); /* ff_tensor_file_find bisects */
   free(f->tensors);
   f->tensors = ts, f->count = n;
   return 0;
 }
 
-int ff_rt_fuse_projections(const ff_config *c, ff_tensor_file *f, ff_error *err) {
+static int fuse(const ff_config *c, ff_tensor_file *f, int deferred, ff_error *err) {
   size_t specs = 0;
   ff_rt_count_weights(c, &specs, NULL);
   planner p = {c, f, calloc(specs + 1, sizeof(fusion)), 0, err};
   if (!p.list) return ff_fail(err, FF_ENOMEM, "out of memory");
   int rc = ff_rt_visit_weights(c, NULL, plan_one, &p);
-  if (!rc && p.count) rc = rebuild(f, p.list, p.count, err);
+  if (!rc && p.count) rc = rebuild(f, p.list, p.count, deferred, err);
   free(p.list);
   return rc;
 }
 
-int ff_rt_read_weights(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err) {
+int ff_rt_fuse_projections(const ff_config *c, ff_tensor_file *f, ff_error *err) { return fuse(c, f, 0, err); }
+
+static int read_weights(const ff_config *c, const char *path, int deferred, ff_tensor_file *f, ff_error *err) {
   int rc = ff_safetensors_read(path, f, err);
   if (rc) return rc;
-  if ((rc = ff_rt_fuse_projections(c, f, err))) {
+  if ((rc = fuse(c, f, deferred, err))) {
     ff_tensor_file_free(f);
     if (err) ff_fail(err, rc, "%s: %s", path, err->msg);
   }
   return rc;
+}
+
+int ff_rt_read_weights(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err) {
+  return read_weights(c, path, 0, f, err);
+}
+
+int ff_rt_read_weights_deferred(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err) {
+  return read_weights(c, path, 1, f, err);
 }

@@ -561,19 +561,58 @@ int ff_tensor_is_mapped(const ff_tensor_file *f, const ff_tensor *t) {
   return m && p >= m && p < m + f->map_bytes;
 }
 
-int ff_tensor_file_adopt(ff_tensor_file *f, void *block, ff_error *err) {
-  void **grown = realloc(f->owned, sizeof *grown * ((size_t)f->owned_count + 1));
+/* What a tensor file holds beside its storage: blocks (len > 0: mapped) and
+ * copies not made yet. */
+typedef struct {
+  void *p;
+  size_t map_bytes;
+} extra_block;
+typedef struct {
+  float *dst;
+  const float *src;
+  size_t n;
+} extra_copy;
+struct ff_tensor_extra {
+  extra_block *blocks;
+  extra_copy *copies;
+  int n_blocks, n_copies;
+};
+
+static ff_tensor_extra *extra_of(ff_tensor_file *f) {
+  if (!f->extra) f->extra = calloc(1, sizeof *f->extra);
+  return f->extra;
+}
+
+int ff_tensor_file_adopt(ff_tensor_file *f, void *block, size_t map_bytes, ff_error *err) {
+  ff_tensor_extra *x = extra_of(f);
+  extra_block *grown = x ? realloc(x->blocks, sizeof *grown * ((size_t)x->n_blocks + 1)) : NULL;
   if (!grown) return ff_fail(err, FF_ENOMEM, "out of memory");
-  f->owned = grown;
-  f->owned[f->owned_count++] = block;
+  x->blocks = grown;
+  x->blocks[x->n_blocks++] = (extra_block){block, map_bytes};
   return FF_OK;
 }
 
+int ff_tensor_file_defer(ff_tensor_file *f, float *dst, const float *src, size_t n, ff_error *err) {
+  ff_tensor_extra *x = extra_of(f);
+  extra_copy *grown = x ? realloc(x->copies, sizeof *grown * ((size_t)x->n_copies + 1)) : NULL;
+  if (!grown) return ff_fail(err, FF_ENOMEM, "out of memory");
+  x->copies = grown;
+  x->copies[x->n_copies++] = (extra_copy){dst, src, n};
+  return FF_OK;
+}
+
+void ff_tensor_file_fill(ff_tensor_file *f) {
+  ff_tensor_extra *x = f->extra;
+  for (int i = 0; x && i < x->n_copies; i++) memcpy(x->copies[i].dst, x->copies[i].src, x->copies[i].n * sizeof(float));
+  if (x) x->n_copies = 0;
+}
+
 int ff_tensor_make_owned(ff_tensor_file *f, ff_tensor *t, ff_error *err) {
+  ff_tensor_file_fill(f);
   if (!ff_tensor_is_mapped(f, t)) return FF_OK;
   float *copy = malloc(t->numel ? t->numel * sizeof *copy : 1); /* (numel * 4 bytes are in the file) */
   if (!copy) return ff_fail(err, FF_ENOMEM, "tensor '%s': out of memory for %zu floats", t->name, t->numel);
-  if (ff_tensor_file_adopt(f, copy, err)) {
+  if (ff_tensor_file_adopt(f, copy, 0, err)) {
     free(copy);
     return FF_ENOMEM;
   }
@@ -586,8 +625,15 @@ void ff_tensor_file_free(ff_tensor_file *f) {
   if (!f) return;
   free(f->tensors);
   free(f->storage);
-  for (int i = 0; i < f->owned_count; i++) free(f->owned[i]);
-  free(f->owned);
+  for (int i = 0; f->extra && i < f->extra->n_blocks; i++) {
+    extra_block *b = &f->extra->blocks[i];
+    if (b->map_bytes)
+      munmap(b->p, b->map_bytes);
+    else
+      free(b->p);
+  }
+  if (f->extra) free(f->extra->blocks), free(f->extra->copies);
+  free(f->extra);
   if (f->map) munmap(f->map, f->map_bytes);
   memset(f, 0, sizeof *f);
 }

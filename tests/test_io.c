@@ -450,7 +450,7 @@ static void test_st_mapped(void) {
   CHECK(before[0] == 1.5f && ff_tensor_file_find(&tf, "a")->data[0] == 7, "the copy is written, the file is not");
   CHECK(!ff_tensor_make_owned(&tf, tu, &err) && tu->data == owned_u, "make_owned of an owned tensor: nothing");
   ff_tensor_file_free(&tf);
-  CHECK(!tf.map && !tf.owned && !tf.count, "freed");
+  CHECK(!tf.map && !tf.extra && !tf.count, "freed");
   if (truncate(path, (off_t)im.n - 4)) perror("truncate");
   CHECK_ERR(ff_safetensors_read(path, &tf, &err), FF_EFORMAT, err, "mapped.safetensors: tensor 'u': data_offsets [14, 22] beyond");
 }
