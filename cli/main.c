@@ -156,7 +156,7 @@ static int check_described(void *ctx, const ff_weight_spec *s) {
 
 /* Every tensor the description names, then the file's others. */
 static int check_checkpoint(const ff_config *c, const char *weights, ff_error *err) {
-  ff_tensor_file file = {NULL, 0, NULL};
+  ff_tensor_file file = {0};
   int rc = ff_rt_read_weights(c, weights, &file, err); /* separate q/k/v, gate/up fused, as the model sees them */
   if (rc) return rc;
   checkpoint_check k = {weights, &file, calloc((size_t)file.count + 1, 1), 0, err};
@@ -1323,6 +1323,30 @@ static void usage(FILE *to) {
           FF_VERSION);
 }
 
+/* FIXFORMER_REPORT_RSS=1: the process's peak resident memory on stderr at
+ * the end (VmHWM: this process's own, from its exec on; getrusage of a
+ * parent counts the pages the parent had when it forked). */
+static void report_rss(void) {
+  char line[128];
+  FILE *f = getenv("FIXFORMER_REPORT_RSS") ? fopen("/proc/self/status", "r") : NULL;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmHWM:", 6)) fprintf(stderr, "peak RSS: %lld kB\n", strtoll(line + 6, NULL, 10));
+  if (f) fclose(f);
+}
+
+static int run_command(const command *cmd, int argc, char **argv) {
+  ff_error err = {0, ""};
+  const char *model;
+  int rc = parse_args(cmd, argc - 2, argv + 2, &model, &err);
+  if (!rc) rc = cmd->run(model, cmd->flags, &err);
+  report_rss();
+  if (rc) {
+    fprintf(stderr, "fixformer %s: %s\n", cmd->name, err.msg[0] ? err.msg : "failed");
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -1344,15 +1368,7 @@ int main(int argc, char **argv) {
         fputs(cmd->usage, stdout);
         return 0;
       }
-    ff_error err = {0, ""};
-    const char *model;
-    int rc = parse_args(cmd, argc - 2, argv + 2, &model, &err);
-    if (!rc) rc = cmd->run(model, cmd->flags, &err);
-    if (rc) {
-      fprintf(stderr, "fixformer %s: %s\n", cmd->name, err.msg[0] ? err.msg : "failed");
-      return 1;
-    }
-    return 0;
+    return run_command(cmd, argc, argv);
   }
   fprintf(stderr, "fixformer: unknown command '%s' (see fixformer --help)\n", argv[1]);
   return 2;

@@ -49,8 +49,18 @@ typedef struct {
   unsigned next_id; /* numbers the programs generated in it */
 } shared_desc;
 
-/* path, st: the file read (the packed-weight cache's key is its hash) */
-typedef struct { int refs; ff_rt_model rt; char *path; struct stat st; } shared_weights;
+/* path, st: the file read (the packed-weight cache's key is its hash);
+ * finite: 1 once ff_rt_check_finite passed (remembered with the hash);
+ * fused tensors are filled on first need (weights_fill), under fill_lock:
+ * clones share the part */
+typedef struct {
+  int refs;
+  ff_rt_model rt;
+  char *path;
+  struct stat st;
+  int finite;
+  pthread_mutex_t fill_lock;
+} shared_weights;
 
 typedef struct {
   int refs;
@@ -86,7 +96,17 @@ static void weights_unref(shared_weights *w) {
   if (!w || !unref(&w->refs)) return;
   ff_rt_model_free(&w->rt);
   free(w->path);
+  pthread_mutex_destroy(&w->fill_lock);
   free(w);
+}
+
+/* The fused projections' bytes, copied from their parts before anything
+ * reads the floats (the runtime engine, packing, the finiteness check); a
+ * start that maps its packed weights never does, and never touches them. */
+static void weights_fill(shared_weights *w) {
+  pthread_mutex_lock(&w->fill_lock);
+  ff_tensor_file_fill(&w->rt.file);
+  pthread_mutex_unlock(&w->fill_lock);
 }
 
 static void program_unref(shared_program *p) {
@@ -337,15 +357,36 @@ static void pack_trace(const char *how) {
   if (getenv("FIXFORMER_PACK_TRACE")) fprintf(stderr, "packed weights: %s\n", how);
 }
 
+/* The weights file's sha256: remembered by its identity (ff_file_memo_get:
+ * the file is not read), else hashed and remembered; *memo: 1 remembered. */
+static int weights_sha(shared_weights *w, char sha[65], int *memo) {
+  ff_file_memo fm;
+  *memo = !ff_file_memo_get(&w->st, &fm) && fm.sha[0];
+  if (*memo) {
+    memcpy(sha, fm.sha, 65);
+    return 0;
+  }
+  if (ff_file_sha256(w->path, &w->st, sha)) return -1;
+  memcpy(fm.sha, sha, 65);
+  if (__atomic_load_n(&w->finite, __ATOMIC_RELAXED)) fm.finite = 1;
+  ff_file_memo_put(&w->st, &fm); /* (no folder yet on a first start: the store makes it) */
+  return 0;
+}
+
 /* The cached blob of w for this layout, mapped (b->data NULL: none, or one
  * not of the layout's size); sha: the weights file's, for the store.  0: no
  * cache this time (the file cannot be hashed, the folder is refused): the
  * cache is an aid, its trouble does not stop a run that packs. */
-static int pack_cached(ff_model *m, shared_weights *w, shared_blob *b, char sha[65]) {
+static int pack_cached(ff_model *m, shared_weights *w, shared_blob *b, char sha[65], int *memo) {
   size_t want = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
-  if (ff_file_sha256(w->path, &w->st, sha) ||
+  if (weights_sha(w, sha, memo) ||
       ff_blob_cache_open(sha, m->prog->program.layout_hash, &b->data, &b->bytes, NULL))
     return 0;
+  if (!*memo) { /* the folder exists now */
+    ff_file_memo fm = {"", __atomic_load_n(&w->finite, __ATOMIC_RELAXED) ? 1 : -1};
+    memcpy(fm.sha, sha, 65);
+    ff_file_memo_put(&w->st, &fm);
+  }
   if (b->data && b->bytes != want) {
     munmap(b->data, b->bytes);
     b->data = NULL;
@@ -359,10 +400,12 @@ static int pack_cached(ff_model *m, shared_weights *w, shared_blob *b, char sha[
 static int pack(ff_model *m, shared_weights *w, int cached, shared_blob **out, ff_error *err) {
   shared_blob *b = calloc(1, sizeof *b);
   char sha[65];
+  int memo = 0;
   if (!b) return ff_fail(err, FF_ENOMEM, "out of memory");
-  cached = cached && w->path && pack_cache_on() && pack_cached(m, w, b, sha);
+  cached = cached && w->path && pack_cache_on() && pack_cached(m, w, b, sha, &memo);
   int rc = 0;
   if (!b->mapped) {
+    weights_fill(w);
     rc = ff_pack_weights(&m->prog->program, &w->rt.file, &b->data, &b->bytes, err);
     b->bytes = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
     if (!rc && cached) ff_blob_cache_store(sha, m->prog->program.layout_hash, b->data, b->bytes, NULL);
@@ -371,7 +414,8 @@ static int pack(ff_model *m, shared_weights *w, int cached, shared_blob **out, f
     free(b);
     return rc;
   }
-  if (cached) pack_trace(b->mapped ? "cached" : "packed");
+  if (cached)
+    pack_trace(b->mapped ? (memo ? "cached (key memoized)" : "cached") : memo ? "packed (key memoized)" : "packed");
   b->refs = 1;
   *out = b;
   return 0;
@@ -485,14 +529,18 @@ static int read_weights(ff_model *m, const char *path, shared_weights **out, ff_
   ff_tensor_file file;
   struct stat st;
   int known = !stat(path, &st); /* before the read: a file changed after it is not cached */
-  int rc = ff_rt_read_weights(CFG(m), path, &file, err); /* separate q/k/v, gate/up fused */
+  int rc = ff_rt_read_weights_deferred(CFG(m), path, &file, err); /* separate q/k/v, gate/up fused */
   if (rc) return rc;
+  struct stat after; /* the same file before and after: the one mapped (its identity keys the memo) */
+  known = known && !stat(path, &after) && ff_same_file(&st, &after);
   shared_weights *w = calloc(1, sizeof *w);
-  if (!w) {
+  if (!w || pthread_mutex_init(&w->fill_lock, NULL)) {
+    free(w);
     ff_tensor_file_free(&file);
     return ff_fail(err, FF_ENOMEM, "out of memory");
   }
   if ((rc = ff_rt_model_bind(&w->rt, CFG(m), &file, err))) { /* which takes the file either way */
+    pthread_mutex_destroy(&w->fill_lock);
     free(w);
     if (err) {
       ff_fail(err, rc, "%s: %s", path, err->msg);
@@ -539,10 +587,26 @@ static int load_locked(ff_model *m, const char *path, ff_error *err) {
   return 0;
 }
 
+/* Every float of w checked, unless the file's memo says they are finite
+ * (a start that maps its packed weights then touches none of the file). */
+static int check_finite_memo(shared_weights *w, ff_error *err) {
+  ff_file_memo fm;
+  int memo = w->path && pack_cache_on(), rc;
+  if (memo && !ff_file_memo_get(&w->st, &fm) && fm.finite == 1) return 0;
+  weights_fill(w);
+  if ((rc = ff_rt_check_finite(&w->rt, err))) return rc;
+  __atomic_store_n(&w->finite, 1, __ATOMIC_RELAXED);
+  if (memo) {
+    fm.finite = 1;
+    ff_file_memo_put(&w->st, &fm);
+  }
+  return 0;
+}
+
 int ff_model_check_finite(const ff_model *m, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_check_finite", "the model");
   lock(m);
-  int rc = m->w ? ff_rt_check_finite(&m->w->rt, err) : ff_fail(err, FF_EINVAL, "no weights loaded");
+  int rc = m->w ? check_finite_memo(m->w, err) : ff_fail(err, FF_EINVAL, "no weights loaded");
   unlock(m);
   return rc;
 }
@@ -680,10 +744,13 @@ static int prepare_locked(ff_model *m, enum ff_engine engine, ff_error *err) {
   if (m->prepared && m->engine == engine) return 0;
   release_engine(m);
   int rc = 0;
-  if (engine != FF_ENGINE_RUNTIME)
+  if (engine != FF_ENGINE_RUNTIME) {
     rc = prepare_generated(m, engine, err);
-  else if (m->weight_type != FF_WEIGHT_F32 && !m->wq) /* the reference: f32 math on the weights as stored */
-    rc = quantize_reference(m, err);
+  } else {
+    weights_fill(m->w);                               /* fused projections, deferred until read */
+    if (m->weight_type != FF_WEIGHT_F32 && !m->wq) /* the reference: f32 math on the weights as stored */
+      rc = quantize_reference(m, err);
+  }
   if (rc) {
     release_engine(m);
     return rc;

@@ -123,8 +123,23 @@ int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err
  * on a miss; an error only when the folder itself is refused.  store:
  * nothing when the blob is over half of FIXFORMER_CACHE_MAX_MB.
  * ff_file_sha256: -1 unless path is a regular file that stays *same
- * (device, inode, size, mtime) while it is hashed. */
+ * (ff_same_file) while it is hashed. */
 int ff_file_sha256(const char *path, const struct stat *same, char hex[65]);
+/* 1: a and b are one file unchanged: device, inode, size, mtime, ctime. */
+int ff_same_file(const struct stat *a, const struct stat *b);
+/* What is remembered of a weights file by its identity (ff_same_file), in
+ * the cache folder (KEY.id, one per device and inode), so that a second
+ * start reads none of it to find its packed blob: its sha256 ("": not
+ * known) and whether all its floats are finite (-1: not known).  get: 0 when
+ * remembered for this identity; put: nothing unless the folder exists and
+ * the file's times are older than the clock tick (a write in the same tick
+ * would keep its identity). */
+typedef struct ff_file_memo {
+  char sha[65];
+  int finite;
+} ff_file_memo;
+int ff_file_memo_get(const struct stat *st, ff_file_memo *m);
+void ff_file_memo_put(const struct stat *st, const ff_file_memo *m);
 int ff_blob_cache_open(const char *weights_sha, uint64_t layout_hash, void **data, size_t *bytes, ff_error *err);
 int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const void *data, size_t bytes,
                         ff_error *err);

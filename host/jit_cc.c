@@ -186,11 +186,19 @@ static int open_entry(const char *dir, const char *name) {
   return fd;
 }
 
+static int memo_read(const char *dir, const char *name, const struct stat *st, char *value, size_t n);
+static void memo_write(const char *dir, const char *name, const struct stat *st, const char *value, int ours);
+
 /* KEY.EXT (".so", ".blob") opened and verified against KEY.sha256
  * (touched: the pruning is by last use); -1 when it is missing or is not
- * what we wrote. */
+ * what we wrote.  A blob is large and only read (no code runs from it): one
+ * verified once is remembered by its identity in KEY.ok (memo_read) and not
+ * hashed again while it stays that file; its sidecar is touched instead of
+ * it, so that its identity holds. */
 static int open_verified(const char *dir, const char *key, const char *ext, char sha[65]) {
-  char name[64], want[80];
+  char name[64], want[80], ok[80], path[PATH_BUF];
+  struct stat st;
+  int blob = !strcmp(ext, ".blob");
   snprintf(name, sizeof name, "%.*s.sha256", KEY_HEX, key);
   int fd = open_entry(dir, name);
   if (fd < 0) return -1;
@@ -200,11 +208,22 @@ static int open_verified(const char *dir, const char *key, const char *ext, char
   want[64] = 0;
   snprintf(name, sizeof name, "%.*s%s", KEY_HEX, key, ext);
   if ((fd = open_entry(dir, name)) < 0) return -1;
-  if (hash_fd(fd, sha) || strcmp(sha, want)) {
+  snprintf(name, sizeof name, "%.*s.ok", KEY_HEX, key);
+  int known = blob && !fstat(fd, &st) && !memo_read(dir, name, &st, ok, sizeof ok) && !strcmp(ok, want);
+  if (known) {
+    memcpy(sha, want, 65);
+  } else if (hash_fd(fd, sha) || strcmp(sha, want)) {
     close(fd);
     return -1;
+  } else if (blob) {
+    memo_write(dir, name, &st, sha, 0);
   }
-  futimens(fd, NULL);
+  if (blob) {
+    snprintf(path, sizeof path, "%s/%.*s.sha256", dir, KEY_HEX, key);
+    utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW);
+  } else {
+    futimens(fd, NULL);
+  }
   return fd;
 }
 
@@ -589,9 +608,9 @@ static int by_use(const void *a, const void *b) {
 }
 
 static void remove_entry(const char *dir, const char *key) {
-  static const char *const ext[] = {".so", ".blob", ".sha256", ".c"}; /* .c: the old scheme's sources */
+  static const char *const ext[] = {".so", ".blob", ".sha256", ".ok", ".id", ".c"}; /* .c: the old scheme's */
   char path[PATH_BUF];
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 6; i++) {
     snprintf(path, sizeof path, "%s/%.*s%s", dir, KEY_HEX, key, ext[i]);
     unlink(path);
   }
@@ -639,13 +658,20 @@ static int scan(const char *dir, int all, entry **list, int *n, size_t *bytes, i
 }
 
 /* The least recently used entries removed until the folder holds at most
- * max bytes (the entries of this build are kept). */
-static void prune(const char *dir, const char *keep1, const char *keep2, size_t max) {
+ * max bytes (the entries of this build are kept); scaled (the default
+ * bound): max plus the largest entry, so one model's packed weights of any
+ * size stay beside max bytes of the rest, and the bound is the same for
+ * every build that prunes (no entry pushes out the one it was kept for). */
+static void prune(const char *dir, const char *keep1, const char *keep2, size_t max, int scaled) {
   entry *list;
   int n, files = 0;
-  size_t removed = 0, total = 0;
+  size_t removed = 0, total = 0, largest = 0;
   if (scan(dir, 0, &list, &n, &removed, &files)) return;
-  for (int i = 0; i < n; i++) total += (size_t)list[i].bytes;
+  for (int i = 0; i < n; i++) {
+    total += (size_t)list[i].bytes;
+    if ((size_t)list[i].bytes > largest) largest = (size_t)list[i].bytes;
+  }
+  if (scaled) max += largest;
   qsort(list, (size_t)n, sizeof *list, by_use);
   for (int i = 0; i < n && total > max; i++)
     if (strncmp(list[i].key, keep1, KEY_HEX) && strncmp(list[i].key, keep2, KEY_HEX)) {
@@ -668,10 +694,13 @@ int ff_cc_cache_clean(size_t *removed_bytes, int *removed_files, ff_error *err) 
   return rc;
 }
 
-static int cache_max(size_t *bytes, ff_error *err) {
+/* FIXFORMER_CACHE_MAX_MB, a hard bound; unset: DEFAULT_MAX_MB, scaled
+ * (prune) */
+static int cache_max(size_t *bytes, int *scaled, ff_error *err) {
   const char *s = getenv("FIXFORMER_CACHE_MAX_MB");
   *bytes = (size_t)DEFAULT_MAX_MB << 20;
-  if (!s || !*s) return 0;
+  *scaled = !s || !*s;
+  if (*scaled) return 0;
   char *end;
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
@@ -683,9 +712,105 @@ static int cache_max(size_t *bytes, ff_error *err) {
 
 /* ---- packed weights (ff_blob_cache_*, codegen.h) ---------------------------------- */
 
-static int same_file(const struct stat *a, const struct stat *b) {
+int ff_same_file(const struct stat *a, const struct stat *b) {
   return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+         a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* ---- what is remembered of a file, by its identity ---------------------------------- */
+
+/* A file's identity: device, inode, size, mtime and ctime (ns).  ctime
+ * cannot be set back (touch -d sets mtime only), so content written in place
+ * gives a new identity; written by rename, a new inode. */
+static void identity_text(const struct stat *st, char *buf, size_t n) {
+  snprintf(buf, n, "id %llu %llu %lld %lld.%09ld %lld.%09ld\n", (unsigned long long)st->st_dev,
+           (unsigned long long)st->st_ino, (long long)st->st_size, (long long)st->st_mtim.tv_sec,
+           (long)st->st_mtim.tv_nsec, (long long)st->st_ctim.tv_sec, (long)st->st_ctim.tv_nsec);
+}
+
+/* Whether a write to the file now would give it a new identity: its times
+ * are older than now by more than the file system's clock tick (a write
+ * within the tick of the last one keeps mtime and ctime: "racy git").  100
+ * ms is ten jiffies at the coarsest kernel tick (HZ = 100). */
+static int settled(const struct stat *st) {
+  struct timespec now;
+  if (clock_gettime(CLOCK_REALTIME, &now)) return 0;
+  long long t = (long long)now.tv_sec * 1000000000 + now.tv_nsec - 100000000;
+  long long m = (long long)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+  long long c = (long long)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+  return m < t && c < t;
+}
+
+/* dir/name (an entry of ours) is "IDENTITY\nVALUE\n": 0 and the value (its
+ * newline dropped) when IDENTITY is st's; -1 when it is missing or another's. */
+static int memo_read(const char *dir, const char *name, const struct stat *st, char *value, size_t n) {
+  char id[128], buf[256];
+  int fd = open_entry(dir, name);
+  if (fd < 0) return -1;
+  ssize_t r = pread(fd, buf, sizeof buf - 1, 0);
+  close(fd);
+  identity_text(st, id, sizeof id);
+  size_t il = strlen(id);
+  if (r <= 0 || (size_t)r <= il || memcmp(buf, id, il) || buf[r - 1] != '\n' || (size_t)r - il > n) return -1;
+  memcpy(value, buf + il, (size_t)r - il - 1);
+  value[r - il - 1] = 0;
+  return 0;
+}
+
+/* Writes dir/name (memo_read) through a temporary and rename, when the
+ * file is settled or ours (a blob just stored: no one else writes in the
+ * folder); a failure leaves nothing (a memo is an aid). */
+static void memo_write(const char *dir, const char *name, const struct stat *st, const char *value, int ours) {
+  char tmp[PATH_BUF], path[PATH_BUF], buf[256];
+  if (!ours && !settled(st)) return;
+  identity_text(st, buf, sizeof buf);
+  size_t il = strlen(buf);
+  snprintf(buf + il, sizeof buf - il, "%s\n", value);
+  snprintf(tmp, sizeof tmp, "%s/%.*s.tmp-XXXXXX", dir, KEY_HEX, name);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  int fd = mkostemp(tmp, O_CLOEXEC), e = fd < 0;
+  if (e) return;
+  e = fchmod(fd, 0600) || write_all(fd, buf, strlen(buf));
+  if (close(fd)) e = 1;
+  if (e || rename(tmp, path)) unlink(tmp);
+}
+
+/* The cache folder if it exists and is ours: a memo never creates it. */
+static int existing_dir(char *dir, size_t n) {
+  int in_tmp;
+  return cache_path(dir, n, &in_tmp, NULL) || check_dir(dir, in_tmp, NULL) ? -1 : 0;
+}
+
+/* A weights file's memo: KEY.id, KEY of its device and inode (so one file
+ * has one memo however often it changes), "sha SHA|- finite 1|0|-". */
+static void memo_name(const struct stat *st, char name[64]) {
+  char text[96], key[65];
+  snprintf(text, sizeof text, "dev %llu ino %llu\n", (unsigned long long)st->st_dev, (unsigned long long)st->st_ino);
+  make_key("fixformer file memo 1", text, key);
+  snprintf(name, 64, "%.*s.id", KEY_HEX, key);
+}
+
+int ff_file_memo_get(const struct stat *st, ff_file_memo *m) {
+  char dir[PATH_MAX], name[64], value[160], sha[65], fin[4];
+  memset(m, 0, sizeof *m);
+  m->finite = -1;
+  memo_name(st, name);
+  if (existing_dir(dir, sizeof dir) || memo_read(dir, name, st, value, sizeof value) ||
+      sscanf(value, "sha %64s finite %3s", sha, fin) != 2)
+    return -1;
+  if (strlen(sha) == 64 && strspn(sha, "0123456789abcdef") == 64) memcpy(m->sha, sha, 65);
+  m->finite = !strcmp(fin, "1") ? 1 : !strcmp(fin, "0") ? 0 : -1;
+  return 0;
+}
+
+void ff_file_memo_put(const struct stat *st, const ff_file_memo *m) {
+  char dir[PATH_MAX], name[64], value[160];
+  if (existing_dir(dir, sizeof dir)) return;
+  memo_name(st, name);
+  snprintf(value, sizeof value, "sha %s finite %s", m->sha[0] ? m->sha : "-",
+           m->finite < 0 ? "-" : m->finite ? "1" : "0");
+  memo_write(dir, name, st, value, 0);
 }
 
 /* A regular file only (O_NONBLOCK: a FIFO is not read, nor waited for),
@@ -694,8 +819,8 @@ int ff_file_sha256(const char *path, const struct stat *same, char hex[65]) {
   struct stat a, b;
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = -1;
   if (fd < 0) return -1;
-  if (!fstat(fd, &a) && S_ISREG(a.st_mode) && same_file(&a, same) && !hash_fd(fd, hex) && !fstat(fd, &b) &&
-      same_file(&b, same))
+  if (!fstat(fd, &a) && S_ISREG(a.st_mode) && ff_same_file(&a, same) && !hash_fd(fd, hex) && !fstat(fd, &b) &&
+      ff_same_file(&b, same))
     rc = 0;
   close(fd);
   return rc;
@@ -736,9 +861,9 @@ int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const voi
                         ff_error *err) {
   char dir[PATH_MAX], key[65], sha[65], tmp[PATH_BUF], path[PATH_BUF];
   size_t max;
-  int rc = cache_max(&max, err);
+  int scaled, rc = cache_max(&max, &scaled, err);
   if (rc || (rc = ff_cc_cache_dir(dir, sizeof dir, err))) return rc;
-  if (bytes > max / 2) return 0; /* it would push out the compiled code (and be pushed out by it) */
+  if (!scaled && bytes > max / 2) return 0; /* it would push out the compiled code (and be pushed out by it) */
   blob_key(weights_sha, layout_hash, key);
   snprintf(tmp, sizeof tmp, "%s/%.*s.tmp-XXXXXX", dir, KEY_HEX, key);
   snprintf(path, sizeof path, "%s/%.*s.blob", dir, KEY_HEX, key);
@@ -753,7 +878,11 @@ int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const voi
     unlink(tmp);
     return rc ? rc : ff_fail(err, FF_EIO, "cannot write %s: %s", path, strerror(e));
   }
-  prune(dir, key, key, max);
+  struct stat st; /* (after the rename, which sets its ctime) */
+  char ok[64];
+  snprintf(ok, sizeof ok, "%.*s.ok", KEY_HEX, key);
+  if (!lstat(path, &st)) memo_write(dir, ok, &st, sha, 1); /* the next start need not hash it */
+  prune(dir, key, key, max, scaled);
   return 0;
 }
 
@@ -767,10 +896,10 @@ int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err
   if (!cc || !*cc) cc = "cc";
   char dir[PATH_MAX], ident[256], kkey[65] = "", key[65];
   size_t max;
-  int rc, built = 0;
+  int rc, built = 0, scaled;
   cc_lib *klib = NULL, *lib = NULL;
   *out = NULL;
-  if ((rc = cache_max(&max, err)) || (rc = ff_cc_cache_dir(dir, sizeof dir, err)) ||
+  if ((rc = cache_max(&max, &scaled, err)) || (rc = ff_cc_cache_dir(dir, sizeof dir, err)) ||
       (rc = compiler_identity(cc, ident, sizeof ident, err)))
     return rc;
   const char *isa = ff_host_isa();
@@ -780,7 +909,7 @@ int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err
   /* the kernel library once per machine and compiler; the model links it by its soname */
   if (kernels && (rc = get_lib(&b, kernels, NULL, NULL, &klib, kkey, &built, err))) return rc;
   if ((rc = get_lib(&b, text, klib, kkey, &lib, key, &built, err))) return rc;
-  if (built) prune(dir, kkey, key, max);
+  if (built) prune(dir, kkey, key, max, scaled);
   ff_jit *j = calloc(1, sizeof *j);
   if (!j) {
     lib_release(lib);

@@ -16,7 +16,11 @@ enum ff_dtype { FF_F32, FF_F16, FF_BF16, FF_I32, FF_I64 };
 
 /* ---- safetensors ------------------------------------------------------ */
 
-/* One tensor of a safetensors file, converted to float32. */
+/* One tensor of a safetensors file, as float32.  A file read with
+ * ff_safetensors_read is mapped: an F32 tensor whose bytes are 4-byte aligned
+ * in the file points into the read-only mapping (never write through it: see
+ * ff_tensor_make_owned); other dtypes and unaligned tensors are converted
+ * into memory of the file's own. */
 typedef struct ff_tensor {
   char *name;
   enum ff_dtype file_dtype;   /* dtype in the file (F32, F16 or BF16) */
@@ -26,10 +30,15 @@ typedef struct ff_tensor {
   float *data;                /* numel floats, owned by the ff_tensor_file */
 } ff_tensor;
 
+typedef struct ff_tensor_extra ff_tensor_extra; /* (runtime/io.c) */
+
 typedef struct ff_tensor_file {
   ff_tensor *tensors;
   int count;
-  void *storage;              /* one block for names and data */
+  void *storage;              /* one block for names and converted data */
+  void *map;                  /* the file mapped read-only (NULL: parsed from memory) */
+  size_t map_bytes;
+  ff_tensor_extra *extra;     /* blocks made later (fused tensors, owned copies), copies deferred */
 } ff_tensor_file;
 
 /* Largest header a reader accepts (bytes of JSON). */
@@ -39,10 +48,28 @@ typedef struct ff_tensor_file {
  * bound, JSON, dtype (F32; F16/BF16 converted), shape, data offsets inside
  * the file, not overlapping, duplicates rejected.  0 or a negative status. */
 int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff_error *err);
-/* Reads and parses path; messages start with the path. */
+/* Maps and parses path (see ff_tensor: aligned F32 tensors are not copied);
+ * every size is checked against the file's before any data is touched.
+ * Messages start with the path. */
 int ff_safetensors_read(const char *path, ff_tensor_file *out, ff_error *err);
 /* The tensor called name, or NULL. */
 const ff_tensor *ff_tensor_file_find(const ff_tensor_file *f, const char *name);
+/* Gives t (one of f's tensors) writable float32 memory of f's own, a copy of
+ * what it points at, if it points into the read-only mapping; otherwise
+ * nothing changes.  Deferred copies are made first (ff_tensor_file_fill).
+ * Pointers taken from t->data before (a model's bound weights) still point
+ * at the old bytes: call it before binding.  Whoever changes weights in
+ * place (quantizing them) calls it first. */
+int ff_tensor_make_owned(ff_tensor_file *f, ff_tensor *t, ff_error *err);
+/* Whether t's data is in f's read-only mapping (1) or memory of f's own (0). */
+int ff_tensor_is_mapped(const ff_tensor_file *f, const ff_tensor *t);
+/* Takes block into f's keeping: freed with f (map_bytes > 0: munmap'd). */
+int ff_tensor_file_adopt(ff_tensor_file *f, void *block, size_t map_bytes, ff_error *err);
+/* Records n floats to copy from src to dst later, when ff_tensor_file_fill
+ * runs (a fused tensor whose parts stay unread until someone needs it). */
+int ff_tensor_file_defer(ff_tensor_file *f, float *dst, const float *src, size_t n, ff_error *err);
+/* Makes the deferred copies (once; not thread-safe: the caller serialises). */
+void ff_tensor_file_fill(ff_tensor_file *f);
 void ff_tensor_file_free(ff_tensor_file *f);
 
 /* A float32 tensor to write. */

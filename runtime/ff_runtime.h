@@ -173,6 +173,11 @@ void ff_rt_shape_text(char *buf, size_t n, int rank, const int64_t *shape);
 int ff_rt_fuse_projections(const ff_config *c, ff_tensor_file *f, ff_error *err);
 /* ff_safetensors_read, then ff_rt_fuse_projections; messages start with the path. */
 int ff_rt_read_weights(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err);
+/* The same, the fused tensors' bytes deferred: their memory is reserved
+ * (not resident until written) and the parts copied into it only by
+ * ff_tensor_file_fill(f), which must run before anything reads a weight (a
+ * start that maps its packed weights from the cache never does). */
+int ff_rt_read_weights_deferred(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err);
 
 /* Binds the tensors of a safetensors file by their PyTorch names (with the
  * config's prefix).  Like load_state_dict(strict=True): a missing tensor, a

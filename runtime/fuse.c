@@ -7,9 +7,11 @@
  * tensors found (q may have more rows than k and v: grouped-query
  * attention); whether the fused tensor fits the model is the binding's
  * check, as for a fused tensor in the file. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ff_runtime.h"
 
@@ -108,80 +110,110 @@ static int by_name(const void *a, const void *b) {
   return strcmp(((const ff_tensor *)a)->name, ((const ff_tensor *)b)->name);
 }
 
-/* Copies the tensors of f that are no part, then each fusion's parts stacked
- * by rows, into ts and block (floats, then names, like the reader's): the
- * count of tensors. */
-static int fill(const ff_tensor_file *f, const unsigned char *is_part, const fusion *list, int count, ff_tensor *ts,
-                float *fp, char *np) {
+/* The tensors of f that are no part as they are (their data stays where the
+ * reader put it: in the file's mapping), then each fusion's parts stacked by
+ * rows into fp (deferred: copied by ff_tensor_file_fill), its name into np:
+ * the count of tensors, or -1 when a deferred copy cannot be recorded. */
+static int fill(ff_tensor_file *f, const unsigned char *is_part, const fusion *list, int count, int deferred,
+                ff_tensor *ts, float *fp, char *np) {
   int n = 0;
-  for (int i = 0; i < f->count + count; i++) {
-    const fusion *fu = i < f->count ? NULL : &list[i - f->count];
-    const ff_tensor *src = fu ? &f->tensors[fu->part[0]] : &f->tensors[i];
-    if (!fu && is_part[i]) continue;
+  for (int i = 0; i < f->count; i++)
+    if (!is_part[i]) ts[n++] = f->tensors[i];
+  for (int i = 0; i < count; i++) {
+    const fusion *fu = &list[i];
     ff_tensor *t = &ts[n++];
-    *t = *src; /* dtype, rank, width: the first part's */
+    *t = f->tensors[fu->part[0]]; /* dtype, rank, width: the first part's */
     t->data = fp;
     t->name = np;
-    strcpy(np, fu ? fu->name : src->name);
+    strcpy(np, fu->name);
     np += strlen(np) + 1;
     t->shape[0] = 0, t->numel = 0;
-    for (int k = 0; k < (fu ? fu->n : 1); k++) { /* rows q | k | v, or gate | up */
-      const ff_tensor *part = fu ? &f->tensors[fu->part[k]] : src;
-      memcpy(fp, part->data, part->numel * sizeof *fp);
+    for (int k = 0; k < fu->n; k++) { /* rows q | k | v, or gate | up */
+      const ff_tensor *part = &f->tensors[fu->part[k]];
+      if (!deferred)
+        memcpy(fp, part->data, part->numel * sizeof *fp);
+      else if (ff_tensor_file_defer(f, fp, part->data, part->numel, NULL))
+        return -1;
       fp += part->numel, t->numel += part->numel, t->shape[0] += part->shape[0];
     }
   }
   return n;
 }
 
-/* Replaces f by the fused file, one new block: the floats are copied once
- * (a file that needs no fusing never comes here). */
-static int rebuild(ff_tensor_file *f, const fusion *list, int count, ff_error *err) {
-  size_t floats = 0, names = 0, fbytes, total;
+/* Fused floats: malloc'd, or (deferred) an anonymous mapping, resident only
+ * once written; adopted by f. */
+static float *fused_block(ff_tensor_file *f, size_t bytes, int deferred) {
+  void *p = deferred ? mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                     : malloc(bytes ? bytes : 1);
+  if (p == MAP_FAILED || !p) return NULL;
+  if (!ff_tensor_file_adopt(f, p, deferred ? (bytes ? bytes : 1) : 0, NULL)) return p;
+  if (deferred)
+    munmap(p, bytes ? bytes : 1);
+  else
+    free(p);
+  return NULL;
+}
+
+/* The fused tensors into new blocks the file keeps; the parts' bytes stay
+ * where they are, unused; nothing else is copied. */
+static int rebuild(ff_tensor_file *f, const fusion *list, int count, int deferred, ff_error *err) {
+  size_t floats = 0, names = 0, fbytes;
   unsigned char *is_part = calloc((size_t)f->count + 1, 1);
   if (!is_part) return ff_fail(err, FF_ENOMEM, "out of memory");
-  for (int i = 0; i < count; i++)
-    for (int k = 0; k < list[i].n; k++) is_part[list[i].part[k]] = 1;
-  for (int i = 0; i < f->count; i++) {
-    floats += f->tensors[i].numel; /* fusing moves floats, never adds any */
-    names += is_part[i] ? 0 : strlen(f->tensors[i].name) + 1;
+  for (int i = 0; i < count; i++) {
+    names += strlen(list[i].name) + 1;
+    for (int k = 0; k < list[i].n; k++) {
+      is_part[list[i].part[k]] = 1;
+      floats += f->tensors[list[i].part[k]].numel; /* (each part is a tensor of the file: no overflow) */
+    }
   }
-  for (int i = 0; i < count; i++) names += strlen(list[i].name) + 1;
-  if (ff_size_mul(floats, sizeof(float), &fbytes) || ff_size_add(fbytes, names, &total)) {
+  if (ff_size_mul(floats, sizeof(float), &fbytes)) {
     free(is_part);
     return ff_fail(err, FF_ENOMEM, "tensor sizes overflow");
   }
   ff_tensor *ts = calloc((size_t)f->count + 1, sizeof *ts); /* fewer: each fusion takes >= 2 */
-  char *block = malloc(total ? total : 1);
-  if (!ts || !block) {
-    free(is_part), free(ts), free(block);
-    return ff_fail(err, FF_ENOMEM, "out of memory fusing projections (%zu bytes)", total);
-  }
-  int n = fill(f, is_part, list, count, ts, (float *)(void *)block, block + fbytes);
+  char *np = malloc(names + 1);
+  if (np && ff_tensor_file_adopt(f, np, 0, err)) free(np), np = NULL;
+  float *fp = ts && np ? fused_block(f, fbytes, deferred) : NULL;
+  int n = fp ? fill(f, is_part, list, count, deferred, ts, fp, np) : -1;
   free(is_part);
+  if (n < 0) {
+    free(ts);
+    return ff_fail(err, FF_ENOMEM, "out of memory fusing projections (%zu bytes)", fbytes);
+  }
   qsort(ts, (size_t)n, sizeof *ts, by_name); /* ff_tensor_file_find bisects */
-  ff_tensor_file_free(f);
-  f->tensors = ts, f->count = n, f->storage = block;
+  free(f->tensors);
+  f->tensors = ts, f->count = n;
   return 0;
 }
 
-int ff_rt_fuse_projections(const ff_config *c, ff_tensor_file *f, ff_error *err) {
+static int fuse(const ff_config *c, ff_tensor_file *f, int deferred, ff_error *err) {
   size_t specs = 0;
   ff_rt_count_weights(c, &specs, NULL);
   planner p = {c, f, calloc(specs + 1, sizeof(fusion)), 0, err};
   if (!p.list) return ff_fail(err, FF_ENOMEM, "out of memory");
   int rc = ff_rt_visit_weights(c, NULL, plan_one, &p);
-  if (!rc && p.count) rc = rebuild(f, p.list, p.count, err);
+  if (!rc && p.count) rc = rebuild(f, p.list, p.count, deferred, err);
   free(p.list);
   return rc;
 }
 
-int ff_rt_read_weights(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err) {
+int ff_rt_fuse_projections(const ff_config *c, ff_tensor_file *f, ff_error *err) { return fuse(c, f, 0, err); }
+
+static int read_weights(const ff_config *c, const char *path, int deferred, ff_tensor_file *f, ff_error *err) {
   int rc = ff_safetensors_read(path, f, err);
   if (rc) return rc;
-  if ((rc = ff_rt_fuse_projections(c, f, err))) {
+  if ((rc = fuse(c, f, deferred, err))) {
     ff_tensor_file_free(f);
     if (err) ff_fail(err, rc, "%s: %s", path, err->msg);
   }
   return rc;
+}
+
+int ff_rt_read_weights(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err) {
+  return read_weights(c, path, 0, f, err);
+}
+
+int ff_rt_read_weights_deferred(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err) {
+  return read_weights(c, path, 1, f, err);
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -410,11 +411,19 @@ static int st_names_overlaps(const ff_tensor *ts, span *spans, int count, ff_err
   return FF_OK;
 }
 
+/* An F32 tensor of a mapped file used where it lies: its bytes 4-byte aligned. */
+static int use_mapped(const uint8_t *src, const ff_tensor *t, int mapped) {
+  return mapped && t->file_dtype == FF_F32 && (uintptr_t)src % sizeof(float) == 0;
+}
+
 /* One block for the floats (aligned, converted to float32) and the names;
- * each tensor's data and name then point into it. */
-static int st_copy(const uint8_t *data, ff_tensor *ts, const span *spans, int count, size_t floats, size_t names,
+ * each tensor's data and name then point into it, or (mapped: data is the
+ * file's mapping, kept) an aligned F32 tensor's data into the file. */
+static int st_copy(const uint8_t *data, ff_tensor *ts, const span *spans, int count, size_t names, int mapped,
                    void **storage, ff_error *err) {
-  size_t fbytes, total;
+  size_t floats = 0, fbytes, total;
+  for (int j = 0; j < count; j++) /* (the numel sum was checked by the caller) */
+    if (!use_mapped(data + spans[j].begin, &ts[spans[j].index], mapped)) floats += ts[spans[j].index].numel;
   if (ff_size_mul(floats, sizeof(float), &fbytes) || ff_size_add(fbytes, names, &total))
     return ff_fail(err, FF_ENOMEM, "tensor sizes overflow");
   char *block = malloc(total ? total : 1);
@@ -425,16 +434,20 @@ static int st_copy(const uint8_t *data, ff_tensor *ts, const span *spans, int co
     const span *s = &spans[j];
     ff_tensor *t = &ts[s->index];
     const uint8_t *src = data + s->begin;
-    t->data = fp;
-    if (t->file_dtype == FF_F32) {
-      memcpy(fp, src, t->numel * sizeof(float)); /* little-endian host and file */
+    if (use_mapped(src, t, mapped)) {
+      t->data = (float *)(uintptr_t)src; /* read-only: ff_tensor_make_owned before writing */
     } else {
-      for (size_t k = 0; k < t->numel; k++) {
-        uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
-        fp[k] = t->file_dtype == FF_F16 ? half_to_float(h) : bf16_to_float(h);
+      t->data = fp;
+      if (t->file_dtype == FF_F32) {
+        memcpy(fp, src, t->numel * sizeof(float)); /* little-endian host and file */
+      } else {
+        for (size_t k = 0; k < t->numel; k++) {
+          uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
+          fp[k] = t->file_dtype == FF_F16 ? half_to_float(h) : bf16_to_float(h);
+        }
       }
+      fp += t->numel;
     }
-    fp += t->numel;
     size_t nl = strlen(t->name) + 1;
     memcpy(np, t->name, nl);
     t->name = np;
@@ -444,7 +457,8 @@ static int st_copy(const uint8_t *data, ff_tensor *ts, const span *spans, int co
   return FF_OK;
 }
 
-int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff_error *err) {
+/* ff_safetensors_parse; mapped: buf is a mapping the file keeps */
+static int st_parse(const uint8_t *buf, size_t len, int mapped, ff_tensor_file *out, ff_error *err) {
   const uint8_t *data = NULL;
   size_t data_len = 0, names = 0, floats = 0;
   cJSON *root;
@@ -470,7 +484,7 @@ int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff
   }
   if (!rc) rc = st_names_overlaps(ts, spans, count, err);
   /* pass 2: the data, converted, and the names */
-  if (!rc) rc = st_copy(data, ts, spans, count, floats, names, &out->storage, err);
+  if (!rc) rc = st_copy(data, ts, spans, count, names, mapped, &out->storage, err);
   if (!rc) {
     qsort(ts, (size_t)count, sizeof *ts, by_name); /* lookups by bsearch */
     out->tensors = ts;
@@ -483,35 +497,55 @@ int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff
   return rc;
 }
 
+int ff_safetensors_parse(const uint8_t *buf, size_t len, ff_tensor_file *out, ff_error *err) {
+  return st_parse(buf, len, 0, out, err);
+}
+
+/* The first bytes of an open file: a safetensors header length and its '{'
+ * (else the line that says what the file is instead). */
+static int st_sniff(int fd, size_t len, const char *path, ff_error *err) {
+  uint8_t head[9];
+  size_t have = len < sizeof head ? len : sizeof head;
+  if (read_at(fd, head, have, 0)) return ff_fail(err, FF_EIO, "%s: read error", path);
+  if (have < sizeof head || le64(head) == 0 || le64(head) > FF_SAFETENSORS_MAX_HEADER || head[8] != '{') {
+    const char *what = not_safetensors(head, have); /* only now: a header length can look like a pickle's first bytes */
+    return ff_fail(err, FF_EFORMAT, "%s: %s", path,
+                   what ? what : "not a safetensors file (no 8-byte header length followed by a JSON header)");
+  }
+  return FF_OK;
+}
+
+/* The file is mapped, not read: F32 tensors are used where they lie, and a
+ * page is read when something touches it.  Its size is fstat's, so every
+ * offset is checked against the bytes the file has before any is touched.
+ * Without mmap (a file system that refuses it) the file is read. */
 int ff_safetensors_read(const char *path, ff_tensor_file *out, ff_error *err) {
   int fd, rc;
   size_t len;
-  uint8_t head[9], *buf = NULL;
+  uint8_t *buf = NULL;
+  void *map = MAP_FAILED;
   memset(out, 0, sizeof *out);
   if ((rc = open_regular(path, &fd, &len, err))) return rc;
-  /* the header length and the header's first byte are checked before the rest is read */
-  size_t have = len < sizeof head ? len : sizeof head;
-  const char *what = NULL;
-  if (read_at(fd, head, have, 0)) {
-    rc = ff_fail(err, FF_EIO, "%s: read error", path);
-  } else if (have < sizeof head || le64(head) == 0 || le64(head) > FF_SAFETENSORS_MAX_HEADER || head[8] != '{') {
-    what = not_safetensors(head, have); /* only now: a header length can look like a pickle's first bytes */
-    rc = ff_fail(err, FF_EFORMAT, "%s: %s", path,
-                 what ? what : "not a safetensors file (no 8-byte header length followed by a JSON header)");
-  } else if (!(buf = malloc(len))) {
-    rc = ff_fail(err, FF_ENOMEM, "%s: out of memory for %zu bytes", path, len);
-  } else {
-    memcpy(buf, head, have);
-    rc = read_rest(fd, buf, have, len, path, err);
+  if (!(rc = st_sniff(fd, len, path, err))) {
+    map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED && !(buf = malloc(len)))
+      rc = ff_fail(err, FF_ENOMEM, "%s: out of memory for %zu bytes", path, len);
+    else if (map == MAP_FAILED)
+      rc = read_rest(fd, buf, 0, len, path, err);
   }
-  close(fd);
+  close(fd); /* the mapping stays */
   if (!rc) {
-    rc = ff_safetensors_parse(buf, len, out, err);
+    rc = st_parse(map != MAP_FAILED ? map : buf, len, map != MAP_FAILED, out, err);
     if (rc && err) {
       ff_fail(err, rc, "%s: %s", path, err->msg);
     }
   }
   free(buf);
+  if (map != MAP_FAILED && rc) munmap(map, len);
+  if (map != MAP_FAILED && !rc) {
+    out->map = map;
+    out->map_bytes = len;
+  }
   return rc;
 }
 
@@ -522,10 +556,85 @@ const ff_tensor *ff_tensor_file_find(const ff_tensor_file *f, const char *name) 
   return bsearch(&key, f->tensors, (size_t)f->count, sizeof key, by_name);
 }
 
+int ff_tensor_is_mapped(const ff_tensor_file *f, const ff_tensor *t) {
+  const char *p = (const char *)t->data, *m = f->map;
+  return m && p >= m && p < m + f->map_bytes;
+}
+
+/* What a tensor file holds beside its storage: blocks (len > 0: mapped) and
+ * copies not made yet. */
+typedef struct {
+  void *p;
+  size_t map_bytes;
+} extra_block;
+typedef struct {
+  float *dst;
+  const float *src;
+  size_t n;
+} extra_copy;
+struct ff_tensor_extra {
+  extra_block *blocks;
+  extra_copy *copies;
+  int n_blocks, n_copies;
+};
+
+static ff_tensor_extra *extra_of(ff_tensor_file *f) {
+  if (!f->extra) f->extra = calloc(1, sizeof *f->extra);
+  return f->extra;
+}
+
+int ff_tensor_file_adopt(ff_tensor_file *f, void *block, size_t map_bytes, ff_error *err) {
+  ff_tensor_extra *x = extra_of(f);
+  extra_block *grown = x ? realloc(x->blocks, sizeof *grown * ((size_t)x->n_blocks + 1)) : NULL;
+  if (!grown) return ff_fail(err, FF_ENOMEM, "out of memory");
+  x->blocks = grown;
+  x->blocks[x->n_blocks++] = (extra_block){block, map_bytes};
+  return FF_OK;
+}
+
+int ff_tensor_file_defer(ff_tensor_file *f, float *dst, const float *src, size_t n, ff_error *err) {
+  ff_tensor_extra *x = extra_of(f);
+  extra_copy *grown = x ? realloc(x->copies, sizeof *grown * ((size_t)x->n_copies + 1)) : NULL;
+  if (!grown) return ff_fail(err, FF_ENOMEM, "out of memory");
+  x->copies = grown;
+  x->copies[x->n_copies++] = (extra_copy){dst, src, n};
+  return FF_OK;
+}
+
+void ff_tensor_file_fill(ff_tensor_file *f) {
+  ff_tensor_extra *x = f->extra;
+  for (int i = 0; x && i < x->n_copies; i++) memcpy(x->copies[i].dst, x->copies[i].src, x->copies[i].n * sizeof(float));
+  if (x) x->n_copies = 0;
+}
+
+int ff_tensor_make_owned(ff_tensor_file *f, ff_tensor *t, ff_error *err) {
+  ff_tensor_file_fill(f);
+  if (!ff_tensor_is_mapped(f, t)) return FF_OK;
+  float *copy = malloc(t->numel ? t->numel * sizeof *copy : 1); /* (numel * 4 bytes are in the file) */
+  if (!copy) return ff_fail(err, FF_ENOMEM, "tensor '%s': out of memory for %zu floats", t->name, t->numel);
+  if (ff_tensor_file_adopt(f, copy, 0, err)) {
+    free(copy);
+    return FF_ENOMEM;
+  }
+  memcpy(copy, t->data, t->numel * sizeof *copy);
+  t->data = copy;
+  return FF_OK;
+}
+
 void ff_tensor_file_free(ff_tensor_file *f) {
   if (!f) return;
   free(f->tensors);
   free(f->storage);
+  for (int i = 0; f->extra && i < f->extra->n_blocks; i++) {
+    extra_block *b = &f->extra->blocks[i];
+    if (b->map_bytes)
+      munmap(b->p, b->map_bytes);
+    else
+      free(b->p);
+  }
+  if (f->extra) free(f->extra->blocks), free(f->extra->copies);
+  free(f->extra);
+  if (f->map) munmap(f->map, f->map_bytes);
   memset(f, 0, sizeof *f);
 }
 

@@ -21,11 +21,23 @@ each case in a cache folder of its own (XDG_CACHE_HOME):
              (FIXFORMER_CACHE_MAX_MB) removes the least recently used entry
   packed     (--check packed; ctest pack_cache) the packed-weight cache
              (issue 13): a second start on tcc and on cc maps the packed
-             weights ("packed weights: cached") and gives the bytes of a
-             cache-less run; weights with one float changed miss and give
-             the new numbers; an entry changed in place, replaced by a
+             weights without reading the weights file ("packed weights:
+             cached (key memoized)": its sha256 remembered by its identity)
+             and gives the bytes of a cache-less run; a touched file (new
+             mtime, same bytes) is hashed again and gives the same bytes;
+             weights with one float changed miss and give the new numbers,
+             the runtime's; an entry changed in place, replaced by a
              symbolic link, made group-writable or given away (as root) is
-             rebuilt, never used; cache --clean removes it
+             rebuilt, never used; cache --clean removes it.  Memory: the
+             peak RSS of a start that maps a stories15M-shaped model's
+             blob (61 MB) is below that of a tiny model's start + 1.3 x the
+             blob, and a cache-less start's (weights + packed copy) above
+             its + 1.5 x: nothing walks the mapped float32 file on a hit,
+             also when q/k/v and gate/up are stored apart (their fusing is
+             deferred until a reader needs it), which decodes the same ids.
+             Bound: unset, FIXFORMER_CACHE_MAX_MB's default grows by the
+             largest entry, so a 300 MB blob (sparse) stays when another
+             model is built; FIXFORMER_CACHE_MAX_MB=256 removes it
   valgrind   (--check valgrind) with the cache built natively (AVX-512 here),
              valgrind, whose CPU has no AVX-512, runs the cc engine (no SIGILL)
 
@@ -33,6 +45,9 @@ each case in a cache folder of its own (XDG_CACHE_HOME):
 """
 import argparse
 import hashlib
+import io
+import json
+import re
 import os
 import shutil
 import stat
@@ -368,14 +383,23 @@ def blobs(cache):
 
 
 def packed_run(c, cache, engine, want, what, cached=True):
-    """runs with the packed-weight cache (or without); stderr says want"""
+    """runs with the packed-weight cache (or without); stderr says want (a regular expression)"""
     p = c.run(cache, engine, env={"FIXFORMER_PACK_CACHE": "1" if cached else "0", "FIXFORMER_PACK_TRACE": "1"})
     must(p)
     said = [ln for ln in p.stderr.splitlines() if ln.startswith("packed weights:")]
-    if said != ([want] if want else []):
+    if len(said) != (1 if want else 0) or (want and not re.fullmatch(want, said[0])):
         raise Failure("%s: want %r on stderr, got %s" % (what, want, said))
     with open(p.out, "rb") as f:
         return f.read()
+
+
+def settle(path):
+    """waits until path's mtime and ctime are older than the 100 ms within which fixformer does not trust a
+    file's identity to show a change (host/jit_cc.c settled): then its sha256 is remembered"""
+    st = os.stat(path)
+    wait = max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 + 0.25 - time.time()
+    if wait > 0:
+        time.sleep(wait)
 
 
 def check_packed_entry(cache):
@@ -400,12 +424,20 @@ def check_packed(c):
     want = {e: packed_run(c, cache, e, None, "cache-less " + e, cached=False) for e in ("tcc", "cc")}
     if blobs(cache):
         raise Failure("FIXFORMER_PACK_CACHE=0 stored packed weights: %s" % files(cache))
-    for engine, how in (("tcc", "packed"), ("tcc", "cached"), ("cc", "cached")):
-        if packed_run(c, cache, engine, "packed weights: " + how, engine) != want[engine]:
+    settle(c.weights)
+    memo = r"packed weights: cached \(key memoized\)"
+    for engine, how in (("tcc", "packed weights: packed"), ("tcc", memo), ("cc", memo)):
+        if packed_run(c, cache, engine, how, engine) != want[engine]:
             raise Failure("%s, %s: the output differs from the cache-less run's bytes" % (engine, how))
     c.ok(c.run(cache, env={"FIXFORMER_PACK_CACHE": "1"}), "cc, cached")
     blob = check_packed_entry(cache)
-    print("  second start on tcc and cc: cached, same bytes as a cache-less run")
+    print("  second start on tcc and cc: cached, the key remembered, same bytes as a cache-less run")
+    os.utime(c.weights)  # same bytes, new mtime: hashed again, then remembered again
+    settle(c.weights)
+    for how in ("packed weights: cached", memo):
+        if packed_run(c, cache, "cc", how, "touched weights") != want["cc"]:
+            raise Failure("touched weights, %s: the output differs from the cache-less run's bytes" % how)
+    print("  weights touched: hashed again (cached), then remembered; same bytes")
     with open(c.weights, "rb") as f:
         data = f.read()
     changed = bytearray(data)
@@ -416,6 +448,10 @@ def check_packed(c):
         new = packed_run(c, cache, "cc", None, "cache-less cc, changed weights", cached=False)
         if packed_run(c, cache, "cc", "packed weights: packed", "changed weights") != new or new == want["cc"]:
             raise Failure("changed weights: not the cache-less run's new bytes")
+        p = c.run(cache, "runtime")
+        must(p)
+        if not np.allclose(np.load(io.BytesIO(new)), np.load(p.out), rtol=1e-4, atol=1e-4):
+            raise Failure("changed weights: cc's output differs from the runtime's")
     finally:
         with open(c.weights, "wb") as f:
             f.write(data)
@@ -424,7 +460,7 @@ def check_packed(c):
         raise Failure("changed weights: want a second entry, found %s" % files(cache))
     os.unlink(other[0])
     os.unlink(other[0][:-5] + ".sha256")
-    print("  one float changed: missed, the new numbers")
+    print("  one float changed: missed, the new numbers (the runtime's)")
     spoils = [("changed in place", spoil_middle),
               ("a symbolic link", lambda b: (shutil.copy(b, b + ".x"), os.unlink(b), os.symlink(b + ".x", b))),
               ("group-writable", lambda b: os.chmod(b, 0o620))]
@@ -433,7 +469,7 @@ def check_packed(c):
     for what, spoil in spoils:
         b = check_packed_entry(cache)
         spoil(b)
-        if packed_run(c, cache, "tcc", "packed weights: packed", what) != want["tcc"]:
+        if packed_run(c, cache, "tcc", r"packed weights: packed( \(key memoized\))?", what) != want["tcc"]:
             raise Failure("%s: the output differs from the cache-less run's bytes" % what)
         if os.path.exists(b + ".x"):
             os.unlink(b + ".x")
@@ -445,6 +481,116 @@ def check_packed(c):
     if files(cache):
         raise Failure("cache --clean left %s" % files(cache))
     print("  cache --clean removed it")
+    check_packed_rss(c)
+    check_packed_bound(c)
+
+
+def check_packed_bound(c):
+    """a big model's packed weights (a sparse 300 MB KEY.blob, used an hour ago) and a build of another model"""
+    for bound, kept in ((None, True), ("256", False)):
+        cache = c.cache("bound%s" % bound)
+        os.makedirs(os.path.join(cache, "fixformer"), mode=0o700)
+        big = os.path.join(cache, "fixformer", "f" * 32 + ".blob")
+        with open(big, "wb") as f:
+            f.truncate(300 << 20)
+        with open(big[:-5] + ".sha256", "w") as f:
+            f.write("0" * 64 + "\n")
+        for path in (big, big[:-5] + ".sha256"):
+            os.utime(path, (time.time() - 3600,) * 2)
+        c.ok(c.run(cache, env={"FIXFORMER_CACHE_MAX_MB": bound} if bound else None), "bound %s" % bound)
+        if os.path.exists(big) != kept:
+            raise Failure("FIXFORMER_CACHE_MAX_MB=%s: the 300 MB entry was %s" % (bound, "removed" if kept else "kept"))
+    print("  default bound: a 300 MB entry kept beside a new build; FIXFORMER_CACHE_MAX_MB=256: removed")
+
+
+LLAMA = """return { name = "%s", arch = "decoder-only", d_model = %d, heads = %d, d_ff = %d, layers = %d,
+  norm = "pre", norm_kind = "rmsnorm", final_norm = true, eps = 1e-5, activation = "swiglu", bias = false,
+  vocab = %d, positional = "rope", scale_embeddings = false, tie_embeddings = true, max_seq = 64 }
+"""
+
+
+def peak_rss(c, cache, model, weights, cached):
+    """a cc start that decodes 2 ids: (its peak RSS in bytes, FIXFORMER_REPORT_RSS's VmHWM: the process's own from
+    its exec on; wait4's rusage would count this Python's pages, which a forked child holds until its exec)"""
+    env = dict(os.environ, XDG_CACHE_HOME=cache, CC=c.fastcc, FIXFORMER_PACK_CACHE="1" if cached else "0",
+               FIXFORMER_PACK_TRACE="1", FIXFORMER_REPORT_RSS="1")
+    env.pop("FIXFORMER_CACHE_MAX_MB", None)
+    p = subprocess.run([c.ff, "generate", model, "--weights", weights, "--tokens", "1 2 3", "--max-new", "2",
+                        "--engine", "cc"], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise Failure("%s: exit %d: %s" % (model, p.returncode, p.stderr.strip()[-2000:]))
+    said = [ln for ln in p.stderr.splitlines() if ln.startswith("packed weights:")]
+    return int(re.search(r"^peak RSS: ([0-9]+) kB$", p.stderr, re.M).group(1)) * 1024, said, p.stdout
+
+
+def split_projections(src, dst):
+    """src's fused in_proj_weight and linear1.weight written apart, as Meta and Hugging Face keep them
+    (q_proj, k_proj, v_proj; gate_proj, up_proj): fixformer fuses them when it reads the file"""
+    with open(src, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        head = json.loads(f.read(n))
+        data = f.read()
+    tensors = []
+    for name, e in sorted(head.items()):
+        if name == "__metadata__":
+            continue
+        x = np.frombuffer(data[e["data_offsets"][0]:e["data_offsets"][1]], "<f4").reshape(e["shape"])
+        for suffix, parts in (("self_attn.in_proj_weight", ("q_proj", "k_proj", "v_proj")),
+                              ("linear1.weight", ("gate_proj", "up_proj"))):
+            if name.endswith(suffix):
+                base = name[:-len(suffix)] + ("self_attn." if "self_attn" in suffix else "")
+                tensors += [(base + p + ".weight", t) for p, t in zip(parts, np.split(x, len(parts)))]
+                break
+        else:
+            tensors.append((name, x))
+    head, at = {}, 0
+    for name, t in tensors:
+        head[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [at, at + t.nbytes]}
+        at += t.nbytes
+    text = json.dumps(head).encode()
+    text += b" " * (-len(text) % 8)  # the data 8-byte aligned, as safetensors writes it
+    with open(dst, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(t.tobytes() for _, t in tensors))
+
+
+def check_packed_rss(c):
+    """Peak RSS on a hit: the blob (mapped, every page read by decoding), plus what any start holds (measured: the
+    same start of a model with 0.5 MB of weights); 0.3 x the blob for what grows with the model (its KV cache,
+    logits, generated code: about 4 MB here).  A start that walked the float32 file too would hold 2 x the blob: the
+    cache-less start shows that the bound tells the two apart."""
+    cache = c.cache("packed_rss")
+    runs = {}
+    for name, shape in (("tiny", (32, 2, 64, 1, 4000)), ("s15m", (288, 6, 768, 6, 32000)), ("apart", None)):
+        model, weights = os.path.join(c.tmp, name + ".lua"), os.path.join(c.tmp, name + ".safetensors")
+        if shape:
+            with open(model, "w") as f:
+                f.write(LLAMA % ((name,) + shape))
+            must(subprocess.run([c.ff, "init", model, "-o", weights], capture_output=True, text=True))
+        else:  # the same weights, q/k/v and gate/up apart: fused on reading, deferred until someone reads them
+            model = os.path.join(c.tmp, "s15m.lua")
+            split_projections(os.path.join(c.tmp, "s15m.safetensors"), weights)
+        settle(weights)
+        cold = peak_rss(c, cache, model, weights, True)
+        runs[name] = peak_rss(c, cache, model, weights, True)
+        if cold[1] != ["packed weights: packed"] or runs[name][1] != ["packed weights: cached (key memoized)"]:
+            raise Failure("%s: want packed, then cached (key memoized); got %s, %s" % (name, cold[1], runs[name][1]))
+        if cold[2] != runs[name][2] or not cold[2].strip():
+            raise Failure("%s: the hit printed %r, the first start %r" % (name, runs[name][2], cold[2]))
+    if runs["apart"][2] != runs["s15m"][2]:
+        raise Failure("q/k/v and gate/up apart: %r, fused in the file: %r" % (runs["apart"][2], runs["s15m"][2]))
+    less = peak_rss(c, cache, model, os.path.join(c.tmp, "s15m.safetensors"), False)[0]
+    blob = max(os.path.getsize(b) for b in blobs(cache))
+    base, mb = runs["tiny"][0], 1 << 20
+    print("  peak RSS: tiny model's hit %.1f MB; stories15M shape (blob %.1f MB): hit %.1f MB, projections apart "
+          "%.1f MB (bound %.1f), cache-less %.1f MB" % (base / mb, blob / mb, runs["s15m"][0] / mb,
+                                                       runs["apart"][0] / mb, (base + 1.3 * blob) / mb, less / mb))
+    for name in ("s15m", "apart"):
+        if runs[name][0] >= base + 1.3 * blob:
+            raise Failure("%s: a hit's peak RSS %.1f MB >= %.1f MB: the float32 weights are touched" % (
+                name, runs[name][0] / mb, (base + 1.3 * blob) / mb))
+    if less <= base + 1.5 * blob:
+        raise Failure("the cache-less start's peak RSS %.1f MB <= %.1f MB: the measure does not see the weights" % (
+            less / mb, (base + 1.5 * blob) / mb))
 
 
 CHECKS = [("folder", check_folder), ("entries", check_entries), ("processes", check_processes), ("key", check_key),

@@ -4,7 +4,9 @@
  * (each dtype, header versions, rank 0 and zero-size, every refusal with its
  * message), the atomic writers in a private temporary folder (a regular file
  * replaced, a symlink written through, a directory refused, all or none), and
- * write -> read round trips.  Prints each failure and "N passed, N failed".
+ * write -> read round trips, ff_safetensors_read's mapping (an aligned F32
+ * tensor in place, F16 and unaligned F32 converted, ff_tensor_make_owned, a
+ * file cut short).  Prints each failure and "N passed, N failed".
  *
  *   test_io
  */
@@ -409,6 +411,50 @@ static void test_round_trips(void) {
   CHECK_ERR(ff_npy_read(in_dir("sub"), &(ff_array){0}, &err), FF_EIO, err, "sub: is a directory");
 }
 
+/* ff_safetensors_read maps the file: an aligned F32 tensor points into the
+ * mapping, an F16 and an unaligned F32 tensor are converted into owned
+ * memory with the same values as from memory; ff_tensor_make_owned gives a
+ * writable copy; a file cut short is one line, never a SIGBUS. */
+static void test_st_mapped(void) {
+  ff_error err = {0, ""};
+  ff_tensor_file tf;
+  const float a[2] = {1.5f, -2.25f}, u[2] = {3.125f, -0.0625f};
+  const uint16_t h[2] = {0x3c00, 0xc000}; /* 1, -2 */
+  uint8_t data[22] = {0};
+  memcpy(data, a, 8), memcpy(data + 8, h, 4), memcpy(data + 14, u, 8); /* u at 14: 2 bytes off */
+  char json[256] = "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+                   "\"h\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [8, 12]},"
+                   "\"u\": {\"dtype\": \"F32\", \"shape\": [1, 2], \"data_offsets\": [14, 22]}}";
+  while (strlen(json) % 4) strcat(json, " "); /* the data buffer 4-byte aligned in the file */
+  image im = st(json, data, sizeof data);
+  const char *path = in_dir("mapped.safetensors");
+  FILE *f = fopen(path, "wb");
+  if (f) fwrite(im.b, 1, im.n, f), fclose(f);
+  int rc = ff_safetensors_read(path, &tf, &err);
+  CHECK(!rc && tf.count == 3 && tf.map && tf.map_bytes == im.n, "mapped read: rc %d %s", rc, err.msg);
+  if (rc) return;
+  ff_tensor *ta = (ff_tensor *)ff_tensor_file_find(&tf, "a"), *tu = (ff_tensor *)ff_tensor_file_find(&tf, "u");
+  const ff_tensor *th = ff_tensor_file_find(&tf, "h");
+  CHECK(ta && th && tu, "lookups");
+  if (!ta || !th || !tu) return;
+  CHECK(ff_tensor_is_mapped(&tf, ta) && !memcmp(ta->data, a, 8), "aligned F32: in the mapping, %g %g", ta->data[0],
+        ta->data[1]);
+  CHECK(!ff_tensor_is_mapped(&tf, tu) && !memcmp(tu->data, u, 8) && tu->rank == 2, "unaligned F32: owned, %g %g",
+        tu->data[0], tu->data[1]);
+  CHECK(!ff_tensor_is_mapped(&tf, th) && th->data[0] == 1 && th->data[1] == -2, "F16: owned, %g %g", th->data[0],
+        th->data[1]);
+  const float *before = ta->data, *owned_u = tu->data;
+  rc = ff_tensor_make_owned(&tf, ta, &err);
+  CHECK(!rc && ta->data != before && !ff_tensor_is_mapped(&tf, ta) && !memcmp(ta->data, a, 8), "make_owned: a copy");
+  if (!rc) ta->data[0] = 7; /* writable (the mapping is read-only) */
+  CHECK(before[0] == 1.5f && ff_tensor_file_find(&tf, "a")->data[0] == 7, "the copy is written, the file is not");
+  CHECK(!ff_tensor_make_owned(&tf, tu, &err) && tu->data == owned_u, "make_owned of an owned tensor: nothing");
+  ff_tensor_file_free(&tf);
+  CHECK(!tf.map && !tf.extra && !tf.count, "freed");
+  if (truncate(path, (off_t)im.n - 4)) perror("truncate");
+  CHECK_ERR(ff_safetensors_read(path, &tf, &err), FF_EFORMAT, err, "mapped.safetensors: tensor 'u': data_offsets [14, 22] beyond");
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "%s", "/tmp/test_io.XXXXXX");
   const char *tmpdir = getenv("TMPDIR");
@@ -425,6 +471,7 @@ int main(void) {
   test_write_atomic();
   test_write_files_atomic();
   test_round_trips();
+  test_st_mapped();
   char cmd[96];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) printf("test_io: could not remove %s\n", dir);
