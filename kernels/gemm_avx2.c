@@ -184,24 +184,6 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx2(const int P,
   for (int p = 0; p < P; p++) _mm256_storeu_ps(acc + 16 * p, a0[p]), _mm256_storeu_ps(acc + 16 * p + 8, a1[p]);
 }
 
-static void ff_gemv_bf16_avx2(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  switch (np) { /* the panel count becomes a constant */
-  case 4: ff_gemv_bf16_p_avx2(4, x, IN, W, pb, acc); break;
-  case 3: ff_gemv_bf16_p_avx2(3, x, IN, W, pb, acc); break;
-  case 2: ff_gemv_bf16_p_avx2(2, x, IN, W, pb, acc); break;
-  default: ff_gemv_bf16_p_avx2(1, x, IN, W, pb, acc); break;
-  }
-}
-
-static void ff_gemv_q8_avx2(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  switch (np) {
-  case 4: ff_gemv_q8_p_avx2(4, x, IN, W, pb, acc); break;
-  case 3: ff_gemv_q8_p_avx2(3, x, IN, W, pb, acc); break;
-  case 2: ff_gemv_q8_p_avx2(2, x, IN, W, pb, acc); break;
-  default: ff_gemv_q8_p_avx2(1, x, IN, W, pb, acc); break;
-  }
-}
-
 /* e^x for x <= 0 in 8 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n built in the exponent bits; about
  * 1 ulp; below -87.3 (and -inf): 0; NaN: NaN (the clamp keeps it, see

@@ -185,24 +185,6 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx512(const int 
   for (int p = 0; p < P; p++) _mm512_storeu_ps(acc + 32 * p, a0[p]), _mm512_storeu_ps(acc + 32 * p + 16, a1[p]);
 }
 
-static void ff_gemv_bf16_avx512(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  switch (np) { /* the panel count becomes a constant */
-  case 4: ff_gemv_bf16_p_avx512(4, x, IN, W, pb, acc); break;
-  case 3: ff_gemv_bf16_p_avx512(3, x, IN, W, pb, acc); break;
-  case 2: ff_gemv_bf16_p_avx512(2, x, IN, W, pb, acc); break;
-  default: ff_gemv_bf16_p_avx512(1, x, IN, W, pb, acc); break;
-  }
-}
-
-static void ff_gemv_q8_avx512(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  switch (np) {
-  case 4: ff_gemv_q8_p_avx512(4, x, IN, W, pb, acc); break;
-  case 3: ff_gemv_q8_p_avx512(3, x, IN, W, pb, acc); break;
-  case 2: ff_gemv_q8_p_avx512(2, x, IN, W, pb, acc); break;
-  default: ff_gemv_q8_p_avx512(1, x, IN, W, pb, acc); break;
-  }
-}
-
 /* e^x for x <= 0 in 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n; about 1 ulp; e^-inf and below -87.3: 0;
  * NaN: NaN (max(lo, x) keeps it), so that a NaN score makes its softmax row NaN. */

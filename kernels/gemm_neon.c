@@ -178,16 +178,6 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_neon(const int P,
     for (int v = 0; v < 4; v++) vst1q_f32(acc + 16 * p + 4 * v, a[p][v]);
 }
 
-static void ff_gemv_bf16_neon(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  if (np == 2) ff_gemv_bf16_p_neon(2, x, IN, W, pb, acc); /* the panel count becomes a constant */
-  else ff_gemv_bf16_p_neon(1, x, IN, W, pb, acc);
-}
-
-static void ff_gemv_q8_neon(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  if (np == 2) ff_gemv_q8_p_neon(2, x, IN, W, pb, acc);
-  else ff_gemv_q8_p_neon(1, x, IN, W, pb, acc);
-}
-
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_neon
 #include "plain.c"

@@ -5,10 +5,10 @@
  *   FF_QUANT(name)      this ISA's name of a function: ff_name_ISA
  *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC, FF_LIN_TILE   as drivers.c (KC a
  *                       multiple of 32, the int8 group)
- *   FF_GEMV_PANELS      how many panels the GEMVs take at once
- *   FF_QUANT(gemv_bf16)(x, IN, W, panel_bytes, np, acc), FF_QUANT(gemv_q8)
- *                       (same): one row of x times np <= FF_GEMV_PANELS
- *                       consecutive packed panels from W, acc [np NR] = their
+ *   FF_GEMV_PANELS      how many panels the GEMVs take at once (1, 2 or 4)
+ *   FF_QUANT(gemv_bf16_p)(P, x, IN, W, panel_bytes, acc), FF_QUANT(gemv_q8_p)
+ *                       (same): one row of x times P <= FF_GEMV_PANELS (a
+ *                       constant) consecutive packed panels from W, acc [P NR] = their
  *                       dot products (the columns past OUT are zero weights),
  *                       each summed in k order (several panels at once give
  *                       independent FMA chains without reordering the sums)
@@ -31,11 +31,30 @@
 #error "quant.c: the k block must hold whole int8 groups of 32 (and the GEMV's sums)"
 #endif
 
-/* the ISA's GEMVs (above), defined after this file */
-static void FF_QUANT(gemv_bf16)(const float *x, int IN, const unsigned char *W, size_t panel_bytes, int np,
-                                float *acc);
-static void FF_QUANT(gemv_q8)(const float *x, int IN, const unsigned char *W, size_t panel_bytes, int np,
-                              float *acc);
+/* the ISA's GEMVs, defined after this file */
+static inline void FF_QUANT(gemv_bf16_p)(const int P, const float *x, int IN, const unsigned char *W,
+                                         size_t panel_bytes, float *acc);
+static inline void FF_QUANT(gemv_q8_p)(const int P, const float *x, int IN, const unsigned char *W,
+                                       size_t panel_bytes, float *acc);
+
+/* np <= FF_GEMV_PANELS panels of one type: the count becomes a constant */
+static void FF_QUANT(gemv)(int q8, const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
+#define FF_GEMV_CASE(P)                                                                                               \
+  if (q8) FF_QUANT(gemv_q8_p)(P, x, IN, W, pb, acc);                                                                  \
+  else FF_QUANT(gemv_bf16_p)(P, x, IN, W, pb, acc);                                                                   \
+  break;
+  switch (np) {
+#if FF_GEMV_PANELS >= 4
+  case 4: FF_GEMV_CASE(4)
+  case 3: FF_GEMV_CASE(3)
+#endif
+#if FF_GEMV_PANELS >= 2
+  case 2: FF_GEMV_CASE(2)
+#endif
+  default: FF_GEMV_CASE(1)
+  }
+#undef FF_GEMV_CASE
+}
 
 /* one bf16 weight: the high half of its float */
 static inline float FF_QUANT(bf16_value)(uint16_t h) {
@@ -91,8 +110,7 @@ static void FF_QUANT(linear_quant)(int dtype, const float *x, int T, int IN, con
     const int n = OUT - j < FF_LIN_NR ? OUT - j : FF_LIN_NR;
     if (T == 1) { /* decoding: straight from the packed bytes, np panels at once */
       const int left = (j1 - j + FF_LIN_NR - 1) / FF_LIN_NR, np = left < FF_GEMV_PANELS ? left : FF_GEMV_PANELS;
-      if (dtype) FF_QUANT(gemv_q8)(x, IN, panel, panel_bytes, np, buf);
-      else FF_QUANT(gemv_bf16)(x, IN, panel, panel_bytes, np, buf);
+      FF_QUANT(gemv)(dtype, x, IN, panel, panel_bytes, np, buf);
       for (int q = 0; q < np; q++) {
         const int c = j + q * FF_LIN_NR, w = OUT - c < FF_LIN_NR ? OUT - c : FF_LIN_NR;
         FF_QUANT(store_q)(buf + q * FF_LIN_NR, w, b ? b + c : NULL, y + c, flags);
