@@ -246,6 +246,11 @@ int tiny_run(const tiny_weights *w, void *state, int batch, int src_len, const v
 #define FF_RELU 2 /* then C = max(0, C) */
 void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
     int j0, int j1);
+/* the same on bf16 / int8 weights packed as kernels/quant.c says */
+void ff_linear_bf16_generic(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y, int flags,
+    int j0, int j1);
+void ff_linear_q8_generic(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y, int flags,
+    int j0, int j1);
 void ff_matmul_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
     const float *bias, float alpha, int flags);
 void ff_sdpa_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int kv_heads,
@@ -334,6 +339,186 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
       ff_tile_generic(T - i < FF_GENERIC_MR ? T - i : FF_GENERIC_MR, OUT - j < FF_GENERIC_NR ? OUT - j : FF_GENERIC_NR,
                       IN, x + (size_t)i * IN, IN, W + (size_t)j * IN, FF_GENERIC_NR, y + (size_t)i * OUT + j, OUT,
                       b ? b + j : 0, 1.0f, flags);
+}
+
+/* bf16 and int8 weights (quant.c); the prefill's tile is the one above */
+#define FF_QUANT(name) ff_##name##_generic
+#define FF_GEMV_PANELS 1
+#define FF_LIN_MR FF_GENERIC_MR
+#define FF_LIN_NR FF_GENERIC_NR
+#define FF_LIN_KC 256 /* k per dequantized block: 16 KB of floats */
+#define FF_LIN_TILE(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs)                                    \
+  ff_tile_generic(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags) /* no fetch ahead */
+#line 1 "kernels/quant.c"
+/* quant.c - the matrix products on bf16 and int8 weights (issue 13) on one
+ * ISA's kernels.  The ISA's file defines, then includes this after drivers.c
+ * (emitted code gets the text in place of the #include), and defines after
+ * it the two GEMVs:
+ *   FF_QUANT(name)      this ISA's name of a function: ff_name_ISA
+ *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC, FF_LIN_TILE   as drivers.c (KC a
+ *                       multiple of 32, the int8 group)
+ *   FF_GEMV_PANELS      how many panels the GEMVs take at once (1, 2 or 4)
+ *   FF_QUANT(gemv_bf16_p)(P, x, IN, W, panel_bytes, acc), FF_QUANT(gemv_q8_p)
+ *                       (same): one row of x times P <= FF_GEMV_PANELS (a
+ *                       constant) consecutive packed panels from W, acc [P NR] = their
+ *                       dot products (the columns past OUT are zero weights),
+ *                       each summed in k order (several panels at once give
+ *                       independent FMA chains without reordering the sums)
+ * ff_linear_bf16_ISA, ff_linear_q8_ISA: y [T, OUT] = x [T, IN] W^T + b,
+ * flags and the columns j0 .. j1-1 as ff_linear_ISA (drivers.c), W packed
+ * (NR the panel width, G = (IN + 31) / 32 groups of k):
+ *   bf16: W[NR p + c][k] at uint16 index p IN NR + k NR + c, value bits << 16
+ *   int8: panel p at byte p G 36 NR, its group g at g 36 NR: NR float scales,
+ *         then 32 rows of NR int8 (q[k][c] at 4 NR + (k % 32) NR + c):
+ *         W[NR p + c][k] = (float)q * scale[c]; padding q 0, scale 0.
+ * Decoding (T = 1) is memory-bound: the ISA's GEMV reads each weight byte
+ * once and widens it in registers.  Two rows or more dequantize a k block of
+ * the panel (KC x NR floats, in L1) once and run the f32 register tile over
+ * every row tile on it, as ff_linear does on f32 panels: the dequantizing is
+ * then one pass over the weights per call, the tile does the arithmetic. */
+#include <stddef.h>
+#include <stdint.h>
+
+#if FF_LIN_KC % 32 || FF_LIN_KC < FF_GEMV_PANELS
+#error "quant.c: the k block must hold whole int8 groups of 32 (and the GEMV's sums)"
+#endif
+
+/* the ISA's GEMVs, defined after this file */
+static inline void FF_QUANT(gemv_bf16_p)(const int P, const float *x, int IN, const unsigned char *W,
+                                         size_t panel_bytes, float *acc);
+static inline void FF_QUANT(gemv_q8_p)(const int P, const float *x, int IN, const unsigned char *W,
+                                       size_t panel_bytes, float *acc);
+
+/* np <= FF_GEMV_PANELS panels of one type: the count becomes a constant */
+static void FF_QUANT(gemv)(int q8, const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
+#define FF_GEMV_CASE(P)                                                                                               \
+  if (q8) FF_QUANT(gemv_q8_p)(P, x, IN, W, pb, acc);                                                                  \
+  else FF_QUANT(gemv_bf16_p)(P, x, IN, W, pb, acc);                                                                   \
+  break;
+  switch (np) {
+#if FF_GEMV_PANELS >= 4
+  case 4: FF_GEMV_CASE(4)
+  case 3: FF_GEMV_CASE(3)
+#endif
+#if FF_GEMV_PANELS >= 2
+  case 2: FF_GEMV_CASE(2)
+#endif
+  default: FF_GEMV_CASE(1)
+  }
+#undef FF_GEMV_CASE
+}
+
+/* one bf16 weight: the high half of its float */
+static inline float FF_QUANT(bf16_value)(uint16_t h) {
+  union {
+    uint32_t u;
+    float f;
+  } v;
+  v.u = (uint32_t)h << 16;
+  return v.f;
+}
+
+/* rows k0 .. k0+kc-1 of a bf16 panel -> buf [kc, NR] floats */
+static void FF_QUANT(dequant_bf16)(const uint16_t *panel, int k0, int kc, float *buf) {
+  const uint16_t *w = panel + (size_t)k0 * FF_LIN_NR;
+  for (int i = 0; i < kc * FF_LIN_NR; i++) buf[i] = FF_QUANT(bf16_value)(w[i]);
+}
+
+/* rows k0 .. k0+kc-1 (k0 a multiple of 32) of an int8 panel -> buf [kc, NR]:
+ * the exact float product q scale, as the reference dequantizes */
+static void FF_QUANT(dequant_q8)(const unsigned char *panel, int k0, int kc, float *buf) {
+  for (int p = 0; p < kc; p += 32) {
+    const unsigned char *group = panel + (size_t)((k0 + p) / 32) * 36 * FF_LIN_NR;
+    const float *scale = (const float *)(const void *)group;
+    const signed char *q = (const signed char *)(group + 4 * FF_LIN_NR);
+    const int rows = kc - p < 32 ? kc - p : 32;
+    for (int r = 0; r < rows; r++)
+      for (int c = 0; c < FF_LIN_NR; c++)
+        buf[(size_t)(p + r) * FF_LIN_NR + c] = (float)q[r * FF_LIN_NR + c] * scale[c];
+  }
+}
+
+/* The GEMV's epilogue, as the tile's: y = acc + b (+ y), max(0, .) (NaN stays) */
+static void FF_QUANT(store_q)(const float *acc, int n, const float *b, float *y, int flags) {
+  for (int c = 0; c < n; c++) {
+    float r = acc[c] + (b ? b[c] : 0.0f);
+    if (flags & FF_ACC) r += y[c];
+    y[c] = (flags & FF_RELU) && r < 0.0f ? 0.0f : r;
+  }
+}
+
+/* The driver of both types: dtype 0 bf16, 1 int8; panel_bytes the size of
+ * one packed panel. */
+static void FF_QUANT(linear_quant)(int dtype, const float *x, int T, int IN, const unsigned char *W,
+                                   size_t panel_bytes, const float *b, int OUT, float *y, int flags, int j0,
+                                   int j1) {
+#if defined(__GNUC__) || defined(__TINYC__)
+  float buf[FF_LIN_KC * FF_LIN_NR] __attribute__((aligned(64)));
+#else
+  float buf[FF_LIN_KC * FF_LIN_NR];
+#endif
+  for (int j = j0; j < j1; j += FF_LIN_NR) {
+    const unsigned char *panel = W + panel_bytes * (size_t)(j / FF_LIN_NR);
+    const int n = OUT - j < FF_LIN_NR ? OUT - j : FF_LIN_NR;
+    if (T == 1) { /* decoding: straight from the packed bytes, np panels at once */
+      const int left = (j1 - j + FF_LIN_NR - 1) / FF_LIN_NR, np = left < FF_GEMV_PANELS ? left : FF_GEMV_PANELS;
+      FF_QUANT(gemv)(dtype, x, IN, panel, panel_bytes, np, buf);
+      for (int q = 0; q < np; q++) {
+        const int c = j + q * FF_LIN_NR, w = OUT - c < FF_LIN_NR ? OUT - c : FF_LIN_NR;
+        FF_QUANT(store_q)(buf + q * FF_LIN_NR, w, b ? b + c : NULL, y + c, flags);
+      }
+      j += (np - 1) * FF_LIN_NR;
+      continue;
+    }
+    for (int k0 = 0; k0 < IN; k0 += FF_LIN_KC) { /* the first pass stores (+ b), later ones add */
+      const int kc = IN - k0 < FF_LIN_KC ? IN - k0 : FF_LIN_KC, last = k0 + kc == IN;
+      const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
+      if (dtype) FF_QUANT(dequant_q8)(panel, k0, kc, buf);
+      else FF_QUANT(dequant_bf16)((const uint16_t *)(const void *)panel, k0, kc, buf);
+      for (int i = 0; i < T; i += FF_LIN_MR)
+        FF_LIN_TILE(T - i < FF_LIN_MR ? T - i : FF_LIN_MR, n, kc, x + (size_t)i * IN + k0, IN, buf, FF_LIN_NR,
+                    y + (size_t)i * OUT + j, OUT, b && !k0 ? b + j : NULL, 1.0f, f, (uintptr_t)buf, 0);
+    }
+  }
+}
+
+FF_KERNEL void FF_QUANT(linear_bf16)(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y,
+                                     int flags, int j0, int j1) {
+  FF_QUANT(linear_quant)(0, x, T, IN, (const unsigned char *)W, sizeof(uint16_t) * (size_t)IN * FF_LIN_NR, b, OUT,
+                         y, flags, j0, j1);
+}
+
+FF_KERNEL void FF_QUANT(linear_q8)(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y,
+                                   int flags, int j0, int j1) {
+  FF_QUANT(linear_quant)(1, x, T, IN, (const unsigned char *)W, (size_t)(IN + 31) / 32 * 36 * FF_LIN_NR, b, OUT, y,
+                         flags, j0, j1);
+}
+#line 84 "kernels/gemm_generic.c"
+
+/* quant.c's GEMVs: one panel at a time, plain loops over its 16 columns
+ * that compilers vectorize */
+static inline void ff_gemv_bf16_p_generic(const int P, const float *x, int IN, const unsigned char *W,
+                                          size_t panel_bytes, float *acc) {
+  (void)P, (void)panel_bytes; /* FF_GEMV_PANELS 1 */
+  const uint16_t *w = (const uint16_t *)(const void *)W;
+  float s[FF_GENERIC_NR] = {0.0f};
+  for (int k = 0; k < IN; k++)
+    for (int c = 0; c < FF_GENERIC_NR; c++) s[c] += x[k] * ff_bf16_value_generic(w[(size_t)k * FF_GENERIC_NR + c]);
+  for (int c = 0; c < FF_GENERIC_NR; c++) acc[c] = s[c];
+}
+
+static inline void ff_gemv_q8_p_generic(const int P, const float *x, int IN, const unsigned char *W,
+                                        size_t panel_bytes, float *acc) {
+  (void)P, (void)panel_bytes;
+  float s[FF_GENERIC_NR] = {0.0f};
+  for (int k0 = 0; k0 < IN; k0 += 32) {
+    const unsigned char *group = W + (size_t)(k0 / 32) * 36 * FF_GENERIC_NR;
+    const float *scale = (const float *)(const void *)group;
+    const signed char *q = (const signed char *)(group + 4 * FF_GENERIC_NR);
+    for (int r = 0; r < 32 && k0 + r < IN; r++)
+      for (int c = 0; c < FF_GENERIC_NR; c++) s[c] += x[k0 + r] * ((float)q[r * FF_GENERIC_NR + c] * scale[c]);
+  }
+  for (int c = 0; c < FF_GENERIC_NR; c++) acc[c] = s[c];
 }
 
 /* norms and activations (plain.c) */
@@ -451,7 +636,7 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
     for (int i = 0; i < N; i++) at[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
   }
 }
-#line 78 "kernels/gemm_generic.c"
+#line 114 "kernels/gemm_generic.c"
 
 /* scaled dot-product attention on these kernels (sdpa.c) */
 #define FF_SDPA ff_sdpa_generic
@@ -535,7 +720,7 @@ FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq,
     }
   }
 }
-#line 84 "kernels/gemm_generic.c"
+#line 120 "kernels/gemm_generic.c"
 #endif
 
 #line 138 "templates/model.c.in"
