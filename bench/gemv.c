@@ -1,6 +1,6 @@
 /* gemv.c - decoding's matrix-vector products against the memory: GB/s of
  * weight bytes read per second by ff_linear_ISA (f32), ff_linear_bf16_ISA and
- * ff_linear_q8_ISA with T = 1 on one thread, on the 110M model's shapes, for
+ * ff_linear_q8_ISA with T = 1 (or the T given) on one thread, on the 110M model's shapes, for
  * every ISA the host carries and this machine runs; each against a streaming
  * read's GB/s over the same 1 GiB (the memory's limit for one core), the two
  * timed in turns.  Each shape's
@@ -8,7 +8,7 @@
  * caches, and the copies are multiplied one after another, as decoding reads
  * layer after layer: the bytes come from DRAM, not from a cache.  The best of
  * 7 passes each.  Then prefill's GFLOP/s (T = 128) for the three.  Not a test: it asserts nothing.
- *   bench_gemv [MiB]    (buffer size, default 1024) */
+ *   bench_gemv [MiB [T]]    (buffer size, default 1024; rows of x, default 1) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,14 +94,15 @@ int main(int argc, char **argv) {
   static const int shapes[][2] = {{768, 768}, {768, 2048}, {2048, 768}, {32000, 768}}; /* OUT, IN */
   static const char *dtypes[3] = {"f32", "bf16", "int8"};
   const size_t total = (size_t)(argc > 1 ? atoi(argv[1]) : 1024) << 20;
+  const int T = argc > 2 && atoi(argv[2]) > 0 && atoi(argv[2]) <= 64 ? atoi(argv[2]) : 1;
   void *mem = NULL;
   unsigned char *buf = posix_memalign(&mem, 64, total) ? NULL : mem;
-  float *x = malloc(sizeof(float) * 2048), *y = malloc(sizeof(float) * 32000);
+  float *x = malloc(sizeof(float) * 2048 * T), *y = malloc(sizeof(float) * 32000 * T);
   if (!buf || !x || !y) return fprintf(stderr, "bench_gemv: out of memory\n"), 1;
   /* every byte 0x30..0x3f: every float, bf16 and scale normal and < 1, every int8 48..63 */
   unsigned long long r = 88172645463325252ULL;
   for (size_t i = 0; i < total; i++) r ^= r << 13, r ^= r >> 7, r ^= r << 17, buf[i] = 0x30 | (r & 15);
-  for (int i = 0; i < 2048; i++) x[i] = (float)(i % 7) * 0.1f;
+  for (int i = 0; i < 2048 * T; i++) x[i] = (float)(i % 7) * 0.1f;
   volatile float sink = 0;
   for (const char *const *isa = ff_host_isas(); *isa; isa++) {
     want_isa = *isa;
@@ -119,13 +120,13 @@ int main(int argc, char **argv) {
           t = now() - t;
           if (total / t / 1e9 > st) st = total / t / 1e9;
           t = now();
-          for (size_t c = 0; c < copies; c++) found[d](x, 1, IN, buf + c * bytes, NULL, OUT, y, 0, 0, OUT);
+          for (size_t c = 0; c < copies; c++) found[d](x, T, IN, buf + c * bytes, NULL, OUT, y, 0, 0, OUT);
           t = now() - t;
           if (copies * bytes / t / 1e9 > g) g = copies * bytes / t / 1e9;
         }
         sink += y[0];
-        printf("gemv %-7s %-4s %5d x %4d: %5.1f GB/s, stream read %5.1f GB/s: %3.0f %%\n", *isa, dtypes[d], OUT, IN,
-               g, st, 100 * g / st);
+        printf("gemv %-7s %-4s T=%d %5d x %4d: %5.1f GB/s, stream read %5.1f GB/s: %3.0f %%\n", *isa, dtypes[d], T, OUT,
+               IN, g, st, 100 * g / st);
       }
   }
   prefill(buf, total);
