@@ -10,8 +10,10 @@
  *                       (same): one row of x times P <= FF_GEMV_PANELS (a
  *                       constant) consecutive packed panels from W, acc [P NR] = their
  *                       dot products (the columns past OUT are zero weights),
- *                       each summed in k order (several panels at once give
- *                       independent FMA chains without reordering the sums)
+ *                       each summed in k order (int8: a group's x q sums in k
+ *                       order, scaled, summed in group order; several panels
+ *                       at once give independent FMA chains without
+ *                       reordering the sums)
  * ff_linear_bf16_ISA, ff_linear_q8_ISA: y [T, OUT] = x [T, IN] W^T + b,
  * flags and the columns j0 .. j1-1 as ff_linear_ISA (drivers.c), W packed
  * (NR the panel width, G = (IN + 31) / 32 groups of k):
