@@ -154,50 +154,34 @@ static inline __attribute__((always_inline)) void ff_gemv_bf16_p_avx2(const int 
   }
 }
 
-/* int8: a row of a panel is 16 bytes, widened to two vectors of 8 floats,
- * times the group's scales (the reference's exact product), then the FMA */
+/* int8: a row of a panel is 16 bytes, widened to two vectors of 8 floats;
+ * a group's sums x q (in k order) are then scaled into the column's sum (in
+ * group order): one multiply per group instead of per weight */
 static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx2(const int P, const float *x, int IN,
                                                                    const unsigned char *W, size_t pb, float *acc) {
-  __m256 a0[FF_GEMV_PANELS], a1[FF_GEMV_PANELS], s0[FF_GEMV_PANELS], s1[FF_GEMV_PANELS];
+  __m256 a0[FF_GEMV_PANELS], a1[FF_GEMV_PANELS], g0[FF_GEMV_PANELS], g1[FF_GEMV_PANELS];
   for (int p = 0; p < P; p++) a0[p] = a1[p] = _mm256_setzero_ps();
   for (int k0 = 0; k0 < IN; k0 += 32) {
     const unsigned char *g = W + (size_t)(k0 / 32) * 36 * 16;
-    for (int p = 0; p < P; p++) {
-      s0[p] = _mm256_loadu_ps((const float *)(const void *)(g + pb * p));
-      s1[p] = _mm256_loadu_ps((const float *)(const void *)(g + pb * p) + 8);
-    }
     const int rows = IN - k0 < 32 ? IN - k0 : 32;
+    for (int p = 0; p < P; p++) g0[p] = g1[p] = _mm256_setzero_ps();
     for (int r = 0; r < rows; r++) {
       const __m256 xk = _mm256_broadcast_ss(x + k0 + r);
       for (int p = 0; p < P; p++) {
         const unsigned char *q = g + pb * p + 64 + 16 * r;
-        const __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)q)));
-        const __m256 w1 =
-            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(q + 8))));
-        a0[p] = _mm256_fmadd_ps(xk, _mm256_mul_ps(w0, s0[p]), a0[p]);
-        a1[p] = _mm256_fmadd_ps(xk, _mm256_mul_ps(w1, s1[p]), a1[p]);
+        const __m128i q0 = _mm_loadl_epi64((const __m128i *)(const void *)q);
+        const __m128i q1 = _mm_loadl_epi64((const __m128i *)(const void *)(q + 8));
+        g0[p] = _mm256_fmadd_ps(xk, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q0)), g0[p]);
+        g1[p] = _mm256_fmadd_ps(xk, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q1)), g1[p]);
       }
+    }
+    for (int p = 0; p < P; p++) {
+      const float *scale = (const float *)(const void *)(g + pb * p);
+      a0[p] = _mm256_fmadd_ps(g0[p], _mm256_loadu_ps(scale), a0[p]);
+      a1[p] = _mm256_fmadd_ps(g1[p], _mm256_loadu_ps(scale + 8), a1[p]);
     }
   }
   for (int p = 0; p < P; p++) _mm256_storeu_ps(acc + 16 * p, a0[p]), _mm256_storeu_ps(acc + 16 * p + 8, a1[p]);
-}
-
-static void ff_gemv_bf16_avx2(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  switch (np) { /* the panel count becomes a constant */
-  case 4: ff_gemv_bf16_p_avx2(4, x, IN, W, pb, acc); break;
-  case 3: ff_gemv_bf16_p_avx2(3, x, IN, W, pb, acc); break;
-  case 2: ff_gemv_bf16_p_avx2(2, x, IN, W, pb, acc); break;
-  default: ff_gemv_bf16_p_avx2(1, x, IN, W, pb, acc); break;
-  }
-}
-
-static void ff_gemv_q8_avx2(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  switch (np) {
-  case 4: ff_gemv_q8_p_avx2(4, x, IN, W, pb, acc); break;
-  case 3: ff_gemv_q8_p_avx2(3, x, IN, W, pb, acc); break;
-  case 2: ff_gemv_q8_p_avx2(2, x, IN, W, pb, acc); break;
-  default: ff_gemv_q8_p_avx2(1, x, IN, W, pb, acc); break;
-  }
 }
 
 /* e^x for x <= 0 in 8 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6

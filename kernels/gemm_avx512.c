@@ -156,49 +156,33 @@ static inline __attribute__((always_inline)) void ff_gemv_bf16_p_avx512(const in
   }
 }
 
-/* int8: a row of a panel is 32 bytes, widened to two vectors of 16 floats,
- * times the group's scales (the reference's exact product), then the FMA */
+/* int8: a row of a panel is 32 bytes, widened to two vectors of 16 floats;
+ * a group's sums x q (in k order) are then scaled into the column's sum (in
+ * group order): one multiply per group instead of per weight, which decides
+ * whether int8 keeps up with the memory (README "Performance") */
 static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx512(const int P, const float *x, int IN,
                                                                      const unsigned char *W, size_t pb, float *acc) {
-  __m512 a0[FF_GEMV_PANELS], a1[FF_GEMV_PANELS], s0[FF_GEMV_PANELS], s1[FF_GEMV_PANELS];
+  __m512 a0[FF_GEMV_PANELS], a1[FF_GEMV_PANELS], g0[FF_GEMV_PANELS], g1[FF_GEMV_PANELS];
   for (int p = 0; p < P; p++) a0[p] = a1[p] = _mm512_setzero_ps();
   for (int k0 = 0; k0 < IN; k0 += 32) {
     const unsigned char *g = W + (size_t)(k0 / 32) * 36 * 32;
-    for (int p = 0; p < P; p++) {
-      s0[p] = _mm512_loadu_ps((const float *)(const void *)(g + pb * p));
-      s1[p] = _mm512_loadu_ps((const float *)(const void *)(g + pb * p) + 16);
-    }
     const int rows = IN - k0 < 32 ? IN - k0 : 32;
+    for (int p = 0; p < P; p++) g0[p] = g1[p] = _mm512_setzero_ps();
     for (int r = 0; r < rows; r++) {
       const __m512 xk = _mm512_set1_ps(x[k0 + r]);
       for (int p = 0; p < P; p++) {
-        const unsigned char *q = g + pb * p + 128 + 32 * r;
-        const __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q)));
-        const __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q + 16))));
-        a0[p] = _mm512_fmadd_ps(xk, _mm512_mul_ps(w0, s0[p]), a0[p]);
-        a1[p] = _mm512_fmadd_ps(xk, _mm512_mul_ps(w1, s1[p]), a1[p]);
+        const __m128i *q = (const __m128i *)(const void *)(g + pb * p + 128 + 32 * r);
+        g0[p] = _mm512_fmadd_ps(xk, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))), g0[p]);
+        g1[p] = _mm512_fmadd_ps(xk, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))), g1[p]);
       }
+    }
+    for (int p = 0; p < P; p++) {
+      const float *scale = (const float *)(const void *)(g + pb * p);
+      a0[p] = _mm512_fmadd_ps(g0[p], _mm512_loadu_ps(scale), a0[p]);
+      a1[p] = _mm512_fmadd_ps(g1[p], _mm512_loadu_ps(scale + 16), a1[p]);
     }
   }
   for (int p = 0; p < P; p++) _mm512_storeu_ps(acc + 32 * p, a0[p]), _mm512_storeu_ps(acc + 32 * p + 16, a1[p]);
-}
-
-static void ff_gemv_bf16_avx512(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  switch (np) { /* the panel count becomes a constant */
-  case 4: ff_gemv_bf16_p_avx512(4, x, IN, W, pb, acc); break;
-  case 3: ff_gemv_bf16_p_avx512(3, x, IN, W, pb, acc); break;
-  case 2: ff_gemv_bf16_p_avx512(2, x, IN, W, pb, acc); break;
-  default: ff_gemv_bf16_p_avx512(1, x, IN, W, pb, acc); break;
-  }
-}
-
-static void ff_gemv_q8_avx512(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  switch (np) {
-  case 4: ff_gemv_q8_p_avx512(4, x, IN, W, pb, acc); break;
-  case 3: ff_gemv_q8_p_avx512(3, x, IN, W, pb, acc); break;
-  case 2: ff_gemv_q8_p_avx512(2, x, IN, W, pb, acc); break;
-  default: ff_gemv_q8_p_avx512(1, x, IN, W, pb, acc); break;
-  }
 }
 
 /* e^x for x <= 0 in 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6

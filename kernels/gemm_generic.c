@@ -84,9 +84,9 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
 
 /* quant.c's GEMVs: one panel at a time, plain loops over its 16 columns
  * that compilers vectorize */
-static void ff_gemv_bf16_generic(const float *x, int IN, const unsigned char *W, size_t panel_bytes, int np,
-                                 float *acc) {
-  (void)panel_bytes, (void)np; /* FF_GEMV_PANELS 1 */
+static inline void ff_gemv_bf16_p_generic(const int P, const float *x, int IN, const unsigned char *W,
+                                          size_t panel_bytes, float *acc) {
+  (void)P, (void)panel_bytes; /* FF_GEMV_PANELS 1 */
   const uint16_t *w = (const uint16_t *)(const void *)W;
   float s[FF_GENERIC_NR] = {0.0f};
   for (int k = 0; k < IN; k++)
@@ -94,9 +94,9 @@ static void ff_gemv_bf16_generic(const float *x, int IN, const unsigned char *W,
   for (int c = 0; c < FF_GENERIC_NR; c++) acc[c] = s[c];
 }
 
-static void ff_gemv_q8_generic(const float *x, int IN, const unsigned char *W, size_t panel_bytes, int np,
-                               float *acc) {
-  (void)panel_bytes, (void)np;
+static inline void ff_gemv_q8_p_generic(const int P, const float *x, int IN, const unsigned char *W,
+                                        size_t panel_bytes, float *acc) {
+  (void)P, (void)panel_bytes;
   float s[FF_GENERIC_NR] = {0.0f};
   for (int k0 = 0; k0 < IN; k0 += 32) {
     const unsigned char *group = W + (size_t)(k0 / 32) * 36 * FF_GENERIC_NR;

@@ -148,45 +148,34 @@ static inline __attribute__((always_inline)) void ff_gemv_bf16_p_neon(const int 
   }
 }
 
-/* int8: a row of a panel is 16 bytes, widened to four vectors of 4 floats,
- * times the group's scales (the reference's exact product), then the FMA */
+/* int8: a row of a panel is 16 bytes, widened to four vectors of 4 floats;
+ * a group's sums x q (in k order) are then scaled into the column's sum (in
+ * group order): one multiply per group instead of per weight */
 static inline __attribute__((always_inline)) void ff_gemv_q8_p_neon(const int P, const float *x, int IN,
                                                                    const unsigned char *W, size_t pb, float *acc) {
   float32x4_t a[FF_GEMV_PANELS][4], s[FF_GEMV_PANELS][4];
   for (int p = 0; p < P; p++) a[p][0] = a[p][1] = a[p][2] = a[p][3] = vdupq_n_f32(0.0f);
   for (int k0 = 0; k0 < IN; k0 += 32) {
     const unsigned char *g = W + (size_t)(k0 / 32) * 36 * 16;
-    for (int p = 0; p < P; p++)
-      for (int v = 0; v < 4; v++) s[p][v] = vld1q_f32((const float *)(const void *)(g + pb * p) + 4 * v);
     const int rows = IN - k0 < 32 ? IN - k0 : 32;
+    for (int p = 0; p < P; p++) s[p][0] = s[p][1] = s[p][2] = s[p][3] = vdupq_n_f32(0.0f);
     for (int r = 0; r < rows; r++) {
       const float xk = x[k0 + r];
       for (int p = 0; p < P; p++) {
         const int8x16_t q = vld1q_s8((const int8_t *)(const void *)(g + pb * p + 64 + 16 * r));
         const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_s8(vget_high_s8(q));
-        const float32x4_t w0 = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
-        const float32x4_t w1 = vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo)));
-        const float32x4_t w2 = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
-        const float32x4_t w3 = vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi)));
-        a[p][0] = vfmaq_n_f32(a[p][0], vmulq_f32(w0, s[p][0]), xk);
-        a[p][1] = vfmaq_n_f32(a[p][1], vmulq_f32(w1, s[p][1]), xk);
-        a[p][2] = vfmaq_n_f32(a[p][2], vmulq_f32(w2, s[p][2]), xk);
-        a[p][3] = vfmaq_n_f32(a[p][3], vmulq_f32(w3, s[p][3]), xk);
+        s[p][0] = vfmaq_n_f32(s[p][0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), xk);
+        s[p][1] = vfmaq_n_f32(s[p][1], vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), xk);
+        s[p][2] = vfmaq_n_f32(s[p][2], vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), xk);
+        s[p][3] = vfmaq_n_f32(s[p][3], vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), xk);
       }
     }
+    for (int p = 0; p < P; p++)
+      for (int v = 0; v < 4; v++)
+        a[p][v] = vfmaq_f32(a[p][v], s[p][v], vld1q_f32((const float *)(const void *)(g + pb * p) + 4 * v));
   }
   for (int p = 0; p < P; p++)
     for (int v = 0; v < 4; v++) vst1q_f32(acc + 16 * p + 4 * v, a[p][v]);
-}
-
-static void ff_gemv_bf16_neon(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  if (np == 2) ff_gemv_bf16_p_neon(2, x, IN, W, pb, acc); /* the panel count becomes a constant */
-  else ff_gemv_bf16_p_neon(1, x, IN, W, pb, acc);
-}
-
-static void ff_gemv_q8_neon(const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-  if (np == 2) ff_gemv_q8_p_neon(2, x, IN, W, pb, acc);
-  else ff_gemv_q8_p_neon(1, x, IN, W, pb, acc);
 }
 
 /* norms and activations (plain.c) */

@@ -5,13 +5,15 @@
  *   FF_QUANT(name)      this ISA's name of a function: ff_name_ISA
  *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC, FF_LIN_TILE   as drivers.c (KC a
  *                       multiple of 32, the int8 group)
- *   FF_GEMV_PANELS      how many panels the GEMVs take at once
- *   FF_QUANT(gemv_bf16)(x, IN, W, panel_bytes, np, acc), FF_QUANT(gemv_q8)
- *                       (same): one row of x times np <= FF_GEMV_PANELS
- *                       consecutive packed panels from W, acc [np NR] = their
+ *   FF_GEMV_PANELS      how many panels the GEMVs take at once (1, 2 or 4)
+ *   FF_QUANT(gemv_bf16_p)(P, x, IN, W, panel_bytes, acc), FF_QUANT(gemv_q8_p)
+ *                       (same): one row of x times P <= FF_GEMV_PANELS (a
+ *                       constant) consecutive packed panels from W, acc [P NR] = their
  *                       dot products (the columns past OUT are zero weights),
- *                       each summed in k order (several panels at once give
- *                       independent FMA chains without reordering the sums)
+ *                       each summed in k order (int8: a group's x q sums in k
+ *                       order, scaled, summed in group order; several panels
+ *                       at once give independent FMA chains without
+ *                       reordering the sums)
  * ff_linear_bf16_ISA, ff_linear_q8_ISA: y [T, OUT] = x [T, IN] W^T + b,
  * flags and the columns j0 .. j1-1 as ff_linear_ISA (drivers.c), W packed
  * (NR the panel width, G = (IN + 31) / 32 groups of k):
@@ -20,22 +22,49 @@
  *         then 32 rows of NR int8 (q[k][c] at 4 NR + (k % 32) NR + c):
  *         W[NR p + c][k] = (float)q * scale[c]; padding q 0, scale 0.
  * Decoding (T = 1) is memory-bound: the ISA's GEMV reads each weight byte
- * once and widens it in registers.  Two rows or more dequantize a k block of
- * the panel (KC x NR floats, in L1) once and run the f32 register tile over
- * every row tile on it, as ff_linear does on f32 panels: the dequantizing is
- * then one pass over the weights per call, the tile does the arithmetic. */
+ * once and widens it in registers (up to MR rows: row by row, see
+ * FF_GEMV_ROWS).  More rows dequantize a k block of the panel (KC x NR
+ * floats, in L1) once and run the f32 register tile over every row tile on
+ * it, as ff_linear does on f32 panels: the dequantizing is then one pass
+ * over the weights per call, the tile does the arithmetic. */
 #include <stddef.h>
 #include <stdint.h>
 
+/* Up to MR rows (decoding, small batches) take the GEMV row by row, the
+ * rows after the first reading the panels from L2; more take the tile.
+ * Measured with bench_gemv on 32000 x 768 (avx512, GB/s of weights, bf16 /
+ * int8): T = 2 GEMV 25.8 / 16.4, tile 13.5 / 8.8; T = 4 21.6 / 10.9 against
+ * 9.7 / 7.1; T = 8 14.4 / 6.7 against 8.9 / 5.4; T = 16 7.0 / 3.0 against
+ * 6.2 / 3.9 (avx2 alike). */
+#define FF_GEMV_ROWS FF_LIN_MR
 #if FF_LIN_KC % 32 || FF_LIN_KC < FF_GEMV_PANELS
 #error "quant.c: the k block must hold whole int8 groups of 32 (and the GEMV's sums)"
 #endif
 
-/* the ISA's GEMVs (above), defined after this file */
-static void FF_QUANT(gemv_bf16)(const float *x, int IN, const unsigned char *W, size_t panel_bytes, int np,
-                                float *acc);
-static void FF_QUANT(gemv_q8)(const float *x, int IN, const unsigned char *W, size_t panel_bytes, int np,
-                              float *acc);
+/* the ISA's GEMVs, defined after this file */
+static inline void FF_QUANT(gemv_bf16_p)(const int P, const float *x, int IN, const unsigned char *W,
+                                         size_t panel_bytes, float *acc);
+static inline void FF_QUANT(gemv_q8_p)(const int P, const float *x, int IN, const unsigned char *W,
+                                       size_t panel_bytes, float *acc);
+
+/* np <= FF_GEMV_PANELS panels of one type: the count becomes a constant */
+static void FF_QUANT(gemv)(int q8, const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
+#define FF_GEMV_CASE(P)                                                                                               \
+  if (q8) FF_QUANT(gemv_q8_p)(P, x, IN, W, pb, acc);                                                                  \
+  else FF_QUANT(gemv_bf16_p)(P, x, IN, W, pb, acc);                                                                   \
+  break;
+  switch (np) {
+#if FF_GEMV_PANELS >= 4
+  case 4: FF_GEMV_CASE(4)
+  case 3: FF_GEMV_CASE(3)
+#endif
+#if FF_GEMV_PANELS >= 2
+  case 2: FF_GEMV_CASE(2)
+#endif
+  default: FF_GEMV_CASE(1)
+  }
+#undef FF_GEMV_CASE
+}
 
 /* one bf16 weight: the high half of its float */
 static inline float FF_QUANT(bf16_value)(uint16_t h) {
@@ -89,13 +118,14 @@ static void FF_QUANT(linear_quant)(int dtype, const float *x, int T, int IN, con
   for (int j = j0; j < j1; j += FF_LIN_NR) {
     const unsigned char *panel = W + panel_bytes * (size_t)(j / FF_LIN_NR);
     const int n = OUT - j < FF_LIN_NR ? OUT - j : FF_LIN_NR;
-    if (T == 1) { /* decoding: straight from the packed bytes, np panels at once */
+    if (T <= FF_GEMV_ROWS) { /* decoding: straight from the packed bytes, np panels at once */
       const int left = (j1 - j + FF_LIN_NR - 1) / FF_LIN_NR, np = left < FF_GEMV_PANELS ? left : FF_GEMV_PANELS;
-      if (dtype) FF_QUANT(gemv_q8)(x, IN, panel, panel_bytes, np, buf);
-      else FF_QUANT(gemv_bf16)(x, IN, panel, panel_bytes, np, buf);
-      for (int q = 0; q < np; q++) {
-        const int c = j + q * FF_LIN_NR, w = OUT - c < FF_LIN_NR ? OUT - c : FF_LIN_NR;
-        FF_QUANT(store_q)(buf + q * FF_LIN_NR, w, b ? b + c : NULL, y + c, flags);
+      for (int t = 0; t < T; t++) { /* rows after the first read the panels from L2 */
+        FF_QUANT(gemv)(dtype, x + (size_t)t * IN, IN, panel, panel_bytes, np, buf);
+        for (int q = 0; q < np; q++) {
+          const int c = j + q * FF_LIN_NR, w = OUT - c < FF_LIN_NR ? OUT - c : FF_LIN_NR;
+          FF_QUANT(store_q)(buf + q * FF_LIN_NR, w, b ? b + c : NULL, y + (size_t)t * OUT + c, flags);
+        }
       }
       j += (np - 1) * FF_LIN_NR;
       continue;
