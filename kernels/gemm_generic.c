@@ -79,7 +79,7 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
 #define FF_LIN_NR FF_GENERIC_NR
 #define FF_LIN_KC 256 /* k per dequantized block: 16 KB of floats */
 #define FF_LIN_TILE(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs)                                    \
-  ff_tile_generic(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags) /* no fetch ahead */
+  ((void)(pf), (void)(pfs), ff_tile_generic(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags)) /* no fetch ahead */
 #include "quant.c"
 
 /* quant.c's GEMVs: one panel at a time, plain loops over its 16 columns

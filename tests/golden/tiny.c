@@ -348,7 +348,7 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
 #define FF_LIN_NR FF_GENERIC_NR
 #define FF_LIN_KC 256 /* k per dequantized block: 16 KB of floats */
 #define FF_LIN_TILE(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs)                                    \
-  ff_tile_generic(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags) /* no fetch ahead */
+  ((void)(pf), (void)(pfs), ff_tile_generic(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags)) /* no fetch ahead */
 #line 1 "kernels/quant.c"
 /* quant.c - the matrix products on bf16 and int8 weights (issue 13) on one
  * ISA's kernels.  The ISA's file defines, then includes this after drivers.c
@@ -482,14 +482,23 @@ static void FF_QUANT(linear_quant)(int dtype, const float *x, int T, int IN, con
       j += (np - 1) * FF_LIN_NR;
       continue;
     }
+    const int tiles = (T + FF_LIN_MR - 1) / FF_LIN_MR;
     for (int k0 = 0; k0 < IN; k0 += FF_LIN_KC) { /* the first pass stores (+ b), later ones add */
       const int kc = IN - k0 < FF_LIN_KC ? IN - k0 : FF_LIN_KC, last = k0 + kc == IN;
       const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
+      /* the packed bytes of this block, and the next block's (the next k, else the next panel's first: they
+       * follow in memory), which the tiles fetch into L1 in shares over their steps of k, as drivers.c
+       * does, so that the next dequantization does not start on DRAM misses */
+      const size_t at = dtype ? (size_t)k0 / 32 * 36 * FF_LIN_NR : sizeof(uint16_t) * (size_t)k0 * FF_LIN_NR;
+      const size_t bytes = dtype ? (size_t)(kc + 31) / 32 * 36 * FF_LIN_NR : sizeof(uint16_t) * (size_t)kc * FF_LIN_NR;
+      const int lines = (int)(bytes / 64), share = (lines + tiles - 1) / tiles, pfs = (64 * share + kc - 1) / kc;
+      const uintptr_t next = last && j + FF_LIN_NR >= j1 ? 0 : (uintptr_t)(panel + at + bytes);
       if (dtype) FF_QUANT(dequant_q8)(panel, k0, kc, buf);
       else FF_QUANT(dequant_bf16)((const uint16_t *)(const void *)panel, k0, kc, buf);
       for (int i = 0; i < T; i += FF_LIN_MR)
         FF_LIN_TILE(T - i < FF_LIN_MR ? T - i : FF_LIN_MR, n, kc, x + (size_t)i * IN + k0, IN, buf, FF_LIN_NR,
-                    y + (size_t)i * OUT + j, OUT, b && !k0 ? b + j : NULL, 1.0f, f, (uintptr_t)buf, 0);
+                    y + (size_t)i * OUT + j, OUT, b && !k0 ? b + j : NULL, 1.0f, f,
+                    next ? next + (uintptr_t)64 * share * (i / FF_LIN_MR) : (uintptr_t)buf, next ? pfs : 0);
     }
   }
 }
