@@ -15,7 +15,7 @@ measures on one thread, in interleaved rounds (medians printed):
   start    time to the first token of a whole process (1 new token) on a warm
            file cache, and its peak resident memory (wait4's ru_maxrss).
 
-  bench/llama2c.py --llama2c DIR --fixformer build/fixformer [--big] [--rounds 3] [--steps 256] [--dtypes f32,bf16,int8]
+  bench/llama2c.py --llama2c DIR --fixformer build/fixformer [--big] [--rounds 3] [--steps 200] [--dtypes f32,bf16,int8]
 """
 import argparse
 import os
@@ -40,32 +40,16 @@ DTYPES = ("f32", "bf16", "int8")
 
 
 def run_rusage(cmd, env=None):
-    """(wall seconds, peak RSS MB, output) of one process: fork/exec and wait4, for the child's own rusage."""
+    """(wall seconds, peak RSS MB, output) of one process.  The peak comes from GNU time (/usr/bin/time -f),
+    a small process that forks it: the rusage of a child of this Python would count the parent's pages (exec
+    keeps the old address space's high-water mark)."""
     t0 = time.perf_counter()
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.dup2(w, 1)
-        os.dup2(w, 2)
-        os.close(r)
-        try:
-            os.execvpe(cmd[0], cmd, env or os.environ)
-        finally:
-            os._exit(127)
-    os.close(w)
-    chunks = []
-    while True:
-        b = os.read(r, 65536)
-        if not b:
-            break
-        chunks.append(b)
-    os.close(r)
-    _, status, ru = os.wait4(pid, 0)
+    p = subprocess.run(["/usr/bin/time", "-f", "peak-rss-kb %M"] + cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
-    text = b"".join(chunks).decode(errors="replace")
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit("%s failed: %s" % (" ".join(cmd[:3]), text[-400:]))
-    return wall, ru.ru_maxrss / 1024.0, text
+    if p.returncode:
+        raise SystemExit("%s failed: %s" % (" ".join(cmd[:3]), p.stderr[-400:]))
+    rss = float(re.findall(r"peak-rss-kb (\d+)", p.stderr)[-1]) / 1024.0
+    return wall, rss, p.stdout + p.stderr
 
 
 def quantize_q80(w, gs):
@@ -155,7 +139,7 @@ def main():
     ap.add_argument("--fixformer", required=True)
     ap.add_argument("--big", action="store_true", help="also the stories110M shape")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--dtypes", default=",".join(DTYPES))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
