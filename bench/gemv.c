@@ -131,5 +131,5 @@ int main(int argc, char **argv) {
   }
   prefill(buf, total);
   free(buf), free(x), free(y);
-  return 0;
+  return sink != sink; /* the sums are read, so that no compiler drops the reads (0 unless a NaN) */
 }
