@@ -123,9 +123,28 @@ static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, co
 #define FF_LIN_TILE ff_tile_rows_avx512
 #include "drivers.c"
 
-/* bf16 and int8 weights (quant.c): the prefill's tile is the one above */
+/* bf16 and int8 weights (quant.c): the prefill's tile is the one above, on
+ * blocks converted 16 floats a vector (the exact values: bits << 16, and
+ * (float)q * scale) */
+static inline void ff_vdequant_bf16_avx512(const uint16_t *w, int n, float *buf) { /* n: a multiple of 16 */
+  for (int i = 0; i < n; i += 16) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w + i)));
+    _mm512_storeu_ps(buf + i, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
+  }
+}
+static inline void ff_vdequant_q8_avx512(const signed char *q, const float *scale, int rows, float *buf) {
+  const __m512 s0 = _mm512_loadu_ps(scale), s1 = _mm512_loadu_ps(scale + 16); /* a group's 32 columns */
+  for (int r = 0; r < rows; r++) {
+    const __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q + 32 * r)));
+    const __m512i q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q + 32 * r + 16)));
+    _mm512_storeu_ps(buf + 32 * r, _mm512_mul_ps(_mm512_cvtepi32_ps(q0), s0));
+    _mm512_storeu_ps(buf + 32 * r + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(q1), s1));
+  }
+}
 #define FF_QUANT(name) ff_##name##_avx512
 #define FF_GEMV_PANELS 4
+#define FF_DEQUANT_BF16 ff_vdequant_bf16_avx512
+#define FF_DEQUANT_Q8 ff_vdequant_q8_avx512
 #include "quant.c"
 
 /* quant.c's GEMVs: P (a constant after inlining) panels of 32 columns at

@@ -6,6 +6,10 @@
  *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC, FF_LIN_TILE   as drivers.c (KC a
  *                       multiple of 32, the int8 group)
  *   FF_GEMV_PANELS      how many panels the GEMVs take at once (1, 2 or 4)
+ *   FF_DEQUANT_BF16(w, n, buf), FF_DEQUANT_Q8(q, scale, rows, buf)   optional:
+ *                       the ISA's vector conversion of n bf16 (n a multiple
+ *                       of 16), and of `rows` rows of one int8 group (NR
+ *                       columns, scale [NR]), into floats (the exact values)
  *   FF_QUANT(gemv_bf16_p)(P, x, IN, W, panel_bytes, acc), FF_QUANT(gemv_q8_p)
  *                       (same): one row of x times P <= FF_GEMV_PANELS (a
  *                       constant) consecutive packed panels from W, acc [P NR] = their
@@ -66,6 +70,7 @@ static void FF_QUANT(gemv)(int q8, const float *x, int IN, const unsigned char *
 #undef FF_GEMV_CASE
 }
 
+#ifndef FF_DEQUANT_BF16 /* (an ISA with its own conversion does not need it) */
 /* one bf16 weight: the high half of its float */
 static inline float FF_QUANT(bf16_value)(uint16_t h) {
   union {
@@ -75,11 +80,16 @@ static inline float FF_QUANT(bf16_value)(uint16_t h) {
   v.u = (uint32_t)h << 16;
   return v.f;
 }
+#endif
 
 /* rows k0 .. k0+kc-1 of a bf16 panel -> buf [kc, NR] floats */
 static void FF_QUANT(dequant_bf16)(const uint16_t *panel, int k0, int kc, float *buf) {
   const uint16_t *w = panel + (size_t)k0 * FF_LIN_NR;
+#ifdef FF_DEQUANT_BF16 /* the ISA's vector conversion (NR a multiple of 16) */
+  FF_DEQUANT_BF16(w, kc * FF_LIN_NR, buf);
+#else
   for (int i = 0; i < kc * FF_LIN_NR; i++) buf[i] = FF_QUANT(bf16_value)(w[i]);
+#endif
 }
 
 /* rows k0 .. k0+kc-1 (k0 a multiple of 32) of an int8 panel -> buf [kc, NR]:
@@ -90,9 +100,13 @@ static void FF_QUANT(dequant_q8)(const unsigned char *panel, int k0, int kc, flo
     const float *scale = (const float *)(const void *)group;
     const signed char *q = (const signed char *)(group + 4 * FF_LIN_NR);
     const int rows = kc - p < 32 ? kc - p : 32;
+#ifdef FF_DEQUANT_Q8 /* the ISA's vector conversion of one group's rows */
+    FF_DEQUANT_Q8(q, scale, rows, buf + (size_t)p * FF_LIN_NR);
+#else
     for (int r = 0; r < rows; r++)
       for (int c = 0; c < FF_LIN_NR; c++)
         buf[(size_t)(p + r) * FF_LIN_NR + c] = (float)q[r * FF_LIN_NR + c] * scale[c];
+#endif
   }
 }
 
