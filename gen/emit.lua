@@ -161,7 +161,7 @@ local function common_vars(P, opts)
     ENCDEC = c.arch == "encoder-decoder", DECODER = c.arch ~= "encoder", ISA = P.isa, NR = P.nr, STANDALONE = false,
     MAX_THREADS = P.max_threads, SCRATCH = P.scratch_per_thread, SLOTS = P.max_threads,
     DTYPE = P.dtype, QUANTIZED = P.dtype ~= "f32",
-    WSUFFIX = ({ f32 = "", bf16 = "_bf16", int8 = "_q8" })[P.dtype],
+    WSUFFIX = ops.KERNEL_SUFFIX[P.dtype],
   }
   v.INPUT = c.vocab and "tokens" or "input"
   v.INPUT_DECL = v.INPUT_TYPE .. " *" .. v.INPUT

@@ -17,6 +17,9 @@ local lit = require("literal")
 
 local M = {}
 
+-- The matrix kernels' name for each weight type: ff_linear<SUFFIX>_<ISA> (kernels/prototypes.h)
+M.KERNEL_SUFFIX = { f32 = "", bf16 = "_bf16", int8 = "_q8" }
+
 local function b(v) return v and 1 or 0 end
 
 -- inverse frequencies base^(-2i/d), i = 0..n-1
@@ -86,7 +89,7 @@ M.kinds = {
       if p.ACC then flags[#flags + 1] = "FF_ACC" end
       if p.RELU then flags[#flags + 1] = "FF_RELU" end
       return { PANELS = (p.OUT + p.NR - 1) // p.NR, FLAGS = #flags > 0 and table.concat(flags, " | ") or "0",
-        KERNEL = "ff_linear" .. ({ f32 = "", bf16 = "_bf16", int8 = "_q8" })[p.DTYPE] .. "_" .. p.ISA,
+        KERNEL = "ff_linear" .. M.KERNEL_SUFFIX[p.DTYPE] .. "_" .. p.ISA,
         STORED = ({ f32 = "", bf16 = " as bfloat16", int8 = " as int8 (a scale per 32 inputs)" })[p.DTYPE],
         OPDOC_SHAPE = M.kinds.linear.doc(p):gsub("^y ", "") .. ", x [T, " .. p.IN .. "]" }
     end,

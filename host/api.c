@@ -272,11 +272,10 @@ int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
 }
 
 int ff_model_set_dtype(ff_model *m, const char *dtype, ff_error *err) {
-  static const char *const names[] = {"f32", "bf16", "int8"}; /* enum ff_weight_type's order */
   if (!m) return null_arg(err, "ff_model_set_dtype", "the model");
   if (!dtype) return null_arg(err, "ff_model_set_dtype", "dtype");
-  for (int t = 0; t < 3; t++)
-    if (!strcmp(dtype, names[t])) {
+  for (int t = FF_WEIGHT_F32; t <= FF_WEIGHT_INT8; t++)
+    if (!strcmp(dtype, ff_weight_type_name((enum ff_weight_type)t))) {
       lock(m);
       if ((int)m->weight_type != t) { /* the program, the packed weights and the reference depend on it */
         release_program(m);
@@ -728,9 +727,13 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
 /* m->wq: the weights as the weight type stores them, for the runtime engine */
 static int quantize_reference(ff_model *m, ff_error *err) {
   shared_weights *q = calloc(1, sizeof *q);
-  if (!q) return ff_fail(err, FF_ENOMEM, "out of memory");
+  if (!q || pthread_mutex_init(&q->fill_lock, NULL)) { /* (weights_unref destroys it) */
+    free(q);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
   int rc = ff_rt_model_quantized(&m->w->rt, m->weight_type, &q->rt, err);
   if (rc) {
+    pthread_mutex_destroy(&q->fill_lock);
     free(q);
     return rc;
   }

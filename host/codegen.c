@@ -272,15 +272,6 @@ static void pack_rows(enum ff_weight_type t, const float *src, int rows, size_t 
   }
 }
 
-/* int8 cannot hold a NaN or an infinity: one line naming the tensor */
-static int check_finite_q8(const ff_layout_entry *e, const float *src, size_t n, ff_error *err) {
-  for (size_t i = 0; e->type == FF_WEIGHT_INT8 && i < n; i++)
-    if (src[i] != src[i] || src[i] - src[i] != 0)
-      return ff_fail(err, FF_EINVAL, "tensor '%s': a weight is not finite (%g); int8 cannot store it (use dtype "
-                     "f32 or bf16)", e->name, (double)src[i]);
-  return 0;
-}
-
 int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err) {
   size_t data_bytes, total;
   *blob = NULL;
@@ -302,7 +293,7 @@ int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, s
     if (!t || t->numel < (size_t)(e->row0 + e->rows) * cols)
       rc = ff_fail(err, FF_EMISSING, "tensor '%s' missing or of the wrong size while packing", e->name);
     const float *src = rc ? NULL : t->data + (size_t)e->row0 * cols;
-    if (!rc) rc = check_finite_q8(e, src, n, err);
+    if (!rc && e->type == FF_WEIGHT_INT8) rc = ff_q8_check_finite(src, n, e->name, err);
     if (rc) {
       free(b);
       return rc;

@@ -137,6 +137,9 @@ float ff_q8_group(const float *w, int n, int8_t *q);
 /* Whether a tensor is stored in the model's weight type: the matrices linear
  * ops multiply by and the token embedding table. */
 int ff_weight_quantized(const ff_weight_spec *s);
+/* FF_EINVAL naming the tensor when w [n] holds a NaN or an infinity: int8
+ * cannot store it (the runtime's reference and the packer both refuse). */
+int ff_q8_check_finite(const float *w, size_t n, const char *name, ff_error *err);
 /* w [n], one row along the inputs, replaced by its stored value in type t;
  * int8 refuses a non-finite weight (FF_EINVAL naming the tensor). */
 int ff_quantize_row(enum ff_weight_type t, float *w, int n, const char *name, ff_error *err);

@@ -53,19 +53,25 @@ int ff_weight_quantized(const ff_weight_spec *s) {
   return n >= 6 && !strcmp(r + n - 6, "weight") && !strstr(r, "norm");
 }
 
+int ff_q8_check_finite(const float *w, size_t n, const char *name, ff_error *err) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(w[i]))
+      return ff_fail(err, FF_EINVAL, "tensor '%s': a weight is not finite (%g); int8 cannot store it (use "
+                     "dtype f32 or bf16)", name, (double)w[i]);
+  return 0;
+}
+
 int ff_quantize_row(enum ff_weight_type t, float *w, int n, const char *name, ff_error *err) {
   if (t == FF_WEIGHT_BF16) {
     for (int i = 0; i < n; i++) w[i] = ff_bf16_value(ff_bf16_round(w[i]));
     return 0;
   }
+  int rc;
   if (t != FF_WEIGHT_INT8) return 0;
+  if ((rc = ff_q8_check_finite(w, (size_t)n, name, err))) return rc;
   for (int g = 0; g < n; g += FF_Q8_GROUP) {
     const int k = n - g < FF_Q8_GROUP ? n - g : FF_Q8_GROUP;
     int8_t q[FF_Q8_GROUP];
-    for (int i = 0; i < k; i++)
-      if (!isfinite(w[g + i]))
-        return ff_fail(err, FF_EINVAL, "tensor '%s': a weight is not finite (%g); int8 cannot store it (use "
-                       "dtype f32 or bf16)", name, (double)w[g + i]);
     const float scale = ff_q8_group(w + g, k, q);
     for (int i = 0; i < k; i++) w[g + i] = (float)q[i] * scale;
   }
@@ -99,7 +105,8 @@ static int quantize_one(void *ctx, const ff_weight_spec *s) {
 /* A deep copy of f: one block for the tensor list, the names and the data. */
 static int copy_file(const ff_tensor_file *f, ff_tensor_file *out, ff_error *err) {
   size_t bytes = sizeof(ff_tensor) * (size_t)(f->count + 1);
-  for (int i = 0; i < f->count; i++) bytes += strlen(f->tensors[i].name) + 1 + 8 + f->tensors[i].numel * 4;
+  for (int i = 0; i < f->count; i++) /* name, up to 3 bytes to align the floats, the floats */
+    bytes += strlen(f->tensors[i].name) + 1 + 3 + f->tensors[i].numel * 4;
   char *block = malloc(bytes), *p;
   if (!block) return ff_fail(err, FF_ENOMEM, "out of memory for the quantized weights");
   memset(out, 0, sizeof *out);
