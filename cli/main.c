@@ -1029,8 +1029,9 @@ static char *out_path(const char *dir, const char *name, const char *suffix) {
 
 /* A target triple: the architecture first, e.g. aarch64-linux-gnu. */
 static int check_target(const char *t, ff_error *err) {
-  static const char *const arches[] = {"x86_64",   "aarch64",  "riscv64",   "arm",           "i686",
-                                       "thumbv6m", "thumbv7m", "thumbv7em", "thumbv8m.main", "generic", NULL};
+  static const char *const arches[] = {"x86_64",   "aarch64",   "riscv64",       "riscv32", "arm",
+                                       "i686",     "thumbv6m",  "thumbv7m",      "thumbv7em", "thumbv8m.main",
+                                       "generic",  NULL};
   size_t n = strcspn(t, "-");
   for (const char *const *a = arches; *a; a++)
     if (strlen(*a) == n && !strncmp(t, *a, n)) {
@@ -1039,8 +1040,8 @@ static int check_target(const char *t, ff_error *err) {
           return ff_fail(err, FF_EINVAL, "--target: '%s' is not a target triple", t);
       return 0;
     }
-  return ff_fail(err, FF_EINVAL, "--target: unknown architecture in '%s' (x86_64, aarch64, riscv64, arm, thumbv6m, thumbv7m, "
-                 "thumbv7em, thumbv8m.main, i686, generic)", t);
+  return ff_fail(err, FF_EINVAL, "--target: unknown architecture in '%s' (x86_64, aarch64, riscv64, riscv32, arm, thumbv6m, "
+                 "thumbv7m, thumbv7em, thumbv8m.main, i686, generic)", t);
 }
 
 static int cmd_emit(const char *path, flag *flags, ff_error *err) {

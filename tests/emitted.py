@@ -10,6 +10,8 @@
   emitted.py --fixformer BIN --check cross      aarch64 (NEON kernels) and riscv64 (portable)
                                                 builds (-static, --embed --with-main) under
                                                 qemu-user print the host runtime's numbers
+  emitted.py --fixformer BIN --check cross32    the same for 32-bit Linux (portable kernels):
+                                                armhf and i686 under qemu-arm / qemu-i386
   emitted.py --fixformer BIN --check golden     models/tiny.lua emits byte for byte the
                                                 committed tests/golden/tiny.{c,h}, twice
                                                 (--update rewrites the golden files)
@@ -128,6 +130,13 @@ def build_and_compare(ff, tmp, n, targets, seed):
     print("worst err %.2e" % worst)
 
 
+def need(tools):
+    """Fails naming the Debian package of each tool not on PATH (scripts/deps test installs them)."""
+    missing = ["%s (Debian package %s)" % (t, pkg) for t, pkg in tools if shutil.which(t) is None]
+    if missing:
+        raise RuntimeError("missing, run scripts/deps test: " + ", ".join(missing))
+
+
 def check_golden(ff, tmp, update):
     golden = os.path.join(HERE, "golden")
     outs = [os.path.join(tmp, "a"), os.path.join(tmp, "b")]
@@ -151,7 +160,7 @@ def check_golden(ff, tmp, update):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fixformer", required=True)
-    ap.add_argument("--check", required=True, choices=["warnings", "aot", "cross", "golden"])
+    ap.add_argument("--check", required=True, choices=["warnings", "aot", "cross", "cross32", "golden"])
     ap.add_argument("--configs", type=int, default=12)
     ap.add_argument("--update", action="store_true")
     args = ap.parse_args()
@@ -171,6 +180,13 @@ def main():
                 targets = [("aarch64-linux-gnu", ["aarch64-linux-gnu-gcc", "-static"], ["qemu-aarch64"], True),
                            ("riscv64-linux-gnu", ["riscv64-linux-gnu-gcc", "-static"], ["qemu-riscv64"], True)]
                 build_and_compare(ff, tmp, args.configs, targets, 13)
+            elif args.check == "cross32":
+                need([("arm-linux-gnueabihf-gcc", "gcc-arm-linux-gnueabihf"), ("qemu-arm", "qemu-user"),
+                      ("i686-linux-gnu-gcc", "gcc-i686-linux-gnu"), ("qemu-i386", "qemu-user")])
+                targets = [(t, [t + "-gcc", "-static"], [qemu], embed)
+                           for t, qemu in (("arm-linux-gnueabihf", "qemu-arm"), ("i686-linux-gnu", "qemu-i386"))
+                           for embed in (True, False)]
+                build_and_compare(ff, tmp, args.configs, targets, 19)
             else:
                 check_golden(ff, tmp, args.update)
         except RuntimeError as e:

@@ -45,6 +45,17 @@ typedef unsigned int uint32_t;
 #define TINY_WEIGHTS_BYTES 432640 /* the packed weights, without the blob header */
 #define TINY_BLOB_HEADER_BYTES 64
 #define TINY_STATE_BYTES 131136 /* activations and caches of one call */
+/* out of one sequence at T = MAX_SEQ: MAX_SEQ * OUT_DIM floats (times batch
+ * for a batch; T * OUT_DIM for T positions) */
+#define TINY_OUTPUT_FLOATS 8192
+#define TINY_OUTPUT_BYTES 32768
+/* An upper bound on the stack the entry points below use: their deepest call
+ * chain (the thread-pool tasks included), not the caller's frame nor the C
+ * library's (memset, memcpy, expf).  No recursion, VLA or alloca.
+ * tests/targets.py measures (-fstack-usage, -O2 and -Os) at most
+ * 1648 bytes for generic f32 code
+ * (Cortex-M0+, M4F, M7, M33, M55, rv32imafc, armhf, i686; x86-64 gcc and clang). */
+#define TINY_STACK_BYTES 2560
 #define TINY_LAYOUT_HASH 0x4065da5a9501db64ULL /* the weight layout this code was built for */
 
 #define TINY_MAX_THREADS 8 /* threads a state can split work over */
