@@ -260,7 +260,7 @@ def build(ff, tmp, model, target):
         run(cc + STRICT + ["-O2", "-c", os.path.join(d, name + "_main.c"), "-o", os.path.join(d, "main.o")])
     if embed:
         run(cc + STRICT + ["-O2", "-c", os.path.join(d, name + "_weights.c"), "-o", os.path.join(d, "weights.o")])
-    stacks = []
+    stacks, libcalls = [], set()
     for opt in OPTS if tname in MCU or not full else OPTS[:1]:
         obj = os.path.join(d, "model%s.o" % opt)
         if cc[0] == "clang":
@@ -268,12 +268,14 @@ def build(ff, tmp, model, target):
             used, chain = deepest(graph_clang(obj), name, obj)
         else:
             run(cc + STRICT + [opt, "-fstack-usage", "-fcallgraph-info=su", "-c", src, "-o", obj], cwd=d)
-            used, chain = deepest(graph_gcc(obj[:-2] + ".ci"), name, obj)
+            graph = graph_gcc(obj[:-2] + ".ci")
+            libcalls.update(g for f in graph[1] for g in graph[1][f] if g not in graph[0] and g != "__indirect_call")
+            used, chain = deepest(graph, name, obj)
         if used > bound:
             raise RuntimeError("%s on %s %s: the deepest call chain uses %d bytes of stack, above %s_STACK_BYTES = "
                                "%d: %s" % (key, tname, opt, used, name.upper(), bound, " > ".join(chain)))
         stacks.append((opt, used, chain))
-    return stacks, bound, embed
+    return stacks, bound, embed, libcalls
 
 
 def targets(ff):
@@ -303,7 +305,9 @@ def main():
             with ThreadPoolExecutor(args.jobs) as pool:
                 results = list(pool.map(lambda mt: build(ff, tmp, *mt), work))
             worst = {}
-            for (m, t), (stacks, bound, embed) in zip(work, results):
+            libcalls = {}
+            for (m, t), (stacks, bound, embed, calls) in zip(work, results):
+                libcalls.setdefault(t[0], set()).update(calls)
                 print("%-30s %-18s %s; stack %s (STACK_BYTES %d)"
                       % (m[0], t[0], ("-Werror ok" + (" (+weights)" if embed else "")) if t[4] else "--isa " + t[2],
                          ", ".join("%s %d" % (o, b) for o, b, _ in stacks), bound), flush=True)
@@ -315,6 +319,10 @@ def main():
             print("deepest stack per target (bytes, model, chain):")
             for (t, dt), (b, key, chain) in sorted(worst.items()):
                 print("  %-18s %-9s %5d  %s: %s" % (t, dt, b, key, " > ".join(chain)))
+            print("C library and compiler runtime functions the models call (gcc's call graph, every model):")
+            for t in sorted(libcalls):
+                if libcalls[t]:
+                    print("  %-18s %s" % (t, " ".join(sorted(libcalls[t]))))
         except RuntimeError as e:
             print("FAILED: %s" % e)
             return 1
