@@ -7,9 +7,8 @@ For every target of TARGETS (Cortex-M0+, M4F, M7, M33, M55, rv32imafc,
 armhf, i686), every model in models/ (f32; tiny also bf16 and int8, dates
 int8) and N random configurations (random weight types), `fixformer emit
 --with-main --target TRIPLE` (generic kernels) compiles with gcc -std=c99
--Wall -Wextra -Werror -pedantic: NAME.c at -O2 (and -Os on the
-microcontrollers), NAME_main.c at -O2, NAME_weights.c (--embed) where
-WEIGHTS says.  Each NAME.c compile also writes -fstack-usage and
+-Wall -Wextra -Werror -pedantic: NAME.c at -O2 and -Os, NAME_main.c at -O2,
+NAME_weights.c (--embed) at -O2 where WEIGHTS says.  Each NAME.c compile also writes -fstack-usage and
 -fcallgraph-info=su: every frame must be static (no VLA, no alloca), the
 call graph acyclic (no recursion), and the deepest chain from the public
 entry points (NAME_*; the thread-pool tasks, run through the caller's pool,
@@ -73,8 +72,7 @@ STACK_MODELS = ("tiny", "tiny_int8", "dates", "dates_int8")
 SOME = ("cortex-m0plus", "cortex-m4f", "rv32imafc", "i686")
 WEIGHTS = {"tiny": None, "dates": SOME, "tiny_bf16": SOME[::2], "tiny_int8": SOME[::2], "dates_int8": SOME[1:3],
            "llama_tiny": ("cortex-m4f",)}
-OPTS = ("-O2", "-Os")  # -Os: where code size matters (the microcontrollers)
-MCU = ("cortex-m0plus", "cortex-m4f", "cortex-m7", "cortex-m33", "cortex-m55", "rv32imafc")
+OPTS = ("-O2", "-Os")  # NAME.c; the driver and weights at -O2
 
 
 def check_toolchains(tmp):
@@ -261,7 +259,7 @@ def build(ff, tmp, model, target):
     if embed:
         run(cc + STRICT + ["-O2", "-c", os.path.join(d, name + "_weights.c"), "-o", os.path.join(d, "weights.o")])
     stacks, libcalls = [], set()
-    for opt in OPTS if tname in MCU or not full else OPTS[:1]:
+    for opt in OPTS:
         obj = os.path.join(d, "model%s.o" % opt)
         if cc[0] == "clang":
             run(cc + STRICT + [opt, "-fstack-usage", "-c", src, "-o", obj], cwd=d)
