@@ -59,6 +59,15 @@ uint32_t board_ticks(void) { return 0xffffffffu - DUALTIMER1_VALUE; }
 
 uint32_t board_tick_hz(void) { return SYSCLK_HZ; }
 
+/* startup.S painted RAM from _ebss up to the initial sp: the first word
+ * changed from below is as deep as the stack has been. */
+unsigned long board_stack_used(void) {
+  extern uint32_t _ebss[], _estack[];
+  const uint32_t *p = _ebss;
+  while (p < _estack && *p == 0x5AC5AC5Au) p++;
+  return (unsigned long)((const char *)_estack - (const char *)p);
+}
+
 void board_exit(int status) {
   semihost(SYS_EXIT, (const void *)(status == 0 ? ADP_STOPPED_APPLICATION_EXIT : ADP_STOPPED_RUNTIME_ERROR));
   for (;;) {

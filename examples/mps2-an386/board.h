@@ -14,6 +14,7 @@ void board_put_float_bits(float f);        /* the float's bit pattern, 8 hex dig
 void board_timer_start(void);
 uint32_t board_ticks(void);                /* ticks since board_timer_start (0 on the host) */
 uint32_t board_tick_hz(void);
+unsigned long board_stack_used(void);     /* the deepest stack use so far, bytes (0 on the host) */
 void board_exit(int status);               /* 0: success; never returns */
 
 #endif

@@ -17,4 +17,5 @@ void board_put_float_bits(float f) {
 void board_timer_start(void) {}
 uint32_t board_ticks(void) { return 0; }
 uint32_t board_tick_hz(void) { return 1; }
+unsigned long board_stack_used(void) { return 0; }
 void board_exit(int status) { exit(status); }

@@ -110,6 +110,8 @@ int main(void) {
   if ((rc = FN(bind_embedded)(&w))) fail("bind_embedded", rc);
   if ((rc = FN(init_state)(state))) fail("init_state", rc);
   run_model(&w);
-  board_puts("done\n");
+  board_puts("stack ");
+  board_put_int((long)board_stack_used());
+  board_puts("\ndone\n");
   return 0;
 }

@@ -1,7 +1,7 @@
 /* startup.S - vector table and reset handler for a Cortex-M4F, no OS.
  * Reset: enable the FPU (CPACR CP10/CP11 full access) before any C code runs,
  * since gcc may use the FPU anywhere with -mfloat-abi=hard; copy .data from
- * flash, zero .bss, call main, and leave through semihosting with main's
+ * flash, zero .bss, paint the rest of RAM (the stack's high-water mark), call main, and leave through semihosting with main's
  * return value. Every fault and interrupt goes to fault_handler (main.c's
  * board_fault), which reports and exits. */
   .syntax unified
@@ -47,9 +47,15 @@ reset_handler:
   bhs 4f
   str r3, [r1], #4
   b 3b
-4:bl main
+4:ldr r3, =0x5AC5AC5A    /* paint the free RAM up to sp: board_stack_used finds the deepest use */
+  mov r2, sp
+5:cmp r1, r2
+  bhs 6f
+  str r3, [r1], #4
+  b 5b
+6:bl main
   bl board_exit          /* never returns */
-5:b 5b
+7:b 7b
 
   .thumb_func
   .global fault_handler
@@ -57,4 +63,4 @@ fault_handler:
   mrs r0, ipsr           /* the exception number */
   mov r1, sp             /* the stacked frame: r0-r3, r12, lr, pc, xpsr */
   bl board_fault
-6:b 6b
+8:b 8b
