@@ -1,9 +1,10 @@
 /* startup.S - vector table and reset handler for a Cortex-M4F, no OS.
  * Reset: enable the FPU (CPACR CP10/CP11 full access) before any C code runs,
  * since gcc may use the FPU anywhere with -mfloat-abi=hard; copy .data from
- * flash, zero .bss, paint the rest of RAM (the stack's high-water mark), call main, and leave through semihosting with main's
- * return value. Every fault and interrupt goes to fault_handler (main.c's
- * board_fault), which reports and exits. */
+ * flash, zero .bss, paint the rest of RAM up to sp (board_stack_used reads
+ * the stack's high-water mark from it), call main, and leave through
+ * semihosting with main's return value.  Every other exception and interrupt
+ * goes to fault_handler (board.c's board_fault), which reports and exits. */
   .syntax unified
   .cpu cortex-m4
   .fpu fpv4-sp-d16
