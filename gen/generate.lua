@@ -61,7 +61,8 @@ return function(config, opts)
   local layout = {}
   for i, w in ipairs(P.weights) do
     layout[i] = { name = w.name, offset = w.offset, row0 = w.row0, rows = w.rows, cols = w.cols,
-      panel = w.packing == "panels" and P.nr or 0, type = ({ f32 = 0, bf16 = 1, int8 = 2 })[w.type] }
+      panel = w.packing == "panels" and P.nr or 0, type = ({ f32 = 0, bf16 = 1, int8 = 2 })[w.type],
+      derived = ({ sinusoidal = 1, rope = 2 })[w.derived] or 0, theta = w.theta or 0 } -- FF_DERIVED_* (codegen.h)
   end
 
   -- what the host calls next for the files that go with the program

@@ -22,13 +22,6 @@ M.KERNEL_SUFFIX = { f32 = "", bf16 = "_bf16", int8 = "_q8" }
 
 local function b(v) return v and 1 or 0 end
 
--- inverse frequencies base^(-2i/d), i = 0..n-1
-local function inv_freqs(base, n, d)
-  local f = {}
-  for i = 0, n - 1 do f[#f + 1] = 1 / base ^ (2 * i / d) end
-  return f
-end
-
 M.kinds = {
   embed = {
     file = "embed.c", params = { "D", "VOCAB", "SCALE", "PANEL", "DTYPE" },
@@ -51,20 +44,21 @@ M.kinds = {
     doc = function() return "y = x" end,
     flops = function() return 0 end,
   },
-  sinusoidal = {
-    file = "embed.c", params = { "D" },
+  sinusoidal = { -- the table is folded into the weights when they are packed (plan.lua)
+    file = "embed.c", section = function() return "positions" end, params = { "D" },
     fn = function(p) return string.format("sinusoidal_%d", p.D) end,
-    doc = function() return "x += PE(pos), PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...)" end,
+    doc = function() return "x += PE[pos], PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...)" end,
     vars = function(p)
-      local half = (p.D + 1) // 2
-      return { HALF = half, ODD = p.D % 2 == 1, FREQS = lit.table_lines(inv_freqs(10000, half, p.D), lit.double) }
+      return { TABLE = "PE", TABLE_DOC = string.format("PE(pos, 2i) = sin(pos / 10000^(2i/%d)), PE(pos, 2i+1) = "
+        .. "cos(pos / 10000^(2i/%d)),\n *   computed in double when the weights are packed, as the runtime does", p.D, p.D) }
     end,
-    flops = function(p, T) return 3 * T * p.D end,
+    flops = function(p, T) return T * p.D end,
   },
   learned = {
-    file = "embed.c", params = { "D" },
+    file = "embed.c", section = function() return "positions" end, params = { "D" },
     fn = function(p) return string.format("learned_%d", p.D) end,
     doc = function() return "x += P[pos]" end,
+    vars = function() return { TABLE = "P", TABLE_DOC = "the learned positions" } end,
     flops = function(p, T) return T * p.D end,
   },
   token_type = {
@@ -96,7 +90,7 @@ M.kinds = {
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
   },
   rope = {
-    file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDX", "THETA", "PAIRING" },
+    file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDX", "PAIRING" },
     fn = function(p)
       return string.format("rope_h%dx%d%s_ld%d%s", p.HEADS, p.DK, p.KV_HEADS ~= p.HEADS and "_kv" .. p.KV_HEADS or "",
         p.LDX, p.PAIRING == "interleaved" and "_interleaved" or "")
@@ -106,8 +100,7 @@ M.kinds = {
       local half, d = p.DK // 2, p.HEADS * p.DK
       local inter = p.PAIRING == "interleaved"
       return { HALF = half, D = d, DQK = d + p.KV_HEADS * p.DK, QK_HEADS = p.HEADS + p.KV_HEADS,
-        IA = inter and "2 * i" or "i", IB = inter and "2 * i + 1" or "i + " .. half, THETA_DOC = lit.double(p.THETA),
-        FREQS = lit.table_lines(inv_freqs(p.THETA, half, p.DK), lit.float) }
+        IA = inter and "2 * i" or "i", IB = inter and "2 * i + 1" or "i + " .. half }
     end,
     flops = function(p, T) return 3 * T * (p.HEADS + p.KV_HEADS) * p.DK end,
   },
@@ -143,14 +136,14 @@ M.kinds = {
     file = "norm.c", params = { "D", "EPS", "ISA" },
     fn = function(p) return string.format("layernorm_%d", p.D) end,
     doc = function() return "y = LayerNorm(x)" end,
-    vars = function(p) return { EPS = lit.double(p.EPS) } end,
+    vars = function(p) return { EPS = lit.float(p.EPS) } end,
     flops = function(p, T) return 8 * T * p.D end,
   },
   rmsnorm = {
     file = "norm.c", params = { "D", "EPS", "ISA" },
     fn = function(p) return string.format("rmsnorm_%d", p.D) end,
     doc = function() return "y = RMSNorm(x)" end,
-    vars = function(p) return { EPS = lit.double(p.EPS) } end,
+    vars = function(p) return { EPS = lit.float(p.EPS) } end,
     flops = function(p, T) return 5 * T * p.D end,
   },
   activation = {

@@ -20,6 +20,7 @@
 --            then the 4-byte words they take.
 -- Offsets are in floats and aligned to 16 floats (64 bytes).
 
+local lit = require("literal")
 local ops = require("ops")
 
 local M = {}
@@ -145,6 +146,20 @@ local function weight_layout(P, specs)
     else
       add_weight(s, s.role, 0, s.rows)
     end
+  end
+  -- Tables of the positions, which no tensor holds: the packer computes them
+  -- with the runtime's own functions (ff_rt_position_table), so the model
+  -- code needs no sin, cos or double: sinusoidal PE [max_seq, d]; RoPE per
+  -- position the cos of its d_k/2 angles, then their sin [max_seq, d_k].
+  local derived = c.positional == "sinusoidal" and { role = "sinusoidal", cols = d, name = "(sinusoidal positions)" }
+    or c.positional == "rope" and { role = "rope", cols = P.dk,
+      name = string.format("(rotary cos | sin, theta %s)", lit.double(c.rope_theta)) }
+  if derived then
+    local s = { name = derived.name, stack = "none", layer = -1, role = derived.role, rows = c.max_seq,
+      cols = derived.cols }
+    add_weight(s, s.role, 0, c.max_seq)
+    P.weights[#P.weights].derived = derived.role
+    P.weights[#P.weights].theta = c.rope_theta
   end
   P.weight_floats = at
 end
@@ -286,8 +301,8 @@ function Builder:self_attention(L, wstack, layer, input, residual, causal_cache,
   self:linear(L .. "_attn_qkv", wstack, layer, "self_attn", input, qkv, d, w)
   if c.positional == "rope" then
     self:op("rope", L .. "_attn_rope", { HEADS = c.heads, KV_HEADS = c.kv_heads, DK = P.dk, LDX = w,
-      THETA = c.rope_theta, PAIRING = c.rope_pairing }, string.format("q, k in [T,%d]", w),
-      { qkv, "T", causal_cache and "pos0" or "0" })
+      PAIRING = c.rope_pairing }, string.format("q, k in [T,%d]", w),
+      { qkv, "T", "w + " .. self:W("none", -1, "rope").macro, causal_cache and "pos0" or "0" })
   end
   local ctx = self:value(L .. "_attn_ctx", S, d, false, "attention heads, concatenated")
   local function heads(ldk, causal) -- the attention op's params
@@ -366,7 +381,8 @@ function Builder:embed(x, tokens, input, pos0)
     self:op("copy", "input", { D = d }, string.format("[T,%d]", d), { input, "T", x })
   end
   if c.positional == "sinusoidal" then
-    self:op("sinusoidal", "positions", { D = d }, string.format("[T,%d] in place", d), { x, "T", pos0 })
+    self:op("sinusoidal", "positions", { D = d }, string.format("[T,%d] in place", d),
+      { x, "T", "w + " .. self:W("none", -1, "sinusoidal").macro, pos0 })
   elseif c.positional == "learned" then
     self:op("learned", "positions", { D = d }, string.format("[T,%d] in place", d),
       { x, "T", "w + " .. self:W("none", -1, "pos_embed").macro, pos0 })

@@ -154,6 +154,8 @@ static int read_program(lua_State *L, int t, ff_program *p, ff_error *err) {
     e->cols = (int)num_field(L, et, "cols");
     e->panel = (int)num_field(L, et, "panel");
     e->type = (enum ff_weight_type)num_field(L, et, "type");
+    e->derived = (int)num_field(L, et, "derived");
+    e->theta = (float)num_field(L, et, "theta");
     lua_pop(L, 1);
     if (!e->name) {
       lua_pop(L, 1);
@@ -272,6 +274,22 @@ static void pack_rows(enum ff_weight_type t, const float *src, int rows, size_t 
   }
 }
 
+/* The tables of the positions, with the runtime's functions (so generated
+ * code adds the very floats the runtime computes, with no sin, cos or double
+ * of its own); dst is zeroed. */
+static void derived_table(const ff_layout_entry *e, float *dst) {
+  if (e->derived == FF_DERIVED_SINUSOIDAL) {
+    ff_rt_add_sinusoidal(dst, e->rows, e->cols, 0);
+    return;
+  }
+  const int half = e->cols / 2;
+  for (int pos = 0; pos < e->rows; pos++)
+    for (int i = 0; i < half; i++) {
+      float *row = dst + (size_t)pos * (size_t)e->cols;
+      ff_rt_rope_angle(pos, i, e->cols, e->theta, row + i, row + half + i);
+    }
+}
+
 int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err) {
   size_t data_bytes, total;
   *blob = NULL;
@@ -287,6 +305,10 @@ int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, s
   float *data = (float *)(void *)(b + FF_BLOB_HEADER);
   for (int i = 0; i < p->n_layout; i++) {
     const ff_layout_entry *e = &p->layout[i];
+    if (e->derived) {
+      derived_table(e, data + e->offset);
+      continue;
+    }
     const ff_tensor *t = ff_tensor_file_find(f, e->name);
     size_t cols = (size_t)(e->cols > 0 ? e->cols : 1), n = (size_t)e->rows * cols;
     int rc = 0;

@@ -13,6 +13,10 @@
 
 struct stat;
 
+/* Tables of the positions the packer computes (gen/plan.lua): sinusoidal PE
+ * [max_seq, d]; per position the RoPE cosines then sines [max_seq, d_k]. */
+enum { FF_DERIVED_NONE, FF_DERIVED_SINUSOIDAL, FF_DERIVED_ROPE };
+
 typedef struct {
   char *name;       /* PyTorch name */
   size_t offset;    /* floats into the data */
@@ -20,6 +24,8 @@ typedef struct {
   int cols;         /* 0 for vectors */
   int panel;        /* 0: as in PyTorch; NR: W^T in panels of NR columns, zero-padded */
   enum ff_weight_type type; /* stored as: f32, bf16 or int8 (runtime/quant.c, kernels/prototypes.h) */
+  int derived;      /* a table no tensor holds, computed when packing: FF_DERIVED_* */
+  float theta;      /* FF_DERIVED_ROPE: the RoPE base */
 } ff_layout_entry;
 
 /* A generated program: the C text and the weight layout it expects. */

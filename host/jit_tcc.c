@@ -44,8 +44,7 @@ static int compile(const char *text, ff_jit **out, ff_error *err) {
     const char *name;
     void *fn;
   } symbols[] = {
-      {"expf", (void *)expf}, {"erff", (void *)erff}, {"tanhf", (void *)tanhf}, {"sinf", (void *)sinf},
-      {"cosf", (void *)cosf}, {"sin", (void *)sin},   {"cos", (void *)cos},     {"sqrt", (void *)sqrt},
+      {"expf", (void *)expf}, /* generated code's only libm function (templates/model.c.in) */
       {"memcpy", (void *)memcpy}, {"memset", (void *)memset}, {"memmove", (void *)memmove},
   };
   tcc_errors errors = {""};

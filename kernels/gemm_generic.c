@@ -24,23 +24,31 @@
 #error "kernels/isas.h: the generic row's MR, NR are not this register tile"
 #endif
 
-/* One tile: m <= 4 rows (rows past m repeat the last and are not stored),
- * n <= 16 columns. */
+/* One tile: m <= 4 rows, n <= 16 columns.  A whole tile has constant
+ * bounds; fewer rows (decoding: one) loop over just those, so that a
+ * one-row product costs a quarter of a tile, not a whole one (it matters
+ * where the arithmetic, not the memory, is the limit: a microcontroller). */
 static void ff_tile_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
                             const float *bias, float alpha, int flags) {
   float acc[FF_GENERIC_MR][FF_GENERIC_NR] = {{0.0f}};
   const float *a[FF_GENERIC_MR];
   for (int i = 0; i < FF_GENERIC_MR; i++) a[i] = A + (size_t)(i < m ? i : m - 1) * lda;
-  if (n == FF_GENERIC_NR) {
+  if (n == FF_GENERIC_NR && m == FF_GENERIC_MR) {
     for (int p = 0; p < k; p++) {
       const float *b = B + (size_t)p * ldb;
       for (int i = 0; i < FF_GENERIC_MR; i++)
         for (int j = 0; j < FF_GENERIC_NR; j++) acc[i][j] += a[i][p] * b[j];
     }
+  } else if (n == FF_GENERIC_NR) {
+    for (int p = 0; p < k; p++) {
+      const float *b = B + (size_t)p * ldb;
+      for (int i = 0; i < m; i++)
+        for (int j = 0; j < FF_GENERIC_NR; j++) acc[i][j] += a[i][p] * b[j];
+    }
   } else {
     for (int p = 0; p < k; p++) {
       const float *b = B + (size_t)p * ldb;
-      for (int i = 0; i < FF_GENERIC_MR; i++)
+      for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) acc[i][j] += a[i][p] * b[j];
     }
   }
@@ -77,7 +85,7 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
 #define FF_GEMV_PANELS 1
 #define FF_LIN_MR FF_GENERIC_MR
 #define FF_LIN_NR FF_GENERIC_NR
-#define FF_LIN_KC 256 /* k per dequantized block: 16 KB of floats */
+#define FF_LIN_KC 32 /* k per dequantized block: 2 KB of floats, on the stack (microcontrollers) */
 #define FF_LIN_TILE(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs)                                    \
   ((void)(pf), (void)(pfs), ff_tile_generic(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags)) /* no fetch ahead */
 #include "quant.c"

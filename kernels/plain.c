@@ -4,10 +4,18 @@
  * host's build of them, as with the matrix kernels.  The ISA's file defines
  * FF_PLAIN(name) (ff_##name##_ISA), then includes this.
  *
- * Norms: row sums in double, as in the runtime, but over 8 interleaved
- * partial sums: 8 independent chains of adds instead of one (which also lets
- * the compiler vectorise them), so that a row is not bound by the latency of
- * each add.  y may be x (in place).
+ * Norms: in float only (no double, no libm: a Cortex-M4F has a float unit
+ * and nothing else), as accurate as the runtime's double sums to a few float
+ * roundings.  LayerNorm is the corrected two-pass algorithm (Chan, Golub and
+ * LeVeque): a first mean m, then d = x - m (exact wherever x is near m),
+ * sum(d) and sum(d^2) with Kahan compensation, mean = m + sum(d)/D and
+ * var = sum(d^2)/D - (sum(d)/D)^2; RMSNorm sums x^2 the same way.  Each sum
+ * runs over 8 interleaved lanes: 8 independent chains of adds (which also
+ * lets the compiler vectorise them), so that a row is not bound by the
+ * latency of each add.  The compensation needs IEEE float adds as written:
+ * build without -ffast-math / -Ofast (which would drop it; the result is
+ * then a plain float sum).  1/sqrt is Newton's iteration (ff_rsqrt), within
+ * 2 ulp.  y may be x (in place).
  *
  * Activations: erf and tanh as odd rational functions on a clamped range
  * (the approximations Eigen and XLA use for float), with no libm call and no
@@ -18,42 +26,78 @@
  * polynomials into FMAs, so that -inf (1 + erf) is NaN as in PyTorch (gelu,
  * silu of -inf) and large negative inputs give 0; NaN passes through (the
  * comparisons are false for it). */
-#include <math.h>
+/* 8 interleaved Kahan sums: sum[l] + the lost low part -comp[l] */
+typedef struct {
+  float sum[8], comp[8];
+} ff_kahan8;
 
-/* the sum of a row's 8 partial sums, in a fixed order */
-static inline double ff_sum8(const double s[8]) { return (s[0] + s[1]) + (s[2] + s[3]) + ((s[4] + s[5]) + (s[6] + s[7])); }
+static inline void ff_kahan8_add(ff_kahan8 *k, int l, float v) {
+  const float y = v - k->comp[l], t = k->sum[l] + y;
+  k->comp[l] = (t - k->sum[l]) - y;
+  k->sum[l] = t;
+}
+
+/* the lanes' total, in a fixed order */
+static inline float ff_kahan8_total(const ff_kahan8 *k) {
+  const float *s = k->sum, *c = k->comp;
+  return (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) -
+         (((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7])));
+}
+
+/* 1 / sqrt(v) for v > 0, +inf (0) or NaN (NaN): a first guess from the
+ * exponent bits, then Newton's y (3 - v y^2) / 2, which doubles the correct
+ * bits each time: 4 steps reach float precision (within 2 ulp, measured
+ * against double over every exponent).  Subnormal v is scaled by 2^64. */
+static inline float ff_rsqrt(float v) {
+  float scale = 1.0f;
+  if (v > 3.40282347e38f) return 0.0f;
+  if (v < 1.17549435e-38f) v *= 18446744073709551616.0f, scale = 4294967296.0f; /* 2^64, 2^32 */
+  union {
+    float f;
+    uint32_t u;
+  } b;
+  b.f = v;
+  b.u = 0x5f375a86u - (b.u >> 1);
+  float y = b.f;
+  for (int i = 0; i < 4; i++) y = y * (1.5f - 0.5f * v * y * y);
+  return y * scale;
+}
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta, biased var */
-FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, double eps,
+FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, float eps,
                                    float *y) {
   const int D8 = D - D % 8;
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * D;
     float *yt = y + (size_t)t * D;
-    double s[8] = {0}, q[8] = {0};
+    float s[8] = {0};
     for (int i = 0; i < D8; i += 8)
       for (int l = 0; l < 8; l++) s[l] += xt[i + l];
     for (int i = D8; i < D; i++) s[i - D8] += xt[i];
-    const double mean = ff_sum8(s) / D;
-    for (int i = 0; i < D8; i += 8)
-      for (int l = 0; l < 8; l++) q[l] += (xt[i + l] - mean) * (xt[i + l] - mean);
-    for (int i = D8; i < D; i++) q[i - D8] += (xt[i] - mean) * (xt[i] - mean);
-    const float rstd = (float)(1.0 / sqrt(ff_sum8(q) / D + eps));
-    for (int i = 0; i < D; i++) yt[i] = (float)(xt[i] - mean) * rstd * gamma[i] + beta[i];
+    const float m = (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) / (float)D;
+    ff_kahan8 sd = {{0}, {0}}, sq = {{0}, {0}};
+    for (int i = 0; i < D; i++) {
+      const float d = xt[i] - m;
+      ff_kahan8_add(&sd, i % 8, d);
+      ff_kahan8_add(&sq, i % 8, d * d);
+    }
+    const float e = ff_kahan8_total(&sd) / (float)D; /* mean = m + e */
+    const float rstd = ff_rsqrt(ff_kahan8_total(&sq) / (float)D - e * e + eps);
+    for (int i = 0; i < D; i++) yt[i] = ((xt[i] - m) - e) * rstd * gamma[i] + beta[i];
   }
 }
 
 /* y = x / sqrt(mean(x^2) + eps) * gamma */
-FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamma, double eps, float *y) {
-  const int D8 = D - D % 8;
+FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y) {
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * D;
     float *yt = y + (size_t)t * D;
-    double q[8] = {0};
-    for (int i = 0; i < D8; i += 8)
-      for (int l = 0; l < 8; l++) q[l] += (double)xt[i + l] * xt[i + l];
-    for (int i = D8; i < D; i++) q[i - D8] += (double)xt[i] * xt[i];
-    const float rstd = (float)(1.0 / sqrt(ff_sum8(q) / D + eps));
+    ff_kahan8 sq = {{0}, {0}};
+    for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
+    float ss = ff_kahan8_total(&sq);
+    if (ss != ss) /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
+      for (int i = 0; i < D; i++) ss = i ? ss + xt[i] * xt[i] : xt[0] * xt[0]; /* NaN, or inf: y = x 0 */
+    const float rstd = ff_rsqrt(ss / (float)D + eps);
     for (int i = 0; i < D; i++) yt[i] = xt[i] * rstd * gamma[i];
   }
 }

@@ -24,8 +24,8 @@ void FF_ISA(matmul)(int m, int n, int k, const float *A, int lda, const float *B
     const float *bias, float alpha, int flags);
 void FF_ISA(sdpa)(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int kv_heads,
     int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
-void FF_ISA(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, double eps, float *y);
-void FF_ISA(rmsnorm)(const float *x, int T, int D, const float *gamma, double eps, float *y);
+void FF_ISA(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, float eps, float *y);
+void FF_ISA(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y);
 void FF_ISA(gelu)(float *h, size_t n);
 void FF_ISA(gelu_tanh)(float *h, size_t n);
 void FF_ISA(swiglu)(const float *h, int T, int N, float *a);

@@ -38,6 +38,8 @@ void ff_rt_add_row(float *x, int T, int d, const float *r);
  * pair i < d_k/2 is (i, i + d_k/2) (rotate_half: GPT-NeoX, HF LLaMA) or
  * (2i, 2i+1) (interleaved: Meta, llama2.c), angle (pos0+t) * theta^(-2i/d_k). */
 void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta, enum ff_rope_pairing pairing);
+/* The cos and sin of pair i's angle at position pos (what ff_rt_rope rotates by). */
+void ff_rt_rope_angle(int pos, int i, int d_k, float theta, float *c, float *s);
 
 /* y [n, out] = x [n, in] W^T + b;  W [out, in], b [out] or NULL. */
 void ff_rt_linear(const float *x, int n, int in, const float *W, const float *b, int out, float *y);

@@ -45,16 +45,25 @@ void ff_rt_add_row(float *x, int T, int d, const float *r) {
     for (int j = 0; j < d; j++) x[(size_t)t * d + j] += r[j];
 }
 
-/* RoPE: for pair i < d_k/2 of each head, angle = pos * theta^(-2i/d_k) and
+/* The RoPE rotation of pair i at position pos: the angle pos * theta^(-2i/d_k),
+ * its inverse frequency rounded to float and the product taken in float, as
+ * Hugging Face computes it.  The packer stores these for generated code. */
+void ff_rt_rope_angle(int pos, int i, int d_k, float theta, float *c, float *s) {
+  float inv_freq = (float)(1.0 / pow((double)theta, (double)(2 * i) / d_k));
+  float angle = (float)pos * inv_freq;
+  *c = cosf(angle);
+  *s = sinf(angle);
+}
+
+/* RoPE: for pair i < d_k/2 of each head, rotated by ff_rt_rope_angle,
  * (a, b) = (x[i], x[i + d_k/2]) (rotate_half) or (x[2i], x[2i+1]) (interleaved):
  *   a' = a cos - b sin,   b' = b cos + a sin. */
 void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta, enum ff_rope_pairing pairing) {
   int half = d_k / 2, inter = pairing == FF_ROPE_INTERLEAVED;
   for (int t = 0; t < T; t++) {
     for (int i = 0; i < half; i++) {
-      float inv_freq = (float)(1.0 / pow((double)theta, (double)(2 * i) / d_k));
-      float angle = (float)(pos0 + t) * inv_freq; /* float32, as HF computes it */
-      float c = cosf(angle), s = sinf(angle);
+      float c, s;
+      ff_rt_rope_angle(pos0 + t, i, d_k, theta, &c, &s);
       int ia = inter ? 2 * i : i, ib = inter ? 2 * i + 1 : i + half;
       for (int h = 0; h < heads; h++) {
         float *xh = x + (size_t)t * ldx + (size_t)h * d_k;

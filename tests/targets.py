@@ -15,7 +15,9 @@ entry points (NAME_*; the thread-pool tasks, run through the caller's pool,
 count as calls of the functions handing them over) at most the header's
 NAME_STACK_BYTES; the same for the other ISAs' kernels and clang on x86-64
 and aarch64 (STACK_ONLY, STACK_MODELS).  NAME_OUTPUT_FLOATS / _BYTES are
-checked against the runtime's output at T = MAX_SEQ.  A missing toolchain
+checked against the runtime's output at T = MAX_SEQ, and the functions the
+models call outside themselves: no double arithmetic, no libm beyond expf
+(gcc's call graph, every target).  A missing toolchain
 fails, naming the Debian packages (scripts/deps test installs them).  The
 32-bit builds that run under qemu-user (armhf, i686) are checked against the
 runtime by `emitted.py --check cross32`; rv32imafc with picolibc is
@@ -215,6 +217,18 @@ def deepest(graph, name, where):
     return max(depth(f) for f in entries)
 
 
+def check_libcalls(libcalls):
+    """No double arithmetic (Arm's __aeabi_d*, *2d; libgcc's *df*) and of the
+    C library only expf, memcpy and memset; integer and single-precision
+    helpers (the M0+ has no FPU) are fine."""
+    for t, calls in sorted(libcalls.items()):
+        bad = sorted(g for g in calls if (g.startswith("__") and (re.match(r"__aeabi_(c?d[a-z0-9]*|[a-z0-9]*2d)$", g)
+                                                                  or "df" in g))
+                     or (not g.startswith("__") and g not in ("expf", "memcpy", "memset")))
+        if bad:
+            raise RuntimeError("%s: the models call %s (double arithmetic or libm beyond expf)" % (t, " ".join(bad)))
+
+
 def header_macro(h, uname, macro):
     with open(h) as f:
         m = re.search(r"#define %s_%s (\d+)" % (uname, macro), f.read())
@@ -321,6 +335,7 @@ def main():
             for t in sorted(libcalls):
                 if libcalls[t]:
                     print("  %-18s %s" % (t, " ".join(sorted(libcalls[t]))))
+            check_libcalls(libcalls)
         except RuntimeError as e:
             print("FAILED: %s" % e)
             return 1

@@ -196,8 +196,8 @@ static int kv_heads_of(const kcase *k) { return k->kv ? k->kv : k->a; }
 
 static void params_rope(const kcase *k, const char *isa, char *buf, size_t n) {
   (void)isa;
-  snprintf(buf, n, "{ HEADS = %d, KV_HEADS = %d, DK = %d, LDX = %d, THETA = %.1f, PAIRING = \"%s\" }", k->a,
-           kv_heads_of(k), k->b, k->c, THETA, k->d ? "interleaved" : "rotate_half");
+  snprintf(buf, n, "{ HEADS = %d, KV_HEADS = %d, DK = %d, LDX = %d, PAIRING = \"%s\" }", k->a,
+           kv_heads_of(k), k->b, k->c, k->d ? "interleaved" : "rotate_half");
 }
 
 static void params_kv_store(const kcase *k, const char *isa, char *buf, size_t n) {
@@ -260,13 +260,14 @@ static double check_positions(const kcase *k, generic_fn f, int learned) {
   int D = k->a, T = k->T;
   size_t n = (size_t)T * D;
   float *x = randoms(n, 1), *r = copy_of(x, n), *P = randoms((size_t)(k->pos0 + T) * D, 1);
-  if (!learned) {
-    ((void (*)(float *, int, int))f)(x, T, k->pos0);
+  if (!learned) { /* the table the packer folds into the weights (host/codegen.c) */
+    memset(P, 0, sizeof(float) * (size_t)(k->pos0 + T) * D);
+    ff_rt_add_sinusoidal(P, k->pos0 + T, D, 0);
     ff_rt_add_sinusoidal(r, T, D, k->pos0);
   } else {
-    ((void (*)(float *, int, const float *, int))f)(x, T, P, k->pos0);
     ff_rt_add_learned(r, T, D, k->pos0, P);
   }
+  ((void (*)(float *, int, const float *, int))f)(x, T, P, k->pos0);
   double err = scaled_err(x, r, n);
   free(x), free(r), free(P);
   return err;
@@ -305,14 +306,17 @@ static double check_linear(const kcase *k, const char *isa, generic_fn f) {
 static double check_rope(const kcase *k, const char *isa, generic_fn f) {
   int H = k->a, DK = k->b, LDX = k->c, D = H * DK, T = k->T;
   size_t n = (size_t)T * LDX;
-  float *x = randoms(n, 1), *r = copy_of(x, n);
+  float *x = randoms(n, 1), *r = copy_of(x, n), *R = randoms((size_t)(k->pos0 + T) * DK, 0);
   (void)isa;
-  ((void (*)(float *, int, int))f)(x, T, k->pos0);
+  for (int pos = 0; pos < k->pos0 + T; pos++) /* the table the packer folds into the weights */
+    for (int i = 0; i < DK / 2; i++)
+      ff_rt_rope_angle(pos, i, DK, (float)THETA, R + (size_t)pos * DK + i, R + (size_t)pos * DK + DK / 2 + i);
+  ((void (*)(float *, int, const float *, int))f)(x, T, R, k->pos0);
   enum ff_rope_pairing pairing = k->d ? FF_ROPE_INTERLEAVED : FF_ROPE_ROTATE_HALF;
   ff_rt_rope(r, LDX, T, H, DK, k->pos0, (float)THETA, pairing);                  /* q */
   ff_rt_rope(r + D, LDX, T, kv_heads_of(k), DK, k->pos0, (float)THETA, pairing); /* k */
   double err = scaled_err(x, r, n);
-  free(x), free(r);
+  free(x), free(r), free(R);
   return err;
 }
 

@@ -3,8 +3,8 @@
  * command: fixformer emit models/tiny.lua
  *
  * tiny: encoder, d_model 64, 4 heads (d_k 16), d_ff 256, 2 layers, post-norm layernorm, relu, sinusoidal positions, vocab 128 (tied head)
- * FLOPs per forward of one sequence at T = max_seq = 64: 15,876,096
- * Weights: 108160 floats (432640 bytes).
+ * FLOPs per forward of one sequence at T = max_seq = 64: 15,867,904
+ * Weights: 112256 floats (449024 bytes).
  * State: 131136 bytes (activations 131136 with lifetimes overlapped; 327744 without).
  */
 #ifndef TINY_H
@@ -12,14 +12,7 @@
 #endif
 
 #ifdef FIXFORMER_JIT /* the host hands these over with tcc_add_symbol */
-float expf(float);
-float erff(float);
-float tanhf(float);
-float sinf(float);
-float cosf(float);
-double sin(double);
-double cos(double);
-double sqrt(double);
+float expf(float); /* the only libm function the code calls: no double arithmetic either */
 void *memcpy(void *, const void *, size_t);
 #else
 #include <math.h>
@@ -55,6 +48,7 @@ enum {
   W_L01_NORM1_BIAS                = 107968, /* layers.1.norm1.bias [64] */
   W_L01_NORM2_WEIGHT              = 108032, /* layers.1.norm2.weight [64] */
   W_L01_NORM2_BIAS                = 108096, /* layers.1.norm2.bias [64] */
+  W_SINUSOIDAL                    = 108160, /* (sinusoidal positions) [64, 64] */
 };
 
 /* ---- activations: offsets in floats into the state, every buffer max_seq rows ---- */
@@ -72,7 +66,7 @@ enum {
 
 /* ---- the op kernels the stages call (defined in the kernel library at the end) ---- */
 static void embed_128x64_panels(const int32_t *tokens, int T, const float *restrict E, float *restrict x);
-static void sinusoidal_64(float *x, int T, int pos0);
+static void sinusoidal_64(float *restrict x, int T, const float *restrict PE, int pos0);
 static void linear_64x192(const float *a, const float *x, int T, const float *W, const float *b, float *y);
 static void attention_h4x16_q192_kv192(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
     float *out);
@@ -82,13 +76,13 @@ static void linear_64x256_relu(const float *a, const float *x, int T, const floa
 static void linear_256x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y);
 static void linear_64x128_nobias(const float *a, const float *x, int T, const float *W, const float *b, float *y);
 
-/* the encoder: 2 layers over x [T,64]; 14,827,520 FLOPs at T = max_seq */
+/* the encoder: 2 layers over x [T,64]; 14,819,328 FLOPs at T = max_seq */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
   /* embed: tokens [T] -> [T,64]: x = E[token] * sqrt(64); 4,096 FLOPs */
   embed_128x64_panels(tokens, T, w + W_EMBED, a + A_X);
 
-  /* positions: [T,64] in place: x += PE(pos), PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...); 12,288 FLOPs */
-  sinusoidal_64(a + A_X, T, 0);
+  /* positions: [T,64] in place: x += PE[pos], PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...); 4,096 FLOPs */
+  sinusoidal_64(a + A_X, T, w + W_SINUSOIDAL, 0);
 
   /* ---- l00_attn: x = LayerNorm(x + SelfAttention(x)) ---- */
   /* l00_attn_qkv: [T,64] -> [T,192]: y = x W^T + b; 1,572,864 FLOPs */
@@ -255,8 +249,8 @@ void ff_matmul_generic(int m, int n, int k, const float *A, int lda, const float
     const float *bias, float alpha, int flags);
 void ff_sdpa_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int kv_heads,
     int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
-void ff_layernorm_generic(const float *x, int T, int D, const float *gamma, const float *beta, double eps, float *y);
-void ff_rmsnorm_generic(const float *x, int T, int D, const float *gamma, double eps, float *y);
+void ff_layernorm_generic(const float *x, int T, int D, const float *gamma, const float *beta, float eps, float *y);
+void ff_rmsnorm_generic(const float *x, int T, int D, const float *gamma, float eps, float *y);
 void ff_gelu_generic(float *h, size_t n);
 void ff_gelu_tanh_generic(float *h, size_t n);
 void ff_swiglu_generic(const float *h, int T, int N, float *a);
@@ -293,23 +287,31 @@ void ff_swiglu_generic(const float *h, int T, int N, float *a);
 #error "kernels/isas.h: the generic row's MR, NR are not this register tile"
 #endif
 
-/* One tile: m <= 4 rows (rows past m repeat the last and are not stored),
- * n <= 16 columns. */
+/* One tile: m <= 4 rows, n <= 16 columns.  A whole tile has constant
+ * bounds; fewer rows (decoding: one) loop over just those, so that a
+ * one-row product costs a quarter of a tile, not a whole one (it matters
+ * where the arithmetic, not the memory, is the limit: a microcontroller). */
 static void ff_tile_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
                             const float *bias, float alpha, int flags) {
   float acc[FF_GENERIC_MR][FF_GENERIC_NR] = {{0.0f}};
   const float *a[FF_GENERIC_MR];
   for (int i = 0; i < FF_GENERIC_MR; i++) a[i] = A + (size_t)(i < m ? i : m - 1) * lda;
-  if (n == FF_GENERIC_NR) {
+  if (n == FF_GENERIC_NR && m == FF_GENERIC_MR) {
     for (int p = 0; p < k; p++) {
       const float *b = B + (size_t)p * ldb;
       for (int i = 0; i < FF_GENERIC_MR; i++)
         for (int j = 0; j < FF_GENERIC_NR; j++) acc[i][j] += a[i][p] * b[j];
     }
+  } else if (n == FF_GENERIC_NR) {
+    for (int p = 0; p < k; p++) {
+      const float *b = B + (size_t)p * ldb;
+      for (int i = 0; i < m; i++)
+        for (int j = 0; j < FF_GENERIC_NR; j++) acc[i][j] += a[i][p] * b[j];
+    }
   } else {
     for (int p = 0; p < k; p++) {
       const float *b = B + (size_t)p * ldb;
-      for (int i = 0; i < FF_GENERIC_MR; i++)
+      for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) acc[i][j] += a[i][p] * b[j];
     }
   }
@@ -346,7 +348,7 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
 #define FF_GEMV_PANELS 1
 #define FF_LIN_MR FF_GENERIC_MR
 #define FF_LIN_NR FF_GENERIC_NR
-#define FF_LIN_KC 256 /* k per dequantized block: 16 KB of floats */
+#define FF_LIN_KC 32 /* k per dequantized block: 2 KB of floats, on the stack (microcontrollers) */
 #define FF_LIN_TILE(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs)                                    \
   ((void)(pf), (void)(pfs), ff_tile_generic(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags)) /* no fetch ahead */
 #line 1 "kernels/quant.c"
@@ -528,7 +530,7 @@ FF_KERNEL void FF_QUANT(linear_q8)(const float *x, int T, int IN, const void *W,
   FF_QUANT(linear_quant)(1, x, T, IN, (const unsigned char *)W, (size_t)(IN + 31) / 32 * 36 * FF_LIN_NR, b, OUT, y,
                          flags, j0, j1);
 }
-#line 84 "kernels/gemm_generic.c"
+#line 92 "kernels/gemm_generic.c"
 
 /* quant.c's GEMVs: one panel at a time, plain loops over its 16 columns
  * that compilers vectorize */
@@ -565,10 +567,18 @@ static inline void ff_gemv_q8_p_generic(const int P, const float *x, int IN, con
  * host's build of them, as with the matrix kernels.  The ISA's file defines
  * FF_PLAIN(name) (ff_##name##_ISA), then includes this.
  *
- * Norms: row sums in double, as in the runtime, but over 8 interleaved
- * partial sums: 8 independent chains of adds instead of one (which also lets
- * the compiler vectorise them), so that a row is not bound by the latency of
- * each add.  y may be x (in place).
+ * Norms: in float only (no double, no libm: a Cortex-M4F has a float unit
+ * and nothing else), as accurate as the runtime's double sums to a few float
+ * roundings.  LayerNorm is the corrected two-pass algorithm (Chan, Golub and
+ * LeVeque): a first mean m, then d = x - m (exact wherever x is near m),
+ * sum(d) and sum(d^2) with Kahan compensation, mean = m + sum(d)/D and
+ * var = sum(d^2)/D - (sum(d)/D)^2; RMSNorm sums x^2 the same way.  Each sum
+ * runs over 8 interleaved lanes: 8 independent chains of adds (which also
+ * lets the compiler vectorise them), so that a row is not bound by the
+ * latency of each add.  The compensation needs IEEE float adds as written:
+ * build without -ffast-math / -Ofast (which would drop it; the result is
+ * then a plain float sum).  1/sqrt is Newton's iteration (ff_rsqrt), within
+ * 2 ulp.  y may be x (in place).
  *
  * Activations: erf and tanh as odd rational functions on a clamped range
  * (the approximations Eigen and XLA use for float), with no libm call and no
@@ -579,42 +589,78 @@ static inline void ff_gemv_q8_p_generic(const int P, const float *x, int IN, con
  * polynomials into FMAs, so that -inf (1 + erf) is NaN as in PyTorch (gelu,
  * silu of -inf) and large negative inputs give 0; NaN passes through (the
  * comparisons are false for it). */
-#include <math.h>
+/* 8 interleaved Kahan sums: sum[l] + the lost low part -comp[l] */
+typedef struct {
+  float sum[8], comp[8];
+} ff_kahan8;
 
-/* the sum of a row's 8 partial sums, in a fixed order */
-static inline double ff_sum8(const double s[8]) { return (s[0] + s[1]) + (s[2] + s[3]) + ((s[4] + s[5]) + (s[6] + s[7])); }
+static inline void ff_kahan8_add(ff_kahan8 *k, int l, float v) {
+  const float y = v - k->comp[l], t = k->sum[l] + y;
+  k->comp[l] = (t - k->sum[l]) - y;
+  k->sum[l] = t;
+}
+
+/* the lanes' total, in a fixed order */
+static inline float ff_kahan8_total(const ff_kahan8 *k) {
+  const float *s = k->sum, *c = k->comp;
+  return (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) -
+         (((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7])));
+}
+
+/* 1 / sqrt(v) for v > 0, +inf (0) or NaN (NaN): a first guess from the
+ * exponent bits, then Newton's y (3 - v y^2) / 2, which doubles the correct
+ * bits each time: 4 steps reach float precision (within 2 ulp, measured
+ * against double over every exponent).  Subnormal v is scaled by 2^64. */
+static inline float ff_rsqrt(float v) {
+  float scale = 1.0f;
+  if (v > 3.40282347e38f) return 0.0f;
+  if (v < 1.17549435e-38f) v *= 18446744073709551616.0f, scale = 4294967296.0f; /* 2^64, 2^32 */
+  union {
+    float f;
+    uint32_t u;
+  } b;
+  b.f = v;
+  b.u = 0x5f375a86u - (b.u >> 1);
+  float y = b.f;
+  for (int i = 0; i < 4; i++) y = y * (1.5f - 0.5f * v * y * y);
+  return y * scale;
+}
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta, biased var */
-FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, double eps,
+FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, float eps,
                                    float *y) {
   const int D8 = D - D % 8;
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * D;
     float *yt = y + (size_t)t * D;
-    double s[8] = {0}, q[8] = {0};
+    float s[8] = {0};
     for (int i = 0; i < D8; i += 8)
       for (int l = 0; l < 8; l++) s[l] += xt[i + l];
     for (int i = D8; i < D; i++) s[i - D8] += xt[i];
-    const double mean = ff_sum8(s) / D;
-    for (int i = 0; i < D8; i += 8)
-      for (int l = 0; l < 8; l++) q[l] += (xt[i + l] - mean) * (xt[i + l] - mean);
-    for (int i = D8; i < D; i++) q[i - D8] += (xt[i] - mean) * (xt[i] - mean);
-    const float rstd = (float)(1.0 / sqrt(ff_sum8(q) / D + eps));
-    for (int i = 0; i < D; i++) yt[i] = (float)(xt[i] - mean) * rstd * gamma[i] + beta[i];
+    const float m = (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) / (float)D;
+    ff_kahan8 sd = {{0}, {0}}, sq = {{0}, {0}};
+    for (int i = 0; i < D; i++) {
+      const float d = xt[i] - m;
+      ff_kahan8_add(&sd, i % 8, d);
+      ff_kahan8_add(&sq, i % 8, d * d);
+    }
+    const float e = ff_kahan8_total(&sd) / (float)D; /* mean = m + e */
+    const float rstd = ff_rsqrt(ff_kahan8_total(&sq) / (float)D - e * e + eps);
+    for (int i = 0; i < D; i++) yt[i] = ((xt[i] - m) - e) * rstd * gamma[i] + beta[i];
   }
 }
 
 /* y = x / sqrt(mean(x^2) + eps) * gamma */
-FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamma, double eps, float *y) {
-  const int D8 = D - D % 8;
+FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y) {
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * D;
     float *yt = y + (size_t)t * D;
-    double q[8] = {0};
-    for (int i = 0; i < D8; i += 8)
-      for (int l = 0; l < 8; l++) q[l] += (double)xt[i + l] * xt[i + l];
-    for (int i = D8; i < D; i++) q[i - D8] += (double)xt[i] * xt[i];
-    const float rstd = (float)(1.0 / sqrt(ff_sum8(q) / D + eps));
+    ff_kahan8 sq = {{0}, {0}};
+    for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
+    float ss = ff_kahan8_total(&sq);
+    if (ss != ss) /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
+      for (int i = 0; i < D; i++) ss = i ? ss + xt[i] * xt[i] : xt[0] * xt[0]; /* NaN, or inf: y = x 0 */
+    const float rstd = ff_rsqrt(ss / (float)D + eps);
     for (int i = 0; i < D; i++) yt[i] = xt[i] * rstd * gamma[i];
   }
 }
@@ -671,7 +717,7 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
     for (int i = 0; i < N; i++) at[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
   }
 }
-#line 114 "kernels/gemm_generic.c"
+#line 122 "kernels/gemm_generic.c"
 
 /* scaled dot-product attention on these kernels (sdpa.c) */
 #define FF_SDPA ff_sdpa_generic
@@ -755,10 +801,10 @@ FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq,
     }
   }
 }
-#line 120 "kernels/gemm_generic.c"
+#line 128 "kernels/gemm_generic.c"
 #endif
 
-#line 144 "templates/model.c.in"
+#line 137 "templates/model.c.in"
 /* ---- the parallel helpers of the kernels: linear and attention on the state's threads ---- */
 typedef struct {
   const float *x, *W, *b;
@@ -783,7 +829,7 @@ static void linear(const float *a, const float *x, int T, int IN, const float *W
   linear_job job;
   job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
   job.n = 4 * p.threads < panels ? 4 * p.threads : panels;
-  if (p.threads < 2 || job.n < 2 || (double)T * IN * OUT < 1e6)
+  if (p.threads < 2 || job.n < 2 || (float)T * IN * OUT < 1e6f)
     ff_linear_generic(x, T, IN, W, b, OUT, y, flags, 0, OUT);
   else
     p.fn(p.pool, job.n, linear_task, &job);
@@ -813,7 +859,7 @@ static void attend_heads(const float *a, const float *q, int ldq, const float *k
   job.key_len = key_len, job.heads = heads, job.kv_heads = kv_heads, job.dk = dk, job.causal = causal;
   job.q_pos0 = q_pos0;
   job.scale = scale, job.n = heads < 8 ? heads : 8; /* a thread held up takes fewer */
-  if (p.threads < 2 || job.n < 2 || 2.0 * Tq * key_len * heads * dk < 1e6)
+  if (p.threads < 2 || job.n < 2 || 2.0f * Tq * key_len * heads * dk < 1e6f)
     ff_sdpa_generic(q, ldq, k, ldk, Tq, key_len, heads, kv_heads, dk, 0, heads, causal, q_pos0, scale, scratch, out);
   else
     p.fn(p.pool, job.n, attend_task, &job);
@@ -834,25 +880,13 @@ static void embed_128x64_panels(const int32_t *tokens, int T, const float *restr
 
 
 #line 73 "templates/embed.c.in"
-/* sinusoidal_64_freq[i] = 10000^(-2i/64), folded at generation time */
-static const double sinusoidal_64_freq[32] = {
-  1.0, 0.7498942093324559, 0.5623413251903491, 0.4216965034285823, 0.31622776601683794, 0.23713737056616555, 0.17782794100389226, 0.1333521432163324,
-  0.1, 0.07498942093324558, 0.056234132519034905, 0.042169650342858224, 0.03162277660168379, 0.02371373705661655, 0.01778279410038923, 0.01333521432163324,
-  0.01, 0.007498942093324559, 0.005623413251903491, 0.004216965034285823, 0.003162277660168379, 0.002371373705661655, 0.001778279410038923, 0.001333521432163324,
-  0.001, 0.0007498942093324557, 0.0005623413251903491, 0.0004216965034285823, 0.00031622776601683794, 0.00023713737056616554, 0.00017782794100389227, 0.0001333521432163324,
-#line 76 "templates/embed.c.in"
-};
-
-/* sinusoidal_64: x[t, :] += PE(pos0 + t), PE(pos, 2i) = sin(pos f_i), PE(pos, 2i+1) = cos(pos f_i) */
-static void sinusoidal_64(float *x, int T, int pos0) {
+/* sinusoidal_64: x[t, :] += PE[pos0 + t, :], PE [max_seq, 64]: PE(pos, 2i) = sin(pos / 10000^(2i/64)), PE(pos, 2i+1) = cos(pos / 10000^(2i/64)),
+ *   computed in double when the weights are packed, as the runtime does */
+static void sinusoidal_64(float *restrict x, int T, const float *restrict PE, int pos0) {
   for (int t = 0; t < T; t++) {
-    float *xt = x + (size_t)t * 64;
-    for (int i = 0; i < 32; i++) {
-      const double angle = (double)(pos0 + t) * sinusoidal_64_freq[i];
-      xt[2 * i] += (float)sin(angle);
-#line 88 "templates/embed.c.in"
-      xt[2 * i + 1] += (float)cos(angle);
-    }
+    const float *restrict p = PE + (size_t)(pos0 + t) * 64;
+    float *restrict xt = x + (size_t)t * 64;
+    for (int i = 0; i < 64; i++) xt[i] += p[i];
   }
 }
 
@@ -888,10 +922,10 @@ static void linear_64x64_add(const float *a, const float *x, int T, const float 
 
 
 #line 5 "templates/norm.c.in"
-/* layernorm_64: y = (x - mean) / sqrt(var + 1e-05) * gamma + beta over 64 features, biased var
+/* layernorm_64: y = (x - mean) / sqrt(var + 1e-05f) * gamma + beta over 64 features, biased var
  * (ff_layernorm_generic); y may be x. */
 static void layernorm_64(const float *x, int T, const float *gamma, const float *beta, float *y) {
-  ff_layernorm_generic(x, T, 64, gamma, beta, 1e-05, y);
+  ff_layernorm_generic(x, T, 64, gamma, beta, 1e-05f, y);
 }
 
 

@@ -1,0 +1,316 @@
+#!/usr/bin/python3
+"""The bare-metal example (examples/mps2-an386) on qemu-system-arm -M mps2-an386
+(Cortex-M4F): emitted models built into firmware with arm-none-eabi-gcc and
+newlib, run under qemu with semihosting, checked against the host.
+  - models/tiny.lua (weights of `fixformer init`): the logits of one forward
+    pass over a padded batch of two, per weight type, against `fixformer run`
+    (the runtime, the reference): max|board - ref| / max|ref| <= 1e-5.
+  - models/dates.lua: held-out dates (tests/dates.py's generator) translated on
+    the board by greedy decoding, per weight type: the same ids as
+    `fixformer generate --engine runtime --ids`; how many are right is printed.
+  - every firmware links no double-precision routine (__aeabi_d*, __aeabi_f2d,
+    libgcc's *df*) and of libm only what expf alone pulls in (found by linking a
+    probe that calls nothing but expf); --allow-double reports instead of failing.
+  - a firmware whose call fails exits qemu non-zero (a token id out of range).
+  - prints flash (text + data), RAM (data + bss, the stack not included) and the
+    deepest stack use measured on the board (startup.S paints the free RAM) per
+    model and weight type, and the instructions per token: the board's under
+    `-icount shift=0` (one instruction a nanosecond: 40 a tick of the 25 MHz
+    timer), the host's with valgrind (callgrind, the same main.c built natively)
+    when valgrind is installed.  Report only: no limit is asserted on them.
+
+  board.py --fixformer BIN [--cc arm-none-eabi-gcc] [--qemu qemu-system-arm]
+           [--count 50] [--dtypes f32,bf16,int8] [--allow-double] [--keep DIR]
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+EXAMPLE = os.path.join(ROOT, "examples", "mps2-an386")
+MODELS = os.path.join(ROOT, "models")
+TARGET = "thumbv7em-none-eabihf"
+TOL = 1e-5                      # generated code against the runtime, as everywhere in the suite
+INSTR_PER_TICK = 40             # -icount shift=0: 1 ns an instruction; the timer runs at 25 MHz
+MAX_NEW = 16                    # as tests/dates.py
+TINY_BATCH = [[5, 17, 42, 99, 7, 64, 3, 120, 1, 0, 88, 33], [9, 8, 7, 6, 5, 4, 3]]  # the second is padded
+# the double-precision routines of libgcc (soft-float double on a single-precision FPU)
+DOUBLE_SYM = re.compile(r"^__aeabi_(d[a-z0-9]+|[a-z0-9]+2d)$|^__[a-z]+df[a-z0-9]*$")
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        raise RuntimeError("%s: exit %d\n%s%s" % (" ".join(cmd), p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
+    return p
+
+
+class Board:
+    def __init__(self, args, tmp):
+        self.args, self.tmp = args, tmp
+        self.cross = args.cc[:-len("gcc")]  # arm-none-eabi-gcc -> arm-none-eabi-
+        self.probe_members = None
+
+    def build(self, model, gen, inputs, out, host=False):
+        """make in examples/mps2-an386 -> the ELF (or the host program)."""
+        cmd = ["make", "-s", "-f", os.path.join(EXAMPLE, "Makefile"), "MODEL=" + model, "GEN=" + gen,
+               "INPUTS=" + inputs, "O=" + out, "CROSS=" + self.cross]
+        run(cmd + (["host"] if host else []))
+        return os.path.join(out, model + ("_host" if host else ".elf"))
+
+    def qemu(self, elf, expect_ok=True):
+        cmd = [self.args.qemu, "-M", "mps2-an386", "-nographic", "-semihosting-config", "enable=on,target=native",
+               "-icount", "shift=0", "-kernel", elf]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        out = p.stderr.replace("\r\n", "\n")  # semihosting writes to qemu's stderr
+        if expect_ok and (p.returncode != 0 or not out.endswith("done\n")):
+            raise RuntimeError("qemu: exit %d\n%s%s" % (p.returncode, p.stdout[-500:], out[-500:]))
+        return p.returncode, out
+
+    def sizes(self, elf):
+        """(flash, RAM): text + data, data + bss."""
+        line = run([self.cross + "size", elf]).stdout.splitlines()[1].split()
+        text, data, bss = int(line[0]), int(line[1]), int(line[2])
+        return text + data, data + bss
+
+    def archive_members(self, elf):
+        """{archive: set of members} the link pulled in, from the map beside the ELF."""
+        got = {}
+        for lib, member in re.findall(r"(lib\w+\.a)\(([^)]+)\)", open(elf[:-len(".elf")] + ".map").read()):
+            got.setdefault(lib, set()).add(member)
+        return got
+
+    def probe(self):
+        """What expf alone pulls from libm and libc, linked the way the example links."""
+        if self.probe_members is None:
+            d = os.path.join(self.tmp, "probe")
+            os.makedirs(d)
+            src = os.path.join(d, "probe.c")
+            with open(src, "w") as f:
+                f.write("#include <math.h>\nvolatile float x = 1.5f;\nint main(void) { x = expf(x); return 0; }\n")
+            elf = os.path.join(d, "probe.elf")
+            run([self.args.cc, "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-O2",
+                 "-I" + EXAMPLE, "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs", "-T",
+                 os.path.join(EXAMPLE, "an386.ld"), "-Wl,--gc-sections", "-Wl,-Map=" + elf[:-4] + ".map", "-o", elf,
+                 os.path.join(EXAMPLE, "startup.S"), os.path.join(EXAMPLE, "board.c"), src, "-lm"])
+            self.probe_members = self.archive_members(elf)
+            doubles = self.double_symbols(elf)
+            if doubles:
+                raise RuntimeError("newlib's expf alone pulls in double routines: %s" % " ".join(doubles))
+        return self.probe_members
+
+    def double_symbols(self, elf):
+        return sorted(s.split()[-1] for s in run([self.cross + "nm", elf]).stdout.splitlines()
+                      if DOUBLE_SYM.match(s.split()[-1]))
+
+    def check_link(self, name, elf):
+        """No double routine, and of libm / libc only expf's members (plus memcpy / memset): 0 or 1."""
+        allowed = self.probe()
+        got = self.archive_members(elf)
+        doubles = self.double_symbols(elf)
+        extra_m = sorted(got.get("libm.a", set()) - allowed.get("libm.a", set()))
+        libc = [k for k in got if k.startswith("libc")]
+        extra_c = sorted(m for k in libc for m in got[k] - allowed.get(k, set())
+                         if not re.match(r"lib_a-mem(cpy|set|move)", m))
+        bad = bool(doubles or extra_m or extra_c)
+        if not bad:
+            print("%-10s link: no double routine; of libm only expf's %s" % (name, " ".join(sorted(
+                got.get("libm.a", set())))))
+            return 0
+        verdict = ("reported only (--allow-double)" if self.args.allow_double else
+                   "FAIL: a Cortex-M4F firmware must use no double arithmetic and of libm only expf")
+        print("%-10s link: %s" % (name, verdict))
+        if doubles:
+            print("   double-precision routines: %s" % " ".join(doubles))
+        if extra_m:
+            print("   libm members beyond expf's: %s" % " ".join(extra_m))
+        if extra_c:
+            print("   libc members beyond memcpy/memset and expf's: %s" % " ".join(extra_c))
+        return 0 if self.args.allow_double else 1
+
+    def host_instructions(self, exe, function):
+        """Instructions executed inside `function` on the host (callgrind), or None without valgrind."""
+        if not shutil.which("valgrind"):
+            return None
+        out = exe + ".callgrind"
+        p = run(["valgrind", "--tool=callgrind", "--toggle-collect=" + function, "--callgrind-out-file=" + out, exe])
+        m = re.search(r"Collected : (\d+)", p.stderr)
+        return int(m.group(1)) if m else None
+
+
+def parse_ticks(stdout, what):
+    m = re.search(r"^ticks %s (\d+) steps (\d+) hz (\d+)$" % what, stdout, re.M)
+    return int(m.group(1)), int(m.group(2))
+
+
+def stack_used(stdout):
+    return int(re.search(r"^stack (\d+)$", stdout, re.M).group(1))
+
+
+def per_token(ticks, steps):
+    return ticks * INSTR_PER_TICK / max(steps, 1)
+
+
+def emit(args, model, weights, dtype, gen):
+    cmd = [args.fixformer, "emit", model, "-o", gen, "--embed", "--target", TARGET, "--dtype", dtype]
+    run(cmd + (["--weights", weights] if weights else []))
+
+
+def check_tiny(args, board, tmp, dtype, table, ipt):
+    model = os.path.join(MODELS, "tiny.lua")
+    weights = os.path.join(tmp, "tiny.safetensors")
+    if not os.path.exists(weights):
+        run([args.fixformer, "init", model, "-o", weights])
+    d = os.path.join(tmp, "tiny_" + dtype)
+    gen, out = os.path.join(d, "gen"), os.path.join(d, "out")
+    os.makedirs(d)
+    emit(args, model, weights, dtype, gen)
+    T = max(len(s) for s in TINY_BATCH)
+    ids = np.zeros((len(TINY_BATCH), T), np.int32)
+    for b, s in enumerate(TINY_BATCH):
+        ids[b, :len(s)] = s
+    lengths = np.array([len(s) for s in TINY_BATCH], np.int32)
+    with open(os.path.join(d, "inputs.h"), "w") as f:
+        f.write("#define INPUT_BATCH %d\n#define INPUT_T %d\n" % ids.shape)
+        f.write("static const int32_t input_tokens[] = {%s};\n" % ", ".join(map(str, ids.flatten())))
+        f.write("static const int32_t input_lengths[] = {%s};\n" % ", ".join(map(str, lengths)))
+    np.save(os.path.join(d, "ids.npy"), ids)
+    np.save(os.path.join(d, "lengths.npy"), lengths)
+    run([args.fixformer, "run", model, "--weights", weights, "--input", os.path.join(d, "ids.npy"), "--lengths",
+         os.path.join(d, "lengths.npy"), "--output", os.path.join(d, "ref.npy"), "--dtype", dtype])
+    ref = np.load(os.path.join(d, "ref.npy"))
+    elf = board.build("tiny", gen, d, out)
+    _, stdout = board.qemu(elf)
+    rows = [line.split()[1:] for line in stdout.splitlines() if line.startswith("out ")]
+    got = np.array([[int(h, 16) for h in r] for r in rows], np.uint32).view(np.float32).reshape(ref.shape)
+    valid = np.arange(T)[None, :] < lengths[:, None]   # padded rows carry no meaning
+    err = float(np.abs(got - ref)[valid].max() / np.abs(ref[valid]).max())
+    ok = err <= TOL
+    print("tiny %-4s board logits [%d, %d, %d] against `fixformer run`: max|board - ref| / max|ref| = %.3g (<= %g) %s"
+          % ((dtype,) + ref.shape + (err, TOL, "ok" if ok else "FAIL")))
+    failed = (not ok) + board.check_link("tiny " + dtype, elf)
+    table.append(("tiny", dtype) + board.sizes(elf) + (stack_used(stdout),))
+    ticks, steps = parse_ticks(stdout, "forward")
+    host = board.host_instructions(board.build("tiny", gen, d, out, host=True), "tiny_run")
+    ipt.append(("tiny", dtype, "forward, T = %d, batch %d" % (T, len(TINY_BATCH)), per_token(ticks, steps),
+                host / steps if host else None))
+    if dtype == "f32":  # a failing call must fail the run: a token id past the vocabulary
+        with open(os.path.join(d, "inputs.h")) as f:
+            bad = f.read().replace("{5, ", "{500, ")
+        os.makedirs(os.path.join(d, "bad"))
+        with open(os.path.join(d, "bad", "inputs.h"), "w") as f:
+            f.write(bad)
+        rc, out = board.qemu(board.build("tiny", gen, os.path.join(d, "bad"), os.path.join(d, "bad")), expect_ok=False)
+        ok = rc != 0 and "error: run returned -5" in out
+        print("tiny bad token: qemu exit %d, %r %s" % (rc, out.strip(), "ok" if ok else "FAIL"))
+        failed += not ok
+    return failed
+
+
+def dates_inputs(count):
+    """count held-out dates (tests/dates.py's generator and seed): [(text, expected ISO)]."""
+    sys.path.insert(0, os.path.join(HERE, "lib"))
+    import dates_ref
+    return dates_ref.make_dates(count, dates_ref.HELD_OUT_SEED)
+
+
+def tokenize(vocab, text):
+    """The dates vocabulary: one lowercased character a token, <unk> otherwise."""
+    index = {t: i for i, t in enumerate(vocab["tokens"])}
+    return [index.get(c, vocab["unk"]) for c in (text.lower() if vocab.get("lowercase") else text)]
+
+
+def check_dates(args, board, tmp, dtype, pairs, table, ipt):
+    model = os.path.join(MODELS, "dates.lua")
+    vocab = json.load(open(os.path.join(MODELS, "dates.vocab.json")))
+    d = os.path.join(tmp, "dates_" + dtype)
+    gen, out = os.path.join(d, "gen"), os.path.join(d, "out")
+    os.makedirs(d)
+    emit(args, model, None, dtype, gen)
+    srcs = [tokenize(vocab, t) for t, _ in pairs]
+    start = [0]
+    for s in srcs:
+        start.append(start[-1] + len(s))
+    with open(os.path.join(d, "inputs.h"), "w") as f:
+        f.write("#define INPUT_COUNT %d\n#define INPUT_BOS %d\n#define INPUT_EOS %d\n#define INPUT_MAX_NEW %d\n"
+                % (len(srcs), vocab["bos"], vocab["eos"], MAX_NEW))
+        f.write("static const int input_start[] = {%s};\n" % ", ".join(map(str, start)))
+        f.write("static const int32_t input_ids[] = {%s};\n" % ", ".join(str(i) for s in srcs for i in s))
+    lines = os.path.join(d, "lines.txt")
+    with open(lines, "w") as f:
+        f.writelines(t + "\n" for t, _ in pairs)
+    host = run([args.fixformer, "generate", model, "--lines", lines, "--ids", "--max-new", str(MAX_NEW), "--engine",
+                "runtime", "--dtype", dtype]).stdout.splitlines()
+    elf = board.build("dates", gen, d, out)
+    _, stdout = board.qemu(elf)
+    got = [line[4:] for line in stdout.splitlines() if line.startswith("ids ")]
+    host_ids = [h.split("\t")[0] for h in host]
+    same = sum(g == h for g, h in zip(got, host_ids))
+    inv = {i: t for i, t in enumerate(vocab["tokens"])}
+    texts = ["".join(inv[int(i)] for i in g.split() if int(i) > 3) for g in got]
+    right = sum(t == e for t, (_, e) in zip(texts, pairs))
+    ok = len(got) == len(pairs) and same == len(pairs)
+    print("dates %-4s board: %d/%d the same ids as `fixformer generate --engine runtime`, %d/%d right %s"
+          % (dtype, same, len(pairs), right, len(pairs), "ok" if ok else "FAIL"))
+    for (t, _), g, h in list(zip(pairs, got, host_ids))[:len(pairs)]:
+        if g != h:
+            print("   %r: board %s, host %s" % (t, g, h))
+    failed = (not ok) + board.check_link("dates " + dtype, elf)
+    table.append(("dates", dtype) + board.sizes(elf) + (stack_used(stdout),))
+    ticks, steps = parse_ticks(stdout, "decode")
+    host_n = board.host_instructions(board.build("dates", gen, d, out, host=True), "dates_decode")
+    ipt.append(("dates", dtype, "decode step (%d steps)" % steps, per_token(ticks, steps),
+                host_n / steps if host_n else None))
+    return failed
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fixformer", required=True)
+    ap.add_argument("--cc", default="arm-none-eabi-gcc")
+    ap.add_argument("--qemu", default="qemu-system-arm")
+    ap.add_argument("--count", type=int, default=50, help="held-out dates to translate on the board")
+    ap.add_argument("--dtypes", default="f32,bf16,int8")
+    ap.add_argument("--allow-double", action="store_true",
+                    help="report double routines and libm beyond expf instead of failing")
+    ap.add_argument("--keep", help="build here and keep it (default: a temporary directory)")
+    args = ap.parse_args()
+    t0 = time.time()
+    tmp = args.keep or tempfile.mkdtemp(prefix="board_")
+    if args.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+    board = Board(args, tmp)
+    failed, table, ipt = 0, [], []
+    try:
+        pairs = dates_inputs(args.count)
+        for dtype in args.dtypes.split(","):
+            failed += check_tiny(args, board, tmp, dtype, table, ipt)
+        for dtype in args.dtypes.split(","):
+            failed += check_dates(args, board, tmp, dtype, pairs, table, ipt)
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("\n| model | weights | flash (text + data) | RAM (data + bss) | stack used |\n|---|---|---:|---:|---:|")
+    for model, dtype, flash, ram, stack in table:
+        print("| %s | %s | %s B (%.0f KB) | %s B (%.0f KB) | %s B |" % (
+            model, dtype, format(flash, ","), flash / 1024, format(ram, ","), ram / 1024, format(stack, ",")))
+    print("\n| model | weights | measured over | board instructions / token | host (x86-64) |\n|---|---|---|---:|---:|")
+    for model, dtype, what, b, h in ipt:
+        print("| %s | %s | %s | %s | %s |" % (model, dtype, what, format(int(round(b)), ","),
+                                            format(int(round(h)), ",") if h else "-"))
+    print("\n%s in %.0f s" % ("FAIL" if failed else "ok", time.time() - t0))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
