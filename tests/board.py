@@ -39,6 +39,9 @@ ROOT = os.path.join(HERE, "..")
 EXAMPLE = os.path.join(ROOT, "examples", "mps2-an386")
 MODELS = os.path.join(ROOT, "models")
 TARGET = "thumbv7em-none-eabihf"
+# qemu's MPS2 machines the example runs on unchanged (the same SSRAM map, timer and semihosting): the core, its flags
+MACHINES = {"mps2-an386": ("Cortex-M4F", "-mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16"),
+            "mps2-an500": ("Cortex-M7", "-mcpu=cortex-m7 -mthumb -mfloat-abi=hard -mfpu=fpv5-d16")}
 TOL = 1e-5                      # generated code against the runtime, as everywhere in the suite
 INSTR_PER_TICK = 40             # -icount shift=0: 1 ns an instruction; the timer runs at 25 MHz
 MAX_NEW = 16                    # as tests/dates.py
@@ -58,17 +61,18 @@ class Board:
     def __init__(self, args, tmp):
         self.args, self.tmp = args, tmp
         self.cross = args.cc[:-len("gcc")]  # arm-none-eabi-gcc -> arm-none-eabi-
+        self.arch = MACHINES[args.machine][1]
         self.probe_members = None
 
     def build(self, model, gen, inputs, out, host=False):
         """make in examples/mps2-an386 -> the ELF (or the host program)."""
         cmd = ["make", "-s", "-f", os.path.join(EXAMPLE, "Makefile"), "MODEL=" + model, "GEN=" + gen,
-               "INPUTS=" + inputs, "O=" + out, "CROSS=" + self.cross]
+               "INPUTS=" + inputs, "O=" + out, "CROSS=" + self.cross, "ARCH=" + self.arch]
         run(cmd + (["host"] if host else []))
         return os.path.join(out, model + ("_host" if host else ".elf"))
 
     def qemu(self, elf, expect_ok=True):
-        cmd = [self.args.qemu, "-M", "mps2-an386", "-nographic", "-semihosting-config", "enable=on,target=native",
+        cmd = [self.args.qemu, "-M", self.args.machine, "-nographic", "-semihosting-config", "enable=on,target=native",
                "-icount", "shift=0", "-kernel", elf]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         out = p.stderr.replace("\r\n", "\n")  # semihosting writes to qemu's stderr
@@ -98,7 +102,7 @@ class Board:
             with open(src, "w") as f:
                 f.write("#include <math.h>\nvolatile float x = 1.5f;\nint main(void) { x = expf(x); return 0; }\n")
             elf = os.path.join(d, "probe.elf")
-            run([self.args.cc, "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-O2",
+            run([self.args.cc] + self.arch.split() + ["-O2",
                  "-I" + EXAMPLE, "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs", "-T",
                  os.path.join(EXAMPLE, "an386.ld"), "-Wl,--gc-sections", "-Wl,-Map=" + elf[:-4] + ".map", "-o", elf,
                  os.path.join(EXAMPLE, "startup.S"), os.path.join(EXAMPLE, "board.c"), src, "-lm"])
@@ -278,12 +282,18 @@ def main():
     ap.add_argument("--fixformer", required=True)
     ap.add_argument("--cc", default="arm-none-eabi-gcc")
     ap.add_argument("--qemu", default="qemu-system-arm")
+    ap.add_argument("--machine", default="mps2-an386", choices=sorted(MACHINES),
+                    help="qemu's board: mps2-an386 (Cortex-M4F, default) or mps2-an500 (Cortex-M7)")
     ap.add_argument("--count", type=int, default=50, help="held-out dates to translate on the board")
     ap.add_argument("--dtypes", default="f32,bf16,int8")
     ap.add_argument("--allow-double", action="store_true",
                     help="report double routines and libm beyond expf instead of failing")
     ap.add_argument("--keep", help="build here and keep it (default: a temporary directory)")
     args = ap.parse_args()
+    for tool, package in ((args.cc, "gcc-arm-none-eabi libnewlib-arm-none-eabi"), (args.qemu, "qemu-system-arm")):
+        if not shutil.which(tool):
+            print("FAILED: %s not found (Debian: %s; scripts/deps test installs them)" % (tool, package))
+            return 1
     t0 = time.time()
     tmp = args.keep or tempfile.mkdtemp(prefix="board_")
     if args.keep:
