@@ -163,8 +163,8 @@ M.STACK = { -- isa = { f32 = { bound, measured }, quantized = { bound, measured 
 local function common_vars(P, opts)
   local c = P.config
   local uname = c.name:upper()
-  local wtype = P.dtype == "f32" and "f32" or "bf16/int8"
-  local stack = M.STACK[P.isa][P.dtype == "f32" and "f32" or "quantized"]
+  local quantized = P.dtype ~= "f32"
+  local stack = M.STACK[P.isa][quantized and "quantized" or "f32"]
   local v = {
     NAME = c.name, UNAME = uname, GUARD = uname .. "_H", VERSION = M.VERSION, SOURCE = M.comment_text(opts.source),
     SHA256 = opts.sha256, COMMAND = M.comment_text(opts.command), SUMMARY = summary(c, P), MAX_SEQ = c.max_seq,
@@ -172,7 +172,7 @@ local function common_vars(P, opts)
     STATE_BYTES = 4 * P.arena_floats, OUTPUT_FLOATS = c.max_seq * P.out_dim, OUTPUT_BYTES = 4 * c.max_seq * P.out_dim,
     ARENA_BYTES = 4 * P.arena_floats, NAIVE_BYTES = 4 * P.arena_naive_floats,
     STACK_BYTES = stack[1], STACK_MEASURED = string.format("%d bytes for %s %s code\n * (%s)", stack[2], P.isa,
-      wtype, M.STACK[P.isa].on),
+      quantized and "bf16/int8" or "f32", M.STACK[P.isa].on),
     LAYOUT_HASH = opts.layout_hash, D_MODEL = c.d_model, HEADS = c.heads, KV_HEADS = c.kv_heads, D_K = P.dk,
     D_FF = c.d_ff,
     ENCODER_LAYERS = c.encoder_layers, DECODER_LAYERS = c.decoder_layers, VOCAB = c.vocab or 0,

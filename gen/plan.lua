@@ -148,9 +148,9 @@ local function weight_layout(P, specs)
     end
   end
   -- Tables of the positions, which no tensor holds: the packer computes them
-  -- with the runtime's own functions (ff_rt_position_table), so the model
-  -- code needs no sin, cos or double: sinusoidal PE [max_seq, d]; RoPE per
-  -- position the cos of its d_k/2 angles, then their sin [max_seq, d_k].
+  -- with the runtime's own functions (ff_rt_add_sinusoidal, ff_rt_rope_angle),
+  -- so the model code needs no sin, cos or double: sinusoidal PE [max_seq, d];
+  -- RoPE per position the cos of its d_k/2 angles, then their sin [max_seq, d_k].
   local derived = c.positional == "sinusoidal" and { role = "sinusoidal", cols = d, name = "(sinusoidal positions)" }
     or c.positional == "rope" and { role = "rope", cols = P.dk,
       name = string.format("(rotary cos | sin, theta %s)", lit.double(c.rope_theta)) }
@@ -159,7 +159,7 @@ local function weight_layout(P, specs)
       cols = derived.cols }
     add_weight(s, s.role, 0, c.max_seq)
     P.weights[#P.weights].derived = derived.role
-    P.weights[#P.weights].theta = c.rope_theta
+    if derived.role == "rope" then P.weights[#P.weights].theta = c.rope_theta end
   end
   P.weight_floats = at
 end

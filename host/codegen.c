@@ -283,11 +283,10 @@ static void derived_table(const ff_layout_entry *e, float *dst) {
     return;
   }
   const int half = e->cols / 2;
-  for (int pos = 0; pos < e->rows; pos++)
-    for (int i = 0; i < half; i++) {
-      float *row = dst + (size_t)pos * (size_t)e->cols;
-      ff_rt_rope_angle(pos, i, e->cols, e->theta, row + i, row + half + i);
-    }
+  for (int pos = 0; pos < e->rows; pos++) {
+    float *row = dst + (size_t)pos * (size_t)e->cols;
+    for (int i = 0; i < half; i++) ff_rt_rope_angle(pos, i, e->cols, e->theta, row + i, row + half + i);
+  }
 }
 
 int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err) {

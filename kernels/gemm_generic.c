@@ -32,7 +32,7 @@ static void ff_tile_generic(int m, int n, int k, const float *A, int lda, const 
                             const float *bias, float alpha, int flags) {
   float acc[FF_GENERIC_MR][FF_GENERIC_NR] = {{0.0f}};
   const float *a[FF_GENERIC_MR];
-  for (int i = 0; i < FF_GENERIC_MR; i++) a[i] = A + (size_t)(i < m ? i : m - 1) * lda;
+  for (int i = 0; i < FF_GENERIC_MR; i++) a[i] = A + (size_t)(i < m ? i : m - 1) * lda; /* past m: read by none */
   if (n == FF_GENERIC_NR && m == FF_GENERIC_MR) {
     for (int p = 0; p < k; p++) {
       const float *b = B + (size_t)p * ldb;

@@ -37,12 +37,13 @@ static inline void ff_kahan8_add(ff_kahan8 *k, int l, float v) {
   k->sum[l] = t;
 }
 
-/* the lanes' total, in a fixed order */
-static inline float ff_kahan8_total(const ff_kahan8 *k) {
-  const float *s = k->sum, *c = k->comp;
-  return (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) -
-         (((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7])));
+/* the sum of 8 lanes, in a fixed order */
+static inline float ff_sum8(const float s[8]) {
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
+
+/* the lanes' compensated total */
+static inline float ff_kahan8_total(const ff_kahan8 *k) { return ff_sum8(k->sum) - ff_sum8(k->comp); }
 
 /* 1 / sqrt(v) for v > 0, +inf (0) or NaN (NaN): a first guess from the
  * exponent bits, then Newton's y (3 - v y^2) / 2, which doubles the correct
@@ -74,7 +75,7 @@ FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *ga
     for (int i = 0; i < D8; i += 8)
       for (int l = 0; l < 8; l++) s[l] += xt[i + l];
     for (int i = D8; i < D; i++) s[i - D8] += xt[i];
-    const float m = (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) / (float)D;
+    const float m = ff_sum8(s) / (float)D;
     ff_kahan8 sd = {{0}, {0}}, sq = {{0}, {0}};
     for (int i = 0; i < D; i++) {
       const float d = xt[i] - m;
@@ -95,8 +96,10 @@ FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamm
     ff_kahan8 sq = {{0}, {0}};
     for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
     float ss = ff_kahan8_total(&sq);
-    if (ss != ss) /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
-      for (int i = 0; i < D; i++) ss = i ? ss + xt[i] * xt[i] : xt[0] * xt[0]; /* NaN, or inf: y = x 0 */
+    if (ss != ss) { /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
+      ss = 0.0f;
+      for (int i = 0; i < D; i++) ss += xt[i] * xt[i]; /* NaN, or inf: y = x 0 */
+    }
     const float rstd = ff_rsqrt(ss / (float)D + eps);
     for (int i = 0; i < D; i++) yt[i] = xt[i] * rstd * gamma[i];
   }

@@ -35,6 +35,9 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from tools import need  # noqa: E402
+
 ROOT = os.path.join(HERE, "..")
 EXAMPLE = os.path.join(ROOT, "examples", "mps2-an386")
 MODELS = os.path.join(ROOT, "models")
@@ -290,10 +293,11 @@ def main():
                     help="report double routines and libm beyond expf instead of failing")
     ap.add_argument("--keep", help="build here and keep it (default: a temporary directory)")
     args = ap.parse_args()
-    for tool, package in ((args.cc, "gcc-arm-none-eabi libnewlib-arm-none-eabi"), (args.qemu, "qemu-system-arm")):
-        if not shutil.which(tool):
-            print("FAILED: %s not found (Debian: %s; scripts/deps test installs them)" % (tool, package))
-            return 1
+    try:
+        need([(args.cc, "gcc-arm-none-eabi, with libnewlib-arm-none-eabi"), (args.qemu, "qemu-system-arm")])
+    except RuntimeError as e:
+        print("FAILED: %s" % e)
+        return 1
     t0 = time.time()
     tmp = args.keep or tempfile.mkdtemp(prefix="board_")
     if args.keep:

@@ -32,6 +32,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "lib"))
 from configs import inputs, random_config, write_description  # noqa: E402
 from isas import isa_table  # noqa: E402
+from tools import need  # noqa: E402
 
 # the compilers of an ISA's emitted kernels: gcc and clang, or a cross compiler
 SIMD_COMPILERS = {"neon": (["aarch64-linux-gnu-gcc"],)}
@@ -128,13 +129,6 @@ def build_and_compare(ff, tmp, n, targets, seed):
             print("%s (%s) %s%s: err=%.2e ok" % (cfg["name"], cfg["arch"], target, " --embed" if embed else "", err),
                   flush=True)
     print("worst err %.2e" % worst)
-
-
-def need(tools):
-    """Fails naming the Debian package of each tool not on PATH (scripts/deps test installs them)."""
-    missing = ["%s (Debian package %s)" % (t, pkg) for t, pkg in tools if shutil.which(t) is None]
-    if missing:
-        raise RuntimeError("missing, run scripts/deps test: " + ", ".join(missing))
 
 
 def check_golden(ff, tmp, update):
