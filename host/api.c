@@ -909,6 +909,24 @@ int ff_model_position(const ff_model *m) {
   return pos;
 }
 
+/* The id a scan `if (row[v] > row[best]) best = v` from best = 0 picks: the
+ * first of equal maxima, as torch.argmax, with NaN never taken past id 0.
+ * The maximum over 8 interleaved lanes first (no chain of compares through
+ * one index, so it vectorises), then the first id holding it. */
+static int32_t argmax(const float *row, int V) {
+  float m[8];
+  int v = 0;
+  if (row[0] != row[0]) return 0; /* NaN at 0: nothing is greater */
+  for (int l = 0; l < 8; l++) m[l] = row[0];
+  for (; v + 8 <= V; v += 8)
+    for (int l = 0; l < 8; l++) m[l] = row[v + l] > m[l] ? row[v + l] : m[l];
+  for (; v < V; v++) m[0] = row[v] > m[0] ? row[v] : m[0];
+  for (int l = 1; l < 8; l++) m[0] = m[l] > m[0] ? m[l] : m[0];
+  for (v = 0; row[v] != m[0]; v++) {
+  }
+  return v;
+}
+
 static int greedy_locked(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err) {
   const ff_config *c = CFG(m);
   int V = c->vocab, P = g->prompt_len, rc;
@@ -929,9 +947,7 @@ static int greedy_locked(ff_model *m, const ff_greedy *g, int32_t *out, int *n_o
   if (!(rc = begin_locked(m, g->src, g->src_len, err)) && !(rc = step_locked(m, g->prompt, P, row, err))) {
     row += (size_t)(P - 1) * V; /* the logits of the last position */
     for (;;) {
-      int32_t next = 0;
-      for (int v = 1; v < V; v++) /* argmax: the first of equal maxima, as torch.argmax */
-        if (row[v] > row[next]) next = v;
+      int32_t next = argmax(row, V);
       out[(*n_out)++] = next;
       if (next == g->eos || *n_out == g->max_new) break;
       if (logits) row += V;

@@ -251,7 +251,31 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
 #define FF_PLAIN(name) ff_##name##_avx2
 #include "plain.c"
 
+/* a . b over n floats (decoding's scores): 8 lanes, then the tail */
+static inline float ff_dot_avx2(const float *a, const float *b, int n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  float t = ff_hsum_avx2(_mm256_add_ps(s0, s1));
+  for (; i < n; i++) t += a[i] * b[i];
+  return t;
+}
+
+/* y += p x over n floats (decoding's P V) */
+static inline void ff_axpy_avx2(float *y, float p, const float *x, int n) {
+  const __m256 vp = _mm256_set1_ps(p);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vp, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; i++) y[i] += p * x[i];
+}
+
 /* scaled dot-product attention on these kernels (sdpa.c) */
+#define FF_SDPA_DOT ff_dot_avx2
+#define FF_SDPA_AXPY ff_axpy_avx2
 #define FF_SDPA ff_sdpa_avx2
 #define FF_SDPA_MR FF_AVX2_MR
 #define FF_SDPA_MATMUL ff_matmul_avx2

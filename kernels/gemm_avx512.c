@@ -36,11 +36,16 @@
 #define FF_AVX512_KC 192 /* k per pass over a panel: 24 KB of B stays in L1 */
 
 /* The tile: M (a constant after inlining) <= 8 rows, n <= 32 columns; it
- * prefetches from pf on the full-width path. */
+ * prefetches from pf on the full-width path.  Q (a constant): 0, B is f32;
+ * on the full-width path 1 and 2 (quant.c's first row tile of a k block)
+ * read B's rows converted from src, bf16 rows or int8 groups (quant.c's
+ * layouts), and store them into B [k, 32] for the next row tiles: the
+ * conversion runs beside the tile's multiply-adds instead of a pass of its own. */
 static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, int n, int k, const float *A, int lda,
                                                                 const float *B, int ldb, float *C, int ldc,
                                                                 const float *bias, float alpha, int flags,
-                                                                uintptr_t pf, int pfs) {
+                                                                uintptr_t pf, int pfs, const int Q,
+                                                                const unsigned char *src) {
   __m512 c0[FF_AVX512_MR], c1[FF_AVX512_MR];
   const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
   const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
@@ -49,23 +54,52 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
     /* Two steps of k per line of the next slice of W fetched (pf, pfs bytes
      * further per step; linear's share, see ff_linear_avx512). */
     int p = 0;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0; /* Q 2: the scales of the group of p */
 #define FF_STEP(p)                                                                                                      \
   do {                                                                                                                 \
-    const __m512 b0 = _mm512_loadu_ps(B + (size_t)(p) * ldb), b1 = _mm512_loadu_ps(B + (size_t)(p) * ldb + 16);       \
+    __m512 b0, b1;                                                                                                     \
+    if (Q == 0) {                                                                                                      \
+      b0 = _mm512_loadu_ps(B + (size_t)(p) * ldb), b1 = _mm512_loadu_ps(B + (size_t)(p) * ldb + 16);                 \
+    } else {                                                                                                           \
+      if (Q == 1) {                                                                                                    \
+        const uint16_t *w_ = (const uint16_t *)(const void *)src + (size_t)(p) * 32;                                   \
+        b0 = _mm512_castsi512_ps(_mm512_slli_epi32(                                                                    \
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)w_)), 16));                        \
+        b1 = _mm512_castsi512_ps(_mm512_slli_epi32(                                                                    \
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w_ + 16))), 16));                 \
+      } else {                                                                                                         \
+        const signed char *q_ = (const signed char *)(src + (size_t)((p) / 32) * 36 * 32 + 128 + ((p) % 32) * 32);      \
+        b0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q_))), \
+                           s0);                                                                                        \
+        b1 = _mm512_mul_ps(                                                                                            \
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q_ + 16)))), s1);  \
+      }                                                                                                                \
+      _mm512_storeu_ps((float *)B + (size_t)(p) * 32, b0), _mm512_storeu_ps((float *)B + (size_t)(p) * 32 + 16, b1);   \
+    }                                                                                                                  \
     for (int i = 0; i < M; i++) {                                                                                      \
       const __m512 a = _mm512_set1_ps(A[(size_t)i * lda + (p)]);                                                       \
       c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);                                                                           \
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);                                                                           \
     }                                                                                                                  \
   } while (0)
+#define FF_SCALES(p)                                                                                                    \
+  if (Q == 2 && (p) % 32 == 0) {                                                                                       \
+    const float *sc_ = (const float *)(const void *)(src + (size_t)((p) / 32) * 36 * 32);                              \
+    s0 = _mm512_loadu_ps(sc_), s1 = _mm512_loadu_ps(sc_ + 16);                                                         \
+  }
     for (; p + 2 <= k; p += 2) {
       _mm_prefetch((const char *)(pf + (uintptr_t)pfs * p), _MM_HINT_T0);
+      FF_SCALES(p)
       FF_STEP(p);
       FF_STEP(p + 1);
     }
-    if (p < k) FF_STEP(p);
+    if (p < k) {
+      FF_SCALES(p)
+      FF_STEP(p);
+    }
+#undef FF_SCALES
 #undef FF_STEP
-  } else if (n > 16) {
+  } else if (n > 16) { /* (Q 0 only) */
     for (int p = 0; p < k; p++) {
       const __m512 b0 = _mm512_loadu_ps(B + (size_t)p * ldb), b1 = _mm512_maskz_loadu_ps(m1, B + (size_t)p * ldb + 16);
       for (int i = 0; i < M; i++) {
@@ -103,14 +137,14 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
 static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
                                 int ldc, const float *bias, float alpha, int flags, uintptr_t pf, int pfs) {
   switch (m) {
-  case 8: ff_tile_avx512(8, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  case 7: ff_tile_avx512(7, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  case 6: ff_tile_avx512(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  case 5: ff_tile_avx512(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  case 4: ff_tile_avx512(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  case 3: ff_tile_avx512(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  case 2: ff_tile_avx512(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  default: ff_tile_avx512(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+  case 8: ff_tile_avx512(8, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
+  case 7: ff_tile_avx512(7, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
+  case 6: ff_tile_avx512(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
+  case 5: ff_tile_avx512(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
+  case 4: ff_tile_avx512(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
+  case 3: ff_tile_avx512(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
+  case 2: ff_tile_avx512(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
+  default: ff_tile_avx512(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
   }
 }
 
@@ -141,7 +175,17 @@ static inline void ff_vdequant_q8_avx512(const signed char *q, const float *scal
     _mm512_storeu_ps(buf + 32 * r + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(q1), s1));
   }
 }
+/* quant.c's first row tile of a k block: 8 rows, a whole panel, B dequantized
+ * from src (dtype 0 bf16, 1 int8) into buf as it goes */
+static void ff_tile_first_avx512(int dtype, int k, const float *A, int lda, const unsigned char *src, float *buf,
+                                 float *C, int ldc, const float *bias, int flags, uintptr_t pf, int pfs) {
+  if (dtype)
+    ff_tile_avx512(FF_AVX512_MR, 32, k, A, lda, buf, 32, C, ldc, bias, 1.0f, flags, pf, pfs, 2, src);
+  else
+    ff_tile_avx512(FF_AVX512_MR, 32, k, A, lda, buf, 32, C, ldc, bias, 1.0f, flags, pf, pfs, 1, src);
+}
 #define FF_QUANT(name) ff_##name##_avx512
+#define FF_QUANT_TILE_FIRST ff_tile_first_avx512
 #define FF_GEMV_PANELS 4
 #define FF_DEQUANT_BF16 ff_vdequant_bf16_avx512
 #define FF_DEQUANT_Q8 ff_vdequant_q8_avx512
@@ -252,7 +296,37 @@ static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
 #define FF_PLAIN(name) ff_##name##_avx512
 #include "plain.c"
 
+/* a . b over n floats (decoding's scores): 16 lanes, the tail masked */
+static inline float ff_dot_avx512(const float *a, const float *b, int n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+  }
+  if (i + 16 <= n) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0), i += 16;
+  if (i < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+    s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+/* y += p x over n floats (decoding's P V); whole vectors unmasked, so that
+ * the next call's loads of y are forwarded from these stores */
+static inline void ff_axpy_avx512(float *y, float p, const float *x, int n) {
+  const __m512 vp = _mm512_set1_ps(p);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(vp, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  if (i < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(vp, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
 /* scaled dot-product attention on these kernels (sdpa.c) */
+#define FF_SDPA_DOT ff_dot_avx512
+#define FF_SDPA_AXPY ff_axpy_avx512
 #define FF_SDPA ff_sdpa_avx512
 #define FF_SDPA_MR FF_AVX512_MR
 #define FF_SDPA_MATMUL ff_matmul_avx512

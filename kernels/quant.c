@@ -6,6 +6,10 @@
  *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC, FF_LIN_TILE   as drivers.c (KC a
  *                       multiple of 32, the int8 group)
  *   FF_GEMV_PANELS      how many panels the GEMVs take at once (1, 2 or 4)
+ *   FF_QUANT_TILE_FIRST(dtype, kc, A, lda, src, buf, C, ldc, bias, flags, pf, pfs)
+ *                       optional: the first tile of MR rows on a whole panel's
+ *                       k block, which converts the block from src (the
+ *                       packed bytes at k0) into buf [kc, NR] as it multiplies
  *   FF_DEQUANT_BF16(w, n, buf), FF_DEQUANT_Q8(q, scale, rows, buf)   optional:
  *                       the ISA's vector conversion of n bf16 (n a multiple
  *                       of 16), and of `rows` rows of one int8 group (NR
@@ -155,9 +159,17 @@ static void FF_QUANT(linear_quant)(int dtype, const float *x, int T, int IN, con
       const size_t bytes = dtype ? (size_t)(kc + 31) / 32 * 36 * FF_LIN_NR : sizeof(uint16_t) * (size_t)kc * FF_LIN_NR;
       const int lines = (int)(bytes / 64), share = (lines + tiles - 1) / tiles, pfs = (64 * share + kc - 1) / kc;
       const uintptr_t next = last && j + FF_LIN_NR >= j1 ? 0 : (uintptr_t)(panel + at + bytes);
+      int i = 0;
+#ifdef FF_QUANT_TILE_FIRST /* the ISA's first tile converts the block as it multiplies */
+      if (n == FF_LIN_NR && T >= FF_LIN_MR) {
+        FF_QUANT_TILE_FIRST(dtype, kc, x + k0, IN, panel + at, buf, y + j, OUT, b && !k0 ? b + j : NULL,
+                            f, next ? next : (uintptr_t)buf, next ? pfs : 0);
+        i = FF_LIN_MR;
+      } else
+#endif
       if (dtype) FF_QUANT(dequant_q8)(panel, k0, kc, buf);
       else FF_QUANT(dequant_bf16)((const uint16_t *)(const void *)panel, k0, kc, buf);
-      for (int i = 0; i < T; i += FF_LIN_MR)
+      for (; i < T; i += FF_LIN_MR)
         FF_LIN_TILE(T - i < FF_LIN_MR ? T - i : FF_LIN_MR, n, kc, x + (size_t)i * IN + k0, IN, buf, FF_LIN_NR,
                     y + (size_t)i * OUT + j, OUT, b && !k0 ? b + j : NULL, 1.0f, f,
                     next ? next + (uintptr_t)64 * share * (i / FF_LIN_MR) : (uintptr_t)buf, next ? pfs : 0);

@@ -74,6 +74,10 @@ static const kcase cases[] = {
     {"attention",   6,   8,   64,  16, 1,    NULL,    5, 3, 8, 0, 1}, /* multi-query over a cache */
     {"attention",   8,   16,  128, 64, 1,    NULL,    1, 9, 10, 0, 2}, /* one step, 4 heads a group */
     {"attention",   6,   8,   48,  24, 1,    NULL,   19, 0, 19, 0, 3}, /* several query blocks, causal, groups of 2 */
+    {"attention",   3,   40,  120, 240, 1,   NULL,    1, 6, 7, 0, 0}, /* one step, a head past whole vectors */
+    {"attention",   3,   40,  120, 240, 0,   NULL,    1, 0, 5, 0, 0}, /* one row over a memory (cross-attention) */
+    {"attention",   4,   20,  80,  80,  1,   NULL,    1, 4, 5, 0, 2}, /* one step, 2 heads a group, odd width */
+    {"attention",   3,   4,   12,  24,  1,   NULL,    1, 0, 1, 0, 0}, /* the first step: one key */
     {"layernorm",   11,  0,   0,   0,  0,    NULL,    4, 0, 0, 0, 0},
     {"rmsnorm",     9,   0,   0,   0,  0,    NULL,    4, 0, 0, 0, 0},
     {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0, 0, 0},
@@ -88,6 +92,7 @@ static const kcase cases[] = {
     {"attention",   3,   4,   36,  36, 0,    NULL,    6, 0, 4, 1, 0},  /* NaN score row, padded NaN keys */
     {"attention",   5,   8,   120, 80, 1,    NULL,   19, 0, 19, 1, 0}, /* causal: only rows at or past a NaN key */
     {"attention",   2,   16,  96,  64, 1,    NULL,    7, 5, 12, 1, 0}, /* ... over a cache */
+    {"attention",   2,   16,  96,  64, 1,    NULL,    1, 5, 6, 1, 0},  /* ... one step */
     {"layernorm",   11,  0,   0,   0,  0,    NULL,    4, 0, 0, 1, 0},
     {"rmsnorm",     9,   0,   0,   0,  0,    NULL,    4, 0, 0, 1, 0},
     {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0, 1, 0},

@@ -360,6 +360,10 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
  *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC, FF_LIN_TILE   as drivers.c (KC a
  *                       multiple of 32, the int8 group)
  *   FF_GEMV_PANELS      how many panels the GEMVs take at once (1, 2 or 4)
+ *   FF_QUANT_TILE_FIRST(dtype, kc, A, lda, src, buf, C, ldc, bias, flags, pf, pfs)
+ *                       optional: the first tile of MR rows on a whole panel's
+ *                       k block, which converts the block from src (the
+ *                       packed bytes at k0) into buf [kc, NR] as it multiplies
  *   FF_DEQUANT_BF16(w, n, buf), FF_DEQUANT_Q8(q, scale, rows, buf)   optional:
  *                       the ISA's vector conversion of n bf16 (n a multiple
  *                       of 16), and of `rows` rows of one int8 group (NR
@@ -509,9 +513,17 @@ static void FF_QUANT(linear_quant)(int dtype, const float *x, int T, int IN, con
       const size_t bytes = dtype ? (size_t)(kc + 31) / 32 * 36 * FF_LIN_NR : sizeof(uint16_t) * (size_t)kc * FF_LIN_NR;
       const int lines = (int)(bytes / 64), share = (lines + tiles - 1) / tiles, pfs = (64 * share + kc - 1) / kc;
       const uintptr_t next = last && j + FF_LIN_NR >= j1 ? 0 : (uintptr_t)(panel + at + bytes);
+      int i = 0;
+#ifdef FF_QUANT_TILE_FIRST /* the ISA's first tile converts the block as it multiplies */
+      if (n == FF_LIN_NR && T >= FF_LIN_MR) {
+        FF_QUANT_TILE_FIRST(dtype, kc, x + k0, IN, panel + at, buf, y + j, OUT, b && !k0 ? b + j : NULL,
+                            f, next ? next : (uintptr_t)buf, next ? pfs : 0);
+        i = FF_LIN_MR;
+      } else
+#endif
       if (dtype) FF_QUANT(dequant_q8)(panel, k0, kc, buf);
       else FF_QUANT(dequant_bf16)((const uint16_t *)(const void *)panel, k0, kc, buf);
-      for (int i = 0; i < T; i += FF_LIN_MR)
+      for (; i < T; i += FF_LIN_MR)
         FF_LIN_TILE(T - i < FF_LIN_MR ? T - i : FF_LIN_MR, n, kc, x + (size_t)i * IN + k0, IN, buf, FF_LIN_NR,
                     y + (size_t)i * OUT + j, OUT, b && !k0 ? b + j : NULL, 1.0f, f,
                     next ? next + (uintptr_t)64 * share * (i / FF_LIN_MR) : (uintptr_t)buf, next ? pfs : 0);
@@ -736,6 +748,8 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
  *   FF_SDPA_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
  *                       place, the row max subtracted; row[visible .. n) = 0
  *                       (if not defined: the scalar one below, with expf)
+ *   FF_SDPA_DOT, FF_SDPA_AXPY  a . b and y += p x over n floats (optional:
+ *                       plain C below)
  *
  * Every head h0 .. h1-1: out [Tq, heads*dk] = softmax(scale Q K^T + mask) V.
  * q rows every ldq floats (head h at columns h*dk); k rows every ldk with
@@ -765,12 +779,79 @@ static void ff_softmax_row_scalar(float *row, int visible, int n) {
 }
 #define FF_SDPA_SOFTMAX_ROW ff_softmax_row_scalar
 #endif
+#ifndef FF_SDPA_DOT
+/* a . b over n floats, in 8 interleaved partial sums (vectorised at -O3) */
+static float ff_sdpa_dot_scalar(const float *a, const float *b, int n) {
+  float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; l++) s[l] += a[i + l] * b[i + l];
+  for (; i < n; i++) s[0] += a[i] * b[i];
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+#define FF_SDPA_DOT ff_sdpa_dot_scalar
+#endif
+#ifndef FF_SDPA_AXPY
+/* y += p x over n floats */
+static void ff_sdpa_axpy_scalar(float *y, float p, const float *x, int n) {
+  for (int i = 0; i < n; i++) y[i] += p * x[i];
+}
+#define FF_SDPA_AXPY ff_sdpa_axpy_scalar
+#endif
+
+#define FF_SDPA_AHEAD 2 /* rows: measured 2, 4, 8 and 12 on avx512 (110M's shape), 2 as good as any */
+#if defined(__GNUC__) && !defined(__TINYC__)
+/* asks for n floats at p, FF_SDPA_AHEAD rows ahead (past the cache: a hint, never a fault) */
+#define FF_SDPA_PREFETCH(p, n)                                                                                          \
+  do {                                                                                                                  \
+    for (int l_ = 0; l_ < (n); l_ += 16) __builtin_prefetch((p) + l_);                                                  \
+  } while (0)
+#else
+#define FF_SDPA_PREFETCH(p, n) ((void)0)
+#endif
+
+/* One query row (decoding, T = 1), heads h0 .. h1-1, without gathering K^T
+ * (that copy costs more than the row's own work): the scores are dot products
+ * with K's rows where they lie, then O = sum_j P_j V_j in key order.  Key j
+ * of every head is read in one pass along the cache's row j, so the reads
+ * go forward through memory; at most dk + 8 heads at a time (the scratch's
+ * score rows, pad16(key_len) apart). */
+static void ff_sdpa_row(const float *q, const float *k, int ldk, int key_len, int heads, int kv_heads, int dk,
+                        int h0, int h1, int causal, int q_pos0, float scale, float *s, float *out) {
+  const int group = heads / kv_heads, ld = (key_len + 15) & ~15, most = dk + 8;
+  int nv = key_len; /* the keys the row sees */
+  if (causal && q_pos0 + 1 < nv) nv = q_pos0 + 1;
+  for (int hb = h0; hb < h1; hb += most) {
+    const int he = h1 - hb < most ? h1 : hb + most;
+    for (int i = hb * dk; i < he * dk; i++) out[i] = 0.0f;
+    if (nv <= 0) continue; /* every key masked: 0, as the reference */
+    /* the K/V heads hb .. he-1 read: columns k0 .. k0+kn of K's (and V's) rows */
+    const int k0 = hb / group * dk, kn = ((he - 1) / group + 1) * dk - k0;
+    for (int j = 0; j < nv; j++) { /* S [heads, nv] = scale Q K^T */
+      const float *kj = k + (size_t)j * ldk;
+      if (j + FF_SDPA_AHEAD < nv) FF_SDPA_PREFETCH(kj + FF_SDPA_AHEAD * (size_t)ldk + k0, kn);
+      for (int h = hb, kh = hb / group, g = hb % group; h < he; h++, g = g + 1 < group ? g + 1 : (kh++, 0))
+        s[(size_t)(h - hb) * ld + j] = scale * FF_SDPA_DOT(q + h * dk, kj + kh * dk, dk);
+    }
+    for (int h = hb; h < he; h++) FF_SDPA_SOFTMAX_ROW(s + (size_t)(h - hb) * ld, nv, nv);
+    for (int j = 0; j < nv; j++) { /* O [heads, dk] += P_j V_j */
+      const float *vj = k + (size_t)j * ldk + kv_heads * dk;
+      if (j + FF_SDPA_AHEAD < nv) FF_SDPA_PREFETCH(vj + FF_SDPA_AHEAD * (size_t)ldk + k0, kn);
+      for (int h = hb, kh = hb / group, g = hb % group; h < he; h++, g = g + 1 < group ? g + 1 : (kh++, 0))
+        FF_SDPA_AXPY(out + h * dk, s[(size_t)(h - hb) * ld + j], vj + kh * dk, dk);
+    }
+  }
+}
 
 FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
                        int kv_heads, int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch,
                        float *out) {
   const int d = heads * dk, group = heads / kv_heads, ld = (key_len + 15) & ~15;
   float *kt = scratch, *s = scratch + (size_t)dk * ld;
+  if (Tq == 1) {
+    ff_sdpa_row(q, k, ldk, key_len, heads, kv_heads, dk, h0, h1, causal, q_pos0, scale, scratch, out);
+    return;
+  }
   for (int h = h0; h < h1; h++) {
     const int kh = h / group;             /* the K/V head this query head reads */
     const float *v = k + (kv_heads + kh) * dk;
@@ -815,16 +896,25 @@ typedef struct {
   int T, IN, OUT, flags, n;
 } linear_job;
 
+/* the first of task i's panels: task i of n gets a share n - i of the n (n + 1) / 2,
+ * so that the last tasks, which the threads finish on, are the shortest */
+static int linear_split(int panels, int n, int i) {
+  return (int)((long)panels * (i * n - i * (i - 1) / 2) / (n * (n + 1) / 2));
+}
+
 static void linear_task(void *arg, int i) { /* the i-th of n ranges of panels */
   const linear_job *j = arg;
-  const int panels = (j->OUT + 16 - 1) / 16, p0 = panels * i / j->n, p1 = panels * (i + 1) / j->n;
+  const int panels = (j->OUT + 16 - 1) / 16, p0 = linear_split(panels, j->n, i),
+            p1 = linear_split(panels, j->n, i + 1);
   ff_linear_generic(j->x, j->T, j->IN, j->W, j->b, j->OUT, j->y, j->flags, p0 * 16,
       p1 * 16 < j->OUT ? p1 * 16 : j->OUT);
 }
 
 /* y [T, OUT] (+)= x [T, IN] W + b on the state's threads: 4 tasks per
  * thread, a range of W's column panels each, which the threads take in turn
- * (a thread held up takes fewer); one thread below a million multiply-adds. */
+ * (a thread held up takes fewer); one thread below a million multiply-adds,
+ * unless W has 64K weights or more (decoding, T = 1: reading W from memory is
+ * the work, tens of microseconds against a microsecond to start the tasks). */
 static void linear(const float *a, const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
     int flags) {
   const parallel_t p = parallel_of(a);
@@ -832,7 +922,7 @@ static void linear(const float *a, const float *x, int T, int IN, const float *W
   linear_job job;
   job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
   job.n = 4 * p.threads < panels ? 4 * p.threads : panels;
-  if (p.threads < 2 || job.n < 2 || (float)T * IN * OUT < 1e6f)
+  if (p.threads < 2 || job.n < 2 || ((float)T * IN * OUT < 1e6f && (float)IN * OUT < 65536.0f))
     ff_linear_generic(x, T, IN, W, b, OUT, y, flags, 0, OUT);
   else
     p.fn(p.pool, job.n, linear_task, &job);
@@ -853,7 +943,8 @@ static void attend_task(void *arg, int i) { /* the i-th of n ranges of heads, wi
 
 /* attend_heads: multi-head attention, ff_sdpa_generic on the state's threads: up to
  * 8 tasks (the scratch slots), a range of heads each, which the threads
- * take in turn; one thread below a million multiply-adds. */
+ * take in turn; one thread below a million multiply-adds, unless the keys
+ * hold 16K floats or more (and as many values: decoding reads them from memory). */
 static void attend_heads(const float *a, const float *q, int ldq, const float *k, int ldk, int Tq, int key_len,
     int heads, int kv_heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
   const parallel_t p = parallel_of(a);
@@ -862,7 +953,7 @@ static void attend_heads(const float *a, const float *q, int ldq, const float *k
   job.key_len = key_len, job.heads = heads, job.kv_heads = kv_heads, job.dk = dk, job.causal = causal;
   job.q_pos0 = q_pos0;
   job.scale = scale, job.n = heads < 8 ? heads : 8; /* a thread held up takes fewer */
-  if (p.threads < 2 || job.n < 2 || 2.0f * Tq * key_len * heads * dk < 1e6f)
+  if (p.threads < 2 || job.n < 2 || (2.0f * Tq * key_len * heads * dk < 1e6f && (float)key_len * kv_heads * dk < 16384.0f))
     ff_sdpa_generic(q, ldq, k, ldk, Tq, key_len, heads, kv_heads, dk, 0, heads, causal, q_pos0, scale, scratch, out);
   else
     p.fn(p.pool, job.n, attend_task, &job);
