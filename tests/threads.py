@@ -3,7 +3,8 @@
 big enough that matrix products and attention split over the pool (above a
 million multiply-adds an op), run by tcc and cc with 2 and 3 threads (3
 splits panels and heads unevenly), must equal the runtime within 1e-5; so
-must greedy decoding with threads, and the emitted program built with its
+must greedy decoding with threads (its ids, and on two models whose one-row
+steps split too, its logits), and the emitted program built with its
 pthread pool (-DFF_THREADS -pthread) run with --threads 3.  Bad thread
 counts fail cleanly.
 
@@ -34,6 +35,42 @@ CONFIGS = [  # (config, B, T): heads 4, 10 (more than the 8 scratch slots), 3, 5
           norm_kind="rmsnorm", activation="swiglu", positional="rope", rope_pairing="interleaved", vocab=50,
           max_seq=72), 2, 64),
 ]
+
+# decoding on threads: one row, where a product with 64K weights or more, and attention over 16K key floats or
+# more, split over the pool (the one-row attention path of kernels/sdpa.c on head ranges); (config, prompt, new)
+DECODE = [
+    (dict(name="thr_step", arch="decoder-only", d_model=256, heads=4, d_ff=300, layers=2, norm="pre",
+          norm_kind="rmsnorm", activation="swiglu", positional="rope", vocab=60, max_seq=96), 40, 40),
+    # 8 heads over 2 K/V heads, 3 threads: head ranges cutting across groups; attention splits past 128 keys
+    (dict(name="thr_step_gqa", arch="decoder-only", d_model=512, heads=8, kv_heads=2, d_ff=200, layers=1,
+          norm="pre", norm_kind="rmsnorm", activation="swiglu", positional="rope", vocab=60, max_seq=160), 110, 40),
+]
+
+
+def decode_logits(ff, tmp, rng):
+    """greedy decoding's logits on 3 threads (tcc, cc) against the runtime's: failures"""
+    failed = 0
+    for cfg, P, new in DECODE:
+        d = os.path.join(tmp, cfg["name"])
+        os.mkdir(d)
+        model = write_description(cfg, d)
+        w = os.path.join(d, "w.safetensors")
+        run([ff, "init", model, "-o", w])
+        gen = [ff, "generate", model, "--weights", w, "--tokens",
+               " ".join(map(str, rng.randint(2, cfg["vocab"], size=P))), "--max-new", str(new), "--eos", "0"]
+        ref = os.path.join(d, "ref.npy")
+        run(gen + ["--engine", "runtime", "--logits", ref])
+        r = np.load(ref)
+        for engine in ("tcc", "cc"):
+            out = os.path.join(d, "out_%s.npy" % engine)
+            run(gen + ["--engine", engine, "--threads", "3", "--logits", out])
+            got = np.load(out)
+            err = float(np.abs(got - r).max()) / float(np.abs(r).max()) if got.shape == r.shape else float("inf")
+            ok = err <= 1e-5 and r.shape[1] == P + new - 1
+            failed += not ok
+            print("%-12s %-3s decoding %d positions on 3 threads: logits err=%.2e %s" % (
+                cfg["name"], engine, r.shape[1], err, "ok" if ok else "FAIL"), flush=True)
+    return failed
 
 
 def run(cmd):
@@ -101,6 +138,7 @@ def main():
                     failed += not ok
                     print("%-10s %-3s greedy with 3 threads: %s %s" % (cfg["name"], engine, got.strip(),
                                                                        "ok" if ok else "FAIL (runtime: %s)" % want))
+        failed += decode_logits(ff, tmp, rng)
         model, w = os.path.join(tmp, "thr_enc", "model.lua"), os.path.join(tmp, "thr_enc", "w.safetensors")
         for extra, piece in ((["--engine", "tcc", "--threads", "9"], "outside 1..8"),
                              (["--engine", "tcc", "--threads", "0"], "outside 1..8"),
