@@ -47,17 +47,23 @@ DECODE = [
 ]
 
 
+def new_model(ff, tmp, cfg):
+    """the config's folder, description and `init` weights under tmp"""
+    d = os.path.join(tmp, cfg["name"])
+    os.mkdir(d)
+    model = write_description(cfg, d)
+    w = os.path.join(d, "w.safetensors")
+    run([ff, "init", model, "-o", w])
+    return d, model, w
+
+
 def decode_logits(ff, tmp, rng):
     """greedy decoding's logits on 3 threads (tcc, cc) against the runtime's: failures"""
     failed = 0
     for cfg, P, new in DECODE:
-        d = os.path.join(tmp, cfg["name"])
-        os.mkdir(d)
-        model = write_description(cfg, d)
-        w = os.path.join(d, "w.safetensors")
-        run([ff, "init", model, "-o", w])
+        d, model, w = new_model(ff, tmp, cfg)
         gen = [ff, "generate", model, "--weights", w, "--tokens",
-               " ".join(map(str, rng.randint(2, cfg["vocab"], size=P))), "--max-new", str(new), "--eos", "0"]
+               " ".join(map(str, rng.randint(2, cfg["vocab"], size=P))), "--max-new", str(new)]
         ref = os.path.join(d, "ref.npy")
         run(gen + ["--engine", "runtime", "--logits", ref])
         r = np.load(ref)
@@ -88,11 +94,7 @@ def main():
     rng = np.random.RandomState(7)
     with tempfile.TemporaryDirectory() as tmp:
         for cfg, B, T in CONFIGS:
-            d = os.path.join(tmp, cfg["name"])
-            os.mkdir(d)
-            model = write_description(cfg, d)
-            w = os.path.join(d, "w.safetensors")
-            run([ff, "init", model, "-o", w])
+            d, model, w = new_model(ff, tmp, cfg)
             seq = (lambda n: rng.randint(0, cfg["vocab"], size=(B, n)).astype(np.int32)) if "vocab" in cfg else \
                 (lambda n: rng.standard_normal((B, n, cfg["d_model"])).astype(np.float32))
             files = {"--input": seq(T), "--lengths": np.array([T, T // 2 + 1], np.int32)}
