@@ -35,6 +35,17 @@
 #endif
 #define FF_AVX512_KC 192 /* k per pass over a panel: 24 KB of B stays in L1 */
 
+/* 16 bf16 weights as floats (the bits << 16), and 16 int8 weights times
+ * their columns' scales: the exact values of quant.c's layouts */
+static inline __m512 ff_bf16x16_avx512(const uint16_t *w) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)w)), 16));
+}
+static inline __m512 ff_q8x16_avx512(const signed char *q, __m512 scale) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q))),
+                       scale);
+}
+
 /* The tile: M (a constant after inlining) <= 8 rows, n <= 32 columns; it
  * prefetches from pf on the full-width path.  Q (a constant): 0, B is f32;
  * on the full-width path 1 and 2 (quant.c's first row tile of a k block)
@@ -62,19 +73,14 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
       b0 = _mm512_loadu_ps(B + (size_t)(p) * ldb), b1 = _mm512_loadu_ps(B + (size_t)(p) * ldb + 16);                 \
     } else {                                                                                                           \
       if (Q == 1) {                                                                                                    \
-        const uint16_t *w_ = (const uint16_t *)(const void *)src + (size_t)(p) * 32;                                   \
-        b0 = _mm512_castsi512_ps(_mm512_slli_epi32(                                                                    \
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)w_)), 16));                        \
-        b1 = _mm512_castsi512_ps(_mm512_slli_epi32(                                                                    \
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w_ + 16))), 16));                 \
-      } else {                                                                                                         \
-        const signed char *q_ = (const signed char *)(src + (size_t)((p) / 32) * 36 * 32 + 128 + ((p) % 32) * 32);      \
-        b0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q_))), \
-                           s0);                                                                                        \
-        b1 = _mm512_mul_ps(                                                                                            \
-            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q_ + 16)))), s1);  \
+        const uint16_t *w_ = (const uint16_t *)(const void *)src + (size_t)(p) * FF_AVX512_NR;                         \
+        b0 = ff_bf16x16_avx512(w_), b1 = ff_bf16x16_avx512(w_ + 16);                                                   \
+      } else { /* group (p) / 32: NR scales, then its row (p) % 32 of NR int8 */                                       \
+        const signed char *q_ = (const signed char *)(src + (size_t)((p) / 32) * 36 * FF_AVX512_NR +                   \
+                                                      4 * FF_AVX512_NR + ((p) % 32) * FF_AVX512_NR);                   \
+        b0 = ff_q8x16_avx512(q_, s0), b1 = ff_q8x16_avx512(q_ + 16, s1);                                               \
       }                                                                                                                \
-      _mm512_storeu_ps((float *)B + (size_t)(p) * 32, b0), _mm512_storeu_ps((float *)B + (size_t)(p) * 32 + 16, b1);   \
+      _mm512_storeu_ps((float *)B + (size_t)(p) * ldb, b0), _mm512_storeu_ps((float *)B + (size_t)(p) * ldb + 16, b1); \
     }                                                                                                                  \
     for (int i = 0; i < M; i++) {                                                                                      \
       const __m512 a = _mm512_set1_ps(A[(size_t)i * lda + (p)]);                                                       \
@@ -84,7 +90,7 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
   } while (0)
 #define FF_SCALES(p)                                                                                                    \
   if (Q == 2 && (p) % 32 == 0) {                                                                                       \
-    const float *sc_ = (const float *)(const void *)(src + (size_t)((p) / 32) * 36 * 32);                              \
+    const float *sc_ = (const float *)(const void *)(src + (size_t)((p) / 32) * 36 * FF_AVX512_NR);                    \
     s0 = _mm512_loadu_ps(sc_), s1 = _mm512_loadu_ps(sc_ + 16);                                                         \
   }
     for (; p + 2 <= k; p += 2) {
@@ -161,18 +167,13 @@ static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, co
  * blocks converted 16 floats a vector (the exact values: bits << 16, and
  * (float)q * scale) */
 static inline void ff_vdequant_bf16_avx512(const uint16_t *w, int n, float *buf) { /* n: a multiple of 16 */
-  for (int i = 0; i < n; i += 16) {
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w + i)));
-    _mm512_storeu_ps(buf + i, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
-  }
+  for (int i = 0; i < n; i += 16) _mm512_storeu_ps(buf + i, ff_bf16x16_avx512(w + i));
 }
 static inline void ff_vdequant_q8_avx512(const signed char *q, const float *scale, int rows, float *buf) {
   const __m512 s0 = _mm512_loadu_ps(scale), s1 = _mm512_loadu_ps(scale + 16); /* a group's 32 columns */
   for (int r = 0; r < rows; r++) {
-    const __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q + 32 * r)));
-    const __m512i q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q + 32 * r + 16)));
-    _mm512_storeu_ps(buf + 32 * r, _mm512_mul_ps(_mm512_cvtepi32_ps(q0), s0));
-    _mm512_storeu_ps(buf + 32 * r + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(q1), s1));
+    _mm512_storeu_ps(buf + 32 * r, ff_q8x16_avx512(q + 32 * r, s0));
+    _mm512_storeu_ps(buf + 32 * r + 16, ff_q8x16_avx512(q + 32 * r + 16, s1));
   }
 }
 /* quant.c's first row tile of a k block: 8 rows, a whole panel, B dequantized

@@ -105,12 +105,12 @@ static void ff_sdpa_row(const float *q, const float *k, int ldk, int key_len, in
 FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
                        int kv_heads, int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch,
                        float *out) {
-  const int d = heads * dk, group = heads / kv_heads, ld = (key_len + 15) & ~15;
-  float *kt = scratch, *s = scratch + (size_t)dk * ld;
   if (Tq == 1) {
     ff_sdpa_row(q, k, ldk, key_len, heads, kv_heads, dk, h0, h1, causal, q_pos0, scale, scratch, out);
     return;
   }
+  const int d = heads * dk, group = heads / kv_heads, ld = (key_len + 15) & ~15;
+  float *kt = scratch, *s = scratch + (size_t)dk * ld;
   for (int h = h0; h < h1; h++) {
     const int kh = h / group;             /* the K/V head this query head reads */
     const float *v = k + (kv_heads + kh) * dk;
