@@ -1138,9 +1138,10 @@ static int cmd_cache(const char *unused, flag *flags, ff_error *err) {
 
 static int cmd_import(const char *src, flag *flags, ff_error *err) {
   const char *dir;
-  int rc = require_flag(flags, "-o", &dir, err);
-  if (rc) return rc;
-  return ff_cli_import(src, dir, value_of(flags, "--name"), value_of(flags, "--tokenizer"), err);
+  int max_seq, rc = require_flag(flags, "-o", &dir, err);
+  if (rc || (rc = int_flag(flags, "--max-seq", 0, &max_seq, err))) return rc;
+  if (value_of(flags, "--max-seq") && max_seq < 1) return ff_fail(err, FF_EINVAL, "--max-seq must be at least 1");
+  return ff_cli_import(src, dir, value_of(flags, "--name"), value_of(flags, "--tokenizer"), max_seq, err);
 }
 
 /* ---- commands ------------------------------------------------------------ */
@@ -1177,7 +1178,7 @@ static flag bench_flags[] = {{"--help", "-h", NULL, 0},   {"--weights", NULL, NU
                              {NULL, NULL, NULL, 0}};
 
 static flag import_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 1}, {"--name", NULL, NULL, 1},
-                              {"--tokenizer", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+                              {"--tokenizer", NULL, NULL, 1}, {"--max-seq", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
 
 static flag cache_flags[] = {{"--help", "-h", NULL, 0}, {"--clean", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
@@ -1285,7 +1286,7 @@ static const command commands[] = {
      "                 description's dtype (f32 unless it says)\n",
      cmd_bench, bench_flags},
     {"import",
-     "usage: fixformer import SRC -o DIR [--name NAME] [--tokenizer FILE]\n"
+     "usage: fixformer import SRC -o DIR [--name NAME] [--tokenizer FILE] [--max-seq N]\n"
      "Turns a checkpoint as it is published into DIR/NAME.lua + DIR/NAME.safetensors\n"
      "(+ the tokenizer), which every other command takes with no other flag:\n"
      "  SRC               a Hugging Face model folder (config.json + model.safetensors, or the\n"
@@ -1294,8 +1295,14 @@ static const command commands[] = {
      "  -o DIR            where the files go (made if need be); they appear all or none\n"
      "  --name NAME       the model's name (a C identifier; default: from SRC)\n"
      "  --tokenizer FILE  the tokenizer to copy (default: tokenizer.json in the folder,\n"
-     "                    tokenizer.bin beside a .bin)\n"
-     "Prints what it mapped and ignored; the last line is the path of NAME.lua.\n",
+     "                    tokenizer.bin beside a .bin; one generate cannot load is left out\n"
+     "                    with a note, or refused when given here)\n"
+     "  --max-seq N       at most N positions (1..the source's max_position_embeddings,\n"
+     "                    n_positions or seq_len): smaller caches; learned positions keep\n"
+     "                    their first N rows\n"
+     "Prints what it mapped and ignored; the last line is the path of NAME.lua.  Nothing is\n"
+     "written when the description would not load (it is checked as every command loads it)\n"
+     "or when a file written would replace one import reads (import . -o .).\n",
      cmd_import, import_flags},
     {"cache",
      "usage: fixformer cache [--clean]\n"
