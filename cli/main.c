@@ -283,6 +283,7 @@ static int cmd_init(const char *path, flag *flags, ff_error *err) {
     if (errno || *end || !*seed_s || seed_s[0] == '-')
       return ff_fail(err, FF_EINVAL, "--seed: '%s' is not a non-negative integer", seed_s);
   }
+  if ((rc = ff_refuse_inputs(out, (const char *const[]){path}, 1, err))) return rc;
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   rc = ff_rt_init_weights(ff_model_config(m), seed, out, err);
@@ -469,6 +470,13 @@ static int run_check(const ff_config *c, run_opts *o, ff_error *err) {
   return 0;
 }
 
+/* --output is none of the files run reads (the weights resolved by run_check) */
+static int run_reads(const char *path, const ff_config *c, const run_opts *o, ff_error *err) {
+  const char *const reads[] = {path, o->weights, o->input, o->tgt_tokens ? NULL : o->tgt_path, o->len_path,
+                               o->text ? c->vocabulary : NULL};
+  return ff_refuse_inputs(o->output, reads, 6, err);
+}
+
 /* The arrays read for one forward pass and the input pointing into them. */
 typedef struct {
   ff_array src, tgt, lens;
@@ -595,7 +603,7 @@ static int cmd_run(const char *path, flag *flags, ff_error *err) {
   ff_model *m = open_model(path, flags, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
-  if ((rc = run_check(c, &o, err)) || (rc = read_source(c, &o, &r, err)) ||
+  if ((rc = run_check(c, &o, err)) || (rc = run_reads(path, c, &o, err)) || (rc = read_source(c, &o, &r, err)) ||
       (c->arch == FF_ARCH_ENCODER_DECODER && (rc = read_target(c, &o, &r, err))) ||
       (o.len_path && (rc = read_lengths(o.len_path, &r, err))))
     goto done;
@@ -804,7 +812,9 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
   const ff_config *c = ff_model_config(m);
   ff_tokenizer *vocab = NULL;
   int32_t *ids = NULL;
-  if ((rc = generate_check(c, &o, &g, &vocab, err)) || (rc = ff_model_load_weights(m, o.weights, err)) ||
+  if ((rc = generate_check(c, &o, &g, &vocab, err)) ||
+      (rc = ff_refuse_inputs(g.logits, (const char *const[]){path, o.weights, c->vocabulary, o.lines}, 4, err)) ||
+      (rc = ff_model_load_weights(m, o.weights, err)) ||
       (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, o.weights, err))) ||
       (rc = threads_flag(flags, m, o.engine, err)) || (rc = prepare_engine(m, o.engine, err)))
     goto done;
@@ -1097,6 +1107,9 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
       rc = ff_fail(err, FF_ENOMEM, "out of memory");
       goto written;
     }
+  const char *const reads[] = {path, weights, with_main ? c->vocabulary : NULL};
+  for (int i = 0; i < n_files; i++)
+    if ((rc = ff_refuse_inputs(files[i].path, reads, 3, err))) goto written;
   struct stat st; /* the folder is made only once there is something to put in it */
   if (stat(dir, &st) && mkdir(dir, 0777) && errno != EEXIST) {
     rc = ff_fail(err, FF_EIO, "cannot create %s: %s", dir, strerror(errno));

@@ -19,7 +19,9 @@
                           --tokenizer it is refused; a usable --tokenizer for a folder is copied
                           (the folder was taken for a .bin)
   no_overwrite_of_inputs  import . -o ., import onto a hard link of its checkpoint, import
-                          --tokenizer onto its own copy: each one line, every file as it was
+                          --tokenizer onto its own copy, init -o onto the description, run --output
+                          onto --input, generate --logits onto the weights, emit -o where
+                          NAME.weights is --weights: each one line, every file as it was
   max_seq_flag            import --max-seq N: a llama2.c .bin and a LLaMA config capped, GPT-2's
                           learned table cut to N rows and run against PyTorch; 0, negative, text and
                           above the source's value refused in one line
@@ -317,8 +319,31 @@ def no_overwrite_of_inputs(c):
     d, lua, _ = model("m_tok")
     refused("import --tokenizer onto its copy",
             ["import", folder, "-o", d, "--name", "g", "--tokenizer", os.path.join(d, "g.tokenizer.json")], d)
-    # import runs again into its own folder
+    d, lua, _ = model("m_init")
+    refused("init -o onto the description", ["init", lua, "-o", lua], d)
+    d, lua, _ = model("m_run_in")
+    refused("run --output onto --input", ["run", lua, "--input", os.path.join(d, "in.npy"), "--output",
+                                          os.path.join(d, "in.npy")], d)
+    d, lua, _ = model("m_run_w")
+    refused("run --output onto the weights", ["run", lua, "--input", os.path.join(d, "in.npy"), "--output",
+                                              os.path.join(d, ".", "g.safetensors")], d)
+    d, lua, weights = model("m_gen_w")
+    refused("generate --logits onto the weights",
+            ["generate", lua, "--tokens", "1 2", "--max-new", 2, "--engine", "runtime", "--logits", weights], d)
+    d, lua, _ = model("m_gen_v")
+    refused("generate --logits onto the vocabulary",
+            ["generate", lua, "--tokens", "1 2", "--max-new", 2, "--engine", "runtime", "--logits",
+             os.path.join(d, "g.tokenizer.json")], d)
+    d, lua, weights = model("m_emit_w")
+    os.rename(weights, os.path.join(d, "g.weights"))  # the safetensors under the name emit writes
+    refused("emit --weights onto NAME.weights", ["emit", lua, "-o", d, "--weights", os.path.join(d, "g.weights")], d)
+    d, lua, _ = model("m_emit_d")
+    os.rename(lua, os.path.join(d, "g.c"))  # the description under the name emit writes
+    refused("emit onto the description", ["emit", os.path.join(d, "g.c"), "-o", d], d)
+    # what is not an input is still written, and import runs again into its own folder
     d, lua, _ = model("m_ok")
+    p = c.ff_run("run", lua, "--input", os.path.join(d, "in.npy"), "--output", os.path.join(d, "out.npy"))
+    c.check(p.returncode == 0 and os.path.isfile(os.path.join(d, "out.npy")), "run --output elsewhere: %s" % p.stderr)
     lua2, _ = c.do_import("import again into the same folder", folder, d, "--name", "g")
     c.check(lua2 == lua, "re-import into the same folder failed")
 
