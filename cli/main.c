@@ -736,12 +736,15 @@ static int generate_check(const ff_config *c, generate_opts *o, generation *g, f
     return ff_fail(err, FF_EINVAL, "%s has lm_head = false (it outputs hidden states): decoding needs an output head",
                    c->name);
   if ((rc = weights_of(c, &o->weights, err))) return rc;
-  if (c->vocabulary[0]) {
-    if ((rc = ff_tokenizer_load(c->vocabulary, c->vocab, vocab, err))) return rc;
-    g->vocab = *vocab;
-  } else if (!o->tokens) {
+  if (!c->vocabulary[0] && !o->tokens)
     return ff_fail(err, FF_EINVAL, "--text and --lines need a description with a vocabulary; use --tokens");
+  if (c->vocabulary[0] && (rc = ff_tokenizer_load(c->vocabulary, c->vocab, vocab, err))) {
+    if (!o->tokens) return rc;
+    /* ids in need no tokenizer: ids out, with the reason on stderr */
+    fprintf(stderr, "fixformer generate: %s; printing ids%s\n", err->msg, o->eos < 0 ? ", no EOS stop (--eos N)" : "");
+    *err = (ff_error){0, ""};
   }
+  g->vocab = *vocab;
   const ff_tokenizer_info *info = *vocab ? ff_tokenizer_get_info(*vocab) : NULL;
   g->bos = o->bos >= 0 ? o->bos : info ? info->bos : -1;
   g->eos = o->eos >= 0 ? o->eos : info ? info->eos : -1;
@@ -1270,7 +1273,8 @@ static const command commands[] = {
      "one line per input: the generated text, or ids without a vocabulary.\n"
      "  --text \"...\"     the input as text (needs the description's vocabulary)\n"
      "  --lines FILE      one text per line, one output line each\n"
-     "  --tokens \"ids\"   the input as ids; sequences separated by commas\n"
+     "  --tokens \"ids\"   the input as ids; sequences separated by commas (a vocabulary\n"
+     "                    that does not load is skipped with a note: ids are printed)\n"
      "  --weights W       default: the description's weights\n"
      "  --max-new N       stop after N new ids (default: up to max_seq); stops at EOS\n"
      "  --engine E        tcc (default: generated C compiled in memory), cc or runtime\n"

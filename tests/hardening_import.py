@@ -16,8 +16,9 @@
                           shard is still an error
   unusable_tokenizer      a LLaMA-3 style tokenizer.json (Split pre-tokenizer): left out with a
                           note, the model imports and generate --tokens runs; given with
-                          --tokenizer it is refused; a usable --tokenizer for a folder is copied
-                          (the folder was taken for a .bin)
+                          --tokenizer it is refused; a description naming a broken tokenizer still
+                          runs generate --tokens and run --tokens (ids printed), not --text; a
+                          usable --tokenizer for a folder is copied (the folder was taken for a .bin)
   no_overwrite_of_inputs  import . -o ., import onto a hard link of its checkpoint, import
                           --tokenizer onto its own copy, init -o onto the description, run --output
                           onto --input, generate --logits onto the weights, emit -o where
@@ -265,6 +266,19 @@ def unusable_tokenizer(c):
     lua2, p = c.do_import("tokenizer past the vocab", src, c.path("out_past"), "--name", "past")
     c.check(lua2 is not None and "tokenizer left out" in p.stdout and "token id 256" in p.stdout,
             "a tokenizer with ids past the vocab was not left out: %r" % p.stdout)
+    # a description naming a tokenizer generate cannot load: ids in, ids out
+    open(os.path.join(out, "broken.json"), "w").write(json.dumps(llama3_tokenizer(256)))
+    open(lua, "w").write(text.replace("  max_seq =", '  vocabulary = "broken.json",\n  max_seq ='))
+    g = c.ff_run("generate", lua, "--tokens", " ".join(map(str, prompt)), "--max-new", 5, "--engine", "runtime")
+    if c.check(g.returncode == 0 and g.stdout.split() == [str(i) for i in want] and "broken.json" in g.stderr
+               and "printing ids" in g.stderr,
+               "generate --tokens with a broken tokenizer: exit %d %r %r" % (g.returncode, g.stdout, g.stderr)):
+        print("%-34s generate --tokens prints ids: %s" % ("broken vocabulary", g.stderr.strip()))
+    r = c.ff_run("run", lua, "--tokens", "5 17 42")
+    c.check(r.returncode == 0 and r.stdout.startswith("sequence 0:"),
+            "run --tokens with a broken tokenizer: exit %d %r" % (r.returncode, r.stderr))
+    c.must_fail("broken vocabulary, --text", ["generate", lua, "--text", "hi", "--engine", "runtime"],
+                "pre_tokenizer 'Sequence' is not supported")
     # a usable tokenizer given with --tokenizer for a folder: copied (the folder once taken for a .bin)
     given = c.path("given.json")
     json.dump(ic.byte_level_tokenizer(), open(given, "w"))
