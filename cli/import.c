@@ -24,6 +24,7 @@
 
 #include "ff_config.h"
 #include "ff_io.h"
+#include "fixformer.h"
 #include "import.h"
 
 /* ---- the description to write ------------------------------------------- */
@@ -34,6 +35,8 @@ typedef struct {
   int d_model, heads, kv_heads, d_ff, layers, vocab, max_seq, token_types;
   int final_norm, bias, tie, embed_norm, lm_head, has_kv_heads;
   double eps, rope_theta;
+  const char *max_seq_key; /* the source's name for max_seq, for messages */
+  int pos_rows;            /* the positions the source has (a learned table's rows); max_seq may be fewer */
 } model_desc;
 
 /* The sizes a tensor's shape is made of */
@@ -196,7 +199,7 @@ static void llama_config(config_reader *c, model_desc *d) {
   d->d_ff = cfg_int(c, "intermediate_size", -1, 1, 1 << 24);
   d->layers = cfg_int(c, "num_hidden_layers", -1, 1, 4096);
   d->vocab = cfg_int(c, "vocab_size", -1, 1, 1 << 24);
-  d->max_seq = cfg_int(c, "max_position_embeddings", 2048, 1, 1 << 20);
+  d->max_seq = cfg_int(c, d->max_seq_key = "max_position_embeddings", 2048, 1, 1 << 20);
   d->eps = cfg_num(c, "rms_norm_eps", 1e-6);
   d->rope_theta = cfg_num(c, "rope_theta", 10000);
   d->tie = cfg_bool(c, "tie_word_embeddings", 0);
@@ -219,7 +222,7 @@ static void gpt2_config(config_reader *c, model_desc *d) {
   d->d_ff = cfg_int(c, "n_inner", 4 * d->d_model, 1, 1 << 24);
   d->layers = cfg_int(c, "n_layer", -1, 1, 4096);
   d->vocab = cfg_int(c, "vocab_size", -1, 1, 1 << 24);
-  d->max_seq = cfg_int(c, "n_positions", 1024, 1, 1 << 20);
+  d->max_seq = cfg_int(c, d->max_seq_key = "n_positions", 1024, 1, 1 << 20);
   d->eps = cfg_num(c, "layer_norm_epsilon", 1e-5);
   d->tie = cfg_bool(c, "tie_word_embeddings", 1);
   d->final_norm = d->bias = d->lm_head = 1;
@@ -241,7 +244,7 @@ static void bert_config(config_reader *c, model_desc *d) {
   d->d_ff = cfg_int(c, "intermediate_size", -1, 1, 1 << 24);
   d->layers = cfg_int(c, "num_hidden_layers", -1, 1, 4096);
   d->vocab = cfg_int(c, "vocab_size", -1, 1, 1 << 24);
-  d->max_seq = cfg_int(c, "max_position_embeddings", 512, 1, 1 << 20);
+  d->max_seq = cfg_int(c, d->max_seq_key = "max_position_embeddings", 512, 1, 1 << 20);
   d->token_types = cfg_int(c, "type_vocab_size", 2, 1, 1 << 20);
   d->eps = cfg_num(c, "layer_norm_eps", 1e-12);
   d->bias = d->tie = d->embed_norm = 1;
@@ -412,6 +415,15 @@ static int by_src_name(const void *a, const void *b) {
   return strcmp(((const src_tensor *)a)->name, ((const src_tensor *)b)->name);
 }
 
+/* Whether a safetensors dtype is an integer or bool one, by its whole name
+ * (BF16 starts with B, as BOOL does). */
+static int integer_dtype(const char *dt) {
+  static const char *const names[] = {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (!strcmp(dt, names[i])) return 1;
+  return 0;
+}
+
 /* Integer and bool tensors (buffers such as BERT's position_ids; the safetensors
  * reader takes float ones only) out of the header of buf, their names kept in
  * s; *img is a copy without them, or NULL when there are none. */
@@ -424,7 +436,7 @@ static int drop_integers(source *s, const uint8_t *buf, size_t len, uint8_t **im
   for (cJSON *e = root ? root->child : NULL, *next; e && !rc; e = next) {
     next = e->next;
     const char *dt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "dtype"));
-    if (!dt || !strchr("IUB", dt[0]) || strlen(dt) > 7) continue; /* I8..I64, U8..U64, BOOL */
+    if (!dt || !integer_dtype(dt)) continue;
     int_tensor *t = realloc(s->ints, (size_t)(s->n_ints + 1) * sizeof *t);
     if (!t || !(t[s->n_ints].name = strdup(e->string))) {
       if (t) s->ints = t;
@@ -502,6 +514,14 @@ static int source_index(source *s, const char *strip, ff_error *err) {
   return 0;
 }
 
+/* Whether file (of s) holds the tensor name, float or set aside as an integer one. */
+static int file_holds(const source *s, int file, const char *name) {
+  if (ff_tensor_file_find(&s->files[file], name)) return 1;
+  for (int i = 0; i < s->n_ints; i++)
+    if (s->ints[i].file == file && !strcmp(s->ints[i].name, name)) return 1;
+  return 0;
+}
+
 static src_tensor *source_find(source *s, const char *name) {
   src_tensor key = {name, NULL, 0, 0};
   return s->n ? bsearch(&key, s->all, (size_t)s->n, sizeof key, by_src_name) : NULL;
@@ -537,7 +557,7 @@ static int read_shards(source *s, const char *dir, const char *index, ff_error *
       if ((rc = source_read(s, path, err))) break;
       have = s->n_files - 1;
     }
-    if (!ff_tensor_file_find(&s->files[have], e->string))
+    if (!file_holds(s, have, e->string))
       rc = ff_fail(err, FF_EFORMAT, "%s: tensor '%s' is not in its shard %s", index, e->string, shard);
   }
   if (!rc && s->n_files == 0) rc = ff_fail(err, FF_EFORMAT, "%s: weight_map names no tensors", index);
@@ -578,6 +598,7 @@ static int map_role(source *s, const model_desc *d, const role *r, const char *s
   src_tensor *st = source_find(s, src);
   int64_t rows = dim_of(d, r->rows), cols = dim_of(d, r->cols);
   int64_t want[2] = {r->conv1d ? cols : rows, r->conv1d ? rows : cols};
+  if (r->rows == D_POS) want[0] = d->pos_rows; /* --max-seq: its first max_seq rows are written */
   int rank = r->cols == D_NONE ? 1 : 2;
   char wants[64], haves[64];
   shape_text(wants, sizeof wants, rank, want);
@@ -757,7 +778,7 @@ static int l2c_header(const char *path, const uint8_t *b, size_t len, model_desc
   *d = (model_desc){.family = "llama2.c", .arch = "decoder-only", .norm = "pre", .norm_kind = "rmsnorm",
                     .activation = "swiglu", .positional = "rope", .rope_pairing = "interleaved"};
   d->d_model = v[0], d->d_ff = v[1], d->layers = v[2], d->heads = v[3], d->kv_heads = v[4];
-  d->vocab = v[5] < 0 ? -v[5] : v[5], d->max_seq = v[6];
+  d->vocab = v[5] < 0 ? -v[5] : v[5], d->max_seq = v[6], d->max_seq_key = "seq_len";
   d->tie = versioned ? b[36] != 0 : v[5] > 0;
   d->eps = 1e-5, d->rope_theta = 10000;
   d->final_norm = d->lm_head = d->has_kv_heads = 1;
@@ -857,7 +878,23 @@ static char *describe(const model_desc *d, const char *name, const char *src, co
   return t;
 }
 
-/* A C identifier (what validate.lua accepts as name) from the source's file name */
+/* The keywords of C99, which validate.lua refuses as a name (its C_KEYWORDS;
+ * tests/hardening_import.py holds the two lists equal). */
+static int c_keyword(const char *name) {
+  static const char *const kw[] = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double",
+                                   "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
+                                   "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
+                                   "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "_Bool",
+                                   "_Complex", "_Imaginary"};
+  for (size_t i = 0; i < sizeof kw / sizeof *kw; i++)
+    if (!strcmp(name, kw[i])) return 1;
+  return 0;
+}
+
+static int letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+/* A C identifier (what validate.lua accepts as name) from the source's file name:
+ * no keyword, and none of C's reserved _X or __ prefixes */
 static void default_name(const char *src, char *name, size_t n) {
   size_t len = strlen(src);
   while (len > 1 && src[len - 1] == '/') len--;
@@ -866,50 +903,107 @@ static void default_name(const char *src, char *name, size_t n) {
     if (src[i] == '/') base = src + i + 1;
   size_t bl = (size_t)(src + len - base);
   if (bl > 4 && !strncmp(base + bl - 4, ".bin", 4)) bl -= 4;
-  size_t k = 0;
-  if (bl && base[0] >= '0' && base[0] <= '9') name[k++] = 'm';
-  for (size_t i = 0; i < bl && k + 1 < n && k < 40; i++) {
+  size_t k = 1, blank = 1; /* name[0] is kept for an 'm' in front */
+  for (size_t i = 0; i < bl && k + 1 < n && k < 41; i++) {
     char c = base[i];
-    name[k++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ? c : '_';
+    name[k++] = letter(c) || (c >= '0' && c <= '9') ? c : '_';
+    blank = blank && name[k - 1] == '_';
   }
   name[k] = 0;
-  if (!k || !strcmp(name, "_") || !strcmp(name, "..")) snprintf(name, n, "model");
-  static const char *const kw[] = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double",
-                                   "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
-                                   "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
-                                   "typedef", "union", "unsigned", "void", "volatile", "while"};
-  for (size_t i = 0; i < sizeof kw / sizeof *kw; i++)
-    if (!strcmp(name, kw[i])) strcat(name, "_model");
+  char *c = name + 1;
+  if ((c[0] >= '0' && c[0] <= '9') || (c[0] == '_' && (c[1] == '_' || (c[1] >= 'A' && c[1] <= 'Z'))))
+    *--c = 'm';
+  memmove(name, c, strlen(c) + 1);
+  if (blank) snprintf(name, n, "model"); /* "", ".", ".." */
+  if (c_keyword(name)) strcat(name, "_model");
 }
 
 static int check_name(const char *name, ff_error *err) {
-  int ok = strlen(name) <= 48 && ((*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') || *name == '_');
-  for (const char *c = name; ok && *c; c++)
-    ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_';
-  return ok ? 0 : ff_fail(err, FF_EINVAL, "--name: '%s' is not a C identifier of at most 48 characters", name);
+  int ok = strlen(name) <= 48 && (letter(*name) || *name == '_');
+  for (const char *c = name; ok && *c; c++) ok = letter(*c) || (*c >= '0' && *c <= '9') || *c == '_';
+  if (!ok) return ff_fail(err, FF_EINVAL, "--name: '%s' is not a C identifier of at most 48 characters", name);
+  return c_keyword(name) ? ff_fail(err, FF_EINVAL, "--name: '%s' is a C keyword", name) : 0;
 }
 
 typedef struct {
   const char *src, *dir, *name;
+  const char *origin;      /* what the settings come from (config.json, the .bin), for messages */
   const char *tokenizer;   /* the file to copy, or NULL */
+  uint8_t *tok;            /* its bytes */
+  size_t tok_len;
+  const char **inputs;     /* the files the import reads: none of them is written over */
+  int n_inputs, max_seq;   /* max_seq: --max-seq, or 0 */
   model_desc d;
   outputs o;
 } import_job;
 
+/* The description as every command loads it (ff_model_open's sandbox and
+ * validate.lua), before anything is written. */
+static int check_description(const import_job *j, const char *path, const char *lua, ff_error *err) {
+  ff_error e = {0, ""};
+  ff_model *m = ff_model_open_text(path, lua, strlen(lua), &e);
+  ff_model_close(m);
+  return m ? 0 : ff_fail(err, e.code ? e.code : FF_EINVAL, "%s gives a description fixformer refuses: %s", j->origin,
+                         e.msg);
+}
+
+/* The tokenizer to copy: given (--tokenizer) or found beside the source,
+ * read and loaded as generate loads it, against the model's vocab.  One that
+ * does not load is an error when given; when found it is left out, why in
+ * note (the model still runs on ids). */
+static int take_tokenizer(import_job *j, const char *given, const char *found, char *note, size_t n, ff_error *err) {
+  const char *path = given ? given : found;
+  ff_tokenizer *t = NULL;
+  ff_error e = {0, ""};
+  *note = 0;
+  if (!path) return 0;
+  int rc = ff_read_file(path, &j->tok, &j->tok_len, &e);
+  if (!rc) rc = ff_tokenizer_parse(path, j->tok, j->tok_len, j->d.vocab, &t, &e);
+  ff_tokenizer_free(t);
+  if (!rc) {
+    j->tokenizer = path;
+    return 0;
+  }
+  free(j->tok);
+  j->tok = NULL;
+  j->tok_len = 0;
+  if (given) return ff_fail(err, rc, "--tokenizer: %s", e.msg);
+  snprintf(note, n, "%s", e.msg);
+  return 0;
+}
+
+/* --max-seq N: fewer positions than the source has (1..its own); a learned
+ * table keeps its first N rows */
+static int cap_max_seq(import_job *j, ff_error *err) {
+  model_desc *d = &j->d;
+  d->pos_rows = d->max_seq;
+  if (!j->max_seq) return 0;
+  if (j->max_seq < 1 || j->max_seq > d->max_seq)
+    return ff_fail(err, FF_EINVAL, "--max-seq %d is outside 1..%d (%s: %s = %d)", j->max_seq, d->max_seq, j->origin,
+                   d->max_seq_key, d->max_seq);
+  d->max_seq = j->max_seq;
+  return 0;
+}
+
+static void print_cap(const model_desc *d) {
+  if (d->max_seq < d->pos_rows)
+    printf("  max_seq %d of its %s = %d (--max-seq)%s\n", d->max_seq, d->max_seq_key, d->pos_rows,
+           !strcmp(d->positional, "learned") ? "; pos_embed.weight keeps the first rows" : "");
+}
+
 /* NAME.lua, NAME.safetensors and the tokenizer into dir, all or none (dir made if need be). */
 static int write_all(import_job *j, ff_error *err) {
   char tok_name[FF_NAME_MAX + 32] = "";
-  uint8_t *tok = NULL, *st = NULL;
-  size_t tok_len = 0, st_len = 0;
+  uint8_t *tok = j->tok, *st = NULL;
+  size_t tok_len = j->tok_len, st_len = 0;
   int rc = 0, made = 0;
   if (j->tokenizer) {
     size_t tl = strlen(j->tokenizer);
     const char *ext = tl > 5 && !strcmp(j->tokenizer + tl - 5, ".json") ? ".json"
                       : tl > 4 && !strcmp(j->tokenizer + tl - 4, ".bin") ? ".bin" : "";
     snprintf(tok_name, sizeof tok_name, "%s.tokenizer%s", j->name, ext);
-    rc = ff_read_file(j->tokenizer, &tok, &tok_len, err);
   }
-  char *lua = rc ? NULL : describe(&j->d, j->name, j->src, j->tokenizer ? tok_name : NULL);
+  char *lua = describe(&j->d, j->name, j->src, j->tokenizer ? tok_name : NULL);
   char *paths[3] = {NULL, NULL, NULL}, file[FF_NAME_MAX + 32];
   ff_tensor_view *views = calloc((size_t)j->o.n + 1, sizeof *views);
   if (!rc && (!lua || !views)) rc = ff_fail(err, FF_ENOMEM, "out of memory");
@@ -922,6 +1016,8 @@ static int write_all(import_job *j, ff_error *err) {
   paths[0] = join(j->dir, file);
   paths[2] = j->tokenizer ? join(j->dir, tok_name) : NULL;
   if (!rc && (!paths[0] || !paths[1] || (j->tokenizer && !paths[2]))) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  if (!rc) rc = check_description(j, paths[0], lua, err);
+  for (int i = 0; i < 3 && !rc; i++) rc = ff_refuse_inputs(paths[i], j->inputs, j->n_inputs, err);
   struct stat sb;
   if (!rc && stat(j->dir, &sb)) {
     if (mkdir(j->dir, 0777) && errno != EEXIST) rc = ff_fail(err, FF_EIO, "cannot create %s: %s", j->dir, strerror(errno));
@@ -942,7 +1038,6 @@ static int write_all(import_job *j, ff_error *err) {
   free(views);
   free(lua);
   free(st);
-  free(tok);
   return rc;
 }
 
@@ -966,8 +1061,14 @@ static const family *family_of(const cJSON *root, const char *path, ff_error *er
   return NULL;
 }
 
+/* The summary's line on the tokenizer: none, or one left out and why. */
+static void print_tokenizer(const import_job *j, const char *note, const char *none) {
+  if (*note) printf("  tokenizer left out (generate could not load it): %s; generate takes --tokens\n", note);
+  else if (!j->tokenizer) printf("  %s (--tokenizer FILE): no vocabulary, generate takes --tokens\n", none);
+}
+
 static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
-  char *cfg_path = join(j->src, "config.json"), *tok_path = NULL;
+  char *cfg_path = join(j->src, "config.json"), *tok_path = NULL, note[FF_ERROR_MAX];
   uint8_t *text = NULL;
   size_t len;
   source s;
@@ -979,28 +1080,42 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
   const family *f = rc ? NULL : family_of(root, cfg_path, err);
   if (!rc && !f) rc = FF_EINVAL;
   config_reader cr = {root, cfg_path, err, 0};
+  j->origin = cfg_path;
   if (!rc) {
     f->config(&cr, &j->d);
     rc = cr.rc;
   }
+  if (!rc) rc = cap_max_seq(j, err);
   if (!rc) rc = read_hf_weights(&s, j->src, err);
   if (!rc) rc = source_index(&s, f->strip, err);
   if (!rc) rc = map_roles(&s, f, &j->d, &j->o, err);
   int counts[8] = {0}, tied_head = 0;
   if (!rc) rc = check_leftovers(&s, f, &j->d, &j->o, counts, &tied_head, err);
-  if (!rc && !tokenizer && (tok_path = join(j->src, "tokenizer.json")) && exists(tok_path)) tokenizer = tok_path;
-  j->tokenizer = tokenizer;
+  if (!rc && !tokenizer && (tok_path = join(j->src, "tokenizer.json")) && !exists(tok_path)) {
+    free(tok_path);
+    tok_path = NULL;
+  }
+  if (!rc) rc = take_tokenizer(j, tokenizer, tok_path, note, sizeof note, err);
+  /* every file read: config.json, the index, the shards, the tokenizer */
+  const char **inputs = rc ? NULL : calloc((size_t)s.n_files + 3, sizeof *inputs);
+  if (!rc && !inputs) rc = ff_fail(err, FF_ENOMEM, "out of memory");
   if (!rc) {
+    inputs[0] = cfg_path, inputs[1] = s.what, inputs[2] = j->tokenizer;
+    for (int i = 0; i < s.n_files; i++) inputs[3 + i] = s.paths[i];
+    j->inputs = inputs;
+    j->n_inputs = s.n_files + 3;
     printf("import %s: %s (%s, %d file%s)\n", j->src, f->model_type, s.what, s.n_files, s.n_files > 1 ? "s" : "");
     print_model(&j->d);
+    print_cap(&j->d);
     printf("  mapped %d tensors (%zu parameters):\n", j->o.n, j->o.params);
     print_roles(f, &j->d);
     for (int i = 0; f->ignore[i].text; i++)
       if (counts[i]) printf("  ignored %d tensor%s: %s\n", counts[i], counts[i] > 1 ? "s" : "", f->ignore[i].why);
     if (tied_head) printf("  ignored lm_head.weight: tied to the embedding (the same values)\n");
-    if (!tokenizer) printf("  no tokenizer.json (--tokenizer FILE): no vocabulary, generate takes --tokens\n");
+    print_tokenizer(j, note, "no tokenizer.json");
     rc = write_all(j, err);
   }
+  free(inputs);
   free(tok_path);
   free(cfg_path);
   cJSON_Delete(root);
@@ -1010,28 +1125,37 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
 
 static int l2c_run(import_job *j, const char *tokenizer, ff_error *err) {
   float *blob = NULL;
-  char *tok_path = NULL;
+  char *tok_path = NULL, note[FF_ERROR_MAX];
+  j->origin = j->src;
   int version = 0, rc = l2c_import(j->src, &j->d, &j->o, &blob, &version, err);
+  if (!rc) rc = cap_max_seq(j, err);
   if (!rc && !tokenizer) { /* tokenizer.bin beside the checkpoint */
     const char *slash = strrchr(j->src, '/');
     size_t dl = slash ? (size_t)(slash - j->src) + 1 : 0;
     if ((tok_path = malloc(dl + 16))) {
       memcpy(tok_path, j->src, dl);
       strcpy(tok_path + dl, "tokenizer.bin");
-      if (exists(tok_path)) tokenizer = tok_path;
+      if (!exists(tok_path)) {
+        free(tok_path);
+        tok_path = NULL;
+      }
     }
   }
-  j->tokenizer = tokenizer;
+  if (!rc) rc = take_tokenizer(j, tokenizer, tok_path, note, sizeof note, err);
+  const char *inputs[2] = {j->src, j->tokenizer};
+  j->inputs = inputs;
+  j->n_inputs = 2;
   if (!rc) {
     printf("import %s: llama2.c checkpoint, %s (%s classifier)\n", j->src, version ? "version 1" : "legacy format",
            j->d.tie ? "shared" : "own");
     print_model(&j->d);
+    print_cap(&j->d);
     printf("  mapped %d tensors (%zu parameters): token_embedding -> embed.weight, rms_att -> norm1, wq/wk/wv -> "
            "q/k/v_proj, wo -> out_proj,\n    rms_ffn -> norm2, w1 -> gate_proj, w3 -> up_proj, w2 -> linear2, "
            "rms_final -> norm%s\n", j->o.n, j->o.params, j->d.tie ? "" : ", wcls -> lm_head");
     printf("  RoPE rotates adjacent pairs (interleaved), as llama2.c does%s\n",
            version ? "" : "; ignored: its freq_cis_real/imag tables (recomputed from rope_theta)");
-    if (!tokenizer) printf("  no tokenizer.bin beside it (--tokenizer FILE): no vocabulary, generate takes --tokens\n");
+    print_tokenizer(j, note, "no tokenizer.bin beside it");
     rc = write_all(j, err);
   }
   free(tok_path);
@@ -1039,10 +1163,11 @@ static int l2c_run(import_job *j, const char *tokenizer, ff_error *err) {
   return rc;
 }
 
-int ff_cli_import(const char *src, const char *dir, const char *name, const char *tokenizer, ff_error *err) {
+int ff_cli_import(const char *src, const char *dir, const char *name, const char *tokenizer, int max_seq,
+                  ff_error *err) {
   import_job j;
   char derived[FF_NAME_MAX];
-  struct stat st;
+  struct stat st, ts;
   int rc;
   memset(&j, 0, sizeof j);
   if (stat(src, &st)) return ff_fail(err, FF_EIO, "%s: %s", src, strerror(errno));
@@ -1051,7 +1176,8 @@ int ff_cli_import(const char *src, const char *dir, const char *name, const char
   j.src = src;
   j.dir = dir;
   j.name = name ? name : derived;
-  if (tokenizer && stat(tokenizer, &st) == 0 && !S_ISREG(st.st_mode))
+  j.max_seq = max_seq;
+  if (tokenizer && stat(tokenizer, &ts) == 0 && !S_ISREG(ts.st_mode))
     return ff_fail(err, FF_EIO, "--tokenizer %s: not a regular file", tokenizer);
   size_t sl = strlen(src);
   if (!S_ISDIR(st.st_mode) && ((sl >= 12 && !strcmp(src + sl - 12, ".safetensors")) ||
@@ -1060,5 +1186,6 @@ int ff_cli_import(const char *src, const char *dir, const char *name, const char
   if (S_ISDIR(st.st_mode)) rc = hf_import(&j, tokenizer, err);
   else rc = l2c_run(&j, tokenizer, err);
   out_free(&j.o);
+  free(j.tok);
   return rc;
 }

@@ -9,7 +9,12 @@
 /* src: a model folder (config.json + model.safetensors or a sharded
  * model.safetensors.index.json) or a llama2.c checkpoint; name and
  * tokenizer may be NULL (derived from src; tokenizer.json / tokenizer.bin
- * beside it).  Prints a summary, the .lua path on its last line. */
-int ff_cli_import(const char *src, const char *dir, const char *name, const char *tokenizer, ff_error *err);
+ * beside it, left out with a note when generate could not load it);
+ * max_seq > 0 caps the positions (1..the source's), 0 keeps them.  The
+ * description is validated as every command loads it, and no file read is
+ * written over, before anything is written.  Prints a summary, the .lua path
+ * on its last line. */
+int ff_cli_import(const char *src, const char *dir, const char *name, const char *tokenizer, int max_seq,
+                  ff_error *err);
 
 #endif

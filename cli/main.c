@@ -283,6 +283,7 @@ static int cmd_init(const char *path, flag *flags, ff_error *err) {
     if (errno || *end || !*seed_s || seed_s[0] == '-')
       return ff_fail(err, FF_EINVAL, "--seed: '%s' is not a non-negative integer", seed_s);
   }
+  if ((rc = ff_refuse_inputs(out, (const char *const[]){path}, 1, err))) return rc;
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
   rc = ff_rt_init_weights(ff_model_config(m), seed, out, err);
@@ -469,6 +470,13 @@ static int run_check(const ff_config *c, run_opts *o, ff_error *err) {
   return 0;
 }
 
+/* --output is none of the files run reads (the weights resolved by run_check) */
+static int run_reads(const char *path, const ff_config *c, const run_opts *o, ff_error *err) {
+  const char *const reads[] = {path, o->weights, o->input, o->tgt_tokens ? NULL : o->tgt_path, o->len_path,
+                               o->text ? c->vocabulary : NULL};
+  return ff_refuse_inputs(o->output, reads, 6, err);
+}
+
 /* The arrays read for one forward pass and the input pointing into them. */
 typedef struct {
   ff_array src, tgt, lens;
@@ -595,7 +603,7 @@ static int cmd_run(const char *path, flag *flags, ff_error *err) {
   ff_model *m = open_model(path, flags, err);
   if (!m) return err->code;
   const ff_config *c = ff_model_config(m);
-  if ((rc = run_check(c, &o, err)) || (rc = read_source(c, &o, &r, err)) ||
+  if ((rc = run_check(c, &o, err)) || (rc = run_reads(path, c, &o, err)) || (rc = read_source(c, &o, &r, err)) ||
       (c->arch == FF_ARCH_ENCODER_DECODER && (rc = read_target(c, &o, &r, err))) ||
       (o.len_path && (rc = read_lengths(o.len_path, &r, err))))
     goto done;
@@ -728,12 +736,15 @@ static int generate_check(const ff_config *c, generate_opts *o, generation *g, f
     return ff_fail(err, FF_EINVAL, "%s has lm_head = false (it outputs hidden states): decoding needs an output head",
                    c->name);
   if ((rc = weights_of(c, &o->weights, err))) return rc;
-  if (c->vocabulary[0]) {
-    if ((rc = ff_tokenizer_load(c->vocabulary, c->vocab, vocab, err))) return rc;
-    g->vocab = *vocab;
-  } else if (!o->tokens) {
+  if (!c->vocabulary[0] && !o->tokens)
     return ff_fail(err, FF_EINVAL, "--text and --lines need a description with a vocabulary; use --tokens");
+  if (c->vocabulary[0] && (rc = ff_tokenizer_load(c->vocabulary, c->vocab, vocab, err))) {
+    if (!o->tokens) return rc;
+    /* ids in need no tokenizer: ids out, with the reason on stderr */
+    fprintf(stderr, "fixformer generate: %s; printing ids%s\n", err->msg, o->eos < 0 ? ", no EOS stop (--eos N)" : "");
+    *err = (ff_error){0, ""};
   }
+  g->vocab = *vocab;
   const ff_tokenizer_info *info = *vocab ? ff_tokenizer_get_info(*vocab) : NULL;
   g->bos = o->bos >= 0 ? o->bos : info ? info->bos : -1;
   g->eos = o->eos >= 0 ? o->eos : info ? info->eos : -1;
@@ -804,7 +815,9 @@ static int cmd_generate(const char *path, flag *flags, ff_error *err) {
   const ff_config *c = ff_model_config(m);
   ff_tokenizer *vocab = NULL;
   int32_t *ids = NULL;
-  if ((rc = generate_check(c, &o, &g, &vocab, err)) || (rc = ff_model_load_weights(m, o.weights, err)) ||
+  if ((rc = generate_check(c, &o, &g, &vocab, err)) ||
+      (rc = ff_refuse_inputs(g.logits, (const char *const[]){path, o.weights, c->vocabulary, o.lines}, 4, err)) ||
+      (rc = ff_model_load_weights(m, o.weights, err)) ||
       (!value_of(flags, "--allow-nonfinite") && (rc = check_finite(m, o.weights, err))) ||
       (rc = threads_flag(flags, m, o.engine, err)) || (rc = prepare_engine(m, o.engine, err)))
     goto done;
@@ -1097,6 +1110,9 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
       rc = ff_fail(err, FF_ENOMEM, "out of memory");
       goto written;
     }
+  const char *const reads[] = {path, weights, with_main ? c->vocabulary : NULL};
+  for (int i = 0; i < n_files; i++)
+    if ((rc = ff_refuse_inputs(files[i].path, reads, 3, err))) goto written;
   struct stat st; /* the folder is made only once there is something to put in it */
   if (stat(dir, &st) && mkdir(dir, 0777) && errno != EEXIST) {
     rc = ff_fail(err, FF_EIO, "cannot create %s: %s", dir, strerror(errno));
@@ -1138,9 +1154,10 @@ static int cmd_cache(const char *unused, flag *flags, ff_error *err) {
 
 static int cmd_import(const char *src, flag *flags, ff_error *err) {
   const char *dir;
-  int rc = require_flag(flags, "-o", &dir, err);
-  if (rc) return rc;
-  return ff_cli_import(src, dir, value_of(flags, "--name"), value_of(flags, "--tokenizer"), err);
+  int max_seq, rc = require_flag(flags, "-o", &dir, err);
+  if (rc || (rc = int_flag(flags, "--max-seq", 0, &max_seq, err))) return rc;
+  if (value_of(flags, "--max-seq") && max_seq < 1) return ff_fail(err, FF_EINVAL, "--max-seq must be at least 1");
+  return ff_cli_import(src, dir, value_of(flags, "--name"), value_of(flags, "--tokenizer"), max_seq, err);
 }
 
 /* ---- commands ------------------------------------------------------------ */
@@ -1177,7 +1194,7 @@ static flag bench_flags[] = {{"--help", "-h", NULL, 0},   {"--weights", NULL, NU
                              {NULL, NULL, NULL, 0}};
 
 static flag import_flags[] = {{"--help", "-h", NULL, 0}, {"-o", "--output", NULL, 1}, {"--name", NULL, NULL, 1},
-                              {"--tokenizer", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+                              {"--tokenizer", NULL, NULL, 1}, {"--max-seq", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
 
 static flag cache_flags[] = {{"--help", "-h", NULL, 0}, {"--clean", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
@@ -1256,7 +1273,8 @@ static const command commands[] = {
      "one line per input: the generated text, or ids without a vocabulary.\n"
      "  --text \"...\"     the input as text (needs the description's vocabulary)\n"
      "  --lines FILE      one text per line, one output line each\n"
-     "  --tokens \"ids\"   the input as ids; sequences separated by commas\n"
+     "  --tokens \"ids\"   the input as ids; sequences separated by commas (a vocabulary\n"
+     "                    that does not load is skipped with a note: ids are printed)\n"
      "  --weights W       default: the description's weights\n"
      "  --max-new N       stop after N new ids (default: up to max_seq); stops at EOS\n"
      "  --engine E        tcc (default: generated C compiled in memory), cc or runtime\n"
@@ -1285,7 +1303,7 @@ static const command commands[] = {
      "                 description's dtype (f32 unless it says)\n",
      cmd_bench, bench_flags},
     {"import",
-     "usage: fixformer import SRC -o DIR [--name NAME] [--tokenizer FILE]\n"
+     "usage: fixformer import SRC -o DIR [--name NAME] [--tokenizer FILE] [--max-seq N]\n"
      "Turns a checkpoint as it is published into DIR/NAME.lua + DIR/NAME.safetensors\n"
      "(+ the tokenizer), which every other command takes with no other flag:\n"
      "  SRC               a Hugging Face model folder (config.json + model.safetensors, or the\n"
@@ -1294,8 +1312,14 @@ static const command commands[] = {
      "  -o DIR            where the files go (made if need be); they appear all or none\n"
      "  --name NAME       the model's name (a C identifier; default: from SRC)\n"
      "  --tokenizer FILE  the tokenizer to copy (default: tokenizer.json in the folder,\n"
-     "                    tokenizer.bin beside a .bin)\n"
-     "Prints what it mapped and ignored; the last line is the path of NAME.lua.\n",
+     "                    tokenizer.bin beside a .bin; one generate cannot load is left out\n"
+     "                    with a note, or refused when given here)\n"
+     "  --max-seq N       at most N positions (1..the source's max_position_embeddings,\n"
+     "                    n_positions or seq_len): smaller caches; learned positions keep\n"
+     "                    their first N rows\n"
+     "Prints what it mapped and ignored; the last line is the path of NAME.lua.  Nothing is\n"
+     "written when the description would not load (it is checked as every command loads it)\n"
+     "or when a file written would replace one import reads (import . -o .).\n",
      cmd_import, import_flags},
     {"cache",
      "usage: fixformer cache [--clean]\n"

@@ -186,11 +186,8 @@ static ff_model *model_new(ff_error *err) {
   return m;
 }
 
-ff_model *ff_model_open(const char *path, ff_error *err) {
-  if (!path) {
-    null_arg(err, "ff_model_open", "the description path");
-    return NULL;
-  }
+/* The description at path, or its text when text is not NULL. */
+static ff_model *model_open(const char *path, const char *text, size_t len, ff_error *err) {
   pthread_once(&isa_once, isa_init);
   ff_model *m = model_new(err);
   shared_desc *d = m ? calloc(1, sizeof *d) : NULL;
@@ -214,13 +211,31 @@ ff_model *ff_model_open(const char *path, ff_error *err) {
     ff_model_close(m);
     return NULL;
   }
-  if (!(d->lua = ff_lua_open(err)) || ff_lua_load_config(d->lua, path, &d->cfg, err) ||
+  if (!(d->lua = ff_lua_open(err)) ||
+      (text ? ff_lua_load_config_text(d->lua, path, text, len, &d->cfg, err)
+            : ff_lua_load_config(d->lua, path, &d->cfg, err)) ||
       ff_rt_check_config(&d->cfg, err)) {
     ff_model_close(m);
     return NULL;
   }
   m->weight_type = d->cfg.weight_type;
   return m;
+}
+
+ff_model *ff_model_open(const char *path, ff_error *err) {
+  if (!path) {
+    null_arg(err, "ff_model_open", "the description path");
+    return NULL;
+  }
+  return model_open(path, NULL, 0, err);
+}
+
+ff_model *ff_model_open_text(const char *path, const char *text, size_t len, ff_error *err) {
+  if (!path || !text) {
+    null_arg(err, "ff_model_open_text", path ? "the text" : "the description path");
+    return NULL;
+  }
+  return model_open(path, text, len, err);
 }
 
 const ff_config *ff_model_config(const ff_model *m) { return m ? CFG(m) : NULL; }

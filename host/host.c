@@ -551,20 +551,25 @@ static int call_validate(lua_State *L, int desc, const char *path, ff_error *err
 }
 
 int ff_lua_load_config(ff_lua *h, const char *path, ff_config *out, ff_error *err) {
-  lua_State *L = h->L;
   uint8_t *text;
   size_t len;
+  int rc = ff_read_file(path, &text, &len, err);
+  if (rc) return rc;
+  rc = ff_lua_load_config_text(h, path, (const char *)text, len, out, err);
+  free(text);
+  return rc;
+}
+
+int ff_lua_load_config_text(ff_lua *h, const char *path, const char *text, size_t len, ff_config *out,
+                            ff_error *err) {
+  lua_State *L = h->L;
   int rc, status, top = lua_gettop(L);
-  if ((rc = ff_read_file(path, &text, &len, err))) return rc;
-  if (len > DESCRIPTION_MAX_BYTES) {
-    free(text);
+  if (len > DESCRIPTION_MAX_BYTES)
     return ff_fail(err, FF_EINVAL, "%s: description larger than %d bytes", path, DESCRIPTION_MAX_BYTES);
-  }
   lua_pushfstring(L, "@%s", path);
-  status = luaL_loadbufferx(L, (const char *)text, len, lua_tostring(L, -1), "t"); /* text only: no bytecode */
+  status = luaL_loadbufferx(L, text, len, lua_tostring(L, -1), "t"); /* text only: no bytecode */
   char hex[65];
   ff_sha256_hex(text, len, hex);
-  free(text);
   lua_remove(L, -2);
   if (status != LUA_OK) { /* syntax errors name the file already; "binary chunk" does not */
     const char *msg = status == LUA_ERRMEM ? "out of memory" : lua_tostring(L, -1);

@@ -24,6 +24,9 @@ void ff_lua_close(ff_lua *h);
  * *out.  Keeps the resolved config table and the sha256 of the file in the
  * registry ("ff.config", "ff.sha256") for the generator. */
 int ff_lua_load_config(ff_lua *h, const char *path, ff_config *out, ff_error *err);
+/* The same on a description's text held in memory, as if read from path. */
+int ff_lua_load_config_text(ff_lua *h, const char *path, const char *text, size_t len, ff_config *out,
+                            ff_error *err);
 
 /* The generator's wall-clock limit: from ff_lua_time_limit (which reads
  * FIXFORMER_GENERATE_SECONDS, default 120; fails on a bad value) to

@@ -203,4 +203,11 @@ int ff_write_files_atomic(const ff_file_out *files, int n, ff_error *err);
 int ff_size_mul(size_t a, size_t b, size_t *out);
 int ff_size_add(size_t a, size_t b, size_t *out);
 
+/* Whether a and b name the same existing regular file (device and inode:
+ * other spellings, symbolic and hard links included); NULL: no. */
+int ff_same_inode(const char *a, const char *b);
+/* FF_EIO naming out and the input when out is the same file as one of the n
+ * inputs (NULL ones skipped): no command writes over a file it reads. */
+int ff_refuse_inputs(const char *out, const char *const *inputs, int n, ff_error *err);
+
 #endif

@@ -54,6 +54,11 @@ enum ff_engine {
 /* Loads a description in the sandbox and validates it.  NULL on error
  * (description_path NULL: FF_EINVAL). */
 ff_model *ff_model_open(const char *description_path, ff_error *err);
+/* The same on len bytes of description text, as if read from a file at
+ * description_path (which need not exist: its folder is where the weights
+ * and vocabulary named are looked for, and it names messages); what writes
+ * a description checks it with this before writing.  NULL on error. */
+ff_model *ff_model_open_text(const char *description_path, const char *text, size_t len, ff_error *err);
 /* A new model sharing m's description, weights, generated program, packed
  * weights and compiled code (nothing is copied or compiled again), with its
  * own state, caches, position, threads and pool; prepared if m is, for the

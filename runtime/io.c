@@ -31,6 +31,24 @@ int ff_size_add(size_t a, size_t b, size_t *out) {
   return 0;
 }
 
+/* ---- a file read, not to be written ----------------------------------- */
+
+int ff_same_inode(const char *a, const char *b) {
+  struct stat x, y; /* stat follows links: a symlink or a hard link to the file is the file */
+  return a && b && !stat(a, &x) && !stat(b, &y) && S_ISREG(x.st_mode) && x.st_dev == y.st_dev &&
+         x.st_ino == y.st_ino;
+}
+
+int ff_refuse_inputs(const char *out, const char *const *inputs, int n, ff_error *err) {
+  for (int i = 0; i < n; i++)
+    if (ff_same_inode(out, inputs[i]))
+      return strcmp(out, inputs[i])
+                 ? ff_fail(err, FF_EIO, "%s: refusing to write over %s, which this command reads (the same file)",
+                           out, inputs[i])
+                 : ff_fail(err, FF_EIO, "%s: refusing to write over a file this command reads", out);
+  return FF_OK;
+}
+
 /* ---- files ------------------------------------------------------------- */
 
 /* Opens path for reading only if it is a regular file: O_NONBLOCK so that a

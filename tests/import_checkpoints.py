@@ -335,12 +335,13 @@ def tokenizer_copies(c):
     write_llama2c(binp, p, w, 0)
     tok_bin = struct.pack("<i", 8) + b"".join(struct.pack("<fi", 0.0, 1) + bytes([65 + i]) for i in range(10))
     open(os.path.join(c.tmp, "l2c", "tokenizer.bin"), "wb").write(tok_bin)
-    other = os.path.join(c.tmp, "other_tokenizer.bin")
-    open(other, "wb").write(tok_bin + b"\0")
+    other = os.path.join(c.tmp, "other_tokenizer.bin")  # another tokenizer generate loads: other scores
+    other_bin = struct.pack("<i", 8) + b"".join(struct.pack("<fi", -i, 1) + bytes([65 + i]) for i in range(10))
+    open(other, "wb").write(other_bin)
     for name, src_path, extra, copied, data in [
             ("hf_tok", src, [], "hf_tok.tokenizer.json", tok_json),
             ("l2c_tok", binp, [], "l2c_tok.tokenizer.bin", tok_bin),
-            ("l2c_flag", binp, ["--tokenizer", other], "l2c_flag.tokenizer.bin", tok_bin + b"\0")]:
+            ("l2c_flag", binp, ["--tokenizer", other], "l2c_flag.tokenizer.bin", other_bin)]:
         lua = c.do_import(name, src_path, *extra)
         if not lua:
             continue

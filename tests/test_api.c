@@ -235,6 +235,16 @@ static void nulls(void) {
     ff_error e = {0, ""};
     CHECK(!ff_model_open(NULL, &e) && e.msg[0], "ff_model_open(NULL)");
     CHECK(!ff_model_open(NULL, NULL), "ff_model_open(NULL, NULL)");
+    CHECK(!ff_model_open_text(NULL, "return {}", 9, &e) && e.msg[0], "ff_model_open_text(NULL path)");
+    CHECK(!ff_model_open_text("m.lua", NULL, 0, NULL), "ff_model_open_text(NULL text)");
+    /* the text is the description, validated as a file is: the path names it */
+    const char *bad = "return { name = \"_Bool\", d_model = 8, heads = 2, layers = 1 }";
+    CHECK(!ff_model_open_text("nowhere/m.lua", bad, strlen(bad), &e) && strstr(e.msg, "nowhere/m.lua: name:"),
+          "ff_model_open_text validates");
+    const char *ok = "return { name = \"ok\", d_model = 8, heads = 2, layers = 1, weights = \"w.safetensors\" }";
+    ff_model *t = ff_model_open_text("nowhere/m.lua", ok, strlen(ok), &e);
+    CHECK(t && !strcmp(ff_model_config(t)->weights, "nowhere/w.safetensors"), "ff_model_open_text: weights beside path");
+    ff_model_close(t);
   }
   CHECK(ff_model_config(NULL) == NULL, "ff_model_config(NULL)");
   NULL_ERR(ff_model_set_isa(NULL, "generic", err), "set_isa(NULL model)");
