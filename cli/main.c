@@ -767,12 +767,15 @@ static int generate_tokens(const generation *g, const char *tokens, ff_error *er
 static int generate_lines(const generation *g, const char *lines, int32_t *ids, ff_error *err) {
   uint8_t *file = NULL;
   size_t len;
+  if (g->logits) return ff_fail(err, FF_EINVAL, "--logits takes one sequence, not --lines");
   int rc = ff_read_file(lines, &file, &len, err);
   if (rc) return rc;
-  if (g->logits) {
+  uint8_t *room = realloc(file, len + 1); /* a last line without '\n' ends in this byte */
+  if (!room) {
     free(file);
-    return ff_fail(err, FF_EINVAL, "--logits takes one sequence, not --lines");
+    return ff_fail(err, FF_ENOMEM, "%s: out of memory", lines);
   }
+  file = room;
   char *p = (char *)file, *end = p + len;
   for (int line = 1; !rc && p < end; line++) {
     char *nl = memchr(p, '\n', (size_t)(end - p));
