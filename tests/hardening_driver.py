@@ -287,7 +287,8 @@ class Cases:
         return line
 
 
-CASES = ["generate_lines_last_line_without_newline"]
+CASES = ["generate_lines_last_line_without_newline", "generate_logits_huge_max_new", "run_tokens_longer_than_max_seq",
+         "bench_batch_too_large"]
 
 
 def main():
