@@ -1120,7 +1120,8 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
       goto written;
     }
   struct stat st; /* the folder is made only once there is something to put in it */
-  if (stat(dir, &st) && mkdir(dir, 0777) && errno != EEXIST) {
+  int made = 0;     /* ... and removed again if the files fail: all or none */
+  if (stat(dir, &st) && !(made = !mkdir(dir, 0777)) && errno != EEXIST) {
     rc = ff_fail(err, FF_EIO, "cannot create %s: %s", dir, strerror(errno));
     goto written;
   }
@@ -1128,7 +1129,10 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
     rc = ff_fail(err, FF_EIO, "%s is not a directory", dir);
     goto written;
   }
-  if ((rc = ff_write_files_atomic(files, n_files, err))) goto written;
+  if ((rc = ff_write_files_atomic(files, n_files, err))) {
+    if (made) rmdir(dir); /* ours, and empty: ff_write_files_atomic left nothing */
+    goto written;
+  }
   for (int i = 0; i < n_files; i++) printf("wrote %s (%zu bytes)\n", files[i].path, files[i].len);
 written:
   for (int i = 0; i < n_files; i++) free((void *)files[i].path);

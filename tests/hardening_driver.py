@@ -288,7 +288,7 @@ class Cases:
 
 
 CASES = ["generate_lines_last_line_without_newline", "generate_logits_huge_max_new", "run_tokens_longer_than_max_seq",
-         "bench_batch_too_large"]
+         "bench_batch_too_large", "emit_failure_leaves_no_folder"]
 
 
 def main():
