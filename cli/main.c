@@ -1084,7 +1084,7 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   weights = default_weights(c, weights); /* the description's, as for run */
   const char *isa = value_of(flags, "--isa");
   if (!isa && target && !strncmp(target, "aarch64", 7)) isa = "neon"; /* every AArch64 CPU has it */
-  if (isa && (rc = ff_model_set_isa(m, isa, err))) {
+  if ((isa && (rc = ff_model_set_isa(m, isa, err))) || (rc = ff_model_set_target(m, target, err))) {
     ff_model_close(m);
     return rc;
   }

@@ -289,7 +289,8 @@ class Cases:
 
 CASES = ["generate_lines_last_line_without_newline", "driver_generate_max_seq_2_20", "generate_logits_huge_max_new",
          "run_tokens_longer_than_max_seq", "bench_batch_too_large", "driver_length_above_max_seq",
-         "driver_flag_integers", "driver_logits_overflow_32bit", "emit_failure_leaves_no_folder"]
+         "driver_flag_integers", "emit_32bit_target_sizes", "driver_logits_overflow_32bit",
+         "emit_failure_leaves_no_folder"]
 
 
 def main():
