@@ -343,8 +343,9 @@ static int tokens_from(const char *what, const char *path, const ff_array *a, in
 }
 
 /* "5 17 42, 7 7" -> a right-padded batch [B, T] of ids (padding 0) and the
- * lengths [B]: sequences separated by commas, ids by spaces. */
-static int parse_token_list(const char *flagname, const char *text, ff_array *a, int32_t **lengths,
+ * lengths [B]: sequences separated by commas, ids by spaces; none longer than
+ * max_len (checked before the batch, B x T, is allocated). */
+static int parse_token_list(const char *flagname, const char *text, int max_len, ff_array *a, int32_t **lengths,
                             ff_error *err) {
   int B = 1, T = 0, n = 0;
   for (const char *p = text; *p; p++) B += *p == ',';
@@ -376,6 +377,12 @@ static int parse_token_list(const char *flagname, const char *text, ff_array *a,
       free(len);
       free(ids);
       return ff_fail(err, FF_ELENGTH, "%s: sequence %d is empty", flagname, b);
+    }
+    if (len[b] > max_len) {
+      int have = (int)len[b];
+      free(len);
+      free(ids);
+      return ff_fail(err, FF_ELENGTH, "%s: sequence %d has %d ids, above max_seq = %d", flagname, b, have, max_len);
     }
     if (len[b] > T) T = len[b];
     if (*p == ',') p++;
@@ -526,7 +533,7 @@ static int read_source(const ff_config *c, run_opts *o, run_inputs *r, ff_error 
     rc = text_source(c, o->text, &r->src, err);
   } else if (o->tokens) {
     o->input = "--tokens";
-    rc = parse_token_list("--tokens", o->tokens, &r->src, &r->lengths, err);
+    rc = parse_token_list("--tokens", o->tokens, c->max_seq, &r->src, &r->lengths, err);
   } else {
     rc = ff_npy_read(o->input, &r->src, err);
   }
@@ -545,7 +552,7 @@ static int read_source(const ff_config *c, run_opts *o, run_inputs *r, ff_error 
 
 /* encoder-decoder: --target-input or --target-tokens, with the source's batch */
 static int read_target(const ff_config *c, const run_opts *o, run_inputs *r, ff_error *err) {
-  int rc = o->tgt_tokens ? parse_token_list("--target-tokens", o->tgt_tokens, &r->tgt, NULL, err)
+  int rc = o->tgt_tokens ? parse_token_list("--target-tokens", o->tgt_tokens, c->max_seq, &r->tgt, NULL, err)
                          : ff_npy_read(o->tgt_path, &r->tgt, err);
   if (rc) return rc;
   if (c->vocab > 0) rc = tokens_from("target input", o->tgt_path, &r->tgt, &r->tgt_tok, err);
@@ -580,8 +587,12 @@ static int read_lengths(const char *len_path, run_inputs *r, ff_error *err) {
 static int run_forward(ff_model *m, const run_opts *o, const run_inputs *r, ff_error *err) {
   const ff_config *c = ff_model_config(m);
   int T = c->arch == FF_ARCH_ENCODER_DECODER ? r->in.tgt_len : r->in.src_len, out_dim = ff_config_out_dim(c), rc;
-  ff_array result = {FF_F32, 3, {r->in.batch, T, out_dim}, (size_t)r->in.batch * T * out_dim, NULL};
-  float *out = malloc(result.numel * sizeof *out);
+  ff_array result = {FF_F32, 3, {r->in.batch, T, out_dim}, 0, NULL};
+  size_t bytes;
+  if (ff_size_mul((size_t)r->in.batch, (size_t)T, &result.numel) ||
+      ff_size_mul(result.numel, (size_t)out_dim, &result.numel) || ff_size_mul(result.numel, sizeof(float), &bytes))
+    return ff_fail(err, FF_ENOMEM, "the output [%d,%d,%d] does not fit in memory", r->in.batch, T, out_dim);
+  float *out = malloc(bytes);
   if (!out) return ff_fail(err, FF_ENOMEM, "out of memory for the output [%d,%d,%d]", r->in.batch, T, out_dim);
   if (!(rc = ff_model_forward(m, &r->in, out, err))) {
     result.data = out;
@@ -661,9 +672,14 @@ static int generate_one(const generation *g, const int32_t *ids, int n, ff_error
   if (q.max_new <= 0)
     return ff_fail(err, FF_ELENGTH, "the prompt of %d ids leaves no room in max_seq = %d", q.prompt_len,
                    c->max_seq);
+  if (q.max_new > c->max_seq - q.prompt_len) /* before the buffers it sizes: ff_model_greedy's message */
+    return ff_fail(err, FF_ELENGTH, "%d prompt ids and %d new ones do not fit in max_seq = %d positions",
+                   q.prompt_len, q.max_new, c->max_seq);
+  size_t rows = (size_t)q.prompt_len + (size_t)q.max_new - 1, cells = 0;
+  if (g->logits && (ff_size_mul(rows, (size_t)c->vocab, &cells) || ff_size_mul(cells, sizeof(float), &cells)))
+    return ff_fail(err, FF_ENOMEM, "--logits: %zu positions of %d logits do not fit in memory", rows, c->vocab);
   int32_t *out = malloc(sizeof *out * (size_t)q.max_new);
-  size_t rows = (size_t)q.prompt_len + (size_t)q.max_new - 1;
-  float *logits = g->logits ? malloc(sizeof *logits * rows * (size_t)c->vocab) : NULL;
+  float *logits = g->logits ? malloc(cells) : NULL;
   if (!out || (g->logits && !logits)) {
     free(out);
     free(logits);
@@ -760,15 +776,10 @@ static int generate_tokens(const generation *g, const char *tokens, ff_error *er
   const ff_config *c = ff_model_config(g->m);
   ff_array batch = {0};
   int32_t *lengths = NULL;
-  int rc = parse_token_list("--tokens", tokens, &batch, &lengths, err);
+  int rc = parse_token_list("--tokens", tokens, c->max_seq, &batch, &lengths, err);
   if (!rc && g->logits && batch.shape[0] > 1) rc = ff_fail(err, FF_EINVAL, "--logits takes one sequence");
-  for (int b = 0; !rc && b < (int)batch.shape[0]; b++) {
-    if (lengths[b] > c->max_seq) {
-      rc = ff_fail(err, FF_ELENGTH, "sequence %d has %d ids, above max_seq = %d", b, (int)lengths[b], c->max_seq);
-      break;
-    }
+  for (int b = 0; !rc && b < (int)batch.shape[0]; b++)
     rc = generate_one(g, (const int32_t *)batch.data + (size_t)b * batch.shape[1], lengths[b], err);
-  }
   free(lengths);
   ff_array_free(&batch);
   return rc;
@@ -778,12 +789,15 @@ static int generate_tokens(const generation *g, const char *tokens, ff_error *er
 static int generate_lines(const generation *g, const char *lines, int32_t *ids, ff_error *err) {
   uint8_t *file = NULL;
   size_t len;
+  if (g->logits) return ff_fail(err, FF_EINVAL, "--logits takes one sequence, not --lines");
   int rc = ff_read_file(lines, &file, &len, err);
   if (rc) return rc;
-  if (g->logits) {
+  uint8_t *room = realloc(file, len + 1); /* a last line without '\n' ends in this byte */
+  if (!room) {
     free(file);
-    return ff_fail(err, FF_EINVAL, "--logits takes one sequence, not --lines");
+    return ff_fail(err, FF_ENOMEM, "%s: out of memory", lines);
   }
+  file = room;
   char *p = (char *)file, *end = p + len;
   for (int line = 1; !rc && p < end; line++) {
     char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -889,6 +903,8 @@ static int bench_options(const flag *flags, bench_opts *o, ff_error *err) {
   o->engine = ff_engine_parse(engine_s ? engine_s : "cc");
   if (o->engine < 0) return ff_fail(err, FF_EINVAL, "--engine: '%s' is not one of runtime, tcc, cc", engine_s);
   if (o->batch < 1 || o->iters < 1) return ff_fail(err, FF_EINVAL, "--batch and --iters must be at least 1");
+  if (o->batch > 1 << 24) /* as run's inputs */
+    return ff_fail(err, FF_ELENGTH, "--batch %d is above %d", o->batch, 1 << 24);
   return 0;
 }
 
@@ -900,6 +916,11 @@ static int bench_check(const ff_config *c, bench_opts *o, ff_error *err) {
   if (o->gen && (!ff_config_has_head(c) || c->arch == FF_ARCH_ENCODER || o->gen > c->max_seq - 1))
     return ff_fail(err, FF_EINVAL, "--generate N needs a decoder with a vocab, an output head and N < max_seq (%d)",
                    c->max_seq);
+  size_t n, width = (size_t)(c->d_model > ff_config_out_dim(c) ? c->d_model : ff_config_out_dim(c));
+  if (ff_size_mul((size_t)o->batch, (size_t)o->T, &n) || ff_size_mul(n, width, &n) || ff_size_add(n, 1, &n) ||
+      ff_size_mul(n, sizeof(float), &n)) /* bench_alloc's buffers, checked before any is made */
+    return ff_fail(err, FF_ELENGTH, "--batch %d x --seq %d: the inputs and outputs do not fit in memory", o->batch,
+                   o->T);
   return 0;
 }
 
@@ -961,7 +982,8 @@ static int bench_alloc(const ff_config *c, const bench_opts *o, bench_buffers *b
   b->out = malloc(sizeof *b->out * (n_out + 1));
   b->times = malloc(sizeof *b->times * (size_t)o->iters);
   b->out_ids = malloc(sizeof *b->out_ids * (size_t)(o->gen + 1));
-  if (!b->ids || !b->x || !b->out || !b->times || !b->out_ids) return ff_fail(err, FF_ENOMEM, "out of memory");
+  if (!b->ids || !b->x || !b->out || !b->times || !b->out_ids)
+    return ff_fail(err, FF_ENOMEM, "out of memory for --batch %d x --seq %d", o->batch, o->T);
   unsigned long long r = 12345;
   for (size_t i = 0; i < n_in; i++)
     b->ids[i] = (int32_t)((r = r * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % (c->vocab > 0 ? c->vocab : 1);
@@ -1021,7 +1043,7 @@ static int cmd_bench(const char *path, flag *flags, ff_error *err) {
         c->arch == FF_ARCH_ENCODER_DECODER ? "encoder-decoder" : c->arch == FF_ARCH_ENCODER ? "encoder" : "decoder-only",
         c->d_model, c->heads, c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)o.engine),
         o.threads);
-  if ((rc = bench_prepare(m, flags, &o, err)) || (rc = bench_alloc(c, &o, &b, err)) ||
+  if ((rc = bench_alloc(c, &o, &b, err)) || (rc = bench_prepare(m, flags, &o, err)) || /* the buffers first */
       (rc = bench_time(m, &o, &b, err)))
     goto done;
   bench_report(c, &o, b.times);
@@ -1075,7 +1097,7 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   weights = default_weights(c, weights); /* the description's, as for run */
   const char *isa = value_of(flags, "--isa");
   if (!isa && target && !strncmp(target, "aarch64", 7)) isa = "neon"; /* every AArch64 CPU has it */
-  if (isa && (rc = ff_model_set_isa(m, isa, err))) {
+  if ((isa && (rc = ff_model_set_isa(m, isa, err))) || (rc = ff_model_set_target(m, target, err))) {
     ff_model_close(m);
     return rc;
   }
@@ -1114,7 +1136,8 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
   for (int i = 0; i < n_files; i++)
     if ((rc = ff_refuse_inputs(files[i].path, reads, 3, err))) goto written;
   struct stat st; /* the folder is made only once there is something to put in it */
-  if (stat(dir, &st) && mkdir(dir, 0777) && errno != EEXIST) {
+  int made = 0;     /* ... and removed again if the files fail: all or none */
+  if (stat(dir, &st) && !(made = !mkdir(dir, 0777)) && errno != EEXIST) {
     rc = ff_fail(err, FF_EIO, "cannot create %s: %s", dir, strerror(errno));
     goto written;
   }
@@ -1122,7 +1145,10 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
     rc = ff_fail(err, FF_EIO, "%s is not a directory", dir);
     goto written;
   }
-  if ((rc = ff_write_files_atomic(files, n_files, err))) goto written;
+  if ((rc = ff_write_files_atomic(files, n_files, err))) {
+    if (made) rmdir(dir); /* ours, and empty: ff_write_files_atomic left nothing */
+    goto written;
+  }
   for (int i = 0; i < n_files; i++) printf("wrote %s (%zu bytes)\n", files[i].path, files[i].len);
 written:
   for (int i = 0; i < n_files; i++) free((void *)files[i].path);

@@ -169,7 +169,7 @@ local function common_vars(P, opts)
     NAME = c.name, UNAME = uname, GUARD = uname .. "_H", VERSION = M.VERSION, SOURCE = M.comment_text(opts.source),
     SHA256 = opts.sha256, COMMAND = M.comment_text(opts.command), SUMMARY = summary(c, P), MAX_SEQ = c.max_seq,
     FLOPS = lit.grouped(P.flops), WEIGHT_FLOATS = P.weight_floats, WEIGHT_BYTES = 4 * P.weight_floats,
-    STATE_BYTES = 4 * P.arena_floats, OUTPUT_FLOATS = c.max_seq * P.out_dim, OUTPUT_BYTES = 4 * c.max_seq * P.out_dim,
+    STATE_BYTES = 4 * P.arena_floats, OUTPUT_FLOATS = P.output_floats, OUTPUT_BYTES = 4 * P.output_floats,
     ARENA_BYTES = 4 * P.arena_floats, NAIVE_BYTES = 4 * P.arena_naive_floats,
     STACK_BYTES = stack[1], STACK_MEASURED = string.format("%d bytes for %s %s code\n * (%s)", stack[2], P.isa,
       quantized and "bf16/int8" or "f32", M.STACK[P.isa].on),

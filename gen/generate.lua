@@ -70,7 +70,8 @@ return function(config, opts)
 
   return {
     header = out.header, source = out.source, layout = layout, layout_hash = layout_hash,
-    weight_floats = P.weight_floats, state_bytes = 4 * P.arena_floats, flops = P.flops,
+    weight_floats = P.weight_floats, state_bytes = 4 * P.arena_floats, output_bytes = 4 * P.output_floats,
+    flops = P.flops,
     kernels = emit.kernel_library(P.isa),
   }
 end

@@ -478,6 +478,7 @@ function Builder:head_stage()
     self:op("copy", "output", { D = d }, string.format("[T,%d]", d), { stream, "T", "out" })
   end
   P.out_dim = has_head(c) and c.vocab or d
+  P.output_floats = self.S * P.out_dim -- one sequence of max_seq positions
   P.has_head = has_head(c)
 end
 

@@ -142,6 +142,7 @@ struct ff_model {
   shared_blob *blob;        /* NULL: not packed yet (depends on prog and w) */
   shared_code *code;        /* NULL: not compiled (runtime engine, or unprepared) */
   const char *isa;          /* the matrix kernels of the generated code */
+  char target[64];          /* the triple it is generated for; "": this machine */
   enum ff_weight_type weight_type; /* the description's dtype, or ff_model_set_dtype's */
   enum ff_engine engine;
   int prepared;
@@ -286,6 +287,20 @@ int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
 #undef FF_ISA_LIST
 }
 
+int ff_model_set_target(ff_model *m, const char *target, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_set_target", "the model");
+  size_t n = target ? strlen(target) : 0;
+  if (n >= sizeof m->target || (target && strspn(target, "abcdefghijklmnopqrstuvwxyz0123456789._-") != n))
+    return ff_fail(err, FF_EINVAL, "target: '%.80s' is not a target triple", target);
+  lock(m);
+  if (strcmp(m->target, target ? target : "")) { /* the program's size checks depend on it */
+    release_program(m);
+    memcpy(m->target, target ? target : "", n + 1);
+  }
+  unlock(m);
+  return 0;
+}
+
 int ff_model_set_dtype(ff_model *m, const char *dtype, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_set_dtype", "the model");
   if (!dtype) return null_arg(err, "ff_model_set_dtype", "dtype");
@@ -320,7 +335,7 @@ static int generate_locked(ff_model *m, const char *command, ff_error *err) {
   memcpy(p->command, command, n);
   p->refs = 1;
   shared_desc *d = m->desc;
-  ff_gen_options o = {d->path, command, m->isa, ff_weight_type_name(m->weight_type)};
+  ff_gen_options o = {d->path, command, m->isa, ff_weight_type_name(m->weight_type), m->target};
   pthread_mutex_lock(&d->lock);
   int rc = ff_generate(d->lua, &d->cfg, &o, &p->program, err);
   d->last = p->id = ++d->next_id;
@@ -351,7 +366,7 @@ static int render_locked(ff_model *m, const ff_extra *x, char **text, ff_error *
   pthread_mutex_lock(&d->lock);
   if (d->last != m->prog->id) {
     ff_program again = {0};
-    ff_gen_options o = {d->path, m->prog->command, m->isa, ff_weight_type_name(m->weight_type)};
+    ff_gen_options o = {d->path, m->prog->command, m->isa, ff_weight_type_name(m->weight_type), m->target};
     if (!(rc = ff_generate(d->lua, &d->cfg, &o, &again, err))) d->last = m->prog->id;
     ff_program_free(&again);
   }
@@ -729,9 +744,10 @@ static int prepare_generated(ff_model *m, enum ff_engine engine, ff_error *err) 
   int rc = ff_host_isa_check(err); /* FIXFORMER_ISA, if set, must name one of this machine's */
   if (rc) return rc;
   const char *isa = ff_host_isa(); /* the JIT runs here: the best kernels of this machine */
-  if (strcmp(m->isa, isa)) {
+  if (strcmp(m->isa, isa) || m->target[0]) { /* generated for this machine, not an emit --target */
     release_program(m);
     m->isa = isa;
+    m->target[0] = 0;
   }
   if ((rc = generate_locked(m, "fixformer run", err)) || (rc = blob_locked(m, 1, err)) ||
       (rc = compile(m, engine, &m->code, err)))
@@ -806,6 +822,7 @@ ff_model *ff_model_clone(const ff_model *m, ff_error *err) {
   if ((c->blob = m->blob)) ref(&c->blob->refs);
   if ((c->code = m->code)) ref(&c->code->refs);
   c->isa = m->isa;
+  memcpy(c->target, m->target, sizeof c->target);
   c->threads = m->threads;
   c->engine = m->engine;
   int rc = m->code ? attach_state(c, err) : 0;

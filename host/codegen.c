@@ -1,5 +1,6 @@
 /* codegen.c - calls the Lua generator (gen/generate.lua) and packs weights
  * into the layout it planned. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,15 +127,58 @@ static double num_field(lua_State *L, int t, const char *k) {
   return v;
 }
 
-static int read_program(lua_State *L, int t, ff_program *p, ff_error *err) {
+/* A size in the result (a Lua integer, exact), or -1. */
+static long long int_field(lua_State *L, int t, const char *k) {
+  int ok;
+  lua_getfield(L, t, k);
+  long long v = (long long)lua_tointegerx(L, -1, &ok);
+  lua_pop(L, 1);
+  return ok && v >= 0 ? v : -1;
+}
+
+/* The size_t of a target triple's architecture, in bits; NULL or "": this
+ * machine's.  32-bit: arm*, thumb*, i386..i686, riscv32, x32 and ILP32. */
+static int target_bits(const char *t) {
+  if (!t || !*t) return (int)(sizeof(size_t) * 8);
+  static const char *const arch32[] = {"arm", "thumb", "i386", "i486", "i586", "i686", "riscv32"};
+  for (size_t i = 0; i < sizeof arch32 / sizeof *arch32; i++)
+    if (!strncmp(t, arch32[i], strlen(arch32[i]))) return 32;
+  return strstr(t, "gnux32") || strstr(t, "ilp32") ? 32 : 64;
+}
+
+/* The sizes the header declares (state, weights blob, the output of max_seq
+ * positions) as the target's objects: at most PTRDIFF_MAX of its size_t
+ * (what a C library allocates), and this host's, which holds the first two. */
+static int check_sizes(lua_State *L, int t, const ff_gen_options *o, ff_error *err) {
+  static const char *const what[] = {"state (activations and key/value caches)", "weights (the packed blob)",
+                                     "output of one sequence of max_seq positions"};
+  const int bits = target_bits(o->target);
+  const unsigned long long target_max = bits == 32 ? 0x7fffffffULL : 0x7fffffffffffffffULL,
+                           host_max = (unsigned long long)(SIZE_MAX / 2),
+                           max = target_max < host_max ? target_max : host_max;
+  long long floats = int_field(L, t, "weight_floats");
+  long long sizes[] = {int_field(L, t, "state_bytes"), floats >= 0 && floats <= (1LL << 60) ? 64 + 4 * floats : -1,
+                       int_field(L, t, "output_bytes")};
+  char where[96] = "machine";
+  if (o->target && *o->target) snprintf(where, sizeof where, "target (%.80s)", o->target);
+  for (int i = 0; i < 3; i++)
+    if (sizes[i] < 0 || (unsigned long long)sizes[i] > max)
+      return ff_fail(err, FF_EINVAL, "%s: the %s take%s %lld bytes: more than a %d-bit %s holds (at most %llu bytes "
+                     "an object)", o->source, what[i], i == 1 ? "" : "s", sizes[i], bits, where, max);
+  return 0;
+}
+
+static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program *p, ff_error *err) {
+  int rc = check_sizes(L, t, o, err); /* before anything is copied or sized by them */
+  if (rc) return rc;
   p->header = dup_field(L, t, "header");
   p->source = dup_field(L, t, "source");
   p->kernels = dup_field(L, t, "kernels");
   char *hash = dup_field(L, t, "layout_hash");
   p->layout_hash = hash ? strtoull(hash, NULL, 16) : 0;
   free(hash);
-  p->weight_floats = (size_t)num_field(L, t, "weight_floats");
-  p->state_bytes = (size_t)num_field(L, t, "state_bytes");
+  p->weight_floats = (size_t)int_field(L, t, "weight_floats");
+  p->state_bytes = (size_t)int_field(L, t, "state_bytes");
   p->flops = num_field(L, t, "flops");
   lua_getfield(L, t, "layout");
   int n = (int)lua_rawlen(L, -1);
@@ -187,7 +231,7 @@ static int generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_p
   lua_pushstring(L, o->dtype ? o->dtype : "f32");
   lua_setfield(L, -2, "dtype");
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) goto lua_failed;
-  rc = read_program(L, lua_gettop(L), out, err);
+  rc = read_program(L, lua_gettop(L), o, out, err);
   lua_settop(L, top);
   if (rc) ff_program_free(out);
   return rc;

@@ -73,6 +73,13 @@ const ff_config *ff_model_config(const ff_model *m);
  * or "native" (the best this machine runs).  The JIT engines always use this
  * machine's.  Another ISA than the current one unprepares the model. */
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err);
+/* The target the generated code is for, a triple such as
+ * "arm-linux-gnueabihf" (NULL: this machine, the default).  Its
+ * architecture gives its size_t: 32 bits for arm*, thumb*, i386..i686,
+ * riscv32 and the x32 / ILP32 ABIs, 64 otherwise; generating refuses a model
+ * whose state, weights or output of max_seq positions do not fit its objects.
+ * The JIT engines always generate for this machine. */
+int ff_model_set_target(ff_model *m, const char *target, ff_error *err);
 /* The weight type: "f32", "bf16" or "int8" (int8 per group of 32 inputs
  * with a float scale), for the matrices of linear ops and the token
  * embeddings; the description's `dtype` until set.  Every engine computes

@@ -249,6 +249,7 @@ static void nulls(void) {
   CHECK(ff_model_config(NULL) == NULL, "ff_model_config(NULL)");
   NULL_ERR(ff_model_set_isa(NULL, "generic", err), "set_isa(NULL model)");
   NULL_ERR(ff_model_set_isa(m, NULL, err), "set_isa(NULL isa)");
+  NULL_ERR(ff_model_set_target(NULL, "i686-linux-gnu", err), "set_target(NULL model)");
   NULL_ERR(ff_model_set_threads(NULL, 2, err), "set_threads(NULL)");
   NULL_ERR(ff_model_load_weights(NULL, good, err), "load_weights(NULL model)");
   NULL_ERR(ff_model_load_weights(m, NULL, err), "load_weights(NULL path)");

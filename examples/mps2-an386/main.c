@@ -70,7 +70,7 @@ static void run_model(const FN(weights) *w) {
   uint32_t ticks[2] = {0, 0};
   long steps = 0;
   for (int i = 0; i < INPUT_COUNT; i++) {
-    int32_t out[INPUT_MAX_NEW];
+    static int32_t out[INPUT_MAX_NEW]; /* not on the stack: INPUT_MAX_NEW may be up to MAX_SEQ */
     int n = greedy(w, input_ids + input_start[i], input_start[i + 1] - input_start[i], out, ticks);
     steps += n;
     board_puts("ids");

@@ -49,6 +49,10 @@ typedef unsigned int uint32_t;
  * for a batch; T * OUT_DIM for T positions) */
 #define TINY_OUTPUT_FLOATS 8192
 #define TINY_OUTPUT_BYTES 32768
+/* The state and the blob must fit this target's objects (a 32-bit size_t:
+ * at most 2^31 - 1 bytes); emit --target checks them, this line the build. */
+typedef char tiny_sizes_fit_the_target[(unsigned long long)TINY_STATE_BYTES <= (size_t)-1 / 2 &&
+    (unsigned long long)TINY_BLOB_HEADER_BYTES + TINY_WEIGHTS_BYTES <= (size_t)-1 / 2 ? 1 : -1];
 /* An upper bound on the stack the entry points below use: their deepest call
  * chain (the thread-pool tasks included), not the caller's frame nor the C
  * library's (memset, memcpy, expf).  No recursion, VLA or alloca.
