@@ -1020,8 +1020,8 @@ static int write_all(import_job *j, ff_error *err) {
   for (int i = 0; i < 3 && !rc; i++) rc = ff_refuse_inputs(paths[i], j->inputs, j->n_inputs, err);
   struct stat sb;
   if (!rc && stat(j->dir, &sb)) {
-    if (mkdir(j->dir, 0777) && errno != EEXIST) rc = ff_fail(err, FF_EIO, "cannot create %s: %s", j->dir, strerror(errno));
-    else made = 1;
+    if (!mkdir(j->dir, 0777)) made = 1; /* ours to remove on failure; one made meanwhile by another is not */
+    else if (errno != EEXIST) rc = ff_fail(err, FF_EIO, "cannot create %s: %s", j->dir, strerror(errno));
   } else if (!rc && !S_ISDIR(sb.st_mode)) {
     rc = ff_fail(err, FF_EIO, "%s is not a directory", j->dir);
   }

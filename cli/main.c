@@ -905,6 +905,8 @@ static int bench_options(const flag *flags, bench_opts *o, ff_error *err) {
   if (o->batch < 1 || o->iters < 1) return ff_fail(err, FF_EINVAL, "--batch and --iters must be at least 1");
   if (o->batch > 1 << 24) /* as run's inputs */
     return ff_fail(err, FF_ELENGTH, "--batch %d is above %d", o->batch, 1 << 24);
+  if (o->iters > 1000000) /* a timing slot each */
+    return ff_fail(err, FF_EINVAL, "--iters %d is above 1000000", o->iters);
   return 0;
 }
 

@@ -165,6 +165,11 @@ static int check_sizes(lua_State *L, int t, const ff_gen_options *o, ff_error *e
     if (sizes[i] < 0 || (unsigned long long)sizes[i] > max)
       return ff_fail(err, FF_EINVAL, "%s: the %s take%s %lld bytes: more than a %d-bit %s holds (at most %llu bytes "
                      "an object)", o->source, what[i], i == 1 ? "" : "s", sizes[i], bits, where, max);
+  /* the generated code names its weight and activation offsets (in floats) as enum constants: C's int */
+  for (int i = 0; i < 2; i++)
+    if (sizes[i] / 4 > 0x7fffffffLL)
+      return ff_fail(err, FF_EINVAL, "%s: the %s take %lld floats: more than the generated code's offsets (C int "
+                     "constants) address", o->source, what[i], sizes[i] / 4);
   return 0;
 }
 
