@@ -3,6 +3,7 @@
  * status into an exit code and prints the one-line error. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1098,7 +1099,8 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
       goto written;
     }
   struct stat st; /* the folder is made only once there is something to put in it */
-  if (stat(dir, &st) && mkdir(dir, 0777) && errno != EEXIST) {
+  int made = stat(dir, &st) != 0;
+  if (made && mkdir(dir, 0777) && errno != EEXIST) {
     rc = ff_fail(err, FF_EIO, "cannot create %s: %s", dir, strerror(errno));
     goto written;
   }
@@ -1106,7 +1108,10 @@ static int cmd_emit(const char *path, flag *flags, ff_error *err) {
     rc = ff_fail(err, FF_EIO, "%s is not a directory", dir);
     goto written;
   }
-  if ((rc = ff_write_files_atomic(files, n_files, err))) goto written;
+  if ((rc = ff_write_files_atomic(files, n_files, err))) {
+    if (made) rmdir(dir); /* nothing half-written: not even the folder */
+    goto written;
+  }
   for (int i = 0; i < n_files; i++) printf("wrote %s (%zu bytes)\n", files[i].path, files[i].len);
 written:
   for (int i = 0; i < n_files; i++) free((void *)files[i].path);
@@ -1340,6 +1345,9 @@ static int run_command(const command *cmd, int argc, char **argv) {
   const char *model;
   int rc = parse_args(cmd, argc - 2, argv + 2, &model, &err);
   if (!rc) rc = cmd->run(model, cmd->flags, &err);
+  errno = 0; /* printed output that did not reach its file (a full disk, ulimit -f) is a failure too */
+  if (!rc && (fflush(stdout) || ferror(stdout)))
+    rc = ff_fail(&err, FF_EIO, "cannot write the standard output: %s", errno ? strerror(errno) : "write error");
   report_rss();
   if (rc) {
     fprintf(stderr, "fixformer %s: %s\n", cmd->name, err.msg[0] ? err.msg : "failed");
@@ -1349,6 +1357,10 @@ static int run_command(const command *cmd, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  /* past a file-size limit (ulimit -f) a write fails with EFBIG, which every
+   * writer reports, instead of SIGXFSZ killing us with temporaries left (the
+   * library never raises it; the compilers we start and stdio might) */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     usage(stderr);
     return 2;

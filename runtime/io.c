@@ -10,6 +10,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,13 +95,28 @@ int ff_read_file(const char *path, uint8_t **buf, size_t *len, ff_error *err) {
   return FF_OK;
 }
 
-/* len bytes to fd; 0 or an errno */
-static int write_all(int fd, const void *data, size_t len) {
+/* Whether len more bytes at fd's offset stay within RLIMIT_FSIZE (ulimit
+ * -f).  Checked before writing instead of blocking or ignoring SIGXFSZ: the
+ * signal's disposition and masks belong to the application that links us,
+ * and a write that crosses the limit comes back short first and raises the
+ * signal only on the next write, which then never happens.  (A quota or a
+ * full disk gives EDQUOT or ENOSPC, no signal.) */
+static int fits_size_limit(int fd, size_t len) {
+  struct rlimit rl;
+  struct stat st;
+  off_t at;
+  if (getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY) return 1;
+  if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (at = lseek(fd, 0, SEEK_CUR)) < 0) return 1; /* no limit on pipes, devices */
+  return (uintmax_t)at <= (uintmax_t)rl.rlim_cur && len <= (uintmax_t)rl.rlim_cur - (uintmax_t)at;
+}
+
+int ff_write_all(int fd, const void *data, size_t len) {
   const uint8_t *p = data;
+  if (!fits_size_limit(fd, len)) return EFBIG;
   while (len > 0) {
     ssize_t w = write(fd, p, len);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? errno : EIO;
+    if (w <= 0) return w < 0 ? errno : EIO; /* (a short write is retried: its cause comes back as an errno) */
     p += w;
     len -= (size_t)w;
   }
@@ -124,7 +140,7 @@ static int write_temporary(const char *path, const void *data, size_t len, char 
   mode_t mask = umask(0);
   umask(mask);
   fchmod(fd, 0666 & ~mask); /* mkstemp makes 0600; give the usual mode */
-  e = write_all(fd, data, len);
+  e = ff_write_all(fd, data, len);
   if (close(fd) && !e) e = errno;
   if (e) {
     unlink(*tmp);
@@ -156,7 +172,7 @@ int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_erro
   if (direct) {
     int fd = open(path, O_WRONLY | O_CLOEXEC | (truncate ? O_TRUNC : 0));
     if (fd < 0) return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(errno));
-    e = write_all(fd, data, len);
+    e = ff_write_all(fd, data, len);
     if (close(fd) && !e) e = errno;
     return e ? ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e)) : FF_OK;
   }

@@ -6,14 +6,19 @@
  * replaced, a symlink written through, a directory refused, all or none), and
  * write -> read round trips, ff_safetensors_read's mapping (an aligned F32
  * tensor in place, F16 and unaligned F32 converted, ff_tensor_make_owned, a
- * file cut short).  Prints each failure and "N passed, N failed".
+ * file cut short), and the writers under a file-size limit (EFBIG, never
+ * SIGXFSZ, nothing left).  Prints each failure and "N passed, N failed".
  *
  *   test_io
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -455,6 +460,40 @@ static void test_st_mapped(void) {
   CHECK_ERR(ff_safetensors_read(path, &tf, &err), FF_EFORMAT, err, "mapped.safetensors: tensor 'u': data_offsets [14, 22] beyond");
 }
 
+/* Under a file-size limit (ulimit -f) with SIGXFSZ at its default (death),
+ * every writer fails with EFBIG before it writes, and leaves nothing: the
+ * library never raises the signal (old code: killed here, KEY.tmp left). */
+static void test_write_size_limit(void) {
+  ff_error err = {0, ""};
+  struct rlimit was, small;
+  char big[1000];
+  memset(big, 'x', sizeof big);
+  signal(SIGXFSZ, SIG_DFL);
+  if (getrlimit(RLIMIT_FSIZE, &was)) return;
+  small = was;
+  small.rlim_cur = 100; /* the soft limit only: put back below */
+  CHECK(!setrlimit(RLIMIT_FSIZE, &small), "setrlimit");
+  const char *a = in_dir("limited.txt"), *b = in_dir("limited2.txt");
+  CHECK(!ff_write_file_atomic(a, big, 100, &err) && strlen(contents(a)) == 100, "exactly at the limit: %s", err.msg);
+  CHECK_ERR(ff_write_file_atomic(a, big, sizeof big, &err), FF_EIO, err, "limited.txt: cannot write: File too large");
+  CHECK(strlen(contents(a)) == 100, "the old file stays");
+  ff_file_out two[2] = {{b, "b", 1}, {a, big, sizeof big}};
+  CHECK_ERR(ff_write_files_atomic(two, 2, &err), FF_EIO, err, "limited.txt: cannot write: File too large");
+  CHECK(access(b, F_OK) != 0 && strlen(contents(a)) == 100, "all or none under the limit");
+  float w[64] = {0};
+  ff_tensor_view v = {"w", 1, {64}, w};
+  CHECK_ERR(ff_safetensors_write(in_dir("w.safetensors"), &v, 1, &err), FF_EIO, err, "File too large");
+  ff_array arr = {FF_F32, 1, {64}, 64, w};
+  CHECK_ERR(ff_npy_write(in_dir("o.npy"), &arr, &err), FF_EIO, err, "o.npy: cannot write: File too large");
+  int fd = open(in_dir("raw"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(fd >= 0 && ff_write_all(fd, big, 60) == 0 && ff_write_all(fd, big, 60) == EFBIG &&
+            lseek(fd, 0, SEEK_END) == 60,
+        "ff_write_all: the second 60 bytes refused, none of them written");
+  if (fd >= 0) close(fd);
+  CHECK(leftovers() == 0, "temporaries left: %d", leftovers());
+  CHECK(!setrlimit(RLIMIT_FSIZE, &was), "setrlimit back");
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "%s", "/tmp/test_io.XXXXXX");
   const char *tmpdir = getenv("TMPDIR");
@@ -472,6 +511,7 @@ int main(void) {
   test_write_files_atomic();
   test_round_trips();
   test_st_mapped();
+  test_write_size_limit();
   char cmd[96];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) printf("test_io: could not remove %s\n", dir);
