@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "ff_io.h"
+#include "ff_json.h"
 
 #define MAX_FILE_BYTES ((size_t)1 << 36) /* 64 GiB */
 
@@ -311,10 +312,6 @@ static int by_begin(const void *a, const void *b) {
   return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
-static int by_string(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 static int by_name(const void *a, const void *b) {
   return strcmp(((const ff_tensor *)a)->name, ((const ff_tensor *)b)->name);
 }
@@ -347,11 +344,11 @@ static int st_header(const uint8_t *buf, size_t len, cJSON **root, const uint8_t
                    (unsigned long long)hlen, len - 8);
   *data = buf + 8 + hlen;
   *data_len = len - 8 - (size_t)hlen;
-  *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
-  if (!*root || !cJSON_IsObject(*root)) {
+  if (!(*root = ff_json_parse((const char *)buf + 8, (size_t)hlen, "header", err))) return FF_EFORMAT;
+  if (!cJSON_IsObject(*root)) {
     cJSON_Delete(*root);
     *root = NULL;
-    return ff_fail(err, FF_EFORMAT, "header is not valid JSON");
+    return ff_fail(err, FF_EFORMAT, "header is not a JSON object");
   }
   return FF_OK;
 }
@@ -406,19 +403,9 @@ static int st_entry(const cJSON *e, size_t data_len, ff_tensor *t, span *sp, ff_
   return FF_OK;
 }
 
-/* A name twice (JSON allows it, safetensors does not: sorted names are
- * neighbours), then tensors overlapping in the data buffer (sorts spans). */
-static int st_names_overlaps(const ff_tensor *ts, span *spans, int count, ff_error *err) {
-  int rc = FF_OK;
-  const char **sorted = malloc(sizeof *sorted * (size_t)(count ? count : 1));
-  if (!sorted) return ff_fail(err, FF_ENOMEM, "out of memory");
-  for (int j = 0; j < count; j++) sorted[j] = ts[j].name;
-  qsort(sorted, (size_t)count, sizeof *sorted, by_string);
-  for (int j = 1; j < count && !rc; j++)
-    if (!strcmp(sorted[j], sorted[j - 1]))
-      rc = ff_fail(err, FF_EFORMAT, "tensor '%s' appears twice in the header", sorted[j]);
-  free(sorted);
-  if (rc) return rc;
+/* Tensors overlapping in the data buffer (sorts spans); a name twice was
+ * refused with the header's JSON (ff_json_parse). */
+static int st_overlaps(const ff_tensor *ts, span *spans, int count, ff_error *err) {
   qsort(spans, (size_t)count, sizeof *spans, by_begin);
   for (int j = 1; j < count; j++)
     if (spans[j].begin < spans[j - 1].end)
@@ -498,7 +485,7 @@ static int st_parse(const uint8_t *buf, size_t len, int mapped, ff_tensor_file *
       rc = ff_fail(err, FF_EFORMAT, "tensor sizes overflow");
     i++;
   }
-  if (!rc) rc = st_names_overlaps(ts, spans, count, err);
+  if (!rc) rc = st_overlaps(ts, spans, count, err);
   /* pass 2: the data, converted, and the names */
   if (!rc) rc = st_copy(data, ts, spans, count, names, mapped, &out->storage, err);
   if (!rc) {

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "ff_json.h"
 #include "tok_internal.h"
 
 #define GET cJSON_GetObjectItemCaseSensitive
@@ -300,10 +301,11 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
 }
 
 /* 1: not a tokenizer.json (no "model" object): the caller tries fixformer's
- * vocabulary, whose parser has the messages for bad JSON */
+ * vocabulary.  JSON that is not valid, or has a key twice, is neither. */
 int ff_tok_hf_parse(const char *path, const char *text, size_t len, int expected_size, ff_tokenizer *t, ff_error *err) {
   if (len > TOK_MAX_FILE) return 1;
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  cJSON *root = ff_json_parse(text, len, path, err);
+  if (!root) return FF_EFORMAT;
   if (!cJSON_IsObject(root) || !cJSON_IsObject(GET(root, "model"))) {
     cJSON_Delete(root);
     return 1;

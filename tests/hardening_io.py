@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""What fixformer writes under a file-size limit.
+"""What fixformer writes under a file-size limit, and the JSON it reads.
 
   * Under a file-size limit (RLIMIT_FSIZE, `ulimit -f`; SIGXFSZ at its
     default, which kills) every writing command fails with exit 1 and one
@@ -12,6 +12,12 @@
     on the blob in memory, exit 0, the same numbers; a cc object that
     cannot be written fails the cc engine with one line and no temporaries
     in the cache.
+  * A key twice in one JSON object (cJSON reads the first, Python's json the
+    last) is refused by every reader, naming the file and the key:
+    config.json (rope_scaling twice: the refusal of RoPE scaling is not
+    bypassed), model.safetensors.index.json, safetensors headers (a
+    tensor's dtype twice, __metadata__) in run and import, tokenizer.json
+    and the JSON vocabulary.
 
   hardening_io.py --fixformer BIN [--cc CC]
 """
@@ -273,9 +279,89 @@ def stdout_under_size_limit(e):
     e.refused(p, "standard output", "File too large")
 
 
+# ---- a key twice in one JSON object --------------------------------------------------------------
+
+def dup_after(text, key, extra):
+    """text with extra inserted right after the first "key": value's key (a duplicate ahead of it)"""
+    at = text.index('"%s"' % key)
+    return text[:at] + extra + ", " + text[at:]
+
+
+def config_json_duplicate_key(e):
+    cfg = hf_llama(e.path("probe"))
+    text = json.dumps(cfg).replace('"rope_scaling": null', '"rope_scaling": null, "rope_scaling": '
+                                   '{"type": "linear", "factor": 4.0}')
+    check(json.loads(text)["rope_scaling"]["factor"] == 4.0, "Python's json takes the last")
+    src = e.path("hf-dup-config")
+    hf_llama(src, config_text=text)
+    out = e.path("imported")
+    err = e.refused(e.run(["import", src, "-o", out]), "config.json", '"rope_scaling" appears twice')
+    check(not os.path.exists(out), "import left %s: %s" % (out, err))
+
+
+def index_json_duplicate_key(e):
+    src = e.path("hf-dup-index")
+    hf_llama(src, index="duplicate")
+    out = e.path("imported")
+    e.refused(e.run(["import", src, "-o", out]), "model.safetensors.index.json", '"weight_map" appears twice')
+    check(not os.path.exists(out), "import left %s" % out)
+
+
+def safetensors_header_duplicate_key(e):
+    # a tensor's dtype twice: cJSON reads F32, Python (serde) refuses or reads the last
+    edit = lambda h: h.replace('"dtype": "F32"', '"dtype": "F32", "dtype": "F16"', 1)  # noqa: E731
+    src = e.path("hf-dup-header")
+    hf_llama(src, header_edit=edit)
+    e.refused(e.run(["import", src, "-o", e.path("imported")]), "model.safetensors", '"dtype" appears twice')
+    raw = open(e.tiny_w, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = raw[8:8 + n].decode().rstrip(" ")
+    for what, h in (("dtype", dup_after(header, "dtype", '"dtype": "F16"')),
+                    ("format", '{"__metadata__": {"format": "pt", "format": "np"}, ' + header[1:])):
+        h = h.encode() + b" " * (-len(h) % 8)
+        w = e.path("dup.safetensors")
+        with open(w, "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+        for cmd in (["run", TINY, "--weights", w, "--tokens", "1 2"], ["info", TINY, "--weights", w]):
+            e.refused(e.run(cmd), "dup.safetensors", '"%s" appears twice' % what)
+
+
+def tokenizer_json_duplicate_key(e):
+    vocab = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "h": 3, "i": 4, "##i": 5, "hi": 6}
+    tok = {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": {"type": "BertPreTokenizer"},
+           "post_processor": None, "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+           "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                     "max_input_chars_per_word": 100, "vocab": vocab}}
+    good = json.dumps(tok)
+    cases = [("good", good, None),
+             ("model.type twice", dup_after(good, "unk_token", '"type": "BPE"'), '"type" appears twice'),
+             ("vocab entry twice", good.replace('"hi": 6', '"hi": 6, "hi": 1'), '"hi" appears twice in object "vocab"'),
+             ("vocabulary: unk twice", json.dumps({"tokens": ["<unk>", "h", "i"], "unk": 0}).replace(
+                 '"unk": 0', '"unk": 0, "unk": 2'), '"unk" appears twice')]
+    for what, text, piece in cases:
+        path = e.path("tok.json")
+        with open(path, "w") as f:
+            f.write(text)
+        lua = e.path("tok.lua")
+        with open(lua, "w") as f:
+            f.write('return { name = "tok", arch = "decoder-only", d_model = 8, heads = 2, d_ff = 16, layers = 1,\n'
+                    '  vocab = 64, positional = "rope", max_seq = 16, vocabulary = "%s" }\n' % path)
+        w = e.path("tok.safetensors")
+        e.must(e.run(["init", lua, "-o", w]))
+        p = e.run(["generate", lua, "--weights", w, "--text", "hi", "--engine", "runtime", "--max-new", "2"])
+        try:
+            if piece:
+                e.refused(p, "tok.json", piece)
+            else:
+                e.must(p)
+        except Failure as x:
+            raise Failure("%s: %s" % (what, x))
+
+
 CASES = [init_under_size_limit, emit_under_size_limit, import_under_size_limit, run_output_under_size_limit,
          generate_logits_under_size_limit, blob_store_under_size_limit, cc_object_under_size_limit,
-         driver_output_under_size_limit, stdout_under_size_limit]
+         driver_output_under_size_limit, stdout_under_size_limit, config_json_duplicate_key, index_json_duplicate_key,
+         safetensors_header_duplicate_key, tokenizer_json_duplicate_key]
 FF = None
 
 
