@@ -398,7 +398,9 @@ static int pack_cached(ff_model *m, shared_weights *w, shared_blob *b, char sha[
  * engines): mapped from the cache when it holds them, else stored there.
  * A store that fails (a full disk, a quota, a file-size limit) leaves the
  * run on the blob in memory, silently: the cache is an aid, and a library
- * prints nothing (FIXFORMER_PACK_TRACE says why). */
+ * prints nothing (FIXFORMER_PACK_TRACE says why).  Nor is it stored when
+ * the file changed while it was hashed and packed (the mapping then holds
+ * bytes other than the hash's). */
 static int pack(ff_model *m, shared_weights *w, int cached, shared_blob **out, ff_error *err) {
   shared_blob *b = calloc(1, sizeof *b);
   char sha[65], how[FF_ERROR_MAX + 64];
@@ -411,7 +413,10 @@ static int pack(ff_model *m, shared_weights *w, int cached, shared_blob **out, f
     weights_fill(w);
     rc = ff_pack_weights(&m->prog->program, &w->rt.file, &b->data, &b->bytes, err);
     b->bytes = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
-    if (!rc && cached)
+    struct stat now;
+    if (!rc && cached && (stat(w->path, &now) || !ff_same_file(&now, &w->st)))
+      ff_fail(&store, FF_EIO, "%s changed while it was packed", w->path);
+    else if (!rc && cached)
       ff_blob_cache_store(sha, m->prog->program.layout_hash, b->data, b->bytes, &store);
   }
   if (rc) {

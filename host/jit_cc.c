@@ -727,11 +727,14 @@ static void identity_text(const struct stat *st, char *buf, size_t n) {
 /* Whether a write to the file now would give it a new identity: its times
  * are older than now by more than the file system's clock tick (a write
  * within the tick of the last one keeps mtime and ctime: "racy git").  100
- * ms is ten jiffies at the coarsest kernel tick (HZ = 100). */
+ * ms is ten jiffies at the coarsest kernel tick (HZ = 100); times that both
+ * fall on a whole second are a file system that keeps no fractions (ext3,
+ * ext4 with small inodes, FAT's 2-second mtime, some NFS servers), given 2 s. */
 static int settled(const struct stat *st) {
   struct timespec now;
   if (clock_gettime(CLOCK_REALTIME, &now)) return 0;
-  long long t = (long long)now.tv_sec * 1000000000 + now.tv_nsec - 100000000;
+  long long tick = st->st_mtim.tv_nsec == 0 && st->st_ctim.tv_nsec == 0 ? 2000000000 : 100000000;
+  long long t = (long long)now.tv_sec * 1000000000 + now.tv_nsec - tick;
   long long m = (long long)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
   long long c = (long long)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
   return m < t && c < t;

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""What fixformer writes under a file-size limit, and the JSON it reads.
+"""What fixformer writes under a file-size limit, the JSON it reads, and the
+packed-weight cache's key.
 
   * Under a file-size limit (RLIMIT_FSIZE, `ulimit -f`; SIGXFSZ at its
     default, which kills) every writing command fails with exit 1 and one
@@ -18,6 +19,12 @@
     bypassed), model.safetensors.index.json, safetensors headers (a
     tensor's dtype twice, __metadata__) in run and import, tokenizer.json
     and the JSON vocabulary.
+  * The packed weights follow the weights file's content: rewritten in
+    place with other values of the same size and its mtime put back, within
+    the same second, on this file system and on one that keeps whole seconds
+    (stat's fractions zeroed by an LD_PRELOAD shim, as ext3 or FAT show
+    them); and a file rewritten between its hash and its packing (a shim
+    again) does not leave the new bytes' blob under the old bytes' hash.
 
   hardening_io.py --fixformer BIN [--cc CC]
 """
@@ -358,10 +365,146 @@ def tokenizer_json_duplicate_key(e):
             raise Failure("%s: %s" % (what, x))
 
 
+# ---- the packed-weight cache follows the weights' content ----------------------------------------
+
+SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <sys/stat.h>
+/* a file system that keeps whole seconds: stat's fractions zeroed */
+static void coarse(struct stat *st) { st->st_atim.tv_nsec = st->st_mtim.tv_nsec = st->st_ctim.tv_nsec = 0; }
+#define WRAP(name, T)                                                         \
+  int name(T a, struct stat *st) {                                            \
+    static int (*real)(T, struct stat *);                                     \
+    if (!real) real = (int (*)(T, struct stat *))dlsym(RTLD_NEXT, #name);     \
+    int r = real(a, st);                                                      \
+    if (!r) coarse(st);                                                       \
+    return r;                                                                 \
+  }
+WRAP(stat, const char *)
+WRAP(lstat, const char *)
+WRAP(fstat, int)
+"""
+
+
+SWAP = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+/* the first open of a cache sidecar (after the weights were hashed, before
+ * they are packed): 200 ms later, $SWAP_DST rewritten in place with $SWAP_SRC */
+int open(const char *path, int flags, ...) {
+  static int (*real)(const char *, int, ...);
+  static int done;
+  va_list ap;
+  va_start(ap, flags);
+  int mode = flags & O_CREAT ? va_arg(ap, int) : 0;
+  va_end(ap);
+  if (!real) real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+  size_t n = strlen(path);
+  const char *src = getenv("SWAP_SRC"), *dst = getenv("SWAP_DST");
+  if (!done && src && dst && n > 7 && !strcmp(path + n - 7, ".sha256")) {
+    char buf[65536];
+    ssize_t r;
+    int in = real(src, O_RDONLY), out = real(dst, O_WRONLY);
+    done = 1;
+    usleep(200000);
+    while (in >= 0 && out >= 0 && (r = read(in, buf, sizeof buf)) > 0)
+      if (write(out, buf, (size_t)r) != r) break;
+    close(in);
+    close(out);
+  }
+  return real(path, flags, mode);
+}
+"""
+
+
+def weights_changed_while_packed(e):
+    """the file rewritten between its hash and its packing: the blob packed from the new bytes is not
+    stored under the old bytes' hash (a later start with the old bytes would map it)"""
+    src, lib = e.path("swap.c"), e.path("swap.so")
+    with open(src, "w") as f:
+        f.write(SWAP)
+    subprocess.run([e.cc, "-shared", "-fPIC", "-O1", "-o", lib, src, "-ldl"], check=True)
+    w, other, cache = e.path("w.safetensors"), e.path("other.safetensors"), e.path("cache")
+    e.must(e.run(["init", TINY, "-o", w, "--seed", "1"]))
+    e.must(e.run(["init", TINY, "-o", other, "--seed", "2"]))
+    old = open(w, "rb").read()
+    time.sleep(0.3)
+    base = ["run", TINY, "--weights", w, "--tokens", "1 2 3", "--engine", "tcc"]
+    e.must(e.run(base + ["--output", e.path("x.npy")], cache=cache,
+                 env={"LD_PRELOAD": lib, "SWAP_SRC": other, "SWAP_DST": w}))
+    check(open(w, "rb").read() == open(other, "rb").read(), "the shim did not rewrite the weights")
+    with open(w, "r+b") as f:  # the old bytes again
+        f.write(old)
+    time.sleep(0.3)
+    out, ref = e.path("out.npy"), e.path("ref.npy")
+    e.must(e.run(base + ["--output", out], cache=cache))
+    e.must(e.run(["run", TINY, "--weights", w, "--tokens", "1 2 3", "--output", ref, "--engine", "runtime"]))
+    check(np.allclose(np.load(out), np.load(ref), rtol=1e-4, atol=1e-4), "the output follows the other weights")
+
+
+def rewrite_same_size(path, seed):
+    """the file written in place with other values (a re-init with another seed: same size), its mtime
+    put back to the nanosecond"""
+    st = os.stat(path)
+    other = path + ".other"
+    subprocess.run([FF, "init", TINY, "-o", other, "--seed", str(seed)], check=True, capture_output=True)
+    data = open(other, "rb").read()
+    os.unlink(other)
+    check(len(data) == st.st_size, "a re-init changed the size")
+    with open(path, "r+b") as f:
+        f.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return st
+
+
+def blob_follows_rewrite(e, env, what):
+    """init; run tcc twice (the second start remembers the weights' hash by the file's identity); rewrite
+    the file in the same second; run again: the numbers of the runtime on the new weights.  Retried
+    when the rewrite did not land in the first write's second."""
+    for attempt in range(4):
+        w = e.path("w.safetensors")
+        cache = e.path("cache")
+        time.sleep(1.02 - time.time() % 1)  # early in a second, then past the 100 ms fixformer trusts
+        e.must(e.run(["init", TINY, "-o", w, "--seed", "1"]))
+        time.sleep(max(0.0, 0.15 - time.time() % 1))
+        base = ["run", TINY, "--weights", w, "--tokens", "1 2 3", "--engine", "tcc"]
+        for i in range(2):
+            e.must(e.run(base + ["--output", e.path("old.npy")], cache=cache, env=env))
+        before = rewrite_same_size(w, 2)
+        same_second = os.stat(w).st_ctime_ns // 10**9 == before.st_ctime_ns // 10**9
+        new, ref = e.path("new.npy"), e.path("ref.npy")
+        e.must(e.run(base + ["--output", new], cache=cache, env=env))
+        e.must(e.run(["run", TINY, "--weights", w, "--tokens", "1 2 3", "--output", ref, "--engine", "runtime"]))
+        check(np.allclose(np.load(new), np.load(ref), rtol=1e-4, atol=1e-4),
+              "%s: the output follows the old weights (attempt %d)" % (what, attempt))
+        if same_second:
+            return
+    print("  (%s: the rewrite never landed in the same second; checked across seconds only)" % what)
+
+
+def weights_rewritten_same_second(e):
+    blob_follows_rewrite(e, {}, "this file system")
+
+
+def weights_rewritten_on_whole_second_fs(e):
+    src, lib = e.path("coarse.c"), e.path("coarse.so")
+    with open(src, "w") as f:
+        f.write(SHIM)
+    subprocess.run([e.cc, "-shared", "-fPIC", "-O1", "-o", lib, src, "-ldl"], check=True)
+    blob_follows_rewrite(e, {"LD_PRELOAD": lib}, "whole seconds")
+
+
 CASES = [init_under_size_limit, emit_under_size_limit, import_under_size_limit, run_output_under_size_limit,
          generate_logits_under_size_limit, blob_store_under_size_limit, cc_object_under_size_limit,
          driver_output_under_size_limit, stdout_under_size_limit, config_json_duplicate_key, index_json_duplicate_key,
-         safetensors_header_duplicate_key, tokenizer_json_duplicate_key]
+         safetensors_header_duplicate_key, tokenizer_json_duplicate_key, weights_rewritten_same_second,
+         weights_rewritten_on_whole_second_fs, weights_changed_while_packed]
 FF = None
 
 
