@@ -47,7 +47,7 @@ static int check_token(hf_ctx *c, const char *s, const char *what) {
 
 /* the largest id of model.vocab and added_tokens, every entry checked */
 static int max_id(hf_ctx *c, const cJSON *vocab, const cJSON *added, int *top) {
-  int rc = 0, id;
+  int rc = 0, id = -1;
   *top = -1;
   if (!cJSON_IsObject(vocab)) return ff_fail(c->err, FF_EFORMAT, "%s: model.vocab is not an object", c->path);
   for (const cJSON *e = vocab->child; e && !rc; e = e->next)
