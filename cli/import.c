@@ -25,6 +25,7 @@
 #include "ff_config.h"
 #include "ff_io.h"
 #include "fixformer.h"
+#include "ff_json.h"
 #include "import.h"
 
 /* ---- the description to write ------------------------------------------- */
@@ -431,7 +432,8 @@ static int drop_integers(source *s, const uint8_t *buf, size_t len, uint8_t **im
   uint64_t hlen = 0;
   *img = NULL;
   for (int k = 0; k < 8 && len >= 8; k++) hlen |= (uint64_t)buf[k] << (8 * k);
-  cJSON *root = len >= 8 && hlen <= len - 8 ? cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen) : NULL;
+  ff_error ignored; /* a header that does not parse is the safetensors reader's to report */
+  cJSON *root = len >= 8 && hlen <= len - 8 ? ff_json_parse((const char *)buf + 8, (size_t)hlen, "header", &ignored) : NULL;
   int rc = 0;
   for (cJSON *e = root ? root->child : NULL, *next; e && !rc; e = next) {
     next = e->next;
@@ -534,10 +536,11 @@ static int read_shards(source *s, const char *dir, const char *index, ff_error *
   size_t len;
   int rc = ff_read_file(index, &text, &len, err);
   if (rc) return rc;
-  cJSON *root = cJSON_ParseWithLength((const char *)text, len);
+  cJSON *root = ff_json_parse((const char *)text, len, index, err);
   free(text);
   const cJSON *map = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
-  if (!cJSON_IsObject(map)) rc = ff_fail(err, FF_EFORMAT, "%s: %s", index, root ? "no \"weight_map\" object" : "not JSON");
+  if (!root) rc = FF_EFORMAT;
+  else if (!cJSON_IsObject(map)) rc = ff_fail(err, FF_EFORMAT, "%s: no \"weight_map\" object", index);
   for (const cJSON *e = map ? map->child : NULL; e && !rc; e = e->next) {
     const char *shard = cJSON_GetStringValue(e);
     if (!shard || !*shard || strchr(shard, '/') || !strcmp(shard, "..")) {
@@ -1074,9 +1077,10 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
   source s;
   memset(&s, 0, sizeof s);
   int rc = cfg_path ? ff_read_file(cfg_path, &text, &len, err) : ff_fail(err, FF_ENOMEM, "out of memory");
-  cJSON *root = rc ? NULL : cJSON_ParseWithLength((const char *)text, len);
+  cJSON *root = rc ? NULL : ff_json_parse((const char *)text, len, cfg_path, err);
   free(text);
-  if (!rc && !cJSON_IsObject(root)) rc = ff_fail(err, FF_EFORMAT, "%s: not a JSON object", cfg_path);
+  if (!rc && !root) rc = FF_EFORMAT;
+  else if (!rc && !cJSON_IsObject(root)) rc = ff_fail(err, FF_EFORMAT, "%s: not a JSON object", cfg_path);
   const family *f = rc ? NULL : family_of(root, cfg_path, err);
   if (!rc && !f) rc = FF_EINVAL;
   config_reader cr = {root, cfg_path, err, 0};

@@ -3,6 +3,7 @@
  * status into an exit code and prints the one-line error. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1392,6 +1393,9 @@ static int run_command(const command *cmd, int argc, char **argv) {
   const char *model;
   int rc = parse_args(cmd, argc - 2, argv + 2, &model, &err);
   if (!rc) rc = cmd->run(model, cmd->flags, &err);
+  errno = 0; /* printed output that did not reach its file (a full disk, ulimit -f) is a failure too */
+  if (!rc && (fflush(stdout) || ferror(stdout)))
+    rc = ff_fail(&err, FF_EIO, "cannot write the standard output: %s", errno ? strerror(errno) : "write error");
   report_rss();
   if (rc) {
     fprintf(stderr, "fixformer %s: %s\n", cmd->name, err.msg[0] ? err.msg : "failed");
@@ -1401,6 +1405,10 @@ static int run_command(const command *cmd, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  /* past a file-size limit (ulimit -f) a write fails with EFBIG, which every
+   * writer reports, instead of SIGXFSZ killing us with temporaries left (the
+   * library never raises it; the compilers we start and stdio might) */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     usage(stderr);
     return 2;

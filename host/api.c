@@ -425,26 +425,37 @@ static int pack_cached(ff_model *m, shared_weights *w, shared_blob *b, char sha[
 }
 
 /* Packs weights w into the model's program layout; cached (the JIT
- * engines): mapped from the cache when it holds them, else stored there. */
+ * engines): mapped from the cache when it holds them, else stored there.
+ * A store that fails (a full disk, a quota, a file-size limit) leaves the
+ * run on the blob in memory, silently: the cache is an aid, and a library
+ * prints nothing (FIXFORMER_PACK_TRACE says why).  Nor is it stored when
+ * the file changed while it was hashed and packed (the mapping then holds
+ * bytes other than the hash's). */
 static int pack(ff_model *m, shared_weights *w, int cached, shared_blob **out, ff_error *err) {
   shared_blob *b = calloc(1, sizeof *b);
-  char sha[65];
+  char sha[65], how[FF_ERROR_MAX + 64];
   int memo = 0;
   if (!b) return ff_fail(err, FF_ENOMEM, "out of memory");
   cached = cached && w->path && pack_cache_on() && pack_cached(m, w, b, sha, &memo);
   int rc = 0;
+  ff_error store = {0, ""};
   if (!b->mapped) {
     weights_fill(w);
     rc = ff_pack_weights(&m->prog->program, &w->rt.file, &b->data, &b->bytes, err);
     b->bytes = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
-    if (!rc && cached) ff_blob_cache_store(sha, m->prog->program.layout_hash, b->data, b->bytes, NULL);
+    struct stat now;
+    if (!rc && cached && (stat(w->path, &now) || !ff_same_file(&now, &w->st)))
+      ff_fail(&store, FF_EIO, "%s changed while it was packed", w->path);
+    else if (!rc && cached)
+      ff_blob_cache_store(sha, m->prog->program.layout_hash, b->data, b->bytes, &store);
   }
   if (rc) {
     free(b);
     return rc;
   }
-  if (cached)
-    pack_trace(b->mapped ? (memo ? "cached (key memoized)" : "cached") : memo ? "packed (key memoized)" : "packed");
+  snprintf(how, sizeof how, "%s%s%s%s", b->mapped ? "cached" : "packed", memo ? " (key memoized)" : "",
+           store.code ? "; not stored: " : "", store.msg);
+  if (cached) pack_trace(how);
   b->refs = 1;
   *out = b;
   return 0;

@@ -25,6 +25,7 @@
 #include <limits.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +325,12 @@ static int spawn(char *const argv[], int in, int out, int keep, pid_t *pid, ff_e
     dup2(out, 1);
     dup2(out, 2);
     if (keep >= 0) fcntl(keep, F_SETFD, 0);
+    /* the compiler past a file-size limit: an error it reports, not death
+     * (our process's disposition is the application's; this one is ours) */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGXFSZ, &ign, NULL);
     execvp(argv[0], argv);
     e = errno;
     if (write(p[1], &e, sizeof e) < 0) _exit(126);
@@ -424,18 +431,6 @@ static int scratch_fd(const char *dir, const char *key) {
   return fd;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return errno;
-    if (w == 0) return EIO;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* One line of the compiler's log for the message: why it failed. */
 static void log_reason(int fd, char *out, size_t n) {
   char *buf = malloc(LOG_MAX + 1);
@@ -473,7 +468,7 @@ static int compile(const cc_build *b, const char *key, const char *text, const c
     if (src >= 0) close(src);
     return ff_fail(err, FF_EIO, "cc: cannot write in the cache directory %s: %s", b->dir, strerror(e));
   }
-  if ((e = write_all(src, text, strlen(text))) || lseek(src, 0, SEEK_SET)) {
+  if ((e = ff_write_all(src, text, strlen(text))) || lseek(src, 0, SEEK_SET)) {
     close(src);
     close(log);
     return ff_fail(err, FF_EIO, "cc: cannot write the generated source in %s: %s", b->dir, strerror(e ? e : errno));
@@ -507,8 +502,8 @@ static int compile(const cc_build *b, const char *key, const char *text, const c
       char line[400];
       log_reason(log, line, sizeof line);
       if (status > 128)
-        snprintf(line + strlen(line), sizeof line - strlen(line), "%skilled by signal %d", line[0] ? "; " : "",
-                 status - 128);
+        snprintf(line + strlen(line), sizeof line - strlen(line), "%skilled by signal %d%s", line[0] ? "; " : "",
+                 status - 128, status - 128 == SIGXFSZ ? " (a file-size limit, ulimit -f)" : "");
       rc = ff_fail(err, FF_EIO, "cc: '%s' failed to build the generated code in %s%s%s", b->cc, b->dir,
                    line[0] ? ": " : "", line);
     }
@@ -526,7 +521,7 @@ static int write_sidecar(const char *dir, const char *key, const char *sha, ff_e
   snprintf(line, sizeof line, "%s\n", sha);
   int fd = mkostemp(tmp, O_CLOEXEC), e = fd < 0 ? errno : 0;
   if (!e) {
-    e = write_all(fd, line, 65);
+    e = ff_write_all(fd, line, 65);
     if (close(fd) && !e) e = errno;
     if (!e && rename(tmp, path)) e = errno;
     if (e) unlink(tmp);
@@ -732,11 +727,14 @@ static void identity_text(const struct stat *st, char *buf, size_t n) {
 /* Whether a write to the file now would give it a new identity: its times
  * are older than now by more than the file system's clock tick (a write
  * within the tick of the last one keeps mtime and ctime: "racy git").  100
- * ms is ten jiffies at the coarsest kernel tick (HZ = 100). */
+ * ms is ten jiffies at the coarsest kernel tick (HZ = 100); times that both
+ * fall on a whole second are a file system that keeps no fractions (ext3,
+ * ext4 with small inodes, FAT's 2-second mtime, some NFS servers), given 2 s. */
 static int settled(const struct stat *st) {
   struct timespec now;
   if (clock_gettime(CLOCK_REALTIME, &now)) return 0;
-  long long t = (long long)now.tv_sec * 1000000000 + now.tv_nsec - 100000000;
+  long long tick = st->st_mtim.tv_nsec == 0 && st->st_ctim.tv_nsec == 0 ? 2000000000 : 100000000;
+  long long t = (long long)now.tv_sec * 1000000000 + now.tv_nsec - tick;
   long long m = (long long)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
   long long c = (long long)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
   return m < t && c < t;
@@ -771,7 +769,7 @@ static void memo_write(const char *dir, const char *name, const struct stat *st,
   snprintf(path, sizeof path, "%s/%s", dir, name);
   int fd = mkostemp(tmp, O_CLOEXEC), e = fd < 0;
   if (e) return;
-  e = fchmod(fd, 0600) || write_all(fd, buf, strlen(buf));
+  e = fchmod(fd, 0600) || ff_write_all(fd, buf, strlen(buf));
   if (close(fd)) e = 1;
   if (e || rename(tmp, path)) unlink(tmp);
 }
@@ -869,7 +867,7 @@ int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const voi
   snprintf(path, sizeof path, "%s/%.*s.blob", dir, KEY_HEX, key);
   int fd = mkostemp(tmp, O_CLOEXEC), e = fd < 0 ? errno : 0;
   if (e) return ff_fail(err, FF_EIO, "cannot write in the cache directory %s: %s", dir, strerror(e));
-  e = fchmod(fd, 0600) ? errno : write_all(fd, data, bytes);
+  e = fchmod(fd, 0600) ? errno : ff_write_all(fd, data, bytes);
   if (!e) ff_sha256_hex(data, bytes, sha);
   if (close(fd) && !e) e = errno;
   if (!e && (rc = write_sidecar(dir, key, sha, err))) e = EIO;

@@ -186,6 +186,10 @@ size_t ff_tokenizer_decode(const ff_tokenizer *t, const int32_t *ids, int n, cha
 
 /* Reads a whole file into a malloc'd buffer. */
 int ff_read_file(const char *path, uint8_t **buf, size_t *len, ff_error *err);
+/* Writes len bytes to fd at its offset: 0 or an errno.  Within the
+ * process's file-size limit (RLIMIT_FSIZE) or EFBIG before a byte is
+ * written, so no writer here raises SIGXFSZ, whatever its disposition. */
+int ff_write_all(int fd, const void *data, size_t len);
 /* Writes len bytes to path through a temporary file and rename(2); an
  * existing symlink, FIFO or device (/dev/stdout, /dev/null) is written in
  * place instead, never replaced; a directory is an error. */

@@ -168,7 +168,11 @@ void ff_model_close(ff_model *m);
 
 /* The cc engine's cache of compiled models ($XDG_CACHE_HOME/fixformer, else
  * ~/.cache/fixformer, else /tmp/fixformer-cache-UID): its folder into buf
- * (created 0700; refused unless it is ours alone), and emptying it. */
+ * (created 0700; refused unless it is ours alone), and emptying it.  The
+ * JIT engines' packed weights are kept there too; one the cache cannot
+ * store (a full disk, a quota, RLIMIT_FSIZE) is used from memory, no error,
+ * while a cc object that cannot be written fails ff_model_prepare.  No
+ * write of the library raises SIGXFSZ (ff_write_all, ff_io.h). */
 int ff_cc_cache_dir(char *buf, size_t n, ff_error *err);
 int ff_cc_cache_clean(size_t *removed_bytes, int *removed_files, ff_error *err);
 

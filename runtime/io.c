@@ -10,12 +10,14 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "ff_io.h"
+#include "ff_json.h"
 
 #define MAX_FILE_BYTES ((size_t)1 << 36) /* 64 GiB */
 
@@ -112,13 +114,28 @@ int ff_read_file(const char *path, uint8_t **buf, size_t *len, ff_error *err) {
   return FF_OK;
 }
 
-/* len bytes to fd; 0 or an errno */
-static int write_all(int fd, const void *data, size_t len) {
+/* Whether len more bytes at fd's offset stay within RLIMIT_FSIZE (ulimit
+ * -f).  Checked before writing instead of blocking or ignoring SIGXFSZ: the
+ * signal's disposition and masks belong to the application that links us,
+ * and a write that crosses the limit comes back short first and raises the
+ * signal only on the next write, which then never happens.  (A quota or a
+ * full disk gives EDQUOT or ENOSPC, no signal.) */
+static int fits_size_limit(int fd, size_t len) {
+  struct rlimit rl;
+  struct stat st;
+  off_t at;
+  if (getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY) return 1;
+  if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (at = lseek(fd, 0, SEEK_CUR)) < 0) return 1; /* no limit on pipes, devices */
+  return (uintmax_t)at <= (uintmax_t)rl.rlim_cur && len <= (uintmax_t)rl.rlim_cur - (uintmax_t)at;
+}
+
+int ff_write_all(int fd, const void *data, size_t len) {
   const uint8_t *p = data;
+  if (!fits_size_limit(fd, len)) return EFBIG;
   while (len > 0) {
     ssize_t w = write(fd, p, len);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? errno : EIO;
+    if (w <= 0) return w < 0 ? errno : EIO; /* (a short write is retried: its cause comes back as an errno) */
     p += w;
     len -= (size_t)w;
   }
@@ -142,7 +159,7 @@ static int write_temporary(const char *path, const void *data, size_t len, char 
   mode_t mask = umask(0);
   umask(mask);
   fchmod(fd, 0666 & ~mask); /* mkstemp makes 0600; give the usual mode */
-  e = write_all(fd, data, len);
+  e = ff_write_all(fd, data, len);
   if (close(fd) && !e) e = errno;
   if (e) {
     unlink(*tmp);
@@ -174,7 +191,7 @@ int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_erro
   if (direct) {
     int fd = open(path, O_WRONLY | O_CLOEXEC | (truncate ? O_TRUNC : 0));
     if (fd < 0) return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(errno));
-    e = write_all(fd, data, len);
+    e = ff_write_all(fd, data, len);
     if (close(fd) && !e) e = errno;
     return e ? ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e)) : FF_OK;
   }
@@ -313,10 +330,6 @@ static int by_begin(const void *a, const void *b) {
   return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
-static int by_string(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 static int by_name(const void *a, const void *b) {
   return strcmp(((const ff_tensor *)a)->name, ((const ff_tensor *)b)->name);
 }
@@ -349,11 +362,11 @@ static int st_header(const uint8_t *buf, size_t len, cJSON **root, const uint8_t
                    (unsigned long long)hlen, len - 8);
   *data = buf + 8 + hlen;
   *data_len = len - 8 - (size_t)hlen;
-  *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
-  if (!*root || !cJSON_IsObject(*root)) {
+  if (!(*root = ff_json_parse((const char *)buf + 8, (size_t)hlen, "header", err))) return FF_EFORMAT;
+  if (!cJSON_IsObject(*root)) {
     cJSON_Delete(*root);
     *root = NULL;
-    return ff_fail(err, FF_EFORMAT, "header is not valid JSON");
+    return ff_fail(err, FF_EFORMAT, "header is not a JSON object");
   }
   return FF_OK;
 }
@@ -408,19 +421,9 @@ static int st_entry(const cJSON *e, size_t data_len, ff_tensor *t, span *sp, ff_
   return FF_OK;
 }
 
-/* A name twice (JSON allows it, safetensors does not: sorted names are
- * neighbours), then tensors overlapping in the data buffer (sorts spans). */
-static int st_names_overlaps(const ff_tensor *ts, span *spans, int count, ff_error *err) {
-  int rc = FF_OK;
-  const char **sorted = malloc(sizeof *sorted * (size_t)(count ? count : 1));
-  if (!sorted) return ff_fail(err, FF_ENOMEM, "out of memory");
-  for (int j = 0; j < count; j++) sorted[j] = ts[j].name;
-  qsort(sorted, (size_t)count, sizeof *sorted, by_string);
-  for (int j = 1; j < count && !rc; j++)
-    if (!strcmp(sorted[j], sorted[j - 1]))
-      rc = ff_fail(err, FF_EFORMAT, "tensor '%s' appears twice in the header", sorted[j]);
-  free(sorted);
-  if (rc) return rc;
+/* Tensors overlapping in the data buffer (sorts spans); a name twice was
+ * refused with the header's JSON (ff_json_parse). */
+static int st_overlaps(const ff_tensor *ts, span *spans, int count, ff_error *err) {
   qsort(spans, (size_t)count, sizeof *spans, by_begin);
   for (int j = 1; j < count; j++)
     if (spans[j].begin < spans[j - 1].end)
@@ -500,7 +503,7 @@ static int st_parse(const uint8_t *buf, size_t len, int mapped, ff_tensor_file *
       rc = ff_fail(err, FF_EFORMAT, "tensor sizes overflow");
     i++;
   }
-  if (!rc) rc = st_names_overlaps(ts, spans, count, err);
+  if (!rc) rc = st_overlaps(ts, spans, count, err);
   /* pass 2: the data, converted, and the names */
   if (!rc) rc = st_copy(data, ts, spans, count, names, mapped, &out->storage, err);
   if (!rc) {

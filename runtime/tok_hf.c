@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "ff_json.h"
 #include "tok_internal.h"
 
 #define GET cJSON_GetObjectItemCaseSensitive
@@ -46,7 +47,7 @@ static int check_token(hf_ctx *c, const char *s, const char *what) {
 
 /* the largest id of model.vocab and added_tokens, every entry checked */
 static int max_id(hf_ctx *c, const cJSON *vocab, const cJSON *added, int *top) {
-  int rc = 0, id;
+  int rc = 0, id = -1;
   *top = -1;
   if (!cJSON_IsObject(vocab)) return ff_fail(c->err, FF_EFORMAT, "%s: model.vocab is not an object", c->path);
   for (const cJSON *e = vocab->child; e && !rc; e = e->next)
@@ -300,10 +301,11 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
 }
 
 /* 1: not a tokenizer.json (no "model" object): the caller tries fixformer's
- * vocabulary, whose parser has the messages for bad JSON */
+ * vocabulary.  JSON that is not valid, or has a key twice, is neither. */
 int ff_tok_hf_parse(const char *path, const char *text, size_t len, int expected_size, ff_tokenizer *t, ff_error *err) {
   if (len > TOK_MAX_FILE) return 1;
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  cJSON *root = ff_json_parse(text, len, path, err);
+  if (!root) return FF_EFORMAT;
   if (!cJSON_IsObject(root) || !cJSON_IsObject(GET(root, "model"))) {
     cJSON_Delete(root);
     return 1;

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "ff_io.h"
+#include "ff_json.h"
 #include "tok_internal.h"
 
 #define VOCAB_MAX_BYTES (16u << 20)
@@ -82,9 +83,10 @@ int ff_vocab_parse(const char *path, const char *text, size_t len, int expected_
     return ff_fail(err, FF_EFORMAT, "%s: vocabulary larger than %u bytes", path, VOCAB_MAX_BYTES);
   if (ff_json_has_nul(text, len))
     return ff_fail(err, FF_EFORMAT, "%s: a NUL byte or \\u0000 (no token may hold NUL)", path);
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  cJSON *root = ff_json_parse(text, len, path, err);
   int rc;
-  if (!root || !cJSON_IsObject(root)) {
+  if (!root) return FF_EFORMAT;
+  if (!cJSON_IsObject(root)) {
     rc = ff_fail(err, FF_EFORMAT, "%s: not a JSON object", path);
     goto done;
   }

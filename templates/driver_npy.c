@@ -16,7 +16,7 @@
  * FIFO, a device such as /dev/stdout or /dev/null) is written in place, never
  * replaced; a directory is an error. */
 #if !defined(_POSIX_C_SOURCE) && (defined(__unix__) || defined(__unix) || defined(__APPLE__))
-#define _POSIX_C_SOURCE 200809L /* fstat, lstat, mkstemp, fchmod, ftruncate */
+#define _POSIX_C_SOURCE 200809L /* fstat, lstat, mkstemp, fchmod, ftruncate, getrlimit */
 #endif
 #include <errno.h>
 #include <stdint.h>
@@ -26,6 +26,7 @@
 #if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200809L
 #define NPY_POSIX 1
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -261,9 +262,19 @@ static const char *npy_load(const char *path, npy_array *a) {
 /* ---- writing ------------------------------------------------------------ */
 
 #if NPY_POSIX
-/* all of p [n] to fd: 0 or an errno */
+/* all of p [n] to fd: 0 or an errno.  Past the file-size limit (ulimit -f)
+ * EFBIG before a byte is written: a write that crosses it comes back short
+ * and the next one raises SIGXFSZ, which would kill the program with the
+ * temporary left behind. */
 static int npy_write_fd(int fd, const void *p, size_t n) {
   const unsigned char *c = p;
+  struct rlimit rl;
+  struct stat st;
+  off_t at;
+  if (!getrlimit(RLIMIT_FSIZE, &rl) && rl.rlim_cur != RLIM_INFINITY && !fstat(fd, &st) && S_ISREG(st.st_mode) &&
+      (at = lseek(fd, 0, SEEK_CUR)) >= 0 && ((unsigned long long)at > (unsigned long long)rl.rlim_cur ||
+                                             n > (unsigned long long)rl.rlim_cur - (unsigned long long)at))
+    return EFBIG;
   while (n > 0) {
     ssize_t w = write(fd, c, n);
     if (w < 0 && errno == EINTR) continue;

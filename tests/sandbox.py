@@ -211,7 +211,7 @@ def vocabularies(ff, tmp):
         ("token with ESC", with_token("\u001b[31m"), ["tokens[19]", "control character 0x1b"]),
         ("tokens empty", with_key("tokens", []), ['"tokens"']),
         ("tokens an object", with_key("tokens", {"a": 1}), ['"tokens"']),
-        ("not JSON", "{\"tokens\": [", ["not a JSON object"]),
+        ("not JSON", "{\"tokens\": [", ["not valid JSON"]),
     ]
     for i, (name, body, pieces) in enumerate(cases):
         vocab = write(os.path.join(tmp, "v%d.json" % i), body)

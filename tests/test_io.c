@@ -6,18 +6,27 @@
  * replaced, a symlink written through, a directory refused, all or none), and
  * write -> read round trips, ff_safetensors_read's mapping (an aligned F32
  * tensor in place, F16 and unaligned F32 converted, ff_tensor_make_owned, a
- * file cut short).  Prints each failure and "N passed, N failed".
+ * file cut short), the writers under a file-size limit (EFBIG, never
+ * SIGXFSZ, nothing left), and ff_json_parse's refusal of a key twice.
+ * Prints each failure and "N passed, N failed".
  *
  *   test_io
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "ff_io.h"
+#include "ff_json.h"
 
 static int passed, failed;
 
@@ -260,7 +269,7 @@ static void test_st_refused(void) {
        FF_EFORMAT, "tensors 'a' and 'b' overlap in the data buffer"},
       {"{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
        "\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}}",
-       FF_EFORMAT, "tensor 'a' appears twice in the header"},
+       FF_EFORMAT, "header: key \"a\" appears twice in the top-level object"},
       {"{\"a\": {\"dtype\": \"F64\", \"shape\": [1], \"data_offsets\": [0, 8]}}", FF_EFORMAT,
        "tensor 'a': dtype F64 not supported (F32, F16, BF16)"},
       {"{\"a\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", FF_EFORMAT, "tensor 'a': missing dtype"},
@@ -276,7 +285,7 @@ static void test_st_refused(void) {
        "tensor 'a': shape must be an array"},
       {"{\"a\": [1, 2]}", FF_EFORMAT, "tensor 'a': entry is not an object"},
       {"{\"__metadata__\": [1]}", FF_EFORMAT, "__metadata__ is not an object"},
-      {"{\"a\": 1", FF_EFORMAT, "header is not valid JSON"},
+      {"{\"a\": 1", FF_EFORMAT, "header: not valid JSON (at byte"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     image im = st(bad[i].json, data, sizeof data);
@@ -455,6 +464,94 @@ static void test_st_mapped(void) {
   CHECK_ERR(ff_safetensors_read(path, &tf, &err), FF_EFORMAT, err, "mapped.safetensors: tensor 'u': data_offsets [14, 22] beyond");
 }
 
+/* Under a file-size limit (ulimit -f) with SIGXFSZ at its default (death),
+ * every writer fails with EFBIG before it writes, and leaves nothing: the
+ * library never raises the signal (old code: killed here, KEY.tmp left). */
+static void test_write_size_limit(void) {
+  ff_error err = {0, ""};
+  struct rlimit was, small;
+  char big[1000];
+  memset(big, 'x', sizeof big);
+  signal(SIGXFSZ, SIG_DFL);
+  if (getrlimit(RLIMIT_FSIZE, &was)) return;
+  small = was;
+  small.rlim_cur = 100; /* the soft limit only: put back below */
+  CHECK(!setrlimit(RLIMIT_FSIZE, &small), "setrlimit");
+  const char *a = in_dir("limited.txt"), *b = in_dir("limited2.txt");
+  CHECK(!ff_write_file_atomic(a, big, 100, &err) && strlen(contents(a)) == 100, "exactly at the limit: %s", err.msg);
+  CHECK_ERR(ff_write_file_atomic(a, big, sizeof big, &err), FF_EIO, err, "limited.txt: cannot write: File too large");
+  CHECK(strlen(contents(a)) == 100, "the old file stays");
+  ff_file_out two[2] = {{b, "b", 1}, {a, big, sizeof big}};
+  CHECK_ERR(ff_write_files_atomic(two, 2, &err), FF_EIO, err, "limited.txt: cannot write: File too large");
+  CHECK(access(b, F_OK) != 0 && strlen(contents(a)) == 100, "all or none under the limit");
+  float w[64] = {0};
+  ff_tensor_view v = {"w", 1, {64}, w};
+  CHECK_ERR(ff_safetensors_write(in_dir("w.safetensors"), &v, 1, &err), FF_EIO, err, "File too large");
+  ff_array arr = {FF_F32, 1, {64}, 64, w};
+  CHECK_ERR(ff_npy_write(in_dir("o.npy"), &arr, &err), FF_EIO, err, "o.npy: cannot write: File too large");
+  int fd = open(in_dir("raw"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(fd >= 0 && ff_write_all(fd, big, 60) == 0 && ff_write_all(fd, big, 60) == EFBIG &&
+            lseek(fd, 0, SEEK_END) == 60,
+        "ff_write_all: the second 60 bytes refused, none of them written");
+  if (fd >= 0) close(fd);
+  CHECK(leftovers() == 0, "temporaries left: %d", leftovers());
+  CHECK(!setrlimit(RLIMIT_FSIZE, &was), "setrlimit back");
+}
+
+/* ff_json_parse refuses a key twice in any object at any depth (cJSON reads
+ * the first, Python's json the last), naming what and the key; the same key
+ * in two objects, and many keys, are fine; nothing may follow the value. */
+static void test_json_unique(void) {
+  ff_error err = {0, ""};
+  static const struct {
+    const char *json, *msg; /* msg NULL: accepted */
+  } cases[] = {
+      {"{\"rope_scaling\": null, \"a\": 1, \"rope_scaling\": {\"type\": \"linear\"}}",
+       "config.json: key \"rope_scaling\" appears twice in the top-level object"},
+      {"{\"model\": {\"vocab\": {\"a\": 0, \"b\": 1, \"a\": 2}}}", "key \"a\" appears twice in object \"vocab\""},
+      {"{\"added_tokens\": [{\"id\": 1}, {\"id\": 2, \"content\": \"x\", \"id\": 3}]}",
+       "key \"id\" appears twice in an object in an array"},
+      {"[[[{\"k\": [{\"z\": 1, \"z\": 1}]}]]]", "key \"z\" appears twice"},
+      {"{\"a\": {\"x\": 1}, \"b\": {\"x\": 1}, \"c\": [{\"x\": 1}, {\"x\": 2}], \"x\": 0}", NULL},
+      {"{\"a\": 1, \"A\": 2}", NULL}, /* keys are case-sensitive, as every lookup here is */
+      {"{\"a\": 1}  \n", NULL},
+      {"{\"a\": 1} {\"a\": 2}", "config.json: bytes after the JSON value (at byte 9)"},
+      {"{\"a\": 1", "config.json: not valid JSON"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    cJSON *root = ff_json_parse(cases[i].json, strlen(cases[i].json), "config.json", &err);
+    if (cases[i].msg)
+      CHECK(!root && err.code == FF_EFORMAT && strstr(err.msg, cases[i].msg), "case %zu: '%s', want '%s'", i, err.msg,
+            cases[i].msg);
+    else
+      CHECK(root != NULL, "case %zu refused: %s", i, err.msg);
+    cJSON_Delete(root);
+  }
+  /* deep nesting (cJSON's own limit is 1000) and a wide object: 50000 keys, one of them twice */
+  enum { DEPTH = 900, KEYS = 50000 };
+  char *deep = malloc(DEPTH * 6 + 64), *wide = malloc((size_t)KEYS * 16 + 64);
+  if (!deep || !wide) return;
+  size_t n = 0;
+  for (int i = 0; i < DEPTH; i++) n += (size_t)sprintf(deep + n, "{\"k\":");
+  n += (size_t)sprintf(deep + n, "{\"d\":1,\"d\":2}");
+  for (int i = 0; i < DEPTH; i++) deep[n++] = '}';
+  cJSON *root = ff_json_parse(deep, n, "deep.json", &err);
+  CHECK(!root && strstr(err.msg, "deep.json: key \"d\" appears twice in object \"k\""), "deep: '%s'", err.msg);
+  cJSON_Delete(root);
+  n = (size_t)sprintf(wide, "{");
+  for (int i = 0; i < KEYS; i++) n += (size_t)sprintf(wide + n, "\"t%d\":%d,", i, i);
+  n += (size_t)sprintf(wide + n, "\"t%d\":0}", KEYS / 2);
+  root = ff_json_parse(wide, n, "vocab.json", &err);
+  CHECK(!root && strstr(err.msg, "key \"t25000\" appears twice"), "wide: '%s'", err.msg);
+  cJSON_Delete(root);
+  wide[n - 10] = 'u'; /* the last key "u25000": none twice */
+  root = ff_json_parse(wide, n, "vocab.json", &err);
+  CHECK(root && cJSON_GetArraySize(root) == KEYS + 1, "wide, unique: %s", err.msg);
+  cJSON_Delete(root);
+  free(deep);
+  free(wide);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "%s", "/tmp/test_io.XXXXXX");
   const char *tmpdir = getenv("TMPDIR");
@@ -472,6 +569,8 @@ int main(void) {
   test_write_files_atomic();
   test_round_trips();
   test_st_mapped();
+  test_write_size_limit();
+  test_json_unique();
   char cmd[96];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) printf("test_io: could not remove %s\n", dir);

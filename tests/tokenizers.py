@@ -296,7 +296,7 @@ MUST_FAIL = [
     ("bin truncated", lambda g: g["bin"][:len(g["bin"]) // 2], ["truncated in token"]),
     ("bin long token", lambda g: struct.pack("I", 2) + struct.pack("fI", 0.0, 3) + b"abc", ["token 0 has length 3",
                                                                                              "max_token_length = 2"]),
-    ("bad JSON", lambda g: b'{"model": {"type": "BPE", ', ["not a JSON object"]),
+    ("bad JSON", lambda g: b'{"model": {"type": "BPE", ', ["not valid JSON"]),
     ("unknown model", lambda g: json.dumps({"model": {"type": "Unigram", "vocab": []}}).encode(),
      ["model.type 'Unigram' is not supported"]),
     ("merge unknown", lambda g: g["sp_bad_merge"], ["model.merges[0]", "is not in the vocabulary"]),
