@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../kernels/isas.h"
 #include "codegen.h"
@@ -154,11 +155,18 @@ struct ff_model {
   int begun;                /* a source is encoded / a sequence started */
   int threads;              /* for the generated code: 1, or a pool of this many */
   ff_pool *pool;
+  ff_progress_fn progress;  /* told when a slow step starts and ends, or NULL */
+  void *progress_ctx;
 };
 
 #define CFG(m) (&(m)->desc->cfg)
 /* the weights the runtime engine computes with: as stored in the weight type */
 #define RT(m) ((m)->wq ? &(m)->wq->rt : &(m)->w->rt)
+
+/* A slow step starts (done 0) or ends (done 1): told to the progress function. */
+static void step(const ff_model *m, const char *what, int done) {
+  if (m->progress) m->progress(m->progress_ctx, what, done);
+}
 
 static int null_arg(ff_error *err, const char *fn, const char *arg) {
   return ff_fail(err, FF_EINVAL, "%s: %s is NULL", fn, arg);
@@ -287,6 +295,14 @@ int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
 #undef FF_ISA_LIST
 }
 
+const char *ff_model_isa(const ff_model *m) {
+  if (!m) return NULL;
+  lock(m);
+  const char *isa = m->isa;
+  unlock(m);
+  return isa;
+}
+
 int ff_model_set_target(ff_model *m, const char *target, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_set_target", "the model");
   size_t n = target ? strlen(target) : 0;
@@ -337,7 +353,9 @@ static int generate_locked(ff_model *m, const char *command, ff_error *err) {
   shared_desc *d = m->desc;
   ff_gen_options o = {d->path, command, m->isa, ff_weight_type_name(m->weight_type), m->target};
   pthread_mutex_lock(&d->lock);
+  step(m, "generate C", 0);
   int rc = ff_generate(d->lua, &d->cfg, &o, &p->program, err);
+  step(m, "generate C", 1);
   d->last = p->id = ++d->next_id;
   pthread_mutex_unlock(&d->lock);
   if (rc) {
@@ -465,7 +483,11 @@ static int blob_locked(ff_model *m, int cached, ff_error *err) {
   int rc;
   if (!m->w) return ff_fail(err, FF_EINVAL, "no weights: load them before packing");
   if ((rc = generate_locked(m, "fixformer", err))) return rc;
-  return m->blob ? 0 : pack(m, m->w, cached, &m->blob, err);
+  if (m->blob) return 0;
+  step(m, "pack weights", 0);
+  rc = pack(m, m->w, cached, &m->blob, err);
+  step(m, "pack weights", 1);
+  return rc;
 }
 
 int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error *err) {
@@ -549,6 +571,7 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
   if (!rc) {
     const float *x = (const float *)(const void *)((const char *)m->blob->data + FF_BLOB_HEADER);
     size_t n = m->prog->program.weight_floats;
+    step(m, "write the weights as C", 0);
     if (!(rc = m->weight_type != FF_WEIGHT_F32 ? word_text(x, n, &data, err)
                                                : float_text(x, n, weights_path, &data, err))) {
       char hex[65];
@@ -556,6 +579,7 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
       ff_extra xw = {"weights", 1, data, weights_path, hex, NULL};
       rc = render_locked(m, &xw, text, err);
     }
+    step(m, "write the weights as C", 1);
   }
   unlock(m);
   free(data);
@@ -655,9 +679,19 @@ int ff_model_load_weights(ff_model *m, const char *path, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_load_weights", "the model");
   if (!path) return null_arg(err, "ff_model_load_weights", "the weights path");
   lock(m);
+  step(m, "read weights", 0);
   int rc = load_locked(m, path, err);
+  step(m, "read weights", 1);
   unlock(m);
   return rc;
+}
+
+void ff_model_set_progress(ff_model *m, ff_progress_fn fn, void *ctx) {
+  if (!m) return;
+  lock(m);
+  m->progress = fn;
+  m->progress_ctx = ctx;
+  unlock(m);
 }
 
 /* ---- engines ---------------------------------------------------------------------- */
@@ -714,11 +748,14 @@ static int compile(ff_model *m, enum ff_engine engine, shared_code **out, ff_err
   memcpy(text + hl + 1, p->source, sl + 1);
   if (getenv("FIXFORMER_DUMP")) fputs(text, stderr); /* like tinygrad's DEBUG=4 */
   int rc;
+  const char *what = engine == FF_ENGINE_TCC ? "compile with tcc" : "compile with cc";
+  step(m, what, 0);
   if (engine == FF_ENGINE_TCC) {
     rc = ff_jit_tcc(text, &k->jit, err);
   } else { /* the kernels as a library of their own, built once */
     rc = ff_jit_cc(text, p->kernels, &k->jit, err);
   }
+  step(m, what, 1);
   free(text);
   if (rc) {
     free(k);
@@ -1045,6 +1082,36 @@ const ff_isa *ff_isa_at(int i) {
 
 const char *ff_engine_name(enum ff_engine e) {
   return (unsigned)e < sizeof engine_names / sizeof *engine_names ? engine_names[e] : "?";
+}
+
+/* Whether the C compiler the cc engine runs ($CC's first word, else cc) is
+ * an executable file: by its path, or found on PATH. */
+static int have_cc(void) {
+  const char *cc = getenv("CC");
+  char word[256], path[4096];
+  if (!cc || !*cc) cc = "cc";
+  size_t n = strcspn(cc, " \t");
+  if (n == 0 || n >= sizeof word) return 0;
+  memcpy(word, cc, n);
+  word[n] = 0;
+  if (strchr(word, '/')) return access(word, X_OK) == 0;
+  const char *p = getenv("PATH");
+  for (p = p ? p : "/usr/bin:/bin"; *p; p += *p == ':') {
+    size_t k = strcspn(p, ":");
+    if (k + n + 2 <= sizeof path) {
+      snprintf(path, sizeof path, "%.*s/%s", (int)k, k ? p : ".", word);
+      if (access(path, X_OK) == 0) return 1;
+    }
+    p += k;
+  }
+  return 0;
+}
+
+enum ff_engine ff_engine_default(void) {
+  const char *e = getenv("FIXFORMER_ENGINE");
+  int named = ff_engine_parse(e);
+  if (named >= 0) return (enum ff_engine)named;
+  return have_cc() ? FF_ENGINE_CC : FF_ENGINE_TCC;
 }
 
 int ff_engine_parse(const char *name) {

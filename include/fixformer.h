@@ -73,6 +73,9 @@ const ff_config *ff_model_config(const ff_model *m);
  * or "native" (the best this machine runs).  The JIT engines always use this
  * machine's.  Another ISA than the current one unprepares the model. */
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err);
+/* The ISA the model's generated code uses ("generic" until set); NULL if m
+ * is NULL. */
+const char *ff_model_isa(const ff_model *m);
 /* The target the generated code is for, a triple such as
  * "arm-linux-gnueabihf" (NULL: this machine, the default).  Its
  * architecture gives its size_t: 32 bits for arm*, thumb*, i386..i686,
@@ -151,6 +154,14 @@ typedef struct ff_greedy {
  * id i + 1).  g, g->prompt, out and n_out are required. */
 int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err);
 
+/* Progress of the slow steps of a model's calls ("read weights", "generate
+ * C", "pack weights", "compile with cc", "compile with tcc", "write the
+ * weights as C"): fn(ctx, step, 0) when one starts and fn(ctx, step, 1) when
+ * it ends, on the calling thread, with the model's lock held (fn must not
+ * call back into m).  NULL stops it.  Clones start without one. */
+typedef void (*ff_progress_fn)(void *ctx, const char *step, int done);
+void ff_model_set_progress(ff_model *m, ff_progress_fn fn, void *ctx);
+
 /* The generated C for the model: header and source text, owned by m (valid
  * until m changes ISA or is closed).  command is recorded in the header
  * comment (NULL: "fixformer"); header and source may be NULL. */
@@ -176,6 +187,11 @@ void ff_model_close(ff_model *m);
 int ff_cc_cache_dir(char *buf, size_t n, ff_error *err);
 int ff_cc_cache_clean(size_t *removed_bytes, int *removed_files, ff_error *err);
 
+/* The engine to use when none is chosen, the same for every command of the
+ * CLI: cc (the fastest) where a C compiler is found ($CC, else cc on PATH),
+ * else tcc; the environment variable FIXFORMER_ENGINE (runtime, tcc or cc)
+ * overrides it.  The runtime is the reference the others are tested against. */
+enum ff_engine ff_engine_default(void);
 /* Name of an engine ("runtime", "tcc", "cc"; "?" if unknown) and back; -1
  * if unknown or NULL. */
 const char *ff_engine_name(enum ff_engine e);

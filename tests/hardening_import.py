@@ -73,11 +73,11 @@ class Case:
     def path(self, *parts):
         return os.path.join(self.tmp, *parts)
 
-    def must_fail(self, what, args, piece, cwd=None):
-        """exit 1 and one stderr line holding piece"""
+    def must_fail(self, what, args, piece, cwd=None, status=1):
+        """exit status (1: bad input, 2: a flag out of range) and one stderr line holding piece"""
         p = self.ff_run(*args, cwd=cwd)
         lines = p.stderr.strip().splitlines()
-        if p.returncode != 1 or len(lines) != 1 or piece not in lines[0]:
+        if p.returncode != status or len(lines) != 1 or piece not in lines[0]:
             self.fail("%s: exit %d, stderr %r; wanted one line containing %r" % (what, p.returncode, p.stderr, piece))
             return False
         print("%-34s %s" % (what, lines[0]))
@@ -393,10 +393,13 @@ def max_seq_flag(c):
         c.check(header["pos_embed.weight"]["shape"] == [16, 32] and "pos_embed.weight keeps the first rows" in out.stdout,
                 "gpt2 --max-seq 16: pos_embed.weight is %s" % header["pos_embed.weight"]["shape"])
         c.forward_matches("gpt2 --max-seq 16", lua, lambda ids, lens: ref.gpt2_forward(cfg, sd, ids, lens), 40)
-    for bad, piece in (("0", "--max-seq must be at least 1"), ("-3", "--max-seq: '-3' is not a non-negative integer"),
-                       ("many", "--max-seq: 'many' is not a non-negative integer"),
-                       ("65", "--max-seq 65 is outside 1..64 (%s: n_positions = 64)" % os.path.join(src, "config.json"))):
-        if c.must_fail("--max-seq " + bad, ["import", src, "-o", c.path("out_bad_max"), "--max-seq", bad], piece):
+    for bad, piece, status in (("0", "--max-seq must be at least 1", 2),
+                               ("-3", "--max-seq: '-3' is not a non-negative integer", 2),
+                               ("many", "--max-seq: 'many' is not a non-negative integer", 2),
+                               ("65", "--max-seq 65 is outside 1..64 (%s: n_positions = 64)" %
+                                os.path.join(src, "config.json"), 1)):
+        if c.must_fail("--max-seq " + bad, ["import", src, "-o", c.path("out_bad_max"), "--max-seq", bad], piece,
+                       status=status):
             c.check(not os.path.exists(c.path("out_bad_max")), "--max-seq %s: a folder was written" % bad)
     c.must_fail("--max-seq above seq_len", ["import", binp, "-o", c.path("out_bad_max"), "--max-seq", 4097],
                 "--max-seq 4097 is outside 1..4096 (%s: seq_len = 4096)" % binp)

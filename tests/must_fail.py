@@ -371,7 +371,7 @@ def main():
         ok = p.returncode == 0 and len(got) == len(want) and all(g.startswith(w) for g, w in zip(got, want))
         failures += not ok
         print("%-26s %s" % ("bench phase lines", "ok" if ok else "FAIL: %r %s" % (p.stdout, p.stderr)))
-        # the cc engine says what it is doing on a terminal (stderr a pty), and nothing on a pipe
+        # the slow steps are shown on a terminal (stderr a pty), one finished line each, and nothing on a pipe
         master, slave = pty.openpty()
         env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "xdg-tty"))
         proc = subprocess.Popen([ff] + run_cmd(good, "--engine", "cc"), stdout=subprocess.DEVNULL, stderr=slave,
@@ -388,7 +388,10 @@ def main():
             said += chunk
         os.close(master)
         piped = subprocess.run([ff] + run_cmd(good, "--engine", "cc"), capture_output=True, text=True, env=env)
-        ok = (proc.wait() == 0 and said.decode().strip() == "compiling m with cc (first time; cached after) ..." and
+        steps = [line.rstrip("\r").split("\r")[-1] for line in said.decode().strip().split("\n")]  # a finished line a step
+        want = ["m: read weights: ", "m: generate C: ", "m: pack weights: ", "m: compile with cc: "]
+        ok = (proc.wait() == 0 and len(steps) == len(want) and all(s.startswith(w) and s.endswith(" s\x1b[K")
+                                                                    for s, w in zip(steps, want)) and
               piped.returncode == 0 and piped.stderr == "")
         failures += not ok
         print("%-26s %s" % ("cc compile, on a terminal", "ok" if ok else "FAIL: %r %r" % (said, piped.stderr)))

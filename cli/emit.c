@@ -1,0 +1,168 @@
+/* emit.c - `fixformer emit`: C specialised to the model, written to files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* "DIR/NAME" + suffix, malloc'd */
+static char *out_path(const char *dir, const char *name, const char *suffix) {
+  char *p = malloc(strlen(dir) + strlen(name) + strlen(suffix) + 2);
+  if (p) sprintf(p, "%s/%s%s", dir, name, suffix);
+  return p;
+}
+
+/* A target triple: the architecture first, e.g. aarch64-linux-gnu. */
+static int check_target(const char *t, ff_error *err) {
+  static const char *const arches[] = {"x86_64",   "aarch64",   "riscv64",       "riscv32", "arm",
+                                       "i686",     "thumbv6m",  "thumbv7m",      "thumbv7em", "thumbv8m.main",
+                                       "generic",  NULL};
+  size_t n = strcspn(t, "-");
+  for (const char *const *a = arches; *a; a++)
+    if (strlen(*a) == n && !strncmp(t, *a, n)) {
+      for (const char *p = t; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
+          return ff_fail(err, CLI_EUSAGE, "--target: '%s' is not a target triple", t);
+      return 0;
+    }
+  return ff_fail(err, CLI_EUSAGE, "--target: unknown architecture in '%s' (x86_64, aarch64, riscv64, riscv32, arm, thumbv6m, "
+                 "thumbv7m, thumbv7em, thumbv8m.main, i686, generic)", t);
+}
+
+/* The ISAs code for the target's architecture can use (x86 SIMD on x86,
+ * NEON on AArch64, the portable kernels everywhere). */
+static const char *target_isas(const char *target) {
+  static const struct {
+    const char *arch, *isas;
+  } rows[] = {{"x86_64", "generic, avx2, avx512"}, {"i386", "generic, avx2, avx512"}, {"i486", "generic, avx2, avx512"},
+              {"i586", "generic, avx2, avx512"},   {"i686", "generic, avx2, avx512"}, {"aarch64", "generic, neon"}};
+  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+    if (!strncmp(target, rows[i].arch, strlen(rows[i].arch))) return rows[i].isas;
+  return "generic";
+}
+
+/* --isa must be one the --target runs: "avx2" for riscv64 is refused. */
+static int check_isa_target(const char *isa, const char *target, ff_error *err) {
+  const char *isas = target_isas(target);
+  size_t n = strlen(isa);
+  for (const char *p = isas; (p = strstr(p, isa)); p += n)
+    if ((p == isas || p[-1] == ' ') && (p[n] == ',' || !p[n])) return 0;
+  return ff_fail(err, CLI_EUSAGE, "--isa %s: the target %s runs %s", isa, target, isas);
+}
+
+static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
+  const char *dir, *weights = cli_value(flags, "--weights"), *target = cli_value(flags, "--target");
+  int embed = cli_value(flags, "--embed") != NULL, with_main = cli_value(flags, "--with-main") != NULL, rc;
+  if ((rc = cli_require(flags, "-o", &dir, err))) return rc;
+  if (target && (rc = check_target(target, err))) return rc;
+  /* the command, without -o and -q (where the files go does not change them) */
+  char command[1024];
+  int n = snprintf(command, sizeof command, "fixformer emit %s", path);
+  for (const cli_flag *f = flags; f->name && n > 0 && (size_t)n < sizeof command; f++)
+    if (f->value && strcmp(f->name, "-o") && strcmp(f->name, "--quiet"))
+      n += snprintf(command + n, sizeof command - (size_t)n, f->takes_value ? " %s %s" : " %s", f->name, f->value);
+
+  ff_model *m = cli_open_model(path, flags, err);
+  if (!m) return err->code;
+  const ff_config *c = ff_model_config(m);
+  weights = cli_default_weights(c, weights); /* the description's, as for run */
+  const char *isa = cli_value(flags, "--isa");
+  if (!isa && target && !strncmp(target, "aarch64", 7)) isa = "neon"; /* every AArch64 CPU has it */
+  if ((isa && (rc = ff_model_set_isa(m, isa, err))) || (rc = ff_model_set_target(m, target, err)) ||
+      (target && isa && (rc = check_isa_target(ff_model_isa(m), target, err)))) {
+    ff_model_close(m);
+    return rc;
+  }
+  if (embed && !weights) {
+    ff_model_close(m);
+    return ff_fail(err, CLI_EUSAGE, "--embed needs --weights W.safetensors");
+  }
+  const char *header, *source;
+  char *text = NULL, *driver = NULL;
+  if ((weights && (rc = cli_load_weights(m, flags, weights, err))) ||
+      (rc = ff_model_generate(m, command, &header, &source, err)))
+    goto done;
+  /* everything is rendered before the first file is written, and written all or none */
+  if (weights && embed && (rc = ff_model_weights_source(m, weights, &text, err))) goto done;
+  if (with_main && (rc = ff_model_driver_source(m, embed, &driver, err))) goto done;
+  ff_file_out files[5];
+  int n_files = 0;
+  files[n_files++] = (ff_file_out){out_path(dir, c->name, ".h"), header, strlen(header)};
+  files[n_files++] = (ff_file_out){out_path(dir, c->name, ".c"), source, strlen(source)};
+  if (weights && embed) {
+    files[n_files++] = (ff_file_out){out_path(dir, c->name, "_weights.c"), text, strlen(text)};
+  } else if (weights) {
+    const void *blob;
+    size_t bytes;
+    if ((rc = ff_model_weight_blob(m, &blob, &bytes, err))) goto written;
+    files[n_files++] = (ff_file_out){out_path(dir, c->name, ".weights"), blob, bytes};
+  }
+  if (driver) files[n_files++] = (ff_file_out){out_path(dir, c->name, "_main.c"), driver, strlen(driver)};
+  for (int i = 0; i < n_files; i++)
+    if (!files[i].path) {
+      rc = ff_fail(err, FF_ENOMEM, "out of memory");
+      goto written;
+    }
+  const char *const reads[] = {path, weights, with_main ? c->vocabulary : NULL};
+  for (int i = 0; i < n_files; i++)
+    if ((rc = ff_refuse_inputs(files[i].path, reads, 3, err))) goto written;
+  struct stat st; /* the folder is made only once there is something to put in it */
+  int made = 0;     /* ... and removed again if the files fail: all or none */
+  if (stat(dir, &st) && !(made = !mkdir(dir, 0777)) && errno != EEXIST) {
+    rc = ff_fail(err, FF_EIO, "cannot create %s: %s", dir, strerror(errno));
+    goto written;
+  }
+  if (!stat(dir, &st) && !S_ISDIR(st.st_mode)) {
+    rc = ff_fail(err, FF_EIO, "%s is not a directory", dir);
+    goto written;
+  }
+  if ((rc = ff_write_files_atomic(files, n_files, err))) {
+    if (made) rmdir(dir); /* ours, and empty: ff_write_files_atomic left nothing */
+    goto written;
+  }
+  for (int i = 0; i < n_files; i++) printf("wrote %s (%zu bytes)\n", files[i].path, files[i].len);
+written:
+  for (int i = 0; i < n_files; i++) free((void *)files[i].path);
+done:
+  free(driver);
+  free(text);
+  ff_model_close(m);
+  return rc;
+}
+
+static cli_flag flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NULL, 1},
+                           {"--weights", NULL, NULL, 1}, {"--embed", NULL, NULL, 0},
+                           {"--target", NULL, NULL, 1},  {"--with-main", NULL, NULL, 0},
+                           {"--isa", NULL, NULL, 1},     {"--allow-nonfinite", NULL, NULL, 0},
+                           {"--dtype", NULL, NULL, 1},   {"--quiet", "-q", NULL, 0},
+                           {NULL, NULL, NULL, 0}};
+
+const cli_command cli_emit = {
+    "emit", "C specialised to the model (files, for any target)",
+     "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
+     "                      [--isa generic|avx2|avx512|neon|native] [--with-main] [--dtype f32|bf16|int8]\n"
+     "Writes C specialised to the model's shapes: DIR/NAME.c and DIR/NAME.h.\n"
+     "  -o, --output DIR the folder (made if need be)\n"
+     "  --weights W      also write the weights packed in the code's layout: DIR/NAME.weights\n"
+     "                   (default: the description's weights, if it names them)\n"
+     "  --embed          ... as C arrays in DIR/NAME_weights.c instead (no file at run time)\n"
+     "  --target TRIPLE  the target, e.g. aarch64-linux-gnu (recorded in the header; picks --isa)\n"
+     "  --isa ISA        the matrix kernels: generic (portable C99; the default, but neon\n"
+     "                   for an aarch64 --target), avx2 (build with -mavx2 -mfma), avx512\n"
+     "                   (-mavx512f -mfma), neon (AArch64), native (the best this machine runs);\n"
+     "                   one the --target cannot run is refused\n"
+     "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
+     "  --dtype T        the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
+     "                   description's dtype (f32 unless it says)\n"
+     "  --allow-nonfinite  write weights holding NaN or infinities (refused by default;\n"
+     "                   the packed blob only: --embed cannot write them as C literals)\n"
+     "  -q, --quiet      no progress lines on stderr\n"
+     "The files appear all or none.  The same inputs give byte-identical files.  Build, e.g.:\n"
+     "  cc -O2 -o NAME DIR/NAME.c DIR/NAME_main.c [DIR/NAME_weights.c] -lm\n"
+     "Example:\n"
+     "  fixformer emit models/dates.lua -o dates --embed --with-main\n"
+     "  cc -O2 -o dates/dates dates/dates.c dates/dates_main.c dates/dates_weights.c -lm\n",
+    "MODEL.lua", 0, run_emit, flags};

@@ -1,0 +1,200 @@
+/* info.c - `fixformer info`: the resolved description, its weights and FLOPs, a checkpoint checked against it, the ISA table. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *const arch_names[] = {"encoder", "decoder-only", "encoder-decoder"};
+static const char *const place_names[] = {"post", "pre"};
+static const char *const kind_names[] = {"layernorm", "rmsnorm"};
+static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "swiglu"};
+static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rope"};
+
+static int print_weight(void *ctx, const ff_weight_spec *s) {
+  (void)ctx;
+  if (s->rank == 2)
+    printf("--   %-56s [%d, %d]\n", s->name, s->shape[0], s->shape[1]);
+  else
+    printf("--   %-56s [%d]\n", s->name, s->shape[0]);
+  return 0;
+}
+
+/* ---- info --weights: a checkpoint against the description ---------------- */
+
+typedef struct {
+  const char *path;            /* the weights file */
+  const ff_tensor_file *file;
+  unsigned char *seen;         /* one flag per file tensor */
+  int problems;
+  ff_error *err;               /* the first problem */
+} checkpoint_check;
+
+static const char *const dtype_names[] = {"F32", "F16", "BF16", "I32", "I64"};
+
+static void shape_text(char *buf, size_t n, int rank, const int64_t *shape) {
+  int at = snprintf(buf, n, "[");
+  for (int i = 0; i < rank && at > 0 && (size_t)at < n; i++)
+    at += snprintf(buf + at, n - (size_t)at, i ? ",%lld" : "%lld", (long long)shape[i]);
+  if (at > 0 && (size_t)at < n) snprintf(buf + at, n - (size_t)at, "]");
+}
+
+/* One row of the table; the first problem is also kept in err. */
+static void check_row(checkpoint_check *k, const char *name, const char *shape, const char *dtype,
+                      const char *problem) {
+  printf("  %-52s %-14s %-5s %s\n", name, shape, dtype, problem ? problem : "ok");
+  if (problem && !k->problems++) ff_fail(k->err, FF_EINVAL, "%s: tensor '%s': %s", k->path, name, problem);
+}
+
+/* A described tensor: present, same shape, finite (any accepted dtype). */
+static int check_described(void *ctx, const ff_weight_spec *s) {
+  checkpoint_check *k = ctx;
+  int64_t want[2] = {s->shape[0], s->shape[1]};
+  char wants[64], haves[160], problem[256];
+  shape_text(wants, sizeof wants, s->rank, want);
+  const ff_tensor *t = ff_tensor_file_find(k->file, s->name);
+  if (!t) {
+    check_row(k, s->name, wants, "-", "missing");
+    return 0;
+  }
+  k->seen[t - k->file->tensors] = 1;
+  int same = t->rank == s->rank;
+  for (int i = 0; same && i < s->rank; i++) same = t->shape[i] == want[i];
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; same && i < t->numel; i++)
+    if (!isfinite(t->data[i]) && !bad++) first = i;
+  shape_text(haves, sizeof haves, t->rank, t->shape);
+  if (!same)
+    snprintf(problem, sizeof problem, "shape %s in file, model needs %s", haves, wants);
+  else if (bad)
+    snprintf(problem, sizeof problem, "%zu non-finite value%s (the first, %g, at element %zu)", bad,
+             bad > 1 ? "s" : "", (double)t->data[first], first);
+  check_row(k, s->name, same ? wants : haves, dtype_names[t->file_dtype], same && !bad ? NULL : problem);
+  return 0;
+}
+
+/* Every tensor the description names, then the file's others. */
+static int check_checkpoint(const ff_config *c, const char *weights, ff_error *err) {
+  ff_tensor_file file = {0};
+  int rc = ff_rt_read_weights(c, weights, &file, err); /* separate q/k/v, gate/up fused, as the model sees them */
+  if (rc) return rc;
+  checkpoint_check k = {weights, &file, calloc((size_t)file.count + 1, 1), 0, err};
+  if (!k.seen) {
+    ff_tensor_file_free(&file);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  printf("-- %s against %s: %d tensors in the file\n  %-52s %-14s %-5s %s\n", weights, c->name, file.count,
+         "tensor", "shape", "dtype", "check");
+  ff_rt_visit_weights(c, NULL, check_described, &k);
+  for (int i = 0; i < file.count; i++)
+    if (!k.seen[i]) {
+      char shape[160];
+      shape_text(shape, sizeof shape, file.tensors[i].rank, file.tensors[i].shape);
+      check_row(&k, file.tensors[i].name, shape, dtype_names[file.tensors[i].file_dtype],
+                "unexpected (not used by this description)");
+    }
+  size_t tensors, params;
+  ff_rt_count_weights(c, &tensors, &params);
+  if (k.problems)
+    printf("-- %d problem%s; the first: %s\n", k.problems, k.problems > 1 ? "s" : "", err->msg);
+  else
+    printf("-- ok: %zu tensors, %zu parameters, as the description needs\n", tensors, params);
+  free(k.seen);
+  ff_tensor_file_free(&file);
+  return k.problems ? FF_EINVAL : 0;
+}
+
+/* info: the embedding and output head keys of the resolved config */
+static void print_embed_head_keys(const ff_model *m) {
+  const ff_config *c = ff_model_config(m);
+  if (c->vocab > 0) {
+    printf("  lm_head = %s\n", c->no_lm_head ? "false,  -- the output is the hidden states" : "true,");
+    if (!c->no_lm_head) printf("  head_bias = %s,\n", c->head_bias ? "true" : "false");
+    printf("  token_types = %d,%s\n", c->token_types, c->token_types ? "  -- every position has type 0" : "");
+  }
+  printf("  embed_norm = %s,\n", c->embed_norm ? "true" : "false");
+  printf("  dtype = \"%s\",\n", ff_model_dtype(m));
+}
+
+/* info --isas: the ISA table (kernels/isas.h), one row per ISA */
+static int print_isas(void) {
+  printf("%-8s %3s %3s  %-4s  %s\n", "isa", "MR", "NR", "runs", "C flags");
+  for (int i = 0; ff_isa_at(i); i++) {
+    const ff_isa *isa = ff_isa_at(i);
+    printf("%-8s %3d %3d  %s%s%s\n", isa->name, isa->mr, isa->nr, isa->runs_here ? "yes" : "no",
+           *isa->flags ? (isa->runs_here ? "   " : "    ") : "", isa->flags);
+  }
+  return 0;
+}
+
+static int run_info(const char *path, cli_flag *flags, ff_error *err) {
+  if (cli_value(flags, "--isas")) {
+    if (path || cli_value(flags, "--weights")) return ff_fail(err, CLI_EUSAGE, "--isas takes no model or --weights");
+    return print_isas();
+  }
+  if (!path) return ff_fail(err, CLI_EUSAGE, "missing MODEL.lua (see fixformer info --help)");
+  ff_model *m = cli_open_model(path, flags, err);
+  if (!m) return err->code;
+  ff_model_set_progress(m, NULL, NULL);
+  const ff_config *c = ff_model_config(m);
+  const char *weights = cli_value(flags, "--weights");
+  if (weights) { /* the check only: the description itself is what plain `info` shows */
+    int rc = check_checkpoint(c, weights, err);
+    ff_model_close(m);
+    return rc;
+  }
+  printf("-- %s, resolved (defaults filled in)\nreturn {\n", path);
+  printf("  name = \"%s\",\n  arch = \"%s\",\n", c->name, arch_names[c->arch]);
+  printf("  d_model = %d,\n  heads = %d,  -- d_k = %d\n", c->d_model, c->heads, c->d_model / c->heads);
+  printf("  kv_heads = %d,%s\n  d_ff = %d,\n", ff_config_kv_heads(c),
+         ff_config_kv_heads(c) < c->heads ? "  -- grouped-query: K/V caches of kv_heads * d_k per position" : "", c->d_ff);
+  if (c->arch == FF_ARCH_ENCODER_DECODER)
+    printf("  encoder_layers = %d,\n  decoder_layers = %d,\n", c->encoder_layers, c->decoder_layers);
+  else
+    printf("  layers = %d,\n", c->encoder_layers + c->decoder_layers);
+  printf("  norm = \"%s\",\n  norm_kind = \"%s\",\n  final_norm = %s,\n  eps = %g,\n", place_names[c->norm],
+         kind_names[c->norm_kind], c->final_norm ? "true" : "false", (double)c->eps);
+  printf("  activation = \"%s\",\n  bias = %s,\n", act_names[c->activation], c->bias ? "true" : "false");
+  if (c->vocab > 0) printf("  vocab = %d,\n", c->vocab);
+  else printf("  vocab = nil,  -- float inputs [B,T,%d]\n", c->d_model);
+  printf("  positional = \"%s\",\n", pos_names[c->positional]);
+  if (c->positional == FF_POS_ROPE)
+    printf("  rope_theta = %g,\n  rope_pairing = \"%s\",\n", (double)c->rope_theta,
+           c->rope_pairing == FF_ROPE_INTERLEAVED ? "interleaved" : "rotate_half");
+  printf("  scale_embeddings = %s,\n  tie_embeddings = %s,\n  max_seq = %d,\n  prefix = \"%s\",\n",
+         c->scale_embeddings ? "true" : "false", c->tie_embeddings ? "true" : "false", c->max_seq, c->prefix);
+  print_embed_head_keys(m);
+  if (c->weights[0]) printf("  weights = \"%s\",\n", c->weights);
+  if (c->vocabulary[0]) printf("  vocabulary = \"%s\",\n", c->vocabulary);
+  printf("}\n");
+  size_t tensors, params;
+  ff_rt_count_weights(c, &tensors, &params);
+  printf("-- weights: %zu tensors, %zu parameters (%.2f MB float32)\n", tensors, params, params * 4.0 / 1e6);
+  ff_rt_visit_weights(c, NULL, print_weight, NULL);
+  int T = c->max_seq;
+  printf("-- FLOPs per token: %.0f at T = 1, %.0f averaged over T = max_seq = %d\n",
+         ff_rt_forward_flops(c, 1, 1), ff_rt_forward_flops(c, T, T) / T, T);
+  printf("-- output per position: %d %s\n", ff_config_out_dim(c), ff_config_has_head(c) ? "logits" : "hidden states");
+  ff_model_close(m);
+  return 0;
+}
+
+static cli_flag flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {"--isas", NULL, NULL, 0},
+                           {"--dtype", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+
+const cli_command cli_info = {
+    "info", "the resolved description, weights, parameters and FLOPs",
+     "usage: fixformer info MODEL.lua [--weights W.safetensors]\n"
+     "       fixformer info --isas\n"
+     "Prints the resolved description (defaults filled in), the weight tensors\n"
+     "with their shapes, the parameter count and the FLOPs per token.\n"
+     "  --weights W   instead: check the checkpoint against the description without\n"
+     "                running it (every tensor present, none extra, shapes, finite\n"
+     "                values; F32, F16 and BF16 accepted) in a table; exits 1 naming\n"
+     "                the first problem\n"
+     "  --isas        instead: the ISAs of emit --isa (kernels/isas.h): register\n"
+     "                tile MR x NR, whether this machine runs them, their C flags\n"
+     "  --dtype T     the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
+     "                description's dtype (f32 unless it says)\n",
+    "MODEL.lua", 1, run_info, flags};

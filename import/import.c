@@ -1,0 +1,1195 @@
+/* import.c - `fixformer import SRC -o DIR [--name NAME] [--tokenizer FILE]`.
+ *
+ * Reads a checkpoint as its users have it and writes what every other
+ * command takes: DIR/NAME.lua (the description, naming its weights and
+ * tokenizer by relative path), DIR/NAME.safetensors (float32, tensors renamed
+ * to fixformer's names: separate q/k/v and gate/up kept separate, GPT-2's
+ * Conv1D [in,out] transposed to [out,in]) and the tokenizer copied beside
+ * them.  Sources:
+ *   - a Hugging Face folder: config.json + model.safetensors, or the shards
+ *     of model.safetensors.index.json; families llama, gpt2, bert;
+ *   - a llama2.c checkpoint: the legacy .bin (7 int32 header) or version 1
+ *     (magic "ak42", 256-byte header).
+ * Every source tensor is mapped, or ignored for a stated reason, or the
+ * import fails naming it; the files appear all or none. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "ff_config.h"
+#include "ff_io.h"
+#include "fixformer.h"
+#include "ff_json.h"
+#include "import.h"
+
+/* ---- the description to write ------------------------------------------- */
+
+typedef struct {
+  const char *family;   /* "llama", "gpt2", "bert", "llama2.c" */
+  const char *arch, *norm, *norm_kind, *activation, *positional, *rope_pairing;
+  int d_model, heads, kv_heads, d_ff, layers, vocab, max_seq, token_types;
+  int final_norm, bias, tie, embed_norm, lm_head, has_kv_heads;
+  double eps, rope_theta;
+  const char *max_seq_key; /* the source's name for max_seq, for messages */
+  int pos_rows;            /* the positions the source has (a learned table's rows); max_seq may be fewer */
+} model_desc;
+
+/* The sizes a tensor's shape is made of */
+enum dim { D_NONE, D_MODEL, D_FF, D_VOCAB, D_POS, D_KV, D_QKV, D_TYPES, D_HALF };
+
+static int64_t dim_of(const model_desc *d, enum dim k) {
+  switch (k) {
+  case D_MODEL: return d->d_model;
+  case D_FF: return d->d_ff;
+  case D_VOCAB: return d->vocab;
+  case D_POS: return d->max_seq;
+  case D_KV: return (int64_t)d->kv_heads * (d->d_model / d->heads);
+  case D_QKV: return 3 * (int64_t)d->d_model;
+  case D_TYPES: return d->token_types;
+  case D_HALF: return d->d_model / d->heads / 2;
+  default: return 0;
+  }
+}
+
+/* ---- the tensors to write ------------------------------------------------- */
+
+typedef struct {
+  char name[FF_TENSOR_NAME_MAX];
+  int rank;
+  int64_t shape[2];
+  const float *data;
+  float *owned;       /* a transposed copy, or NULL */
+} out_tensor;
+
+typedef struct {
+  out_tensor *t;
+  int n, cap;
+  size_t params;
+} outputs;
+
+static int out_add(outputs *o, const char *name, int64_t rows, int64_t cols, const float *data, float *owned,
+                   ff_error *err) {
+  if (o->n == o->cap) {
+    int cap = o->cap ? 2 * o->cap : 64;
+    out_tensor *t = realloc(o->t, (size_t)cap * sizeof *t);
+    if (!t) {
+      free(owned);
+      return ff_fail(err, FF_ENOMEM, "out of memory");
+    }
+    o->t = t;
+    o->cap = cap;
+  }
+  out_tensor *t = &o->t[o->n++];
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->rank = cols ? 2 : 1;
+  t->shape[0] = rows;
+  t->shape[1] = cols;
+  t->data = data;
+  t->owned = owned;
+  o->params += (size_t)rows * (size_t)(cols ? cols : 1);
+  return 0;
+}
+
+static void out_free(outputs *o) {
+  for (int i = 0; i < o->n; i++) free(o->t[i].owned);
+  free(o->t);
+  memset(o, 0, sizeof *o);
+}
+
+static void shape_text(char *buf, size_t n, int rank, const int64_t *shape) {
+  if (rank == 2) snprintf(buf, n, "[%lld,%lld]", (long long)shape[0], (long long)shape[1]);
+  else snprintf(buf, n, "[%lld]", (long long)shape[0]);
+}
+
+/* ---- config.json ------------------------------------------------------------ */
+
+/* Reads keys of config.json; the first problem is kept in err and later
+ * reads return their defaults, so a family's reader checks rc once. */
+typedef struct {
+  const cJSON *root;
+  const char *path;
+  ff_error *err;
+  int rc;
+} config_reader;
+
+static const cJSON *cfg_get(config_reader *c, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
+  return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+/* an integer in [lo, hi]; def < 0: required */
+static int cfg_int(config_reader *c, const char *key, int def, int lo, int hi) {
+  if (c->rc) return def;
+  const cJSON *v = cfg_get(c, key);
+  if (!v) {
+    if (def < 0) c->rc = ff_fail(c->err, FF_EINVAL, "%s: '%s' is missing", c->path, key);
+    return def;
+  }
+  double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+  if (!(x == floor(x) && x >= lo && x <= hi)) {
+    c->rc = ff_fail(c->err, FF_EINVAL, "%s: '%s': expected an integer in %d..%d", c->path, key, lo, hi);
+    return def;
+  }
+  return (int)x;
+}
+
+static double cfg_num(config_reader *c, const char *key, double def) {
+  if (c->rc) return def;
+  const cJSON *v = cfg_get(c, key);
+  if (!v) return def;
+  if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble < 1e12))
+    c->rc = ff_fail(c->err, FF_EINVAL, "%s: '%s': expected a positive number", c->path, key);
+  return c->rc ? def : v->valuedouble;
+}
+
+static int cfg_bool(config_reader *c, const char *key, int def) {
+  if (c->rc) return def;
+  const cJSON *v = cfg_get(c, key);
+  if (!v) return def;
+  if (!cJSON_IsBool(v)) c->rc = ff_fail(c->err, FF_EINVAL, "%s: '%s': expected true or false", c->path, key);
+  return c->rc ? def : cJSON_IsTrue(v);
+}
+
+static const char *cfg_str(config_reader *c, const char *key, const char *def) {
+  if (c->rc) return def;
+  const cJSON *v = cfg_get(c, key);
+  if (!v) return def;
+  if (!cJSON_IsString(v)) c->rc = ff_fail(c->err, FF_EINVAL, "%s: '%s': expected a string", c->path, key);
+  return c->rc ? def : v->valuestring;
+}
+
+/* A setting fixformer does not compute: one line naming the key. */
+static void cfg_unsupported(config_reader *c, const char *key, const char *why) {
+  if (!c->rc) c->rc = ff_fail(c->err, FF_EINVAL, "%s: '%s': %s", c->path, key, why);
+}
+
+/* hidden_act / activation_function -> fixformer's activation, or NULL */
+static const char *activation_of(const char *act) {
+  static const char *const map[][2] = {{"gelu_new", "gelu_tanh"}, {"gelu_pytorch_tanh", "gelu_tanh"},
+                                       {"gelu_fast", "gelu_tanh"}, {"gelu", "gelu"}, {"relu", "relu"}};
+  for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+    if (!strcmp(act, map[i][0])) return map[i][1];
+  return NULL;
+}
+
+/* The shapes every family needs: heads divide d_model, kv_heads divide heads, RoPE an even d_k. */
+static void cfg_check_shapes(config_reader *c, model_desc *d, const char *heads_key) {
+  if (c->rc) return;
+  if (d->d_model % d->heads)
+    c->rc = ff_fail(c->err, FF_EINVAL, "%s: '%s': %d does not divide the hidden size %d", c->path, heads_key,
+                    d->heads, d->d_model);
+  else if (d->heads % d->kv_heads)
+    c->rc = ff_fail(c->err, FF_EINVAL, "%s: 'num_key_value_heads': %d does not divide %d heads", c->path,
+                    d->kv_heads, d->heads);
+  else if (!strcmp(d->positional, "rope") && (d->d_model / d->heads) % 2)
+    c->rc = ff_fail(c->err, FF_EINVAL, "%s: RoPE needs an even head width, got %d", c->path, d->d_model / d->heads);
+}
+
+static void llama_config(config_reader *c, model_desc *d) {
+  *d = (model_desc){.family = "llama", .arch = "decoder-only", .norm = "pre", .norm_kind = "rmsnorm",
+                    .activation = "swiglu", .positional = "rope", .rope_pairing = "rotate_half"};
+  d->d_model = cfg_int(c, "hidden_size", -1, 1, 65536);
+  d->heads = cfg_int(c, "num_attention_heads", -1, 1, 65536);
+  d->kv_heads = cfg_int(c, "num_key_value_heads", d->heads, 1, 65536);
+  d->d_ff = cfg_int(c, "intermediate_size", -1, 1, 1 << 24);
+  d->layers = cfg_int(c, "num_hidden_layers", -1, 1, 4096);
+  d->vocab = cfg_int(c, "vocab_size", -1, 1, 1 << 24);
+  d->max_seq = cfg_int(c, d->max_seq_key = "max_position_embeddings", 2048, 1, 1 << 20);
+  d->eps = cfg_num(c, "rms_norm_eps", 1e-6);
+  d->rope_theta = cfg_num(c, "rope_theta", 10000);
+  d->tie = cfg_bool(c, "tie_word_embeddings", 0);
+  d->final_norm = d->lm_head = d->has_kv_heads = 1;
+  const char *act = cfg_str(c, "hidden_act", "silu");
+  if (strcmp(act, "silu")) cfg_unsupported(c, "hidden_act", "only \"silu\" (SwiGLU) is supported for llama");
+  if (cfg_get(c, "rope_scaling")) cfg_unsupported(c, "rope_scaling", "RoPE scaling is not supported (plain RoPE only)");
+  if (cfg_bool(c, "attention_bias", 0)) cfg_unsupported(c, "attention_bias", "biases in attention only are not supported");
+  if (cfg_bool(c, "mlp_bias", 0)) cfg_unsupported(c, "mlp_bias", "biases in the MLP only are not supported");
+  if (!c->rc && d->heads && cfg_int(c, "head_dim", d->d_model / d->heads, 1, 65536) != d->d_model / d->heads)
+    cfg_unsupported(c, "head_dim", "must be hidden_size / num_attention_heads");
+  cfg_check_shapes(c, d, "num_attention_heads");
+}
+
+static void gpt2_config(config_reader *c, model_desc *d) {
+  *d = (model_desc){.family = "gpt2", .arch = "decoder-only", .norm = "pre", .norm_kind = "layernorm",
+                    .positional = "learned"};
+  d->d_model = cfg_int(c, "n_embd", -1, 1, 65536);
+  d->heads = d->kv_heads = cfg_int(c, "n_head", -1, 1, 65536);
+  d->d_ff = cfg_int(c, "n_inner", 4 * d->d_model, 1, 1 << 24);
+  d->layers = cfg_int(c, "n_layer", -1, 1, 4096);
+  d->vocab = cfg_int(c, "vocab_size", -1, 1, 1 << 24);
+  d->max_seq = cfg_int(c, d->max_seq_key = "n_positions", 1024, 1, 1 << 20);
+  d->eps = cfg_num(c, "layer_norm_epsilon", 1e-5);
+  d->tie = cfg_bool(c, "tie_word_embeddings", 1);
+  d->final_norm = d->bias = d->lm_head = 1;
+  const char *act = cfg_str(c, "activation_function", "gelu_new");
+  if (!c->rc && !(d->activation = activation_of(act)))
+    cfg_unsupported(c, "activation_function", "not one of gelu_new, gelu_pytorch_tanh, gelu_fast, gelu, relu");
+  if (!cfg_bool(c, "scale_attn_weights", 1)) cfg_unsupported(c, "scale_attn_weights", "false is not supported");
+  if (cfg_bool(c, "scale_attn_by_inverse_layer_idx", 0))
+    cfg_unsupported(c, "scale_attn_by_inverse_layer_idx", "true is not supported");
+  if (cfg_bool(c, "add_cross_attention", 0)) cfg_unsupported(c, "add_cross_attention", "true is not supported");
+  cfg_check_shapes(c, d, "n_head");
+}
+
+static void bert_config(config_reader *c, model_desc *d) {
+  *d = (model_desc){.family = "bert", .arch = "encoder", .norm = "post", .norm_kind = "layernorm",
+                    .positional = "learned"};
+  d->d_model = cfg_int(c, "hidden_size", -1, 1, 65536);
+  d->heads = d->kv_heads = cfg_int(c, "num_attention_heads", -1, 1, 65536);
+  d->d_ff = cfg_int(c, "intermediate_size", -1, 1, 1 << 24);
+  d->layers = cfg_int(c, "num_hidden_layers", -1, 1, 4096);
+  d->vocab = cfg_int(c, "vocab_size", -1, 1, 1 << 24);
+  d->max_seq = cfg_int(c, d->max_seq_key = "max_position_embeddings", 512, 1, 1 << 20);
+  d->token_types = cfg_int(c, "type_vocab_size", 2, 1, 1 << 20);
+  d->eps = cfg_num(c, "layer_norm_eps", 1e-12);
+  d->bias = d->tie = d->embed_norm = 1;
+  const char *act = cfg_str(c, "hidden_act", "gelu");
+  if (!c->rc && !(d->activation = activation_of(act)))
+    cfg_unsupported(c, "hidden_act", "not one of gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu");
+  if (strcmp(cfg_str(c, "position_embedding_type", "absolute"), "absolute"))
+    cfg_unsupported(c, "position_embedding_type", "only \"absolute\" is supported");
+  if (cfg_bool(c, "is_decoder", 0)) cfg_unsupported(c, "is_decoder", "true is not supported");
+  cfg_check_shapes(c, d, "num_attention_heads");
+}
+
+/* ---- Hugging Face families: name tables ---------------------------------------- */
+
+typedef struct {
+  const char *src, *dst;  /* inside a layer (layer roles) or full names */
+  enum dim rows, cols;    /* fixformer's shape [rows, cols] ([rows] when cols is D_NONE) */
+  int conv1d;             /* stored [cols, rows] (GPT-2's Conv1D): transposed */
+} role;
+
+typedef struct {
+  const char *text;  /* a suffix inside a layer, an exact name, or a prefix ending in '.' */
+  int in_layer;
+  const char *why;
+} ignore_rule;
+
+typedef struct {
+  const char *model_type, *arch_hint; /* config.json's model_type; a word of architectures[0] */
+  void (*config)(config_reader *c, model_desc *d);
+  const char *strip;      /* an optional prefix of the stack's names ("transformer.", "bert.") */
+  const char *layer_src;  /* the layer's prefix before its index: "model.layers." */
+  const role *globals, *layer;
+  const ignore_rule *ignore;
+} family;
+
+#define HEAD "lm_head.weight" /* the one role present only when the head is not tied */
+
+static const role llama_globals[] = {{"model.embed_tokens.weight", "embed.weight", D_VOCAB, D_MODEL, 0},
+                                     {"model.norm.weight", "norm.weight", D_MODEL, D_NONE, 0},
+                                     {HEAD, HEAD, D_VOCAB, D_MODEL, 0}, {NULL, NULL, D_NONE, D_NONE, 0}};
+static const role llama_layer[] = {
+    {"input_layernorm.weight", "norm1.weight", D_MODEL, D_NONE, 0},
+    {"self_attn.q_proj.weight", "self_attn.q_proj.weight", D_MODEL, D_MODEL, 0},
+    {"self_attn.k_proj.weight", "self_attn.k_proj.weight", D_KV, D_MODEL, 0},
+    {"self_attn.v_proj.weight", "self_attn.v_proj.weight", D_KV, D_MODEL, 0},
+    {"self_attn.o_proj.weight", "self_attn.out_proj.weight", D_MODEL, D_MODEL, 0},
+    {"post_attention_layernorm.weight", "norm2.weight", D_MODEL, D_NONE, 0},
+    {"mlp.gate_proj.weight", "gate_proj.weight", D_FF, D_MODEL, 0},
+    {"mlp.up_proj.weight", "up_proj.weight", D_FF, D_MODEL, 0},
+    {"mlp.down_proj.weight", "linear2.weight", D_MODEL, D_FF, 0},
+    {NULL, NULL, D_NONE, D_NONE, 0}};
+static const ignore_rule llama_ignore[] = {{"self_attn.rotary_emb.inv_freq", 1, "RoPE frequency buffers (recomputed)"},
+                                           {NULL, 0, NULL}};
+
+static const role gpt2_globals[] = {{"wte.weight", "embed.weight", D_VOCAB, D_MODEL, 0},
+                                    {"wpe.weight", "pos_embed.weight", D_POS, D_MODEL, 0},
+                                    {"ln_f.weight", "norm.weight", D_MODEL, D_NONE, 0},
+                                    {"ln_f.bias", "norm.bias", D_MODEL, D_NONE, 0},
+                                    {HEAD, HEAD, D_VOCAB, D_MODEL, 0}, {NULL, NULL, D_NONE, D_NONE, 0}};
+static const role gpt2_layer[] = {{"ln_1.weight", "norm1.weight", D_MODEL, D_NONE, 0},
+                                  {"ln_1.bias", "norm1.bias", D_MODEL, D_NONE, 0},
+                                  {"attn.c_attn.weight", "self_attn.in_proj_weight", D_QKV, D_MODEL, 1},
+                                  {"attn.c_attn.bias", "self_attn.in_proj_bias", D_QKV, D_NONE, 0},
+                                  {"attn.c_proj.weight", "self_attn.out_proj.weight", D_MODEL, D_MODEL, 1},
+                                  {"attn.c_proj.bias", "self_attn.out_proj.bias", D_MODEL, D_NONE, 0},
+                                  {"ln_2.weight", "norm2.weight", D_MODEL, D_NONE, 0},
+                                  {"ln_2.bias", "norm2.bias", D_MODEL, D_NONE, 0},
+                                  {"mlp.c_fc.weight", "linear1.weight", D_FF, D_MODEL, 1},
+                                  {"mlp.c_fc.bias", "linear1.bias", D_FF, D_NONE, 0},
+                                  {"mlp.c_proj.weight", "linear2.weight", D_MODEL, D_FF, 1},
+                                  {"mlp.c_proj.bias", "linear2.bias", D_MODEL, D_NONE, 0},
+                                  {NULL, NULL, D_NONE, D_NONE, 0}};
+static const ignore_rule gpt2_ignore[] = {{"attn.bias", 1, "causal-mask buffers (attn.bias)"},
+                                          {"attn.masked_bias", 1, "mask-value buffers (attn.masked_bias)"},
+                                          {NULL, 0, NULL}};
+
+static const role bert_globals[] = {
+    {"embeddings.word_embeddings.weight", "embed.weight", D_VOCAB, D_MODEL, 0},
+    {"embeddings.position_embeddings.weight", "pos_embed.weight", D_POS, D_MODEL, 0},
+    {"embeddings.token_type_embeddings.weight", "token_type_embed.weight", D_TYPES, D_MODEL, 0},
+    {"embeddings.LayerNorm.weight", "embed_norm.weight", D_MODEL, D_NONE, 0},
+    {"embeddings.LayerNorm.bias", "embed_norm.bias", D_MODEL, D_NONE, 0},
+    {NULL, NULL, D_NONE, D_NONE, 0}};
+static const role bert_layer[] = {
+    {"attention.self.query.weight", "self_attn.q_proj.weight", D_MODEL, D_MODEL, 0},
+    {"attention.self.query.bias", "self_attn.q_proj.bias", D_MODEL, D_NONE, 0},
+    {"attention.self.key.weight", "self_attn.k_proj.weight", D_MODEL, D_MODEL, 0},
+    {"attention.self.key.bias", "self_attn.k_proj.bias", D_MODEL, D_NONE, 0},
+    {"attention.self.value.weight", "self_attn.v_proj.weight", D_MODEL, D_MODEL, 0},
+    {"attention.self.value.bias", "self_attn.v_proj.bias", D_MODEL, D_NONE, 0},
+    {"attention.output.dense.weight", "self_attn.out_proj.weight", D_MODEL, D_MODEL, 0},
+    {"attention.output.dense.bias", "self_attn.out_proj.bias", D_MODEL, D_NONE, 0},
+    {"attention.output.LayerNorm.weight", "norm1.weight", D_MODEL, D_NONE, 0},
+    {"attention.output.LayerNorm.bias", "norm1.bias", D_MODEL, D_NONE, 0},
+    {"intermediate.dense.weight", "linear1.weight", D_FF, D_MODEL, 0},
+    {"intermediate.dense.bias", "linear1.bias", D_FF, D_NONE, 0},
+    {"output.dense.weight", "linear2.weight", D_MODEL, D_FF, 0},
+    {"output.dense.bias", "linear2.bias", D_MODEL, D_NONE, 0},
+    {"output.LayerNorm.weight", "norm2.weight", D_MODEL, D_NONE, 0},
+    {"output.LayerNorm.bias", "norm2.bias", D_MODEL, D_NONE, 0},
+    {NULL, NULL, D_NONE, D_NONE, 0}};
+static const ignore_rule bert_ignore[] = {{"pooler.", 0, "the pooler (pooler.dense)"},
+                                          {"cls.", 0, "the masked-LM / NSP head (cls.*)"},
+                                          {"embeddings.position_ids", 0, "the position-ids buffer"},
+                                          {NULL, 0, NULL}};
+
+static const family families[] = {
+    {"llama", "Llama", llama_config, "", "model.layers.", llama_globals, llama_layer, llama_ignore},
+    {"gpt2", "GPT2", gpt2_config, "transformer.", "h.", gpt2_globals, gpt2_layer, gpt2_ignore},
+    {"bert", "Bert", bert_config, "bert.", "encoder.layer.", bert_globals, bert_layer, bert_ignore},
+};
+#define N_FAMILIES (int)(sizeof families / sizeof *families)
+
+/* ---- the source tensors (one file or the shards) ----------------------------- */
+
+typedef struct {
+  const char *name;      /* without the family's optional prefix */
+  const ff_tensor *t;    /* t->name is the name as stored */
+  int file, used;
+} src_tensor;
+
+typedef struct {
+  char *name;            /* as stored */
+  char dtype[8];
+  int file;
+} int_tensor;
+
+typedef struct {
+  ff_tensor_file *files;
+  char **paths;          /* for messages: the file each tensor is in */
+  int n_files;
+  int_tensor *ints;      /* integer and bool tensors (buffers such as position_ids), not read */
+  int n_ints;
+  src_tensor *all;       /* sorted by name */
+  int n;
+  char *what;            /* model.safetensors or the index: names the source of a missing tensor */
+  const char *strip;     /* the family's optional prefix */
+} source;
+
+static void source_free(source *s) {
+  for (int i = 0; i < s->n_files; i++) {
+    ff_tensor_file_free(&s->files[i]);
+    free(s->paths[i]);
+  }
+  free(s->files);
+  free(s->paths);
+  free(s->all);
+  free(s->what);
+  for (int i = 0; i < s->n_ints; i++) free(s->ints[i].name);
+  free(s->ints);
+  memset(s, 0, sizeof *s);
+}
+
+/* "a/b" + "/" + "c" into a fresh string (NULL when out of memory) */
+static char *join(const char *dir, const char *file) {
+  size_t n = strlen(dir) + strlen(file) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s%s%s", dir, *dir && dir[strlen(dir) - 1] != '/' ? "/" : "", file);
+  return p;
+}
+
+static int exists(const char *path) {
+  struct stat st;
+  return !stat(path, &st);
+}
+
+static int by_src_name(const void *a, const void *b) {
+  return strcmp(((const src_tensor *)a)->name, ((const src_tensor *)b)->name);
+}
+
+/* Whether a safetensors dtype is an integer or bool one, by its whole name
+ * (BF16 starts with B, as BOOL does). */
+static int integer_dtype(const char *dt) {
+  static const char *const names[] = {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (!strcmp(dt, names[i])) return 1;
+  return 0;
+}
+
+/* Integer and bool tensors (buffers such as BERT's position_ids; the safetensors
+ * reader takes float ones only) out of the header of buf, their names kept in
+ * s; *img is a copy without them, or NULL when there are none. */
+static int drop_integers(source *s, const uint8_t *buf, size_t len, uint8_t **img, size_t *img_len, ff_error *err) {
+  uint64_t hlen = 0;
+  *img = NULL;
+  for (int k = 0; k < 8 && len >= 8; k++) hlen |= (uint64_t)buf[k] << (8 * k);
+  ff_error ignored; /* a header that does not parse is the safetensors reader's to report */
+  cJSON *root = len >= 8 && hlen <= len - 8 ? ff_json_parse((const char *)buf + 8, (size_t)hlen, "header", &ignored) : NULL;
+  int rc = 0;
+  for (cJSON *e = root ? root->child : NULL, *next; e && !rc; e = next) {
+    next = e->next;
+    const char *dt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "dtype"));
+    if (!dt || !integer_dtype(dt)) continue;
+    int_tensor *t = realloc(s->ints, (size_t)(s->n_ints + 1) * sizeof *t);
+    if (!t || !(t[s->n_ints].name = strdup(e->string))) {
+      if (t) s->ints = t;
+      rc = ff_fail(err, FF_ENOMEM, "out of memory");
+      break;
+    }
+    s->ints = t;
+    snprintf(t[s->n_ints].dtype, sizeof t->dtype, "%s", dt);
+    t[s->n_ints++].file = s->n_files;
+    cJSON_Delete(cJSON_DetachItemViaPointer(root, e));
+    *img = (uint8_t *)1; /* something dropped: the header is written again below */
+  }
+  char *text = !rc && *img ? cJSON_PrintUnformatted(root) : NULL;
+  *img = NULL;
+  size_t tl = text ? strlen(text) : 0, data = text ? len - 8 - (size_t)hlen : 0;
+  if (text && (*img = malloc(8 + tl + data))) {
+    for (int k = 0; k < 8; k++) (*img)[k] = (uint8_t)((uint64_t)tl >> (8 * k));
+    memcpy(*img + 8, text, tl);
+    memcpy(*img + 8 + tl, buf + 8 + hlen, data);
+    *img_len = 8 + tl + data;
+  } else if (text) {
+    rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  free(text);
+  cJSON_Delete(root);
+  return rc;
+}
+
+/* Reads one more file of the source (float tensors; integer ones set aside). */
+static int source_read(source *s, char *path, ff_error *err) {
+  ff_tensor_file *f = realloc(s->files, (size_t)(s->n_files + 1) * sizeof *f);
+  char **p = f ? realloc(s->paths, (size_t)(s->n_files + 1) * sizeof *p) : NULL;
+  if (f) s->files = f;
+  if (p) s->paths = p;
+  if (!f || !p || !path) {
+    free(path);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  uint8_t *buf, *img = NULL;
+  size_t len, img_len = 0;
+  int rc = ff_read_file(path, &buf, &len, err);
+  if (!rc) rc = drop_integers(s, buf, len, &img, &img_len, err);
+  if (!rc && (rc = ff_safetensors_parse(img ? img : buf, img ? img_len : len, &s->files[s->n_files], err)))
+    ff_fail(err, rc, "%s: %s", path, err->msg);
+  free(img);
+  if (!rc) {
+    free(buf);
+    s->paths[s->n_files++] = path;
+    return 0;
+  }
+  free(buf);
+  free(path);
+  return rc;
+  return 0;
+}
+
+/* The index of the tensors of every file, optional prefix stripped; a name twice is an error. */
+static int source_index(source *s, const char *strip, ff_error *err) {
+  int n = 0, k = 0;
+  for (int i = 0; i < s->n_files; i++) n += s->files[i].count;
+  if (!(s->all = calloc((size_t)n + 1, sizeof *s->all))) return ff_fail(err, FF_ENOMEM, "out of memory");
+  size_t sl = strlen(strip);
+  s->strip = strip;
+  for (int i = 0; i < s->n_files; i++)
+    for (int j = 0; j < s->files[i].count; j++) {
+      const ff_tensor *t = &s->files[i].tensors[j];
+      s->all[k++] = (src_tensor){sl && !strncmp(t->name, strip, sl) ? t->name + sl : t->name, t, i, 0};
+    }
+  s->n = n;
+  qsort(s->all, (size_t)n, sizeof *s->all, by_src_name);
+  for (int i = 1; i < n; i++)
+    if (!strcmp(s->all[i].name, s->all[i - 1].name))
+      return ff_fail(err, FF_EFORMAT, "%s: tensor '%s' is also in %s (as '%s')", s->paths[s->all[i].file],
+                     s->all[i].t->name, s->paths[s->all[i - 1].file], s->all[i - 1].t->name);
+  return 0;
+}
+
+/* Whether file (of s) holds the tensor name, float or set aside as an integer one. */
+static int file_holds(const source *s, int file, const char *name) {
+  if (ff_tensor_file_find(&s->files[file], name)) return 1;
+  for (int i = 0; i < s->n_ints; i++)
+    if (s->ints[i].file == file && !strcmp(s->ints[i].name, name)) return 1;
+  return 0;
+}
+
+static src_tensor *source_find(source *s, const char *name) {
+  src_tensor key = {name, NULL, 0, 0};
+  return s->n ? bsearch(&key, s->all, (size_t)s->n, sizeof key, by_src_name) : NULL;
+}
+
+/* The shards named by model.safetensors.index.json's weight_map, each read
+ * once; a missing shard, or a tensor not in the shard the map names, is an error. */
+static int read_shards(source *s, const char *dir, const char *index, ff_error *err) {
+  uint8_t *text;
+  size_t len;
+  int rc = ff_read_file(index, &text, &len, err);
+  if (rc) return rc;
+  cJSON *root = ff_json_parse((const char *)text, len, index, err);
+  free(text);
+  const cJSON *map = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
+  if (!root) rc = FF_EFORMAT;
+  else if (!cJSON_IsObject(map)) rc = ff_fail(err, FF_EFORMAT, "%s: no \"weight_map\" object", index);
+  for (const cJSON *e = map ? map->child : NULL; e && !rc; e = e->next) {
+    const char *shard = cJSON_GetStringValue(e);
+    if (!shard || !*shard || strchr(shard, '/') || !strcmp(shard, "..")) {
+      rc = ff_fail(err, FF_EFORMAT, "%s: weight_map: '%s' does not name a file in the folder", index, e->string);
+      break;
+    }
+    int have = -1;
+    for (int i = 0; i < s->n_files && have < 0; i++)
+      if (!strcmp(strrchr(s->paths[i], '/') ? strrchr(s->paths[i], '/') + 1 : s->paths[i], shard)) have = i;
+    if (have < 0) {
+      char *path = join(dir, shard);
+      if (path && !exists(path)) {
+        rc = ff_fail(err, FF_EIO, "%s: shard '%s' is missing (%s: %s)", index, shard, path, strerror(errno));
+        free(path);
+        break;
+      }
+      if ((rc = source_read(s, path, err))) break;
+      have = s->n_files - 1;
+    }
+    if (!file_holds(s, have, e->string))
+      rc = ff_fail(err, FF_EFORMAT, "%s: tensor '%s' is not in its shard %s", index, e->string, shard);
+  }
+  if (!rc && s->n_files == 0) rc = ff_fail(err, FF_EFORMAT, "%s: weight_map names no tensors", index);
+  cJSON_Delete(root);
+  return rc;
+}
+
+/* model.safetensors.index.json (sharded) if there is one, else model.safetensors */
+static int read_hf_weights(source *s, const char *dir, ff_error *err) {
+  char *index = join(dir, "model.safetensors.index.json"), *single = join(dir, "model.safetensors");
+  int rc;
+  if (!index || !single) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  else if (exists(index)) {
+    rc = read_shards(s, dir, index, err);
+    s->what = index;
+    index = NULL;
+  } else if (exists(single)) {
+    s->what = single;
+    rc = source_read(s, strdup(single), err);
+    single = NULL;
+  } else {
+    char *bin = join(dir, "pytorch_model.bin");
+    rc = ff_fail(err, FF_EIO, "%s: no model.safetensors or model.safetensors.index.json%s", dir,
+                 bin && exists(bin) ? " (pytorch_model.bin is not read: save the model with safetensors)" : "");
+    free(bin);
+  }
+  free(index);
+  free(single);
+  return rc;
+}
+
+/* ---- mapping -------------------------------------------------------------------- */
+
+/* One role: the source tensor present with the shape config.json implies, copied
+ * (transposed for Conv1D) under fixformer's name. */
+static int map_role(source *s, const model_desc *d, const role *r, const char *src, const char *dst, outputs *o,
+                    ff_error *err) {
+  src_tensor *st = source_find(s, src);
+  int64_t rows = dim_of(d, r->rows), cols = dim_of(d, r->cols);
+  int64_t want[2] = {r->conv1d ? cols : rows, r->conv1d ? rows : cols};
+  if (r->rows == D_POS) want[0] = d->pos_rows; /* --max-seq: its first max_seq rows are written */
+  int rank = r->cols == D_NONE ? 1 : 2;
+  char wants[64], haves[64];
+  shape_text(wants, sizeof wants, rank, want);
+  if (!st)
+    return ff_fail(err, FF_EMISSING, "%s: missing tensor '%s' %s%s%s%s", s->what, src, wants,
+                   *s->strip ? " (prefix '" : "", s->strip, *s->strip ? "' optional)" : "");
+  const ff_tensor *t = st->t;
+  if (t->rank != rank || t->shape[0] != want[0] || (rank == 2 && t->shape[1] != want[1])) {
+    shape_text(haves, sizeof haves, t->rank < 2 ? t->rank : 2, t->shape);
+    if (t->rank > 2) snprintf(haves, sizeof haves, "rank %d", t->rank);
+    return ff_fail(err, FF_ESHAPE, "%s: tensor '%s': shape %s, config.json needs %s", s->paths[st->file], t->name,
+                   haves, wants);
+  }
+  st->used = 1;
+  if (!r->conv1d) return out_add(o, dst, rows, rank == 2 ? cols : 0, t->data, NULL, err);
+  float *tr = malloc((size_t)rows * (size_t)cols * sizeof *tr);
+  if (!tr) return ff_fail(err, FF_ENOMEM, "out of memory");
+  for (int64_t i = 0; i < rows; i++) /* Conv1D keeps W as [in, out]: y = x W + b */
+    for (int64_t j = 0; j < cols; j++) tr[i * cols + j] = t->data[j * rows + i];
+  return out_add(o, dst, rows, cols, tr, tr, err);
+}
+
+/* Every role of the family, globals then layer by layer, in fixformer's order. */
+static int map_roles(source *s, const family *f, const model_desc *d, outputs *o, ff_error *err) {
+  char src[FF_TENSOR_NAME_MAX], dst[FF_TENSOR_NAME_MAX];
+  int rc = 0;
+  for (const role *r = f->globals; r->src && !rc; r++)
+    if (strcmp(r->dst, HEAD) || !d->tie) rc = map_role(s, d, r, r->src, r->dst, o, err);
+  for (int i = 0; i < d->layers && !rc; i++)
+    for (const role *r = f->layer; r->src && !rc; r++) {
+      snprintf(src, sizeof src, "%s%d.%s", f->layer_src, i, r->src);
+      snprintf(dst, sizeof dst, "layers.%d.%s", i, r->dst);
+      rc = map_role(s, d, r, src, dst, o, err);
+    }
+  return rc;
+}
+
+/* The rule that ignores name, or NULL; *layer gets the layer index of a layer tensor (else -1). */
+static const ignore_rule *ignored(const family *f, const char *name, int *layer) {
+  size_t pl = strlen(f->layer_src);
+  const char *rest = NULL;
+  *layer = -1;
+  if (!strncmp(name, f->layer_src, pl) && name[pl] >= '0' && name[pl] <= '9') {
+    char *end;
+    long i = strtol(name + pl, &end, 10);
+    if (*end == '.') {
+      *layer = i > 1 << 20 ? 1 << 20 : (int)i;
+      rest = end + 1;
+    }
+  }
+  for (const ignore_rule *g = f->ignore; g->text; g++) {
+    size_t n = strlen(g->text);
+    if (g->in_layer ? rest && !strcmp(rest, g->text)
+                    : (g->text[n - 1] == '.' ? !strncmp(name, g->text, n) : !strcmp(name, g->text)))
+      return g;
+  }
+  return NULL;
+}
+
+/* The source tensors no role took: ignored for a reason (counted), a tied head
+ * equal to the embedding, or an error naming the tensor. */
+static int check_leftovers(source *s, const family *f, const model_desc *d, const outputs *o, int *counts,
+                           int *tied_head, ff_error *err) {
+  for (int i = 0; i < s->n; i++) {
+    src_tensor *st = &s->all[i];
+    int layer;
+    if (st->used) continue;
+    const ignore_rule *g = ignored(f, st->name, &layer);
+    if (g) {
+      counts[g - f->ignore]++;
+      continue;
+    }
+    if (!strcmp(st->name, HEAD) && d->tie) { /* a tied head stored anyway must be the embedding */
+      const ff_tensor *t = st->t;
+      int same = t->rank == 2 && t->shape[0] == o->t[0].shape[0] && t->shape[1] == o->t[0].shape[1] &&
+                 !memcmp(t->data, o->t[0].data, t->numel * sizeof(float));
+      if (!same)
+        return ff_fail(err, FF_EINVAL, "%s: tensor '%s' differs from the embedding, but config.json ties them "
+                       "(tie_word_embeddings)", s->paths[st->file], t->name);
+      *tied_head = 1;
+      continue;
+    }
+    if (layer >= d->layers)
+      return ff_fail(err, FF_EINVAL, "%s: tensor '%s': layer %d, but config.json has %d layers", s->paths[st->file],
+                     st->t->name, layer, d->layers);
+    return ff_fail(err, FF_EINVAL, "%s: tensor '%s' cannot be mapped to a %s model (no such %s tensor)",
+                   s->paths[st->file], st->t->name, f->model_type, f->model_type);
+  }
+  size_t sl = strlen(f->strip);
+  for (int i = 0; i < s->n_ints; i++) { /* integer buffers: ignorable ones only */
+    const char *name = s->ints[i].name;
+    int layer;
+    const ignore_rule *g = ignored(f, sl && !strncmp(name, f->strip, sl) ? name + sl : name, &layer);
+    if (!g)
+      return ff_fail(err, FF_EINVAL, "%s: tensor '%s' (%s) cannot be mapped to a %s model (weights are floats)",
+                     s->paths[s->ints[i].file], name, s->ints[i].dtype, f->model_type);
+    counts[g - f->ignore]++;
+  }
+  return 0;
+}
+
+/* ---- printing what was done --------------------------------------------------------- */
+
+static void print_model(const model_desc *d) {
+  printf("  %s, d_model %d, heads %d", d->arch, d->d_model, d->heads);
+  if (d->has_kv_heads) printf(", kv_heads %d", d->kv_heads);
+  printf(", d_ff %d, layers %d, vocab %d, max_seq %d; %s-norm %s eps %g, %s, bias %s, positions %s", d->d_ff,
+         d->layers, d->vocab, d->max_seq, d->norm, d->norm_kind, d->eps, d->activation, d->bias ? "yes" : "no",
+         d->positional);
+  if (!strcmp(d->positional, "rope")) printf(" (%s, theta %g)", d->rope_pairing, d->rope_theta);
+  printf(", %s\n", !d->lm_head ? "no output head (hidden states out)" : d->tie ? "head tied to the embedding"
+                                                                              : "own output head");
+}
+
+/* One line per role: globals as they are, layer roles once with {i}. */
+static void print_roles(const family *f, const model_desc *d) {
+  char shape[64];
+  for (const role *r = f->globals; r->src; r++) {
+    if (!strcmp(r->dst, HEAD) && d->tie) continue;
+    int64_t sh[2] = {dim_of(d, r->rows), dim_of(d, r->cols)};
+    shape_text(shape, sizeof shape, r->cols == D_NONE ? 1 : 2, sh);
+    printf("    %-52s -> %-36s %s\n", r->src, r->dst, shape);
+  }
+  for (const role *r = f->layer; r->src; r++) {
+    char src[160], dst[160];
+    int64_t sh[2] = {dim_of(d, r->rows), dim_of(d, r->cols)};
+    shape_text(shape, sizeof shape, r->cols == D_NONE ? 1 : 2, sh);
+    snprintf(src, sizeof src, "%s{i}.%s", f->layer_src, r->src);
+    snprintf(dst, sizeof dst, "layers.{i}.%s", r->dst);
+    printf("    %-52s -> %-36s %s%s\n", src, dst, shape, r->conv1d ? " (Conv1D [in,out], transposed)" : "");
+  }
+}
+
+/* ---- llama2.c checkpoints ---------------------------------------------------------------- */
+
+/* The tensors of a llama2.c file in file order: per_layer ones hold all layers back to back. */
+typedef struct {
+  const char *dst;   /* "" for data skipped (the legacy RoPE tables) */
+  int per_layer;
+  enum dim rows, cols;
+} l2c_part;
+
+static const l2c_part l2c_emb = {"embed.weight", 0, D_VOCAB, D_MODEL}, l2c_att = {"norm1.weight", 1, D_MODEL, D_NONE},
+                      l2c_wq = {"self_attn.q_proj.weight", 1, D_MODEL, D_MODEL},
+                      l2c_wk = {"self_attn.k_proj.weight", 1, D_KV, D_MODEL},
+                      l2c_wv = {"self_attn.v_proj.weight", 1, D_KV, D_MODEL},
+                      l2c_wo = {"self_attn.out_proj.weight", 1, D_MODEL, D_MODEL},
+                      l2c_ffn = {"norm2.weight", 1, D_MODEL, D_NONE},
+                      l2c_w1 = {"gate_proj.weight", 1, D_FF, D_MODEL}, /* w1: gate, w3: up, w2: down */
+                      l2c_w2 = {"linear2.weight", 1, D_MODEL, D_FF}, l2c_w3 = {"up_proj.weight", 1, D_FF, D_MODEL},
+                      l2c_fin = {"norm.weight", 0, D_MODEL, D_NONE}, l2c_freq = {"", 0, D_POS, D_HALF},
+                      l2c_cls = {"lm_head.weight", 0, D_VOCAB, D_MODEL};
+
+static int32_t le32(const uint8_t *p) {
+  return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+/* The header: legacy (7 int32; vocab < 0 = own classifier) or version 1 (magic, 256 bytes). */
+static int l2c_header(const char *path, const uint8_t *b, size_t len, model_desc *d, size_t *data_at, ff_error *err) {
+  const uint8_t *p = b;
+  int versioned = len >= 8 && (uint32_t)le32(b) == 0x616b3432u;
+  if (versioned) {
+    int version = le32(b + 4);
+    if (version == 2)
+      return ff_fail(err, FF_EINVAL, "%s: llama2.c version 2 (int8 Q8_0) is not supported: export it with "
+                     "export.py --version 1 (float32)", path);
+    if (version != 1) return ff_fail(err, FF_EINVAL, "%s: llama2.c version %d is not known (1: float32)", path, version);
+    if (len < 256) return ff_fail(err, FF_EFORMAT, "%s: truncated: %zu bytes, the version 1 header is 256", path, len);
+    p = b + 8;
+    *data_at = 256;
+  } else {
+    if (len < 28) return ff_fail(err, FF_EFORMAT, "%s: truncated: %zu bytes, a llama2.c header is 28", path, len);
+    *data_at = 28;
+  }
+  int v[7];
+  for (int i = 0; i < 7; i++) v[i] = le32(p + 4 * i);
+  *d = (model_desc){.family = "llama2.c", .arch = "decoder-only", .norm = "pre", .norm_kind = "rmsnorm",
+                    .activation = "swiglu", .positional = "rope", .rope_pairing = "interleaved"};
+  d->d_model = v[0], d->d_ff = v[1], d->layers = v[2], d->heads = v[3], d->kv_heads = v[4];
+  d->vocab = v[5] < 0 ? -v[5] : v[5], d->max_seq = v[6], d->max_seq_key = "seq_len";
+  d->tie = versioned ? b[36] != 0 : v[5] > 0;
+  d->eps = 1e-5, d->rope_theta = 10000;
+  d->final_norm = d->lm_head = d->has_kv_heads = 1;
+  static const char *const names[] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
+  static const int limits[] = {65536, 1 << 24, 4096, 65536, 65536, 1 << 24, 1 << 20};
+  for (int i = 0; i < 7; i++)
+    if (v[i] == 0 || v[i] == INT32_MIN || (v[i] < 0 && i != 5) || (v[i] < 0 ? -v[i] : v[i]) > limits[i])
+      return ff_fail(err, FF_EFORMAT, "%s: header %s = %d is outside 1..%d: not a llama2.c checkpoint", path, names[i],
+                     v[i], limits[i]);
+  if (d->d_model % d->heads || d->heads % d->kv_heads || (d->d_model / d->heads) % 2)
+    return ff_fail(err, FF_EFORMAT, "%s: header dim %d, n_heads %d, n_kv_heads %d: heads must divide dim (even head "
+                   "width) and n_kv_heads n_heads", path, d->d_model, d->heads, d->kv_heads);
+  return 0;
+}
+
+/* Floats of one part (all layers for a per-layer one); 0 on overflow. */
+static size_t l2c_floats(const model_desc *d, const l2c_part *p) {
+  size_t n = (size_t)dim_of(d, p->rows), c = p->cols == D_NONE ? 1 : (size_t)dim_of(d, p->cols);
+  return ff_size_mul(n, c, &n) || (p->per_layer && ff_size_mul(n, (size_t)d->layers, &n)) ? 0 : n;
+}
+
+/* The tensors of path, pointing into *blob; *version 0 (legacy) or 1. */
+static int l2c_import(const char *path, model_desc *d, outputs *o, float **blob, int *version, ff_error *err) {
+  uint8_t *b;
+  size_t len, at = 0, need, total = 0;
+  int rc = ff_read_file(path, &b, &len, err);
+  if (rc) return rc;
+  if ((rc = l2c_header(path, b, len, d, &at, err))) {
+    free(b);
+    return rc;
+  }
+  const l2c_part *legacy[] = {&l2c_emb, &l2c_att, &l2c_wq, &l2c_wk, &l2c_wv, &l2c_wo, &l2c_ffn, &l2c_w1,
+                              &l2c_w2, &l2c_w3, &l2c_fin, &l2c_freq, &l2c_freq, &l2c_cls};
+  const l2c_part *v1[] = {&l2c_att, &l2c_ffn, &l2c_fin, &l2c_emb, &l2c_wq, &l2c_wk, &l2c_wv, &l2c_wo, &l2c_w1,
+                          &l2c_w2, &l2c_w3, &l2c_cls};
+  const l2c_part **parts = at == 28 ? legacy : v1;
+  *version = at == 28 ? 0 : 1;
+  int n = (at == 28 ? 14 : 12) - d->tie; /* the classifier last, when not shared */
+  for (int i = 0; i < n; i++)
+    if (!l2c_floats(d, parts[i]) || ff_size_add(total, l2c_floats(d, parts[i]), &total)) total = SIZE_MAX / 8;
+  if (ff_size_mul(total, 4, &need) || ff_size_add(need, at, &need) || len != need) {
+    rc = ff_fail(err, FF_EFORMAT, "%s: %s: %zu bytes, but its header (dim %d, hidden_dim %d, %d layers, %d heads, %d "
+                 "kv heads, vocab %d, seq_len %d) needs %zu", path, len < need ? "truncated" : "trailing data", len,
+                 d->d_model, d->d_ff, d->layers, d->heads, d->kv_heads, d->vocab, d->max_seq, need);
+    free(b);
+    return rc;
+  }
+  if (!(*blob = malloc(total * sizeof(float) + 1))) rc = ff_fail(err, FF_ENOMEM, "%s: out of memory", path);
+  if (!rc) memcpy(*blob, b + at, total * sizeof(float)); /* float32 little-endian, as this host */
+  free(b);
+  const float *p = *blob;
+  char name[FF_TENSOR_NAME_MAX];
+  for (int i = 0; i < n && !rc; i++) {
+    const l2c_part *q = parts[i];
+    int64_t rows = dim_of(d, q->rows), cols = q->cols == D_NONE ? 0 : dim_of(d, q->cols);
+    size_t each = (size_t)rows * (size_t)(cols ? cols : 1);
+    for (int l = 0; l < (q->per_layer ? d->layers : 1) && !rc; l++, p += each) {
+      if (!*q->dst) continue; /* freq_cis_real / imag: recomputed from rope_theta */
+      if (q->per_layer) snprintf(name, sizeof name, "layers.%d.%s", l, q->dst);
+      else snprintf(name, sizeof name, "%s", q->dst);
+      rc = out_add(o, name, rows, cols, p, NULL, err);
+    }
+  }
+  return rc;
+}
+
+/* ---- the files written ---------------------------------------------------------------------- */
+
+/* The description: every key written out, so it reads as the model it is. */
+static char *describe(const model_desc *d, const char *name, const char *src, const char *tokenizer) {
+  size_t cap = 4096 + strlen(src);
+  char *t = malloc(cap), safe[FF_PATH_MAX];
+  if (!t) return NULL;
+  snprintf(safe, sizeof safe, "%s", src);
+  for (char *c = safe; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?'; /* one comment line whatever the path */
+  int n = snprintf(t, cap,
+                   "-- %s: imported by fixformer import from %s (%s)\nreturn {\n  name = \"%s\",\n  arch = \"%s\",\n"
+                   "  d_model = %d,\n  heads = %d,\n",
+                   name, safe, d->family, name, d->arch, d->d_model, d->heads);
+  if (d->has_kv_heads) n += snprintf(t + n, cap - n, "  kv_heads = %d,\n", d->kv_heads);
+  n += snprintf(t + n, cap - n,
+                "  d_ff = %d,\n  layers = %d,\n  norm = \"%s\",\n  norm_kind = \"%s\",\n  final_norm = %s,\n"
+                "  eps = %.9g,\n  activation = \"%s\",\n  bias = %s,\n  vocab = %d,\n  positional = \"%s\",\n",
+                d->d_ff, d->layers, d->norm, d->norm_kind, d->final_norm ? "true" : "false", d->eps, d->activation,
+                d->bias ? "true" : "false", d->vocab, d->positional);
+  if (!strcmp(d->positional, "rope"))
+    n += snprintf(t + n, cap - n, "  rope_theta = %.9g,\n  rope_pairing = \"%s\",\n", d->rope_theta, d->rope_pairing);
+  n += snprintf(t + n, cap - n, "  scale_embeddings = false,\n");
+  if (d->lm_head) n += snprintf(t + n, cap - n, "  tie_embeddings = %s,\n", d->tie ? "true" : "false");
+  else n += snprintf(t + n, cap - n, "  lm_head = false,  -- the output is the hidden states\n");
+  if (d->token_types) n += snprintf(t + n, cap - n, "  token_types = %d,\n", d->token_types);
+  if (d->embed_norm) n += snprintf(t + n, cap - n, "  embed_norm = true,\n");
+  n += snprintf(t + n, cap - n, "  max_seq = %d,\n  weights = \"%s.safetensors\",\n", d->max_seq, name);
+  if (tokenizer) n += snprintf(t + n, cap - n, "  vocabulary = \"%s\",\n", tokenizer);
+  snprintf(t + n, cap - n, "}\n");
+  return t;
+}
+
+/* The keywords of C99, which validate.lua refuses as a name (its C_KEYWORDS;
+ * tests/hardening_import.py holds the two lists equal). */
+static int c_keyword(const char *name) {
+  static const char *const kw[] = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double",
+                                   "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
+                                   "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
+                                   "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "_Bool",
+                                   "_Complex", "_Imaginary"};
+  for (size_t i = 0; i < sizeof kw / sizeof *kw; i++)
+    if (!strcmp(name, kw[i])) return 1;
+  return 0;
+}
+
+static int letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+/* A C identifier (what validate.lua accepts as name) from the source's file name:
+ * no keyword, and none of C's reserved _X or __ prefixes */
+static void default_name(const char *src, char *name, size_t n) {
+  size_t len = strlen(src);
+  while (len > 1 && src[len - 1] == '/') len--;
+  const char *base = src;
+  for (size_t i = 0; i + 1 < len; i++)
+    if (src[i] == '/') base = src + i + 1;
+  size_t bl = (size_t)(src + len - base);
+  if (bl > 4 && !strncmp(base + bl - 4, ".bin", 4)) bl -= 4;
+  size_t k = 1, blank = 1; /* name[0] is kept for an 'm' in front */
+  for (size_t i = 0; i < bl && k + 1 < n && k < 41; i++) {
+    char c = base[i];
+    name[k++] = letter(c) || (c >= '0' && c <= '9') ? c : '_';
+    blank = blank && name[k - 1] == '_';
+  }
+  name[k] = 0;
+  char *c = name + 1;
+  if ((c[0] >= '0' && c[0] <= '9') || (c[0] == '_' && (c[1] == '_' || (c[1] >= 'A' && c[1] <= 'Z'))))
+    *--c = 'm';
+  memmove(name, c, strlen(c) + 1);
+  if (blank) snprintf(name, n, "model"); /* "", ".", ".." */
+  if (c_keyword(name)) strcat(name, "_model");
+}
+
+static int check_name(const char *name, ff_error *err) {
+  int ok = strlen(name) <= 48 && (letter(*name) || *name == '_');
+  for (const char *c = name; ok && *c; c++) ok = letter(*c) || (*c >= '0' && *c <= '9') || *c == '_';
+  if (!ok) return ff_fail(err, FF_EINVAL, "--name: '%s' is not a C identifier of at most 48 characters", name);
+  return c_keyword(name) ? ff_fail(err, FF_EINVAL, "--name: '%s' is a C keyword", name) : 0;
+}
+
+typedef struct {
+  const char *src, *dir, *name;
+  const char *origin;      /* what the settings come from (config.json, the .bin), for messages */
+  const char *tokenizer;   /* the file to copy, or NULL */
+  uint8_t *tok;            /* its bytes */
+  size_t tok_len;
+  const char **inputs;     /* the files the import reads: none of them is written over */
+  int n_inputs, max_seq;   /* max_seq: --max-seq, or 0 */
+  model_desc d;
+  outputs o;
+} import_job;
+
+/* The description as every command loads it (ff_model_open's sandbox and
+ * validate.lua), before anything is written. */
+static int check_description(const import_job *j, const char *path, const char *lua, ff_error *err) {
+  ff_error e = {0, ""};
+  ff_model *m = ff_model_open_text(path, lua, strlen(lua), &e);
+  ff_model_close(m);
+  return m ? 0 : ff_fail(err, e.code ? e.code : FF_EINVAL, "%s gives a description fixformer refuses: %s", j->origin,
+                         e.msg);
+}
+
+/* The tokenizer to copy: given (--tokenizer) or found beside the source,
+ * read and loaded as generate loads it, against the model's vocab.  One that
+ * does not load is an error when given; when found it is left out, why in
+ * note (the model still runs on ids). */
+static int take_tokenizer(import_job *j, const char *given, const char *found, char *note, size_t n, ff_error *err) {
+  const char *path = given ? given : found;
+  ff_tokenizer *t = NULL;
+  ff_error e = {0, ""};
+  *note = 0;
+  if (!path) return 0;
+  int rc = ff_read_file(path, &j->tok, &j->tok_len, &e);
+  if (!rc) rc = ff_tokenizer_parse(path, j->tok, j->tok_len, j->d.vocab, &t, &e);
+  ff_tokenizer_free(t);
+  if (!rc) {
+    j->tokenizer = path;
+    return 0;
+  }
+  free(j->tok);
+  j->tok = NULL;
+  j->tok_len = 0;
+  if (given) return ff_fail(err, rc, "--tokenizer: %s", e.msg);
+  snprintf(note, n, "%s", e.msg);
+  return 0;
+}
+
+/* --max-seq N: fewer positions than the source has (1..its own); a learned
+ * table keeps its first N rows */
+static int cap_max_seq(import_job *j, ff_error *err) {
+  model_desc *d = &j->d;
+  d->pos_rows = d->max_seq;
+  if (!j->max_seq) return 0;
+  if (j->max_seq < 1 || j->max_seq > d->max_seq)
+    return ff_fail(err, FF_EINVAL, "--max-seq %d is outside 1..%d (%s: %s = %d)", j->max_seq, d->max_seq, j->origin,
+                   d->max_seq_key, d->max_seq);
+  d->max_seq = j->max_seq;
+  return 0;
+}
+
+static void print_cap(const model_desc *d) {
+  if (d->max_seq < d->pos_rows)
+    printf("  max_seq %d of its %s = %d (--max-seq)%s\n", d->max_seq, d->max_seq_key, d->pos_rows,
+           !strcmp(d->positional, "learned") ? "; pos_embed.weight keeps the first rows" : "");
+}
+
+/* NAME.lua, NAME.safetensors and the tokenizer into dir, all or none (dir made if need be). */
+static int write_all(import_job *j, ff_error *err) {
+  char tok_name[FF_NAME_MAX + 32] = "";
+  uint8_t *tok = j->tok, *st = NULL;
+  size_t tok_len = j->tok_len, st_len = 0;
+  int rc = 0, made = 0;
+  if (j->tokenizer) {
+    size_t tl = strlen(j->tokenizer);
+    const char *ext = tl > 5 && !strcmp(j->tokenizer + tl - 5, ".json") ? ".json"
+                      : tl > 4 && !strcmp(j->tokenizer + tl - 4, ".bin") ? ".bin" : "";
+    snprintf(tok_name, sizeof tok_name, "%s.tokenizer%s", j->name, ext);
+  }
+  char *lua = describe(&j->d, j->name, j->src, j->tokenizer ? tok_name : NULL);
+  char *paths[3] = {NULL, NULL, NULL}, file[FF_NAME_MAX + 32];
+  ff_tensor_view *views = calloc((size_t)j->o.n + 1, sizeof *views);
+  if (!rc && (!lua || !views)) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  for (int i = 0; i < j->o.n && !rc; i++)
+    views[i] = (ff_tensor_view){j->o.t[i].name, j->o.t[i].rank, {j->o.t[i].shape[0], j->o.t[i].shape[1]}, j->o.t[i].data};
+  snprintf(file, sizeof file, "%s.safetensors", j->name);
+  if (!rc && (paths[1] = join(j->dir, file)))
+    rc = ff_safetensors_serialize(paths[1], views, j->o.n, &st, &st_len, err);
+  snprintf(file, sizeof file, "%s.lua", j->name);
+  paths[0] = join(j->dir, file);
+  paths[2] = j->tokenizer ? join(j->dir, tok_name) : NULL;
+  if (!rc && (!paths[0] || !paths[1] || (j->tokenizer && !paths[2]))) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  if (!rc) rc = check_description(j, paths[0], lua, err);
+  for (int i = 0; i < 3 && !rc; i++) rc = ff_refuse_inputs(paths[i], j->inputs, j->n_inputs, err);
+  struct stat sb;
+  if (!rc && stat(j->dir, &sb)) {
+    if (!mkdir(j->dir, 0777)) made = 1; /* ours to remove on failure; one made meanwhile by another is not */
+    else if (errno != EEXIST) rc = ff_fail(err, FF_EIO, "cannot create %s: %s", j->dir, strerror(errno));
+  } else if (!rc && !S_ISDIR(sb.st_mode)) {
+    rc = ff_fail(err, FF_EIO, "%s is not a directory", j->dir);
+  }
+  ff_file_out files[3] = {{paths[1], st, st_len}, {paths[2], tok, tok_len}, {paths[0], lua, lua ? strlen(lua) : 0}};
+  if (!rc && !j->tokenizer) files[1] = files[2];
+  if (!rc) rc = ff_write_files_atomic(files, j->tokenizer ? 3 : 2, err);
+  if (rc && made) rmdir(j->dir); /* nothing half-written: not even the folder */
+  if (!rc) {
+    printf("wrote %s (%zu tensors, %.1f MB)\n", paths[1], (size_t)j->o.n, st_len / 1e6);
+    if (j->tokenizer) printf("wrote %s (copied from %s)\n", paths[2], j->tokenizer);
+    printf("%s\n", paths[0]);
+  }
+  for (int i = 0; i < 3; i++) free(paths[i]);
+  free(views);
+  free(lua);
+  free(st);
+  return rc;
+}
+
+/* ---- the two sources ------------------------------------------------------------------------ */
+
+/* config.json's family: model_type, else architectures[0] */
+static const family *family_of(const cJSON *root, const char *path, ff_error *err) {
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  const cJSON *archs = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+  const char *arch = cJSON_IsArray(archs) ? cJSON_GetStringValue(cJSON_GetArrayItem(archs, 0)) : NULL;
+  for (int i = 0; i < N_FAMILIES; i++)
+    if (cJSON_IsString(mt) ? !strcmp(mt->valuestring, families[i].model_type)
+                           : arch && !strncmp(arch, families[i].arch_hint, strlen(families[i].arch_hint)))
+      return &families[i];
+  if (cJSON_IsString(mt))
+    ff_fail(err, FF_EINVAL, "%s: model_type '%s' is not supported (fixformer imports llama, gpt2, bert)", path,
+            mt->valuestring);
+  else
+    ff_fail(err, FF_EINVAL, "%s: no model_type, and architectures '%s' is not one of Llama*, GPT2*, Bert*", path,
+            arch ? arch : "(none)");
+  return NULL;
+}
+
+/* The summary's line on the tokenizer: none, or one left out and why. */
+static void print_tokenizer(const import_job *j, const char *note, const char *none) {
+  if (*note) printf("  tokenizer left out (generate could not load it): %s; generate takes --tokens\n", note);
+  else if (!j->tokenizer) printf("  %s (--tokenizer FILE): no vocabulary, generate takes --tokens\n", none);
+}
+
+static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
+  char *cfg_path = join(j->src, "config.json"), *tok_path = NULL, note[FF_ERROR_MAX];
+  uint8_t *text = NULL;
+  size_t len;
+  source s;
+  memset(&s, 0, sizeof s);
+  int rc = cfg_path ? ff_read_file(cfg_path, &text, &len, err) : ff_fail(err, FF_ENOMEM, "out of memory");
+  cJSON *root = rc ? NULL : ff_json_parse((const char *)text, len, cfg_path, err);
+  free(text);
+  if (!rc && !root) rc = FF_EFORMAT;
+  else if (!rc && !cJSON_IsObject(root)) rc = ff_fail(err, FF_EFORMAT, "%s: not a JSON object", cfg_path);
+  const family *f = rc ? NULL : family_of(root, cfg_path, err);
+  if (!rc && !f) rc = FF_EINVAL;
+  config_reader cr = {root, cfg_path, err, 0};
+  j->origin = cfg_path;
+  if (!rc) {
+    f->config(&cr, &j->d);
+    rc = cr.rc;
+  }
+  if (!rc) rc = cap_max_seq(j, err);
+  if (!rc) rc = read_hf_weights(&s, j->src, err);
+  if (!rc) rc = source_index(&s, f->strip, err);
+  if (!rc) rc = map_roles(&s, f, &j->d, &j->o, err);
+  int counts[8] = {0}, tied_head = 0;
+  if (!rc) rc = check_leftovers(&s, f, &j->d, &j->o, counts, &tied_head, err);
+  if (!rc && !tokenizer && (tok_path = join(j->src, "tokenizer.json")) && !exists(tok_path)) {
+    free(tok_path);
+    tok_path = NULL;
+  }
+  if (!rc) rc = take_tokenizer(j, tokenizer, tok_path, note, sizeof note, err);
+  /* every file read: config.json, the index, the shards, the tokenizer */
+  const char **inputs = rc ? NULL : calloc((size_t)s.n_files + 3, sizeof *inputs);
+  if (!rc && !inputs) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  if (!rc) {
+    inputs[0] = cfg_path, inputs[1] = s.what, inputs[2] = j->tokenizer;
+    for (int i = 0; i < s.n_files; i++) inputs[3 + i] = s.paths[i];
+    j->inputs = inputs;
+    j->n_inputs = s.n_files + 3;
+    printf("import %s: %s (%s, %d file%s)\n", j->src, f->model_type, s.what, s.n_files, s.n_files > 1 ? "s" : "");
+    print_model(&j->d);
+    print_cap(&j->d);
+    printf("  mapped %d tensors (%zu parameters):\n", j->o.n, j->o.params);
+    print_roles(f, &j->d);
+    for (int i = 0; f->ignore[i].text; i++)
+      if (counts[i]) printf("  ignored %d tensor%s: %s\n", counts[i], counts[i] > 1 ? "s" : "", f->ignore[i].why);
+    if (tied_head) printf("  ignored lm_head.weight: tied to the embedding (the same values)\n");
+    print_tokenizer(j, note, "no tokenizer.json");
+    rc = write_all(j, err);
+  }
+  free(inputs);
+  free(tok_path);
+  free(cfg_path);
+  cJSON_Delete(root);
+  source_free(&s);
+  return rc;
+}
+
+static int l2c_run(import_job *j, const char *tokenizer, ff_error *err) {
+  float *blob = NULL;
+  char *tok_path = NULL, note[FF_ERROR_MAX];
+  j->origin = j->src;
+  int version = 0, rc = l2c_import(j->src, &j->d, &j->o, &blob, &version, err);
+  if (!rc) rc = cap_max_seq(j, err);
+  if (!rc && !tokenizer) { /* tokenizer.bin beside the checkpoint */
+    const char *slash = strrchr(j->src, '/');
+    size_t dl = slash ? (size_t)(slash - j->src) + 1 : 0;
+    if ((tok_path = malloc(dl + 16))) {
+      memcpy(tok_path, j->src, dl);
+      strcpy(tok_path + dl, "tokenizer.bin");
+      if (!exists(tok_path)) {
+        free(tok_path);
+        tok_path = NULL;
+      }
+    }
+  }
+  if (!rc) rc = take_tokenizer(j, tokenizer, tok_path, note, sizeof note, err);
+  const char *inputs[2] = {j->src, j->tokenizer};
+  j->inputs = inputs;
+  j->n_inputs = 2;
+  if (!rc) {
+    printf("import %s: llama2.c checkpoint, %s (%s classifier)\n", j->src, version ? "version 1" : "legacy format",
+           j->d.tie ? "shared" : "own");
+    print_model(&j->d);
+    print_cap(&j->d);
+    printf("  mapped %d tensors (%zu parameters): token_embedding -> embed.weight, rms_att -> norm1, wq/wk/wv -> "
+           "q/k/v_proj, wo -> out_proj,\n    rms_ffn -> norm2, w1 -> gate_proj, w3 -> up_proj, w2 -> linear2, "
+           "rms_final -> norm%s\n", j->o.n, j->o.params, j->d.tie ? "" : ", wcls -> lm_head");
+    printf("  RoPE rotates adjacent pairs (interleaved), as llama2.c does%s\n",
+           version ? "" : "; ignored: its freq_cis_real/imag tables (recomputed from rope_theta)");
+    print_tokenizer(j, note, "no tokenizer.bin beside it");
+    rc = write_all(j, err);
+  }
+  free(tok_path);
+  free(blob);
+  return rc;
+}
+
+int ff_cli_import(const char *src, const char *dir, const char *name, const char *tokenizer, int max_seq,
+                  ff_error *err) {
+  import_job j;
+  char derived[FF_NAME_MAX];
+  struct stat st, ts;
+  int rc;
+  memset(&j, 0, sizeof j);
+  if (stat(src, &st)) return ff_fail(err, FF_EIO, "%s: %s", src, strerror(errno));
+  if (!name) default_name(src, derived, sizeof derived);
+  if ((rc = check_name(name ? name : derived, err))) return rc;
+  j.src = src;
+  j.dir = dir;
+  j.name = name ? name : derived;
+  j.max_seq = max_seq;
+  if (tokenizer && stat(tokenizer, &ts) == 0 && !S_ISREG(ts.st_mode))
+    return ff_fail(err, FF_EIO, "--tokenizer %s: not a regular file", tokenizer);
+  size_t sl = strlen(src);
+  if (!S_ISDIR(st.st_mode) && ((sl >= 12 && !strcmp(src + sl - 12, ".safetensors")) ||
+                               (sl >= 5 && !strcmp(src + sl - 5, ".json"))))
+    return ff_fail(err, FF_EINVAL, "%s: give the model folder (with config.json), not one of its files", src);
+  if (S_ISDIR(st.st_mode)) rc = hf_import(&j, tokenizer, err);
+  else rc = l2c_run(&j, tokenizer, err);
+  out_free(&j.o);
+  free(j.tok);
+  return rc;
+}
