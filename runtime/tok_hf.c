@@ -28,12 +28,13 @@ static int flag(const cJSON *o, const char *key, int dflt) {
   return cJSON_IsBool(j) ? cJSON_IsTrue(j) : dflt;
 }
 
-static int id_of(hf_ctx *c, const cJSON *j, const char *what, int *out) {
+/* the token id j holds, or a negative status (the id is the result, not
+ * an output left unset on failure) */
+static int id_of(hf_ctx *c, const cJSON *j, const char *what) {
   double d = cJSON_IsNumber(j) ? j->valuedouble : -1;
   if (!(d >= 0 && d < TOK_MAX_IDS) || d != (double)(int)d)
     return ff_fail(c->err, FF_EFORMAT, "%s: %s must be a token id in [0, %d)", c->path, what, TOK_MAX_IDS);
-  *out = (int)d;
-  return 0;
+  return (int)d;
 }
 
 static int check_token(hf_ctx *c, const char *s, const char *what) {
@@ -49,15 +50,18 @@ static int max_id(hf_ctx *c, const cJSON *vocab, const cJSON *added, int *top) {
   int rc = 0, id;
   *top = -1;
   if (!cJSON_IsObject(vocab)) return ff_fail(c->err, FF_EFORMAT, "%s: model.vocab is not an object", c->path);
-  for (const cJSON *e = vocab->child; e && !rc; e = e->next)
-    if (!(rc = check_token(c, e->string, "model.vocab")) && !(rc = id_of(c, e, "model.vocab's values", &id)))
-      *top = id > *top ? id : *top;
+  for (const cJSON *e = vocab->child; e && !rc; e = e->next) {
+    id = (rc = check_token(c, e->string, "model.vocab")) ? rc : id_of(c, e, "model.vocab's values");
+    if (id < 0) rc = id;
+    else *top = id > *top ? id : *top;
+  }
   if (added && !cJSON_IsArray(added)) return ff_fail(c->err, FF_EFORMAT, "%s: added_tokens is not an array", c->path);
   for (const cJSON *e = added ? added->child : NULL; e && !rc; e = e->next) {
     const cJSON *s = GET(e, "content");
     if (!cJSON_IsString(s)) return ff_fail(c->err, FF_EFORMAT, "%s: added_tokens: an entry without content", c->path);
-    if (!(rc = check_token(c, s->valuestring, "added_tokens")) && !(rc = id_of(c, GET(e, "id"), "added_tokens' id", &id)))
-      *top = id > *top ? id : *top;
+    id = (rc = check_token(c, s->valuestring, "added_tokens")) ? rc : id_of(c, GET(e, "id"), "added_tokens' id");
+    if (id < 0) rc = id;
+    else *top = id > *top ? id : *top;
   }
   if (!rc && *top < 0) rc = ff_fail(c->err, FF_EFORMAT, "%s: model.vocab is empty", c->path);
   return rc;
