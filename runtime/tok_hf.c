@@ -2,6 +2,8 @@
  * (byte-level like GPT-2, or SentencePiece-style like LLaMA) or WordPiece
  * (BERT), its added tokens, normalizer, pre-tokenizer and post-processor.
  * What it cannot follow exactly is refused with one line naming it. */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,6 +255,17 @@ static int named(const ff_tokenizer *t, const char *const *names) {
   return -1;
 }
 
+/* max_input_chars_per_word: Hugging Face's usize (100 when absent), any
+ * size; a word of more characters is unk, a limit of 0 makes every word unk */
+static int wp_max_chars(hf_ctx *c, const cJSON *j) {
+  double d = cJSON_IsNumber(j) ? j->valuedouble : -1;
+  if (!j || cJSON_IsNull(j)) d = 100;
+  if (!(d >= 0) || d != floor(d))
+    return ff_fail(c->err, FF_EFORMAT, "%s: model.max_input_chars_per_word must be a whole number >= 0", c->path);
+  c->t->wp_max_chars = d < (double)SIZE_MAX ? (size_t)d : SIZE_MAX;
+  return 0;
+}
+
 static int hf_model(hf_ctx *c, const cJSON *m) {
   ff_tokenizer *t = c->t;
   const cJSON *unk = GET(m, "unk_token"), *pre = GET(m, "continuing_subword_prefix"), *drop = GET(m, "dropout");
@@ -265,8 +278,7 @@ static int hf_model(hf_ctx *c, const cJSON *m) {
     const char *p = cJSON_IsString(pre) ? pre->valuestring : "##";
     if (strlen(p) >= sizeof t->wp_prefix) return unsupported(c, "continuing_subword_prefix", p);
     strcpy(t->wp_prefix, p);
-    t->wp_max_chars = cJSON_IsNumber(maxc) && maxc->valuedouble >= 1 && maxc->valuedouble < 1e6 ? (int)maxc->valuedouble : 100;
-    return 0;
+    return wp_max_chars(c, maxc);
   }
   if ((cJSON_IsString(pre) && pre->valuestring[0]) || (cJSON_IsString(suf) && suf->valuestring[0]))
     return unsupported(c, "BPE with a subword prefix or suffix", cJSON_IsString(pre) ? pre->valuestring : suf->valuestring);
