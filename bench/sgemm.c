@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <time.h>
 
+/* OpenBLAS's own; Debian's cblas.h may be netlib's (an alternative), which lacks it */
+void openblas_set_num_threads(int num_threads);
+
 static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);

@@ -121,6 +121,11 @@ typedef struct ff_vocab {
   char **tokens;          /* size strings */
   int pad, bos, eos, unk; /* -1 when absent */
   int lowercase;
+  /* for encode, built by ff_vocab_parse: each token's length, an index of
+   * the tokens text may hold (string -> id + 1), the longest of them */
+  uint32_t *lens;
+  int32_t *index;
+  size_t icap, max_len;
 } ff_vocab;
 
 /* Reads and checks a vocabulary; expected_size > 0 must equal its size.

@@ -2,6 +2,8 @@
  * (byte-level like GPT-2, or SentencePiece-style like LLaMA) or WordPiece
  * (BERT), its added tokens, normalizer, pre-tokenizer and post-processor.
  * What it cannot follow exactly is refused with one line naming it. */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,12 +31,13 @@ static int flag(const cJSON *o, const char *key, int dflt) {
   return cJSON_IsBool(j) ? cJSON_IsTrue(j) : dflt;
 }
 
-static int id_of(hf_ctx *c, const cJSON *j, const char *what, int *out) {
+/* the token id j holds, or a negative status (the id is the result, not
+ * an output left unset on failure) */
+static int id_of(hf_ctx *c, const cJSON *j, const char *what) {
   double d = cJSON_IsNumber(j) ? j->valuedouble : -1;
   if (!(d >= 0 && d < TOK_MAX_IDS) || d != (double)(int)d)
     return ff_fail(c->err, FF_EFORMAT, "%s: %s must be a token id in [0, %d)", c->path, what, TOK_MAX_IDS);
-  *out = (int)d;
-  return 0;
+  return (int)d;
 }
 
 static int check_token(hf_ctx *c, const char *s, const char *what) {
@@ -50,15 +53,18 @@ static int max_id(hf_ctx *c, const cJSON *vocab, const cJSON *added, int *top) {
   int rc = 0, id = -1;
   *top = -1;
   if (!cJSON_IsObject(vocab)) return ff_fail(c->err, FF_EFORMAT, "%s: model.vocab is not an object", c->path);
-  for (const cJSON *e = vocab->child; e && !rc; e = e->next)
-    if (!(rc = check_token(c, e->string, "model.vocab")) && !(rc = id_of(c, e, "model.vocab's values", &id)))
-      *top = id > *top ? id : *top;
+  for (const cJSON *e = vocab->child; e && !rc; e = e->next) {
+    id = (rc = check_token(c, e->string, "model.vocab")) ? rc : id_of(c, e, "model.vocab's values");
+    if (id < 0) rc = id;
+    else *top = id > *top ? id : *top;
+  }
   if (added && !cJSON_IsArray(added)) return ff_fail(c->err, FF_EFORMAT, "%s: added_tokens is not an array", c->path);
   for (const cJSON *e = added ? added->child : NULL; e && !rc; e = e->next) {
     const cJSON *s = GET(e, "content");
     if (!cJSON_IsString(s)) return ff_fail(c->err, FF_EFORMAT, "%s: added_tokens: an entry without content", c->path);
-    if (!(rc = check_token(c, s->valuestring, "added_tokens")) && !(rc = id_of(c, GET(e, "id"), "added_tokens' id", &id)))
-      *top = id > *top ? id : *top;
+    id = (rc = check_token(c, s->valuestring, "added_tokens")) ? rc : id_of(c, GET(e, "id"), "added_tokens' id");
+    if (id < 0) rc = id;
+    else *top = id > *top ? id : *top;
   }
   if (!rc && *top < 0) rc = ff_fail(c->err, FF_EFORMAT, "%s: model.vocab is empty", c->path);
   return rc;
@@ -250,6 +256,17 @@ static int named(const ff_tokenizer *t, const char *const *names) {
   return -1;
 }
 
+/* max_input_chars_per_word: Hugging Face's usize (100 when absent), any
+ * size; a word of more characters is unk, a limit of 0 makes every word unk */
+static int wp_max_chars(hf_ctx *c, const cJSON *j) {
+  double d = cJSON_IsNumber(j) ? j->valuedouble : -1;
+  if (!j || cJSON_IsNull(j)) d = 100;
+  if (!(d >= 0) || d != floor(d))
+    return ff_fail(c->err, FF_EFORMAT, "%s: model.max_input_chars_per_word must be a whole number >= 0", c->path);
+  c->t->wp_max_chars = d < (double)SIZE_MAX ? (size_t)d : SIZE_MAX;
+  return 0;
+}
+
 static int hf_model(hf_ctx *c, const cJSON *m) {
   ff_tokenizer *t = c->t;
   const cJSON *unk = GET(m, "unk_token"), *pre = GET(m, "continuing_subword_prefix"), *drop = GET(m, "dropout");
@@ -262,8 +279,7 @@ static int hf_model(hf_ctx *c, const cJSON *m) {
     const char *p = cJSON_IsString(pre) ? pre->valuestring : "##";
     if (strlen(p) >= sizeof t->wp_prefix) return unsupported(c, "continuing_subword_prefix", p);
     strcpy(t->wp_prefix, p);
-    t->wp_max_chars = cJSON_IsNumber(maxc) && maxc->valuedouble >= 1 && maxc->valuedouble < 1e6 ? (int)maxc->valuedouble : 100;
-    return 0;
+    return wp_max_chars(c, maxc);
   }
   if ((cJSON_IsString(pre) && pre->valuestring[0]) || (cJSON_IsString(suf) && suf->valuestring[0]))
     return unsupported(c, "BPE with a subword prefix or suffix", cJSON_IsString(pre) ? pre->valuestring : suf->valuestring);

@@ -28,6 +28,7 @@ struct ff_tokenizer {
   unsigned char *special; /* [size] 1: left out of decode */
   int32_t *index;         /* string -> id + 1, open addressing, icap slots */
   size_t icap;
+  size_t max_len;         /* the longest token: no longer string is looked up */
   tok_merge *merges;      /* (a, b) -> merge, mcap slots, id -1 empty */
   size_t mcap;
   int32_t byte_id[256];   /* <0xXX> tokens, -1 when absent */
@@ -40,11 +41,25 @@ struct ff_tokenizer {
   int bert_clean, bert_chinese, bert_strip, bert_lower, bert_pre;
   char wp_prefix[16];
   int wp_cleanup; /* the WordPiece decoder's cleanup: " ." -> "." ... within each token */
-  int wp_max_chars;
+  size_t wp_max_chars; /* max_input_chars_per_word: a longer word is unk */
 };
 
 /* string -> id, or -1 */
 int ff_tok_lookup(const ff_tokenizer *t, const char *s, size_t len);
+
+/* An open-addressing index of strings (slots hold id + 1, 0 empty; cap a
+ * power of two), shared by the tokenizers and the JSON vocabulary.  FNV-1a
+ * continues from a hash, so the candidates a, a b, a b c ... of a longest
+ * match cost one byte each, not one string each. */
+#define TOK_HASH0 1469598103934665603ull
+uint64_t ff_tok_hash(uint64_t h, const char *s, size_t n);
+/* the slots for n strings */
+size_t ff_tok_index_cap(size_t n);
+/* the id whose string (strs/lens) is a then b, of hash h; -1 when none */
+int ff_tok_find(const int32_t *index, size_t cap, char *const *strs, const uint32_t *lens, uint64_t h, const char *a,
+                size_t la, const char *b, size_t lb);
+/* adds id unless its string is there already (then returns 1) */
+int ff_tok_insert(int32_t *index, size_t cap, char *const *strs, const uint32_t *lens, int32_t id);
 /* builds the string index over ids 0..size-1 (first id of a string wins);
  * *dup gets a duplicated id or -1 */
 int ff_tok_index(ff_tokenizer *t, int *dup, ff_error *err);

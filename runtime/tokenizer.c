@@ -2,6 +2,7 @@
  * name: fixformer's JSON vocabulary (vocab.c), llama2.c's tokenizer.bin and
  * Hugging Face tokenizer.json (tok_hf.c reads it), with their encoders and
  * decoders. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,40 +13,53 @@
 
 /* ---- lookups --------------------------------------------------------------- */
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+uint64_t ff_tok_hash(uint64_t h, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull; /* FNV-1a */
   return h;
 }
 
-int ff_tok_lookup(const ff_tokenizer *t, const char *s, size_t len) {
-  if (!t->icap) return -1;
-  for (size_t i = hash_bytes(s, len) & (t->icap - 1);; i = (i + 1) & (t->icap - 1)) {
-    int32_t e = t->index[i] - 1;
-    if (e < 0) return -1;
-    if (t->len[e] == len && !memcmp(t->tok[e], s, len)) return e;
-  }
-}
-
-static size_t pow2_above(size_t n) {
+size_t ff_tok_index_cap(size_t n) {
   size_t c = 16;
   while (c < 2 * n) c *= 2;
   return c;
 }
 
+int ff_tok_find(const int32_t *index, size_t cap, char *const *strs, const uint32_t *lens, uint64_t h, const char *a,
+                size_t la, const char *b, size_t lb) {
+  if (!cap) return -1;
+  for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1)) {
+    int32_t e = index[i] - 1;
+    if (e < 0) return -1;
+    if (lens[e] == la + lb && !memcmp(strs[e], a, la) && !memcmp(strs[e] + la, b, lb)) return e;
+  }
+}
+
+int ff_tok_insert(int32_t *index, size_t cap, char *const *strs, const uint32_t *lens, int32_t id) {
+  uint64_t h = ff_tok_hash(TOK_HASH0, strs[id], lens[id]);
+  if (ff_tok_find(index, cap, strs, lens, h, strs[id], lens[id], "", 0) >= 0) return 1;
+  size_t i = h & (cap - 1);
+  while (index[i]) i = (i + 1) & (cap - 1);
+  index[i] = id + 1;
+  return 0;
+}
+
+/* the id of the string a b, or -1 */
+static int lookup2(const ff_tokenizer *t, uint64_t h, const char *a, size_t la, const char *b, size_t lb) {
+  return ff_tok_find(t->index, t->icap, t->tok, t->len, h, a, la, b, lb);
+}
+
+int ff_tok_lookup(const ff_tokenizer *t, const char *s, size_t len) {
+  return lookup2(t, ff_tok_hash(TOK_HASH0, s, len), s, len, "", 0);
+}
+
 int ff_tok_index(ff_tokenizer *t, int *dup, ff_error *err) {
   *dup = -1;
-  t->icap = pow2_above((size_t)t->info.size);
+  t->icap = ff_tok_index_cap((size_t)t->info.size);
   if (!(t->index = calloc(t->icap, sizeof *t->index))) return ff_fail(err, FF_ENOMEM, "out of memory");
   for (int id = 0; id < t->info.size; id++) {
     if (!t->tok[id]) continue;
-    if (ff_tok_lookup(t, t->tok[id], t->len[id]) >= 0) {
-      if (*dup < 0) *dup = id;
-      continue;
-    }
-    size_t i = hash_bytes(t->tok[id], t->len[id]) & (t->icap - 1);
-    while (t->index[i]) i = (i + 1) & (t->icap - 1);
-    t->index[i] = id + 1;
+    if (ff_tok_insert(t->index, t->icap, t->tok, t->len, id) && *dup < 0) *dup = id;
+    if (t->len[id] > t->max_len) t->max_len = t->len[id];
   }
   return 0;
 }
@@ -58,7 +72,7 @@ static size_t pair_slot(const ff_tokenizer *t, int32_t a, int32_t b) {
 }
 
 int ff_tok_merges_alloc(ff_tokenizer *t, size_t count, ff_error *err) {
-  t->mcap = pow2_above(count);
+  t->mcap = ff_tok_index_cap(count);
   if (!(t->merges = malloc(t->mcap * sizeof *t->merges))) return ff_fail(err, FF_ENOMEM, "out of memory");
   for (size_t i = 0; i < t->mcap; i++) t->merges[i].id = -1;
   return 0;
@@ -173,7 +187,19 @@ typedef struct {
   int32_t *ids;
   int cap, n;
   ff_error *err;
+  void *work; /* scratch every word of one text reuses, work_cap bytes */
+  size_t work_cap;
 } tok_out;
+
+/* at least bytes of scratch (the previous contents lost), or NULL after
+ * setting the message */
+static void *work(tok_out *o, size_t bytes) {
+  if (bytes <= o->work_cap) return o->work;
+  free(o->work);
+  o->work_cap = bytes > 2 * o->work_cap ? bytes : 2 * o->work_cap;
+  if (!(o->work = malloc(o->work_cap))) o->work_cap = 0, ff_fail(o->err, FF_ENOMEM, "out of memory");
+  return o->work;
+}
 
 static int push(tok_out *o, int32_t id) {
   if (o->n == o->cap) return ff_fail(o->err, FF_ELENGTH, "text: more than %d tokens", o->cap);
@@ -219,32 +245,45 @@ static bpe_cand heap_pop(bpe_cand *h, int *n) {
 
 /* the pair at i, j if it merges: by the merges list (Hugging Face), or when
  * its concatenation is a token scoring above -1e10 (llama2.c's run.c) */
-static void cand_add(const ff_tokenizer *t, bpe_cand *h, int *n, const int32_t *sym, int i, int j, char *buf) {
+static void cand_add(const ff_tokenizer *t, bpe_cand *h, int *n, const int32_t *sym, int i, int j) {
   if (i < 0 || j < 0) return;
   if (t->info.kind != FF_TOK_LLAMA2C) {
     const tok_merge *g = merge_of(t, sym[i], sym[j]);
     if (g) heap_push(h, n, (bpe_cand){g->rank, i, sym[i], sym[j], g->id});
     return;
   }
+  const char *a = t->tok[sym[i]], *b = t->tok[sym[j]];
   size_t la = t->len[sym[i]], lb = t->len[sym[j]];
-  memcpy(buf, t->tok[sym[i]], la), memcpy(buf + la, t->tok[sym[j]], lb);
-  int id = ff_tok_lookup(t, buf, la + lb);
+  int id = la + lb > t->max_len ? -1 : lookup2(t, ff_tok_hash(ff_tok_hash(TOK_HASH0, a, la), b, lb), a, la, b, lb);
   if (id >= 0 && t->score[id] > -1e10f) heap_push(h, n, (bpe_cand){-(double)t->score[id], i, sym[i], sym[j], id});
+}
+
+/* sym[n] (ids) then what merging them needs, in one piece of scratch */
+typedef struct {
+  int32_t *sym, *next, *prev;
+  bpe_cand *heap; /* n - 1 pairs, then at most 2 a merge */
+} bpe_work;
+
+static int bpe_work_get(tok_out *o, size_t n, bpe_work *w) {
+  const size_t each = 3 * sizeof *w->heap + 3 * sizeof(int32_t);
+  if (n > (size_t)INT_MAX / 4 || n > SIZE_MAX / each) /* positions are ints */
+    return ff_fail(o->err, FF_ELENGTH, "text: a word of %zu bytes, above %d", n, INT_MAX / 4);
+  char *p = work(o, n * each);
+  if (!p) return FF_ENOMEM;
+  w->heap = (bpe_cand *)p, w->sym = (int32_t *)(w->heap + 3 * n), w->next = w->sym + n, w->prev = w->next + n;
+  return 0;
 }
 
 /* merges the best pair (the leftmost of equals) until no pair merges, as
  * Hugging Face's BPE and llama2.c's run.c do, in O(n log n): a popped pair
  * that changed since it was pushed is skipped */
-static int merge_pairs(const ff_tokenizer *t, int32_t *sym, int *m, ff_error *err) {
+static void merge_pairs(const ff_tokenizer *t, const bpe_work *w, int *m) {
   int n = *m, hn = 0;
-  if (n < 2) return 0;
-  int *next = malloc(sizeof *next * (size_t)n), *prev = malloc(sizeof *prev * (size_t)n);
-  bpe_cand *h = malloc(sizeof *h * 3 * (size_t)n); /* n - 1 pairs, then at most 2 a merge */
-  char *buf = malloc(2 * 65536 + 2);                /* two llama2.c tokens */
-  if (!next || !prev || !h || !buf)
-    return free(next), free(prev), free(h), free(buf), ff_fail(err, FF_ENOMEM, "out of memory");
+  int32_t *sym = w->sym, *next = w->next, *prev = w->prev;
+  bpe_cand *h = w->heap;
+  if (n < 2) return;
   for (int i = 0; i < n; i++) next[i] = i + 1 < n ? i + 1 : -1, prev[i] = i - 1;
-  for (int i = 0; i + 1 < n; i++) cand_add(t, h, &hn, sym, i, i + 1, buf);
+  for (int i = 0; i + 1 < n; i++) cand_add(t, h, &hn, sym, i, i + 1);
   while (hn) {
     bpe_cand c = heap_pop(h, &hn);
     int j = next[c.pos];
@@ -252,14 +291,12 @@ static int merge_pairs(const ff_tokenizer *t, int32_t *sym, int *m, ff_error *er
     sym[c.pos] = c.id, sym[j] = -1;
     next[c.pos] = next[j];
     if (next[j] >= 0) prev[next[j]] = c.pos;
-    cand_add(t, h, &hn, sym, prev[c.pos], c.pos, buf);
-    cand_add(t, h, &hn, sym, c.pos, next[c.pos], buf);
+    cand_add(t, h, &hn, sym, prev[c.pos], c.pos);
+    cand_add(t, h, &hn, sym, c.pos, next[c.pos]);
   }
   *m = 0;
   for (int i = 0; i < n; i++)
     if (sym[i] >= 0) sym[(*m)++] = sym[i];
-  free(next), free(prev), free(h), free(buf);
-  return 0;
 }
 
 static int no_token(ff_error *err, const char *s, size_t n) {
@@ -284,30 +321,31 @@ static int llama2c_char(const ff_tokenizer *t, const char *s, size_t k, int32_t 
  * its bytes, then merges by score */
 static int llama2c_encode(const ff_tokenizer *t, const char *text, tok_out *o) {
   size_t len = strlen(text);
+  bpe_work w;
+  int m = 0, rc;
   if (!len) return 0;
-  int32_t *sym = malloc(sizeof *sym * (len + 1));
-  int m = 0, rc = sym ? 0 : ff_fail(o->err, FF_ENOMEM, "out of memory");
-  if (!rc) rc = llama2c_char(t, " ", 1, sym, &m, o->err);
+  if ((rc = bpe_work_get(o, len + 1, &w))) return rc;
+  int32_t *sym = w.sym;
+  rc = llama2c_char(t, " ", 1, sym, &m, o->err);
   for (size_t at = 0, k; !rc && at < len; at += k) {
     k = 1; /* run.c: a lead byte and at most 3 continuation bytes */
     while (k < 4 && at + k < len && ((unsigned char)text[at + k] & 0xC0) == 0x80) k++;
     rc = llama2c_char(t, text + at, k, sym, &m, o->err);
   }
-  if (!rc) rc = merge_pairs(t, sym, &m, o->err);
-  if (!rc) rc = push_all(o, sym, m);
-  free(sym);
-  return rc;
+  if (!rc) merge_pairs(t, &w, &m);
+  return rc ? rc : push_all(o, sym, m);
 }
 
 /* a Hugging Face BPE word: each character its token, else its <0xXX> bytes
  * (byte_fallback), else unk (runs of unknowns fused into one by fuse_unk);
  * then merges by rank */
 static int bpe_word(const ff_tokenizer *t, const char *w, size_t len, tok_out *o) {
-  int id, m = 0, rc = 0, last_unk = 0;
+  int id, m = 0, rc, last_unk = 0;
+  bpe_work bw;
   if (!len) return 0;
   if (t->ignore_merges && (id = ff_tok_lookup(t, w, len)) >= 0) return push(o, id);
-  int32_t *sym = malloc(sizeof *sym * len);
-  if (!sym) return ff_fail(o->err, FF_ENOMEM, "out of memory");
+  if ((rc = bpe_work_get(o, len, &bw))) return rc;
+  int32_t *sym = bw.sym;
   for (size_t at = 0, k, b; !rc && at < len; at += k) {
     ff_uc_next(w + at, len - at, &k);
     if ((id = ff_tok_lookup(t, w + at, k)) >= 0) {
@@ -324,10 +362,8 @@ static int bpe_word(const ff_tokenizer *t, const char *w, size_t len, tok_out *o
       sym[m++] = t->info.unk, last_unk = 1;
     }
   }
-  if (!rc) rc = merge_pairs(t, sym, &m, o->err);
-  if (!rc) rc = push_all(o, sym, m);
-  free(sym);
-  return rc;
+  if (!rc) merge_pairs(t, &bw, &m);
+  return rc ? rc : push_all(o, sym, m);
 }
 
 /* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the
@@ -462,31 +498,51 @@ static int bert_punct(uint32_t cp) {
          ff_uc_punct_p(cp);
 }
 
-/* greedy longest-match-first; a word with no split is unk */
-static int wordpiece_word(const ff_tokenizer *t, const char *w, size_t len, tok_out *o) {
-  size_t chars = 0, plen = strlen(t->wp_prefix), k;
-  for (size_t at = 0; at < len; at += k, chars++) ff_uc_next(w + at, len - at, &k);
-  int32_t *sub = malloc(sizeof *sub * (chars + 1));
-  char *buf = malloc(len + plen + 1);
-  int m = 0, bad = chars > (size_t)t->wp_max_chars, rc = 0;
-  if (!sub || !buf) bad = 1, rc = ff_fail(o->err, FF_ENOMEM, "out of memory");
-  for (size_t start = 0; !bad && start < len;) {
-    int id = -1;
-    size_t end = len;
-    for (; end > start; end--) {
-      while (end > start && end < len && ((unsigned char)w[end] & 0xC0) == 0x80) end--; /* whole characters */
-      if (end == start) break;
-      size_t p = start ? plen : 0;
-      memcpy(buf, t->wp_prefix, p), memcpy(buf + p, w + start, end - start);
-      if ((id = ff_tok_lookup(t, buf, p + end - start)) >= 0) break;
+/* greedy longest match first, as Hugging Face's WordPiece: the pieces of w
+ * in sub, their count, or -1 when some start has none.  From each start only
+ * candidates up to the longest token are tried, hashed a character at a
+ * time (hash, ends: room for a word's characters): O(characters x longest
+ * token), not O(characters^3) */
+static int wordpiece_split(const ff_tokenizer *t, const char *w, size_t len, uint64_t *hash, size_t *ends,
+                           int32_t *sub) {
+  size_t plen = strlen(t->wp_prefix), k;
+  uint64_t h0 = ff_tok_hash(TOK_HASH0, t->wp_prefix, plen);
+  int m = 0;
+  for (size_t start = 0; start < len;) {
+    size_t pre = start ? plen : 0, n = 0; /* the prefix goes before every piece but the first */
+    uint64_t h = start ? h0 : TOK_HASH0;
+    for (size_t end = start; end < len; n++) {
+      ff_uc_next(w + end, len - end, &k);
+      if (pre + end + k - start > t->max_len) break;
+      h = ff_tok_hash(h, w + end, k), end += k;
+      hash[n] = h, ends[n] = end;
     }
-    if (id < 0) bad = 1;
-    else sub[m++] = id, start = end;
+    int id = -1;
+    while (n > 0 && (id = lookup2(t, hash[n - 1], t->wp_prefix, pre, w + start, ends[n - 1] - start)) < 0) n--;
+    if (id < 0) return -1;
+    sub[m++] = id, start = ends[n - 1];
   }
-  if (!rc && bad && t->info.unk < 0) rc = no_token(o->err, w, len);
-  else if (!rc) rc = bad ? push(o, t->info.unk) : push_all(o, sub, m);
-  free(sub), free(buf);
-  return rc;
+  return m;
+}
+
+/* a word of more than max_input_chars_per_word characters, or with no
+ * split, is unk */
+static int wordpiece_word(const ff_tokenizer *t, const char *w, size_t len, tok_out *o) {
+  const size_t each = sizeof(uint64_t) + sizeof(size_t) + sizeof(int32_t);
+  size_t chars = 0, k;
+  for (size_t at = 0; at < len; at += k, chars++) ff_uc_next(w + at, len - at, &k);
+  if (chars <= t->wp_max_chars) {
+    if (chars > (size_t)INT_MAX || chars > SIZE_MAX / each)
+      return ff_fail(o->err, FF_ELENGTH, "text: a word of %zu characters", chars);
+    char *p = work(o, chars * each);
+    if (!p) return FF_ENOMEM;
+    uint64_t *hash = (uint64_t *)p;
+    size_t *ends = (size_t *)(hash + chars);
+    int32_t *sub = (int32_t *)(ends + chars);
+    int m = wordpiece_split(t, w, len, hash, ends, sub);
+    if (m >= 0) return push_all(o, sub, m);
+  }
+  return t->info.unk < 0 ? no_token(o->err, w, len) : push(o, t->info.unk);
 }
 
 /* BertPreTokenizer: words between whitespace, each punctuation mark a word */
@@ -526,7 +582,7 @@ static int added_at(const ff_tokenizer *t, const char *s, size_t len) {
 }
 
 int ff_tokenizer_encode(const ff_tokenizer *t, const char *text, int32_t *ids, int cap, int *n, ff_error *err) {
-  tok_out o = {ids, cap, 0, err};
+  tok_out o = {ids, cap, 0, err, NULL, 0};
   int rc = 0;
   *n = 0;
   if (t->info.kind == FF_TOK_VOCAB) return ff_vocab_encode(&t->vocab, text, ids, cap, n, err);
@@ -541,6 +597,7 @@ int ff_tokenizer_encode(const ff_tokenizer *t, const char *text, int32_t *ids, i
     }
     if (!rc) rc = hf_segment(t, text + seg, len - seg, seg == 0, &o);
   }
+  free(o.work);
   *n = o.n;
   return rc;
 }

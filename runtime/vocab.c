@@ -14,7 +14,7 @@
 
 void ff_vocab_free(ff_vocab *v) {
   for (int i = 0; v->tokens && i < v->size; i++) free(v->tokens[i]);
-  free(v->tokens);
+  free(v->tokens), free(v->lens), free(v->index);
   memset(v, 0, sizeof *v);
 }
 
@@ -75,6 +75,24 @@ static int parse_tokens(const char *path, const cJSON *root, int expected_size, 
   return rc;
 }
 
+static int is_special(const ff_vocab *v, int id) { return id == v->pad || id == v->bos || id == v->eos || id == v->unk; }
+
+/* the index encode looks tokens up in: special ids left out (text never
+ * holds them), the lowest id of a string first */
+static int vocab_index(ff_vocab *v, ff_error *err) {
+  v->icap = ff_tok_index_cap((size_t)v->size);
+  v->lens = malloc(sizeof *v->lens * (size_t)v->size);
+  v->index = calloc(v->icap, sizeof *v->index);
+  if (!v->lens || !v->index) return ff_fail(err, FF_ENOMEM, "out of memory");
+  for (int i = 0; i < v->size; i++) {
+    v->lens[i] = (uint32_t)strlen(v->tokens[i]);
+    if (is_special(v, i)) continue;
+    ff_tok_insert(v->index, v->icap, v->tokens, v->lens, i);
+    if (v->lens[i] > v->max_len) v->max_len = v->lens[i];
+  }
+  return 0;
+}
+
 int ff_vocab_parse(const char *path, const char *text, size_t len, int expected_size, ff_vocab *v,
                    ff_error *err) {
   memset(v, 0, sizeof *v);
@@ -101,6 +119,7 @@ int ff_vocab_parse(const char *path, const char *text, size_t len, int expected_
     goto done;
   }
   v->lowercase = cJSON_IsTrue(lower);
+  rc = vocab_index(v, err);
 done:
   cJSON_Delete(root);
   if (rc) ff_vocab_free(v);
@@ -119,8 +138,6 @@ int ff_vocab_load(const char *path, int expected_size, ff_vocab *v, ff_error *er
   return rc;
 }
 
-static int is_special(const ff_vocab *v, int id) { return id == v->pad || id == v->bos || id == v->eos || id == v->unk; }
-
 int ff_vocab_encode(const ff_vocab *v, const char *text, int32_t *ids, int cap, int *n, ff_error *err) {
   size_t len = strlen(text);
   char *s = malloc(len + 1);
@@ -131,10 +148,11 @@ int ff_vocab_encode(const ff_vocab *v, const char *text, int32_t *ids, int cap, 
   for (size_t at = 0; at < len;) {
     int best = -1;
     size_t best_len = 0;
-    for (int i = 0; i < v->size; i++) { /* longest match, the lowest id among equals */
-      size_t tl = strlen(v->tokens[i]);
-      if (!is_special(v, i) && tl > best_len && tl <= len - at && !memcmp(s + at, v->tokens[i], tl))
-        best = i, best_len = tl;
+    uint64_t h = TOK_HASH0;
+    for (size_t k = 1; k <= v->max_len && k <= len - at; k++) { /* longest match, the lowest id among equals */
+      h = ff_tok_hash(h, s + at + k - 1, 1);
+      int id = ff_tok_find(v->index, v->icap, v->tokens, v->lens, h, s + at, k, "", 0);
+      if (id >= 0) best = id, best_len = k;
     }
     if (best < 0) {
       size_t skip = 1; /* one UTF-8 character */
@@ -161,7 +179,7 @@ size_t ff_vocab_decode(const ff_vocab *v, const int32_t *ids, int n, char *text,
   size_t need = 0, copied = 0;
   for (int i = 0; i < n; i++) {
     if (ids[i] < 0 || ids[i] >= v->size || is_special(v, ids[i])) continue;
-    size_t tl = strlen(v->tokens[ids[i]]);
+    size_t tl = v->lens[ids[i]];
     if (copied == need && need + tl < cap) { /* whole tokens only */
       memcpy(text + need, v->tokens[ids[i]], tl);
       copied += tl;

@@ -307,25 +307,32 @@ MUST_FAIL = [
 ]
 
 
+def refusal(ff, tmp, path, pieces):
+    """generate --text on a tiny model whose vocabulary is path: the problems
+    with its refusal (a status in 1..125, one line naming pieces) and stderr"""
+    lua = os.path.join(tmp, "bad.lua")
+    with open(lua, "w") as f:
+        f.write('return { name = "bad", arch = "decoder-only", d_model = 8, heads = 2, d_ff = 16, layers = 1,\n'
+                '  vocab = 1000, positional = "rope", max_seq = 16, vocabulary = "%s" }\n' % path)
+    w = os.path.join(tmp, "bad.safetensors")
+    if not os.path.exists(w):
+        subprocess.run([ff, "init", lua, "-o", w], check=True)
+    p = subprocess.run([ff, "generate", lua, "--weights", w, "--text", "hi", "--engine", "runtime"],
+                       capture_output=True, text=True)
+    err = p.stderr.strip()
+    problems = [] if 1 <= p.returncode <= 125 else ["exit status %d" % p.returncode]
+    problems += [] if len(err.splitlines()) == 1 else ["stderr is not one line"]
+    problems += ["message lacks %r" % x for x in pieces if x not in err]
+    return problems, err
+
+
 def must_fail(ff, tmp, files):
     failures = 0
     for name, make, pieces in MUST_FAIL:
         path = os.path.join(tmp, "tokenizer.bin" if name == "bin count" else "bad_" + name.replace(" ", "_"))
         with open(path, "wb") as f:
             f.write(make(files))
-        lua = os.path.join(tmp, "bad.lua")
-        with open(lua, "w") as f:
-            f.write('return { name = "bad", arch = "decoder-only", d_model = 8, heads = 2, d_ff = 16, layers = 1,\n'
-                    '  vocab = 1000, positional = "rope", max_seq = 16, vocabulary = "%s" }\n' % path)
-        w = os.path.join(tmp, "bad.safetensors")
-        if not os.path.exists(w):
-            subprocess.run([ff, "init", lua, "-o", w], check=True)
-        p = subprocess.run([ff, "generate", lua, "--weights", w, "--text", "hi", "--engine", "runtime"],
-                           capture_output=True, text=True)
-        err = p.stderr.strip()
-        problems = [] if 1 <= p.returncode <= 125 else ["exit status %d" % p.returncode]
-        problems += [] if len(err.splitlines()) == 1 else ["stderr is not one line"]
-        problems += ["message lacks %r" % x for x in pieces if x not in err]
+        problems, err = refusal(ff, tmp, path, pieces)
         failures += bool(problems)
         print("%-16s %s  [%s]" % (name, "ok" if not problems else "FAIL: " + "; ".join(problems), err[:150]))
     return failures

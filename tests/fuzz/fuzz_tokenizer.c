@@ -1,9 +1,9 @@
 /* fuzz_tokenizer.c - libFuzzer harness: any bytes as a tokenizer file
  * through ff_tokenizer_parse (llama2.c's tokenizer.bin, a Hugging Face
  * tokenizer.json or fixformer's vocabulary, by content), with and without an
- * expected size; what it accepts then encodes a multilingual text and
- * decodes the ids.  A tokenizer or a clean error, never a crash, a leak or
- * undefined behaviour (built with ASan + UBSan). */
+ * expected size; what it accepts then encodes a multilingual text and long
+ * words and decodes the ids.  A tokenizer or a clean error, never a crash,
+ * a leak, undefined behaviour (built with ASan + UBSan) or a time-out. */
 #include <string.h>
 
 #include "ff_io.h"
@@ -15,13 +15,16 @@ static void use(const ff_tokenizer *t) {
   const int ids[] = {in->pad, in->bos, in->eos, in->unk};
   for (int i = 0; i < 4; i++)
     if (ids[i] < -1 || ids[i] >= in->size) __builtin_trap();
-  int32_t out[256];
+  static int32_t out[4096];
+  static char long_words[2049]; /* 4 words of 511 letters: a superlinear encoder times the fuzzer out */
   int n = 0;
   ff_error err;
-  static const char *const texts[] = {"Hello, world 12-03.", "  caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\t!",
-                                      "\xff\xfe bad \xc3 utf8"};
-  for (int k = 0; k < 3; k++) {
-    if (ff_tokenizer_encode(t, texts[k], out, 256, &n, &err)) continue;
+  if (!long_words[0])
+    for (int i = 0; i < 2048; i++) long_words[i] = i % 512 == 511 ? ' ' : "etaoinshrdlucmfwypvbgkjqxz"[(i * 7 + i / 26) % 26];
+  const char *const texts[] = {"Hello, world 12-03.", "  caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\t!",
+                               "\xff\xfe bad \xc3 utf8", long_words};
+  for (int k = 0; k < 4; k++) {
+    if (ff_tokenizer_encode(t, texts[k], out, 4096, &n, &err)) continue;
     for (int i = 0; i < n; i++)
       if (out[i] < 0 || out[i] >= in->size) __builtin_trap();
     char text[512];
