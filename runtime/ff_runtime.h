@@ -138,8 +138,9 @@ const char *ff_weight_type_name(enum ff_weight_type t); /* "f32", "bf16", "int8"
 /* float32 -> bfloat16, round to nearest even (NaN stays a quiet NaN) */
 uint16_t ff_bf16_round(float x);
 float ff_bf16_value(uint16_t h); /* exact */
-/* One int8 group of n <= FF_Q8_GROUP weights: q[i] = round(w[i] / scale),
- * scale = max|w| / 127 (returned; 0 for an all-zero group).  Finite w only. */
+/* One int8 group of n <= FF_Q8_GROUP weights: q[i] = round(w[i] / scale) in
+ * [-127, 127], scale = max|w| / 127 (returned; 0 for an all-zero group; a
+ * subnormal one raised until max|w| / scale < 127.5).  Finite w only. */
 float ff_q8_group(const float *w, int n, int8_t *q);
 /* Whether a tensor is stored in the model's weight type: the matrices linear
  * ops multiply by and the token embedding table. */

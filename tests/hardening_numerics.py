@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Hardening round 3, the numbers (issue 22 item 6).  One named case
+"""Hardening round 3, the numbers (issue 22 items 6, 10).  One named case
 per fault and sibling:
 
   rope_table_bounded, sinusoidal_table_bounded
@@ -16,7 +16,11 @@ per fault and sibling:
       angle fl(pos * f_i);
   rope_model_positions, sinusoidal_model_positions
       those models over 2048 positions (peaked q/k) on tcc and cc against the
-      runtime, within the numerics contract (1e-5).
+      runtime, within the numerics contract (1e-5);
+  int8_tiny_groups_stored, int8_tiny_groups_computed
+      int8 groups whose max|w| is 1e-44 .. 1e-38 (a subnormal scale): every
+      stored q in [-127, 127] with w's sign, and the logits on runtime, tcc and
+      cc those of the same weights in float32 (an exactly representable model).
 
   hardening_numerics.py --fixformer BIN [--case NAME]
 """
@@ -236,8 +240,101 @@ def sinusoidal_model_positions(c):
     return model_positions(c, SINUS)
 
 
+# ---- item 10: int8 groups with a subnormal scale ----------------------------------------------
+
+UNIT = 2.0 ** -149  # the least subnormal float
+TINY = ('return { name = "tiny8", arch = "encoder", d_model = 32, heads = 1, d_ff = 32, layers = 1, norm = "pre",\n'
+        '  norm_kind = "rmsnorm", final_norm = true, activation = "relu", bias = false, vocab = 6,\n'
+        '  tie_embeddings = false, scale_embeddings = false, positional = "none", max_seq = 8, dtype = "%s",\n'
+        '  weights = "tiny8.safetensors" }\n')
+
+
+def tiny_weights(path):
+    """Every matrix exactly int8 (k / 128, a +-127 in each group of 32) but the head, whose rows are
+    tiny groups: max|w| 190 units of 2^-149 (scale 1.5 units: rounded to 1, q 190), 7 units (scale
+    rounds to 0), 45 units, ~1e-40, ~1e-38 (scale 562 and 56183 units, q exact), and a normal row.
+    The final norm's weight 1e30 brings the head's products into float range."""
+    rng = np.random.default_rng(3)
+
+    def exact(rows, cols):
+        k = rng.integers(-127, 128, (rows, cols))
+        k[:, ::32] = 127 * rng.choice([-1, 1], (rows, (cols + 31) // 32))
+        return (k / 128.0).astype(np.float32)
+
+    def units(n, top):
+        u = rng.integers(-top, top + 1, 32)
+        u[rng.integers(32)] = top * rng.choice([-1, 1])
+        return (u * n).astype(np.float64) * UNIT
+
+    head = np.stack([units(2, 95), units(1, 7), units(1, 45), units(562, 127), units(56183, 127),
+                     exact(1, 32)[0].astype(np.float64)]).astype(np.float32)
+    t = {"embed.weight": exact(6, 32), "layers.0.self_attn.in_proj_weight": exact(96, 32),
+         "layers.0.self_attn.out_proj.weight": exact(32, 32), "layers.0.linear1.weight": exact(32, 32),
+         "layers.0.linear2.weight": exact(32, 32), "lm_head.weight": head,
+         "norm.weight": np.full(32, 1e30, np.float32)}
+    for n in ("layers.0.norm1.weight", "layers.0.norm2.weight"):
+        t[n] = np.ones(32, np.float32)
+    write_safetensors(path, t)
+    return t
+
+
+def tiny_model(c):
+    if "tiny8" not in c.models:
+        for dtype in ("int8", "f32"):
+            with open(os.path.join(c.tmp, "tiny8_%s.lua" % dtype), "w") as f:
+                f.write(TINY % dtype)
+        c.models["tiny8"] = tiny_weights(os.path.join(c.tmp, "tiny8.safetensors"))
+    return c.models["tiny8"]
+
+
+def int8_tiny_groups_stored(c):
+    t = tiny_model(c)
+    out = os.path.join(c.tmp, "tiny8_out")
+    run([c.ff, "emit", os.path.join(c.tmp, "tiny8_int8.lua"), "-o", out, "--isa", "generic"], env=c.env)
+    with open(os.path.join(out, "tiny8.c")) as f:
+        at = 4 * int(re.search(r"\n  W_LM_HEAD\s+= (\d+),", f.read()).group(1))
+    with open(os.path.join(out, "tiny8.weights"), "rb") as f:
+        blob = f.read()[64:]
+    nr = 16  # generic panels: NR float scales, then q[k][c] at 4 NR + k NR + c (kernels/quant.c)
+    scales = np.frombuffer(blob, "<f4", nr, at)
+    q = np.frombuffer(blob, np.int8, 32 * nr, at + 4 * nr).reshape(32, nr)
+    head = t["lm_head.weight"]
+    bad = []
+    for v in range(head.shape[0]):
+        qv, w = q[:, v].astype(np.int32), head[v].astype(np.float64)
+        if np.abs(qv).max() > 127:
+            bad.append("row %d: q %d outside [-127, 127]" % (v, np.abs(qv).max()))
+        deq = qv * np.float64(scales[v])
+        wrong = np.sign(deq) * np.sign(w) < 0
+        if wrong.any() or deq[np.argmax(np.abs(w))] == 0:
+            bad.append("row %d (max|w| %.3g, scale %.3g): w %s stored as %s" % (
+                v, np.abs(w).max(), scales[v], w[wrong][:3] if wrong.any() else w[:3], deq[wrong][:3]))
+    assert not bad, "; ".join(bad)
+    return "scales %s; every q in [-127, 127], signs kept" % " ".join("%.3g" % s for s in scales[:6])
+
+
+def int8_tiny_groups_computed(c):
+    tiny_model(c)
+    ids = "0 1 2 3 4 5 1 3"
+    ref = os.path.join(c.tmp, "t8_ref.npy")
+    run([c.ff, "run", os.path.join(c.tmp, "tiny8_f32.lua"), "--tokens", ids, "--output", ref, "--engine",
+         "runtime"], env=c.env)
+    want = np.load(ref)[0]
+    lines = []
+    for e in ("runtime", "tcc", "cc"):
+        o = os.path.join(c.tmp, "t8_%s.npy" % e)
+        run([c.ff, "run", os.path.join(c.tmp, "tiny8_int8.lua"), "--tokens", ids, "--output", o, "--engine", e],
+            env=c.env)
+        got = np.load(o)[0]
+        errs = [scaled(got[:, v], want[:, v]) for v in range(want.shape[1])]  # each row's own magnitude
+        assert max(errs) <= 1e-4, "%s: int8 logits per head row off the float32 ones by %s" % (
+            e, " ".join("%.2g" % x for x in errs))
+        lines.append("%s %.1e" % (e, max(errs)))
+    return "logits of rows with max|w| 2.7e-43 .. 1e-38 as float32's: " + ", ".join(lines)
+
+
 CASES = [rope_table_bounded, sinusoidal_table_bounded, rope_high_positions, sinusoidal_high_positions,
-         rope_model_positions, sinusoidal_model_positions]
+         rope_model_positions, sinusoidal_model_positions, int8_tiny_groups_stored, int8_tiny_groups_computed]
 
 
 def main():
