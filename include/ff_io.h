@@ -203,4 +203,10 @@ int ff_write_files_atomic(const ff_file_out *files, int n, ff_error *err);
 int ff_size_mul(size_t a, size_t b, size_t *out);
 int ff_size_add(size_t a, size_t b, size_t *out);
 
+/* v as Lua text that reads back as v (a description's number): the shortest
+ * %.Ng, of the float32 value when float32 (a config's eps: 1e-05, not
+ * 9.99999975e-06); infinities and NaN as math.huge, -math.huge, 0/0, never a
+ * name that a description would read as an undefined global.  Returns buf. */
+const char *ff_lua_number(double v, int float32, char buf[32]);
+
 #endif

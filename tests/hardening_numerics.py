@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Hardening round 3, the numbers (issue 22 items 6, 10).  One named case
+"""Hardening round 3, the numbers (issue 22 items 6, 10, 11).  One named case
 per fault and sibling:
 
   rope_table_bounded, sinusoidal_table_bounded
@@ -20,11 +20,23 @@ per fault and sibling:
   int8_tiny_groups_stored, int8_tiny_groups_computed
       int8 groups whose max|w| is 1e-44 .. 1e-38 (a subnormal scale): every
       stored q in [-127, 127] with w's sign, and the logits on runtime, tcc and
-      cc those of the same weights in float32 (an exactly representable model).
+      cc those of the same weights in float32 (an exactly representable model);
+  description_undefined_name
+      a description that reads a name it never set (`activation = gelu`,
+      `eps = inf`, `math.inf`) fails naming the file, line and name; NaN and
+      a float32 0 are refused too;
+  exporter_refuses_out_of_schema, exporter_schema_matches_validate
+      python/fixformer_export.py raises for values fixformer refuses (eps inf,
+      NaN, 0, 2, 1e-300, max_seq 2^21) and writes nothing; its schema is
+      gen/validate.lua's;
+  descriptions_read_back_exactly
+      `info` prints eps and rope_theta so they read back as the same float32,
+      `import` as the same double.
 
   hardening_numerics.py --fixformer BIN [--case NAME]
 """
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -333,8 +345,139 @@ def int8_tiny_groups_computed(c):
     return "logits of rows with max|w| 2.7e-43 .. 1e-38 as float32's: " + ", ".join(lines)
 
 
+# ---- item 11: descriptions and the values written into them ---------------------------------------
+
+def description_undefined_name(c):
+    head = 'return { name = "m", d_model = 8, heads = 2, layers = 1,\n'
+    cases = [("activation = gelu", ["d.lua:2: undefined name 'gelu'", 'quotes']),
+             ("eps = inf", ["d.lua:2: undefined name 'inf'"]),
+             ("eps = math.inf", ["d.lua:2: undefined name 'math.inf'"]),
+             ('activation = ("gelu"):upperr()', ["d.lua:2: undefined name 'string.upperr'"]),
+             ("eps = 0/0", ["d.lua: eps: expected a number, got NaN"]),
+             ("eps = 1e-300", ["d.lua: eps: 1e-300 is 0 as a float32"]),
+             ("eps = math.huge", ["d.lua: eps: inf is above the limit 1"])]
+    for body, pieces in cases:
+        path = os.path.join(c.tmp, "d.lua")
+        with open(path, "w") as f:
+            f.write(head + "  " + body + " }\n")
+        for cmd in (["info", path], ["run", path, "--input", os.path.join(c.tmp, "none.npy"), "--output",
+                                     os.path.join(c.tmp, "none_out.npy")]):
+            p = run([c.ff] + cmd, env=c.env, check=False, cwd=c.tmp)
+            err = p.stderr.strip()
+            ok = p.returncode not in (0,) and p.returncode < 126 and len(err.splitlines()) == 1 and \
+                all(x in err for x in pieces) and not os.path.exists(os.path.join(c.tmp, "none_out.npy"))
+            assert ok, "%r (%s): exit %d, %r" % (body, cmd[0], p.returncode, err)
+    # names set by the description itself, and the libraries' own, still read
+    with open(os.path.join(c.tmp, "d.lua"), "w") as f:
+        f.write('local act = "gelu"\nw = 4 * 2\n' + head + '  activation = act, d_ff = w + math.floor(string.len("ab")) }\n')
+    p = run([c.ff, "info", os.path.join(c.tmp, "d.lua")], env=c.env)
+    assert 'activation = "gelu"' in p.stdout and "d_ff = 10," in p.stdout, p.stdout
+    return "%d descriptions refused naming the file, line and name" % len(cases)
+
+
+def exporter():
+    spec = importlib.util.spec_from_file_location("fixformer_export", os.path.join(ROOT, "python",
+                                                                                    "fixformer_export.py"))
+    fx = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fx)
+    return fx
+
+
+def exporter_refuses_out_of_schema(c):
+    import torch.nn as nn
+    fx = exporter()
+    refused = []
+    for eps in (float("inf"), float("nan"), 0.0, -1e-5, 2.0, 1e-300):
+        layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, layer_norm_eps=eps)
+        out = os.path.join(c.tmp, "export_%d" % len(refused))
+        try:
+            fx.export(layer, out, "m")
+            raise AssertionError("eps = %r: exported" % eps)
+        except fx.ExportError as e:
+            assert str(e).startswith("eps: "), str(e)
+            assert not os.path.exists(out) or not os.listdir(out), "eps = %r: wrote %s" % (eps, os.listdir(out))
+            refused.append(repr(eps))
+    m = nn.Module()
+    m.layers = nn.ModuleList([nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)])
+    m.tok, m.pos = nn.Embedding(5, 8), nn.Embedding(MAX_SEQ * 2, 8)
+    try:
+        fx.describe(m, tie_embeddings=True)
+        raise AssertionError("max_seq 2^21: described")
+    except fx.ExportError as e:
+        assert str(e).startswith("max_seq: 2097152"), str(e)
+    # and a good one still exports, its eps read back exactly
+    layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, layer_norm_eps=1.2345678901234567e-6)
+    lua = fx.export(layer, os.path.join(c.tmp, "export_ok"), "m")
+    with open(lua) as f:
+        text = f.read()
+    assert float(re.search(r"eps\s*= (\S+),", text).group(1)) == 1.2345678901234567e-6, text
+    run([c.ff, "info", lua], env=c.env)
+    return "eps %s and max_seq 2^21 refused, nothing written" % ", ".join(refused)
+
+
+def exporter_schema_matches_validate(c):
+    fx = exporter()
+    with open(os.path.join(ROOT, "gen", "validate.lua")) as f:
+        text = f.read()
+    consts = {"BIG": 1 << 24, "1 << 20": 1 << 20}
+    lua = {}
+    for m in re.finditer(r'\{ key = "(\w+)", kind = "(\w+)"([^\n]*)\}', text):
+        key, kind, rest = m.groups()
+        entry = [kind]
+        if kind == "enum":
+            entry.append(tuple(re.findall(r'"([^"]+)"', re.search(r"values = \{([^}]*)\}", rest).group(1))))
+        for bound in ("min", "max", "maxlen"):
+            b = re.search(r"\b%s = ([^,}]+?)\s*[,}]" % bound, rest + "}")
+            if b:
+                v = b.group(1).strip()
+                entry.append(consts[v] if v in consts else float(v) if kind == "number" else int(v))
+        if kind == "identifier":
+            entry.append(48)  # validate.lua's check_value
+        lua[key] = tuple(entry)
+    py = {k: tuple(v) for k, v in fx._SCHEMA.items()}
+    assert lua and set(lua) == set(py), "keys: only in validate.lua %s, only in the exporter %s" % (
+        sorted(set(lua) - set(py)), sorted(set(py) - set(lua)))
+    diff = ["%s: validate.lua %s, exporter %s" % (k, lua[k], py[k]) for k in lua if lua[k] != py[k]]
+    assert not diff, "; ".join(diff)
+    return "%d keys, the same kinds and bounds" % len(lua)
+
+
+def descriptions_read_back_exactly(c):
+    # info: the resolved description's numbers read back as the config's float32
+    path = os.path.join(c.tmp, "rb.lua")
+    with open(path, "w") as f:
+        f.write('return { name = "rb", d_model = 8, heads = 2, layers = 1, eps = 0.10000001, positional = "rope",\n'
+                '  rope_theta = 123456.789 }\n')
+    first = run([c.ff, "info", path], env=c.env).stdout
+    back = os.path.join(c.tmp, "rb2.lua")
+    with open(back, "w") as f:
+        f.write(first.split("-- weights:")[0])
+    second = run([c.ff, "info", back], env=c.env).stdout
+
+    def nums(text):
+        return [np.float32(float(re.search(r"\n  %s = ([^,]+)," % k, text).group(1))) for k in ("eps", "rope_theta")]
+    assert nums(first) == nums(second) == [np.float32(0.10000001), np.float32(123456.789)], (
+        "info prints %s, which reads back as %s" % (nums(first), nums(second)))
+    # import: a Hugging Face config's eps and theta, as the same doubles
+    spec = importlib.util.spec_from_file_location("import_checkpoints", os.path.join(HERE, "import_checkpoints.py"))
+    ic = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ic)
+    cfg, sd = ic.llama_case(11, 16, 2, 2, 24, 1, 40, 16, theta=123456.78901234567)
+    cfg["rms_norm_eps"] = 1.2345678901234567e-6
+    src = os.path.join(c.tmp, "hf")
+    ic.write_hf(src, cfg, sd)
+    lua = run([c.ff, "import", src, "-o", os.path.join(c.tmp, "imported")], env=c.env).stdout.strip().splitlines()[-1]
+    with open(lua) as f:
+        text = f.read()
+    got = [float(re.search(r"\n  %s = ([^,]+)," % k, text).group(1)) for k in ("eps", "rope_theta")]
+    assert got == [1.2345678901234567e-6, 123456.78901234567], "import wrote %s" % got
+    return "info: eps %s, rope_theta %s; import: the config's doubles" % tuple(nums(first))
+
+
 CASES = [rope_table_bounded, sinusoidal_table_bounded, rope_high_positions, sinusoidal_high_positions,
-         rope_model_positions, sinusoidal_model_positions, int8_tiny_groups_stored, int8_tiny_groups_computed]
+         rope_model_positions, sinusoidal_model_positions, int8_tiny_groups_stored, int8_tiny_groups_computed,
+         description_undefined_name, exporter_refuses_out_of_schema, exporter_schema_matches_validate,
+         descriptions_read_back_exactly]
 
 
 def main():
