@@ -153,14 +153,15 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
     printf("  encoder_layers = %d,\n  decoder_layers = %d,\n", c->encoder_layers, c->decoder_layers);
   else
     printf("  layers = %d,\n", c->encoder_layers + c->decoder_layers);
-  printf("  norm = \"%s\",\n  norm_kind = \"%s\",\n  final_norm = %s,\n  eps = %g,\n", place_names[c->norm],
-         kind_names[c->norm_kind], c->final_norm ? "true" : "false", (double)c->eps);
+  char num[32]; /* numbers that read back as the config's float32 */
+  printf("  norm = \"%s\",\n  norm_kind = \"%s\",\n  final_norm = %s,\n  eps = %s,\n", place_names[c->norm],
+         kind_names[c->norm_kind], c->final_norm ? "true" : "false", ff_lua_number(c->eps, 1, num));
   printf("  activation = \"%s\",\n  bias = %s,\n", act_names[c->activation], c->bias ? "true" : "false");
   if (c->vocab > 0) printf("  vocab = %d,\n", c->vocab);
   else printf("  vocab = nil,  -- float inputs [B,T,%d]\n", c->d_model);
   printf("  positional = \"%s\",\n", pos_names[c->positional]);
   if (c->positional == FF_POS_ROPE)
-    printf("  rope_theta = %g,\n  rope_pairing = \"%s\",\n", (double)c->rope_theta,
+    printf("  rope_theta = %s,\n  rope_pairing = \"%s\",\n", ff_lua_number(c->rope_theta, 1, num),
            c->rope_pairing == FF_ROPE_INTERLEAVED ? "interleaved" : "rotate_half");
   printf("  scale_embeddings = %s,\n  tie_embeddings = %s,\n  max_seq = %d,\n  prefix = \"%s\",\n",
          c->scale_embeddings ? "true" : "false", c->tie_embeddings ? "true" : "false", c->max_seq, c->prefix);

@@ -288,7 +288,7 @@ end
 
 -- The canonical text of the weight layout; its sha256 is the layout hash.
 function M.layout_text(P)
-  local lines = { "fixformer weight layout 2" }
+  local lines = { "fixformer weight layout 3" } -- 3: two-level position tables
   for _, w in ipairs(P.weights) do
     lines[#lines + 1] = string.format("%s %d %d %d %d %s%s%s", w.name, w.offset, w.row0, w.rows, w.cols, w.packing,
       w.packing == "panels" and P.nr or "", w.type ~= "f32" and " " .. w.type or "")

@@ -62,7 +62,8 @@ return function(config, opts)
   for i, w in ipairs(P.weights) do
     layout[i] = { name = w.name, offset = w.offset, row0 = w.row0, rows = w.rows, cols = w.cols,
       panel = w.packing == "panels" and P.nr or 0, type = ({ f32 = 0, bf16 = 1, int8 = 2 })[w.type],
-      derived = ({ sinusoidal = 1, rope = 2 })[w.derived] or 0, theta = w.theta or 0 } -- FF_DERIVED_* (codegen.h)
+      derived = ({ sinusoidal = 1, rope = 2 })[w.derived] or 0, -- FF_DERIVED_* (codegen.h)
+      block_bits = w.block_bits or 0, dim = w.dim or 0, theta = w.theta or 0 }
   end
 
   -- what the host calls next for the files that go with the program

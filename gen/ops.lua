@@ -22,6 +22,20 @@ M.KERNEL_SUFFIX = { f32 = "", bf16 = "_bf16", int8 = "_q8" }
 
 local function b(v) return v and 1 or 0 end
 
+-- The tables of the positions (sinusoidal, RoPE) hold two levels, not a row
+-- per position: pos = hi 2^bits + lo, 2^bits >= sqrt(max_seq), so NH =
+-- ceil(max_seq / 2^bits) rows of angles hi 2^bits w and 2^bits rows of
+-- angles lo w, combined by the angle-addition formulas: 2 sqrt(max_seq) rows
+-- instead of max_seq (2048 rows at max_seq 2^20).  A row holds the sin and
+-- cos of each frequency of a width of n: 2 ceil(n / 2) floats.
+-- -> bits, 2^bits, NH, the row width
+function M.position_blocks(max_seq, n)
+  local bits = 0
+  while (1 << (2 * bits)) < max_seq do bits = bits + 1 end
+  local B = 1 << bits
+  return bits, B, (max_seq + B - 1) // B, 2 * ((n + 1) // 2)
+end
+
 M.kinds = {
   embed = {
     file = "embed.c", params = { "D", "VOCAB", "SCALE", "PANEL", "DTYPE" },
@@ -45,14 +59,15 @@ M.kinds = {
     flops = function() return 0 end,
   },
   sinusoidal = { -- the table is folded into the weights when they are packed (plan.lua)
-    file = "embed.c", section = function() return "positions" end, params = { "D" },
-    fn = function(p) return string.format("sinusoidal_%d", p.D) end,
+    file = "embed.c", params = { "D", "MAX_SEQ" },
+    fn = function(p) return string.format("sinusoidal_%d_s%d", p.D, p.MAX_SEQ) end,
     doc = function() return "x += PE[pos], PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...)" end,
     vars = function(p)
-      return { TABLE = "PE", TABLE_DOC = string.format("PE(pos, 2i) = sin(pos / 10000^(2i/%d)), PE(pos, 2i+1) = "
-        .. "cos(pos / 10000^(2i/%d)),\n *   computed in double when the weights are packed, as the runtime does", p.D, p.D) }
+      local bits, B, NH, W = M.position_blocks(p.MAX_SEQ, p.D)
+      return { BITS = bits, B = B, MASK = B - 1, NH = NH, W = W, PAIRS = p.D // 2, ODD = p.D % 2 == 1,
+        LAST = p.D - 1, LAST1 = p.D }
     end,
-    flops = function(p, T) return T * p.D end,
+    flops = function(p, T) return 4 * T * p.D end,
   },
   learned = {
     file = "embed.c", section = function() return "positions" end, params = { "D" },
@@ -90,19 +105,21 @@ M.kinds = {
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
   },
   rope = {
-    file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDX", "PAIRING" },
+    file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDX", "PAIRING", "MAX_SEQ" },
     fn = function(p)
-      return string.format("rope_h%dx%d%s_ld%d%s", p.HEADS, p.DK, p.KV_HEADS ~= p.HEADS and "_kv" .. p.KV_HEADS or "",
-        p.LDX, p.PAIRING == "interleaved" and "_interleaved" or "")
+      return string.format("rope_h%dx%d%s_ld%d%s_s%d", p.HEADS, p.DK, p.KV_HEADS ~= p.HEADS and "_kv" .. p.KV_HEADS or "",
+        p.LDX, p.PAIRING == "interleaved" and "_interleaved" or "", p.MAX_SEQ)
     end,
     doc = function(p) return "rotary positions on q and k (" .. p.PAIRING .. " pairing)" end,
     vars = function(p)
       local half, d = p.DK // 2, p.HEADS * p.DK
       local inter = p.PAIRING == "interleaved"
+      local bits, B, NH = M.position_blocks(p.MAX_SEQ, p.DK)
       return { HALF = half, D = d, DQK = d + p.KV_HEADS * p.DK, QK_HEADS = p.HEADS + p.KV_HEADS,
-        IA = inter and "2 * i" or "i", IB = inter and "2 * i + 1" or "i + " .. half }
+        IA = inter and "2 * i" or "i", IB = inter and "2 * i + 1" or "i + " .. half,
+        BITS = bits, B = B, MASK = B - 1, NH = NH, LO_ROW = 1 + NH, ROWS = 1 + NH + B }
     end,
-    flops = function(p, T) return 3 * T * (p.HEADS + p.KV_HEADS) * p.DK end,
+    flops = function(p, T) return 3 * T * (p.HEADS + p.KV_HEADS) * p.DK + 10 * T * p.DK end,
   },
   kv_store = {
     file = "mha.c", params = { "D", "KV", "LDX" },

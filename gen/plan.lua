@@ -148,18 +148,23 @@ local function weight_layout(P, specs)
     end
   end
   -- Tables of the positions, which no tensor holds: the packer computes them
-  -- with the runtime's own functions (ff_rt_add_sinusoidal, ff_rt_rope_angle),
-  -- so the model code needs no sin, cos or double: sinusoidal PE [max_seq, d];
-  -- RoPE per position the cos of its d_k/2 angles, then their sin [max_seq, d_k].
-  local derived = c.positional == "sinusoidal" and { role = "sinusoidal", cols = d, name = "(sinusoidal positions)" }
-    or c.positional == "rope" and { role = "rope", cols = P.dk,
-      name = string.format("(rotary cos | sin, theta %s)", lit.double(c.rope_theta)) }
-  if derived then
-    local s = { name = derived.name, stack = "none", layer = -1, role = derived.role, rows = c.max_seq,
-      cols = derived.cols }
-    add_weight(s, s.role, 0, c.max_seq)
-    P.weights[#P.weights].derived = derived.role
-    if derived.role == "rope" then P.weights[#P.weights].theta = c.rope_theta end
+  -- (host/codegen.c) from the runtime's own frequencies, so the model code
+  -- needs no sin, cos or double; two levels of 2 sqrt(max_seq) rows, not a
+  -- row per position (ops.position_blocks).  Sinusoidal: NH rows of the
+  -- sin, cos pairs of hi 2^bits w_i, then 2^bits rows of lo w_i.  RoPE: a
+  -- row of the frequencies f_i, NH rows of the d_k/2 cosines then sines of
+  -- hi 2^bits f_i, 2^bits rows of lo f_i.
+  if c.positional == "sinusoidal" or c.positional == "rope" then
+    local rope = c.positional == "rope"
+    local bits, B, NH, W = ops.position_blocks(c.max_seq, rope and P.dk or d)
+    local rows = (rope and 1 or 0) + NH + B
+    local s = { stack = "none", layer = -1, role = c.positional, rows = rows, cols = W,
+      name = rope and string.format("(rotary frequencies, cos | sin, theta %s)", lit.double(c.rope_theta))
+        or "(sinusoidal positions, sin, cos pairs)" }
+    add_weight(s, s.role, 0, rows)
+    local w = P.weights[#P.weights]
+    w.derived, w.block_bits, w.dim = c.positional, bits, rope and P.dk or d
+    if rope then w.theta = c.rope_theta end
   end
   P.weight_floats = at
 end
@@ -301,7 +306,7 @@ function Builder:self_attention(L, wstack, layer, input, residual, causal_cache,
   self:linear(L .. "_attn_qkv", wstack, layer, "self_attn", input, qkv, d, w)
   if c.positional == "rope" then
     self:op("rope", L .. "_attn_rope", { HEADS = c.heads, KV_HEADS = c.kv_heads, DK = P.dk, LDX = w,
-      PAIRING = c.rope_pairing }, string.format("q, k in [T,%d]", w),
+      PAIRING = c.rope_pairing, MAX_SEQ = c.max_seq }, string.format("q, k in [T,%d]", w),
       { qkv, "T", "w + " .. self:W("none", -1, "rope").macro, causal_cache and "pos0" or "0" })
   end
   local ctx = self:value(L .. "_attn_ctx", S, d, false, "attention heads, concatenated")
@@ -381,7 +386,7 @@ function Builder:embed(x, tokens, input, pos0)
     self:op("copy", "input", { D = d }, string.format("[T,%d]", d), { input, "T", x })
   end
   if c.positional == "sinusoidal" then
-    self:op("sinusoidal", "positions", { D = d }, string.format("[T,%d] in place", d),
+    self:op("sinusoidal", "positions", { D = d, MAX_SEQ = c.max_seq }, string.format("[T,%d] in place", d),
       { x, "T", "w + " .. self:W("none", -1, "sinusoidal").macro, pos0 })
   elseif c.positional == "learned" then
     self:op("learned", "positions", { D = d }, string.format("[T,%d] in place", d),

@@ -84,10 +84,14 @@ local function check_value(path, s, v)
       fail(path, k, "must be %s, got %d", s.min == 1 and "positive" or ">= " .. s.min, v)
     end
     if s.max and v > s.max then fail(path, k, "%d is above the limit %d", v, s.max) end
-  elseif s.kind == "number" then
-    if type(v) ~= "number" or v ~= v then fail(path, k, "expected a number, got %s", type(v)) end
+  elseif s.kind == "number" then -- the engines keep it as a float32
+    if type(v) ~= "number" then fail(path, k, "expected a number, got %s", type(v)) end
+    if v ~= v then fail(path, k, "expected a number, got NaN") end
     if s.min and v <= s.min then fail(path, k, "must be > %s, got %s", s.min, v) end
     if s.max and v > s.max then fail(path, k, "%s is above the limit %s", v, s.max) end
+    if v ~= 0 and string.unpack("<f", string.pack("<f", v)) == 0 then
+      fail(path, k, "%s is 0 as a float32, which the engines compute in", v)
+    end
   elseif s.kind == "boolean" then
     if type(v) ~= "boolean" then fail(path, k, "expected true or false, got %s", type(v)) end
   elseif s.kind == "string" or s.kind == "identifier" then

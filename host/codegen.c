@@ -1,6 +1,7 @@
 /* codegen.c - calls the Lua generator (gen/generate.lua) and packs weights
  * into the layout it planned. */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,6 +205,8 @@ static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program
     e->panel = (int)num_field(L, et, "panel");
     e->type = (enum ff_weight_type)num_field(L, et, "type");
     e->derived = (int)num_field(L, et, "derived");
+    e->block_bits = (int)num_field(L, et, "block_bits");
+    e->dim = (int)num_field(L, et, "dim");
     e->theta = (float)num_field(L, et, "theta");
     lua_pop(L, 1);
     if (!e->name) {
@@ -323,18 +326,25 @@ static void pack_rows(enum ff_weight_type t, const float *src, int rows, size_t 
   }
 }
 
-/* The tables of the positions, with the runtime's functions (so generated
- * code adds the very floats the runtime computes, with no sin, cos or double
- * of its own); dst is zeroed. */
-static void derived_table(const ff_layout_entry *e, float *dst) {
-  if (e->derived == FF_DERIVED_SINUSOIDAL) {
-    ff_rt_add_sinusoidal(dst, e->rows, e->cols, 0);
-    return;
+/* The tables of the positions from the runtime's frequencies, each angle
+ * (an exact product in double) through double sin and cos, rounded: generated
+ * code combines a row hi and a row lo (templates/embed.c.in, mha.c.in). */
+void ff_position_table(const ff_layout_entry *e, float *dst) {
+  const int B = 1 << e->block_bits, rope = e->derived == FF_DERIVED_ROPE, half = e->cols / 2;
+  const int NH = e->rows - B - rope;
+  if (rope) { /* row 0: the frequencies f_i, then zeros */
+    memset(dst, 0, sizeof *dst * (size_t)e->cols);
+    for (int i = 0; i < half; i++) dst[i] = ff_rt_rope_freq(i, e->dim, e->theta);
+    dst += e->cols;
   }
-  const int half = e->cols / 2;
-  for (int pos = 0; pos < e->rows; pos++) {
-    float *row = dst + (size_t)pos * (size_t)e->cols;
-    for (int i = 0; i < half; i++) ff_rt_rope_angle(pos, i, e->cols, e->theta, row + i, row + half + i);
+  for (int r = 0; r < NH + B; r++) {
+    const double pos = r < NH ? (double)r * B : (double)(r - NH);
+    float *row = dst + (size_t)r * (size_t)e->cols;
+    for (int i = 0; i < half; i++) {
+      const double a = rope ? pos * (double)ff_rt_rope_freq(i, e->dim, e->theta) : ff_rt_sinusoid_angle(pos, i, e->dim);
+      if (rope) row[i] = (float)cos(a), row[half + i] = (float)sin(a);
+      else row[2 * i] = (float)sin(a), row[2 * i + 1] = (float)cos(a);
+    }
   }
 }
 
@@ -354,7 +364,7 @@ int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, s
   for (int i = 0; i < p->n_layout; i++) {
     const ff_layout_entry *e = &p->layout[i];
     if (e->derived) {
-      derived_table(e, data + e->offset);
+      ff_position_table(e, data + e->offset);
       continue;
     }
     const ff_tensor *t = ff_tensor_file_find(f, e->name);

@@ -13,8 +13,10 @@
 
 struct stat;
 
-/* Tables of the positions the packer computes (gen/plan.lua): sinusoidal PE
- * [max_seq, d]; per position the RoPE cosines then sines [max_seq, d_k]. */
+/* Tables of the positions the packer computes (gen/plan.lua, ops.position_blocks):
+ * two levels, pos = hi 2^block_bits + lo.  Sinusoidal: rows hi, then rows lo, of
+ * the sin, cos pairs of their angles; RoPE: a row of the frequencies, then rows
+ * hi, then rows lo, of the d_k/2 cosines then sines. */
 enum { FF_DERIVED_NONE, FF_DERIVED_SINUSOIDAL, FF_DERIVED_ROPE };
 
 typedef struct {
@@ -25,8 +27,13 @@ typedef struct {
   int panel;        /* 0: as in PyTorch; NR: W^T in panels of NR columns, zero-padded */
   enum ff_weight_type type; /* stored as: f32, bf16 or int8 (runtime/quant.c, kernels/prototypes.h) */
   int derived;      /* a table no tensor holds, computed when packing: FF_DERIVED_* */
+  int block_bits;   /* derived: rows lo are 2^block_bits, rows hi the rest */
+  int dim;          /* derived: d_model (sinusoidal), d_k (RoPE) */
   float theta;      /* FF_DERIVED_ROPE: the RoPE base */
 } ff_layout_entry;
+
+/* A derived table of the layout (e->rows x e->cols floats) into dst. */
+void ff_position_table(const ff_layout_entry *e, float *dst);
 
 /* A generated program: the C text and the weight layout it expects. */
 typedef struct {

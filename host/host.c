@@ -295,6 +295,34 @@ static void copy_metered(lua_State *L, const char *lib, const sandbox_fn *fns, i
   lua_pop(L, 1);
 }
 
+/* __index of the description's environment and of its library tables
+ * (upvalue: "" or "math." ...): reading a name never set is an error naming
+ * the file and line, not nil, which would leave its key out and the default
+ * in place (`activation = gelu` unquoted, `eps = inf`, `math.inf`). */
+static int undefined_name(lua_State *L) {
+  const char *lib = lua_tostring(L, lua_upvalueindex(1));
+  if (lua_type(L, 2) != LUA_TSTRING) return luaL_error(L, "undefined name %s[%s]", lib, luaL_typename(L, 2));
+  static const char *const withheld[] = {"io", "os", "require", "load", "loadfile", "dofile", "debug", "package",
+                                         "collectgarbage", "pcall", "xpcall", "getmetatable", "setmetatable",
+                                         "rawset", "print", "coroutine", NULL}; /* Lua's, not a description's */
+  const char *name = lua_tostring(L, 2);
+  if (*lib) return luaL_error(L, "undefined name '%s%s'", lib, name);
+  for (int i = 0; withheld[i]; i++)
+    if (!strcmp(name, withheld[i])) return luaL_error(L, "undefined name '%s' (not available to a description)", name);
+  return luaL_error(L, "undefined name '%s' (a string needs quotes: \"%s\")", name, name);
+}
+
+/* Gives the table on top a metatable whose __index is undefined_name for
+ * library lib (NULL: the environment itself). */
+static void refuse_undefined(lua_State *L, const char *lib) {
+  lua_createtable(L, 0, 1);
+  if (lib) lua_pushfstring(L, "%s.", lib);
+  else lua_pushliteral(L, "");
+  lua_pushcclosure(L, undefined_name, 1);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+}
+
 /* What a description may call: pure functions on numbers, strings, tables.
  * Each function that loops over a string or a table is metered: its work is
  * billed to the budget and the clock checked (the count hook does not fire
@@ -337,8 +365,10 @@ static void push_sandbox_env(lua_State *L) {
   for (size_t i = 0; i < sizeof libs / sizeof *libs; i++) { /* copies, so a description cannot patch ours */
     lua_newtable(L);
     copy_metered(L, libs[i].name, libs[i].fns, libs[i].meter);
+    refuse_undefined(L, libs[i].name);
     lua_setfield(L, -2, libs[i].name);
   }
+  refuse_undefined(L, NULL);
 }
 
 /* Copies the description's table with raw access (no metamethods run after

@@ -863,13 +863,15 @@ static char *describe(const model_desc *d, const char *name, const char *src, co
                    "  d_model = %d,\n  heads = %d,\n",
                    name, safe, d->family, name, d->arch, d->d_model, d->heads);
   if (d->has_kv_heads) n += snprintf(t + n, cap - n, "  kv_heads = %d,\n", d->kv_heads);
+  char num[32]; /* numbers that read back exactly */
   n += snprintf(t + n, cap - n,
                 "  d_ff = %d,\n  layers = %d,\n  norm = \"%s\",\n  norm_kind = \"%s\",\n  final_norm = %s,\n"
-                "  eps = %.9g,\n  activation = \"%s\",\n  bias = %s,\n  vocab = %d,\n  positional = \"%s\",\n",
-                d->d_ff, d->layers, d->norm, d->norm_kind, d->final_norm ? "true" : "false", d->eps, d->activation,
-                d->bias ? "true" : "false", d->vocab, d->positional);
+                "  eps = %s,\n  activation = \"%s\",\n  bias = %s,\n  vocab = %d,\n  positional = \"%s\",\n",
+                d->d_ff, d->layers, d->norm, d->norm_kind, d->final_norm ? "true" : "false",
+                ff_lua_number(d->eps, 0, num), d->activation, d->bias ? "true" : "false", d->vocab, d->positional);
   if (!strcmp(d->positional, "rope"))
-    n += snprintf(t + n, cap - n, "  rope_theta = %.9g,\n  rope_pairing = \"%s\",\n", d->rope_theta, d->rope_pairing);
+    n += snprintf(t + n, cap - n, "  rope_theta = %s,\n  rope_pairing = \"%s\",\n", ff_lua_number(d->rope_theta, 0, num),
+                  d->rope_pairing);
   n += snprintf(t + n, cap - n, "  scale_embeddings = false,\n");
   if (d->lm_head) n += snprintf(t + n, cap - n, "  tie_embeddings = %s,\n", d->tie ? "true" : "false");
   else n += snprintf(t + n, cap - n, "  lm_head = false,  -- the output is the hidden states\n");

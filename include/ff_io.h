@@ -219,4 +219,10 @@ int ff_same_inode(const char *a, const char *b);
  * inputs (NULL ones skipped): no command writes over a file it reads. */
 int ff_refuse_inputs(const char *out, const char *const *inputs, int n, ff_error *err);
 
+/* v as Lua text that reads back as v (a description's number): the shortest
+ * %.Ng, of the float32 value when float32 (a config's eps: 1e-05, not
+ * 9.99999975e-06); infinities and NaN as math.huge, -math.huge, 0/0, never a
+ * name that a description would read as an undefined global.  Returns buf. */
+const char *ff_lua_number(double v, int float32, char buf[32]);
+
 #endif

@@ -16,15 +16,18 @@ attribute name contains "pos" is learned positions) and an nn.Linear output
 head.  What forward() does is not visible to it, so the caller says it:
 `arch` ("decoder-only" for a causal stack), `positional`,
 `scale_embeddings`, `tie_embeddings` (forward multiplies by the embedding
-matrix), `max_seq`.  Whatever fixformer cannot compute is a ValueError
-naming the attribute.
+matrix), `max_seq`.  Whatever fixformer cannot compute, and any value
+outside what its validator reads (an eps that is inf, NaN or <= 0, ...), is
+a ValueError naming the attribute or key; nothing is written then.
 
 Command line: fixformer_export.py --help
 """
 import argparse
 import importlib.util
 import json
+import math
 import os
+import re
 import struct
 import sys
 import tempfile
@@ -520,12 +523,70 @@ _ORDER = ["name", "arch", "d_model", "heads", "d_ff", "layers", "encoder_layers"
           "max_seq", "prefix", "embed_weight", "pos_embed_weight", "lm_head_weight", "weights", "vocabulary"]
 
 
+# What fixformer reads, as gen/validate.lua's schema declares it (tests/hardening_numerics.py
+# checks the two agree): int (min, max), number (exclusive min, max; not 0 as a float32),
+# string (max length), enum.  A value outside is an ExportError, never written.
+_BIG = 1 << 24
+_SCHEMA = {
+    "name": ("identifier", 48), "arch": ("enum", ("encoder", "decoder-only", "encoder-decoder")),
+    "d_model": ("int", 1, 65536), "heads": ("int", 1, 65536), "d_ff": ("int", 1, _BIG),
+    "layers": ("int", 1, 4096), "encoder_layers": ("int", 1, 4096), "decoder_layers": ("int", 1, 4096),
+    "norm": ("enum", ("post", "pre")), "norm_kind": ("enum", ("layernorm", "rmsnorm")), "final_norm": ("boolean",),
+    "eps": ("number", 0, 1), "activation": ("enum", ("relu", "gelu", "gelu_tanh", "swiglu")), "bias": ("boolean",),
+    "vocab": ("int", 1, _BIG), "positional": ("enum", ("none", "sinusoidal", "learned", "rope")),
+    "rope_theta": ("number", 1, 1e12), "kv_heads": ("int", 1, 65536),
+    "rope_pairing": ("enum", ("rotate_half", "interleaved")), "scale_embeddings": ("boolean",),
+    "tie_embeddings": ("boolean",), "max_seq": ("int", 1, 1 << 20), "prefix": ("string", 128),
+    "embed_weight": ("string", 128), "pos_embed_weight": ("string", 128), "lm_head_weight": ("string", 128),
+    "head_bias": ("boolean",), "lm_head_bias": ("string", 128), "lm_head": ("boolean",),
+    "token_types": ("int", 0, _BIG), "token_type_embed_weight": ("string", 128), "embed_norm": ("boolean",),
+    "dtype": ("enum", ("f32", "bf16", "int8")), "weights": ("string", 256), "vocabulary": ("string", 256),
+}
+
+
+_C_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto if inline
+    int long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile
+    while _Bool _Complex _Imaginary""".split())
+
+
+def _check_value(key, v):
+    """v against the schema of key: ExportError naming the key (as fixformer's validator would)."""
+    spec = _SCHEMA.get(key)
+    if spec is None:
+        _fail(key, "not a key fixformer reads")
+    kind = spec[0]
+    if kind == "boolean":
+        ok = isinstance(v, bool)
+    elif kind == "int":
+        ok = isinstance(v, int) and not isinstance(v, bool) and spec[1] <= v <= spec[2]
+    elif kind == "number":
+        ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+              and spec[1] < v <= spec[2] and struct.unpack("<f", struct.pack("<f", v))[0] != 0)
+    elif kind == "enum":
+        ok = v in spec[1]
+    elif kind == "identifier":
+        ok = isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v) is not None and len(v) <= spec[1] \
+            and v not in _C_KEYWORDS
+    else:  # printable, no quotes or backslashes (C strings), no /* or */ (C comments)
+        ok = isinstance(v, str) and len(v) <= spec[1] and not re.search(r'[\x00-\x1f\x7f"\\]', v) \
+            and "/*" not in v and "*/" not in v
+    if not ok:
+        bounds = {"int": "an integer in %s..%s", "number": "a number > %s and <= %s (finite, not 0 as a float32)",
+                  "string": "at most %s printable characters, no quotes, backslashes, /* or */",
+                  "identifier": "a C identifier of at most %s characters, not a C keyword", "boolean": "true or false"}
+        want = "one of " + ", ".join(spec[1]) if kind == "enum" else bounds[kind] % spec[1:]
+        _fail(key, "%r: fixformer reads %s" % (v, want))
+    return v
+
+
 def _lua_value(v):
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
+        if not math.isfinite(v):  # Lua would read `inf`/`nan` as an undefined name
+            raise ExportError("%r: not a finite number" % v)
         return repr(v)  # shortest round trip; Lua reads 1e-05 the same
     s = str(v)
     if any(c in s for c in '"\\') or any(ord(c) < 32 for c in s):
@@ -540,7 +601,7 @@ def _lua_text(cfg, source):
              "-- Stated by the caller (forward() is not visible): arch, positional, scale_embeddings.",
              "return {"]
     for k in sorted(cfg, key=_ORDER.index):
-        lines.append("  %-*s = %s," % (width, k, _lua_value(cfg[k])))
+        lines.append("  %-*s = %s," % (width, k, _lua_value(_check_value(k, cfg[k]))))
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -30,6 +30,8 @@ int ff_rt_embed(const int32_t *tokens, int T, const float *E, int vocab, int d, 
 /* x[t,:] += PE(pos0 + t) with PE(pos,2i) = sin(pos / 10000^(2i/d)),
  * PE(pos,2i+1) = cos(pos / 10000^(2i/d)). */
 void ff_rt_add_sinusoidal(float *x, int T, int d, int pos0);
+/* The angle of sinusoid pair i (columns 2i, 2i+1) at pos: pos / 10000^(2i/d), in double. */
+double ff_rt_sinusoid_angle(double pos, int i, int d);
 /* x[t,:] += P[pos0 + t,:] (learned positions, P [max_seq, d]). */
 void ff_rt_add_learned(float *x, int T, int d, int pos0, const float *P);
 /* x[t,:] += r[:] for every t (the token-type embedding of type 0, r [d]). */
@@ -38,7 +40,10 @@ void ff_rt_add_row(float *x, int T, int d, const float *r);
  * pair i < d_k/2 is (i, i + d_k/2) (rotate_half: GPT-NeoX, HF LLaMA) or
  * (2i, 2i+1) (interleaved: Meta, llama2.c), angle (pos0+t) * theta^(-2i/d_k). */
 void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta, enum ff_rope_pairing pairing);
-/* The cos and sin of pair i's angle at position pos (what ff_rt_rope rotates by). */
+/* The inverse frequency of pair i: theta^(-2i/d_k) rounded to float (Hugging Face's inv_freq). */
+float ff_rt_rope_freq(int i, int d_k, float theta);
+/* The cos and sin of pair i's angle at position pos (what ff_rt_rope rotates by):
+ * cosf and sinf of the float product (float)pos * ff_rt_rope_freq. */
 void ff_rt_rope_angle(int pos, int i, int d_k, float theta, float *c, float *s);
 
 /* y [n, out] = x [n, in] W^T + b;  W [out, in], b [out] or NULL. */
@@ -133,8 +138,9 @@ const char *ff_weight_type_name(enum ff_weight_type t); /* "f32", "bf16", "int8"
 /* float32 -> bfloat16, round to nearest even (NaN stays a quiet NaN) */
 uint16_t ff_bf16_round(float x);
 float ff_bf16_value(uint16_t h); /* exact */
-/* One int8 group of n <= FF_Q8_GROUP weights: q[i] = round(w[i] / scale),
- * scale = max|w| / 127 (returned; 0 for an all-zero group).  Finite w only. */
+/* One int8 group of n <= FF_Q8_GROUP weights: q[i] = round(w[i] / scale) in
+ * [-127, 127], scale = max|w| / 127 (returned; 0 for an all-zero group; a
+ * subnormal one raised until max|w| / scale < 127.5).  Finite w only. */
 float ff_q8_group(const float *w, int n, int8_t *q);
 /* Whether a tensor is stored in the model's weight type: the matrices linear
  * ops multiply by and the token embedding table. */

@@ -5,6 +5,7 @@
  * the file, tensors must not overlap, and every failure is one line naming
  * the tensor or field.  Writers go through a temporary file and rename(2). */
 #include <errno.h>
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,16 @@ int ff_refuse_inputs(const char *out, const char *const *inputs, int n, ff_error
                            out, inputs[i])
                  : ff_fail(err, FF_EIO, "%s: refusing to write over a file this command reads", out);
   return FF_OK;
+
+const char *ff_lua_number(double v, int float32, char buf[32]) {
+  if (v != v) return strcpy(buf, "0/0");
+  if (v > DBL_MAX || v < -DBL_MAX) return strcpy(buf, v > 0 ? "math.huge" : "-math.huge");
+  for (int n = 1; n <= 17; n++) { /* 1e-05, not 1.0000000000000001e-05 */
+    snprintf(buf, 32, "%.*g", n, v);
+    const double back = strtod(buf, NULL);
+    if (float32 ? (float)back == (float)v : back == v) break;
+  }
+  return buf;
 }
 
 /* ---- files ------------------------------------------------------------- */

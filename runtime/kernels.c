@@ -22,13 +22,14 @@ int ff_rt_embed(const int32_t *tokens, int T, const float *E, int vocab, int d, 
   return FF_OK;
 }
 
+double ff_rt_sinusoid_angle(double pos, int i, int d) { return pos / pow(10000.0, (double)(2 * i) / d); }
+
 /* PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
  * Computed in double and rounded, like a float32 table built in float64. */
 void ff_rt_add_sinusoidal(float *x, int T, int d, int pos0) {
   for (int t = 0; t < T; t++) {
-    double pos = (double)(pos0 + t);
     for (int j = 0; j < d; j++) {
-      double angle = pos / pow(10000.0, (double)(j - (j & 1)) / d);
+      double angle = ff_rt_sinusoid_angle((double)(pos0 + t), j / 2, d);
       x[(size_t)t * d + j] += (float)((j & 1) ? cos(angle) : sin(angle));
     }
   }
@@ -45,12 +46,15 @@ void ff_rt_add_row(float *x, int T, int d, const float *r) {
     for (int j = 0; j < d; j++) x[(size_t)t * d + j] += r[j];
 }
 
+float ff_rt_rope_freq(int i, int d_k, float theta) {
+  return (float)(1.0 / pow((double)theta, (double)(2 * i) / d_k));
+}
+
 /* The RoPE rotation of pair i at position pos: the angle pos * theta^(-2i/d_k),
  * its inverse frequency rounded to float and the product taken in float, as
- * Hugging Face computes it.  The packer stores these for generated code. */
+ * Hugging Face and llama2.c compute it. */
 void ff_rt_rope_angle(int pos, int i, int d_k, float theta, float *c, float *s) {
-  float inv_freq = (float)(1.0 / pow((double)theta, (double)(2 * i) / d_k));
-  float angle = (float)pos * inv_freq;
+  float angle = (float)pos * ff_rt_rope_freq(i, d_k, theta);
   *c = cosf(angle);
   *s = sinf(angle);
 }

@@ -9,9 +9,14 @@
  *         is the bits shifted up 16: exact in float32.
  *   int8: scale = max|w| / 127 over the group (GGML's Q8_0, llama2.c's
  *         runq.c); q = round(w / scale), half away from zero; an all-zero
- *         group has scale 0 and q 0.  The value is (float)q * scale.
+ *         group has scale 0 and q 0.  The value is (float)q * scale.  A
+ *         subnormal scale (max|w| < 1.5e-36) is coarse: rounded down, or to
+ *         0, it would put q past 127 (max|w| below about 2e-41), so the next
+ *         scales up are taken until max|w| / scale < 127.5; q is clamped to
+ *         [-127, 127] whatever the input (the conversion is then defined).
  * The reference quantizes the weights once and computes in float32 after,
  * which is what every kernel computes too (it dequantizes in registers). */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,11 +41,19 @@ float ff_bf16_value(uint16_t h) {
   return x;
 }
 
+/* round(v) in [-127, 127] (NaN: 0): an out-of-range float -> int8 cast is undefined */
+static int8_t q8_value(float v) {
+  v = roundf(v);
+  return (int8_t)(v >= 127.0f ? 127 : v <= -127.0f ? -127 : v == v ? (int)v : 0);
+}
+
 float ff_q8_group(const float *w, int n, int8_t *q) {
   float amax = 0.0f;
   for (int i = 0; i < n; i++) amax = fabsf(w[i]) > amax ? fabsf(w[i]) : amax;
-  const float scale = amax / 127.0f;
-  for (int i = 0; i < n; i++) q[i] = (int8_t)(scale > 0.0f ? roundf(w[i] / scale) : 0.0f);
+  float scale = amax / 127.0f;
+  /* a subnormal scale is coarse (to 0 below 63.5 * 2^-149): up a step or two until the max fits */
+  while (amax > 0.0f && amax <= FLT_MAX && !(amax / scale < 127.5f)) scale = nextafterf(scale, FLT_MAX);
+  for (int i = 0; i < n; i++) q[i] = scale > 0.0f ? q8_value(w[i] / scale) : 0;
   return scale;
 }
 

@@ -48,6 +48,9 @@ static const kcase cases[] = {
     {"copy",        9,   0,   0,   0,  0,    NULL,    4, 0, 0, 0, 0},
     {"sinusoidal",  12,  0,   0,   0,  0,    NULL,    6, 3, 0, 0, 0},  /* D, at positions 3.. */
     {"sinusoidal",  7,   0,   0,   0,  0,    NULL,    5, 0, 0, 0, 0},  /* odd D */
+    /* key_len: the tables' max_seq (2^20: 2048 rows, two levels), the positions near its end */
+    {"sinusoidal",  33,  0,   0,   0,  0,    NULL,    9, 1048567, 1048576, 0, 0},
+    {"sinusoidal",  64,  0,   0,   0,  0,    NULL,    7, 700001, 1000000, 0, 0},
     {"learned",     10,  0,   0,   0,  0,    NULL,    4, 2, 0, 0, 0},
     {"linear",      5,   7,   0,   0,  1,    NULL,    3, 0, 0, 0, 0},  /* IN, OUT, ACC; flag BIAS: a partial tile */
     {"linear",      9,   16,  0,   0,  1,    NULL,    9, 0, 0, 0, 0},  /* rows past one tile */
@@ -62,6 +65,9 @@ static const kcase cases[] = {
     {"rope",        3,   4,   36,  1,  0,    NULL,    5, 2, 0, 0, 0},  /* interleaved pairs */
     {"rope",        4,   6,   36,  0,  0,    NULL,    4, 3, 0, 0, 1}, /* 4 q heads, 1 k head (multi-query) */
     {"rope",        6,   4,   40,  1,  0,    NULL,    3, 1, 0, 0, 2}, /* 6 q heads, 2 k heads, interleaved */
+    {"rope",        2,   64,  256, 0,  0,    NULL,    9, 1048567, 1048576, 0, 1}, /* max_seq 2^20, its last positions */
+    {"rope",        3,   10,  60,  1,  0,    NULL,    6, 524285, 1000003, 0, 0},  /* around 2^19, interleaved */
+    {"rope",        2,   16,  48,  0,  0,    NULL,    5, 65531, 65536, 0, 1},  /* up to max_seq - 1 */
     {"kv_store",    6,   18,  0,   0,  0,    NULL,    3, 4, 0, 0, 0},  /* D, LDX; c: KV (0: 2 D) */
     {"kv_store",    8,   16,  8,   0,  0,    NULL,    3, 4, 0, 0, 0},  /* grouped: k | v 4 + 4 wide */
     {"attention",   3,   4,   36,  36, 0,    NULL,    6, 0, 4, 0, 0},  /* HEADS, DK, LDQ, LDK: padding */
@@ -187,9 +193,29 @@ static void params_embed(const kcase *k, const char *isa, char *buf, size_t n) {
   snprintf(buf, n, "{ D = %d, VOCAB = %d, SCALE = %.17g, PANEL = %d, DTYPE = \"f32\" }", k->a, k->b, k->flag ? sqrt(k->a) : 1.0, k->c);
 }
 
-static void params_d(const kcase *k, const char *isa, char *buf, size_t n) { /* copy, positions */
+static void params_d(const kcase *k, const char *isa, char *buf, size_t n) { /* copy, learned */
   (void)isa;
   snprintf(buf, n, "{ D = %d }", k->a);
+}
+
+/* sinusoidal, rope: the tables cover max_seq = key_len (0: just the case's positions) */
+static int max_seq_of(const kcase *k) { return k->key_len ? k->key_len : k->pos0 + k->T; }
+
+/* The packer's table of a model of max_seq (gen/ops.lua position_blocks
+ * decides the rows the kernel reads: a mismatch fails the case). */
+static float *position_table(int derived, int max_seq, int dim) {
+  ff_layout_entry e = {.derived = derived, .dim = dim, .theta = (float)THETA, .cols = 2 * ((dim + 1) / 2)};
+  while (1L << (2 * e.block_bits) < max_seq) e.block_bits++;
+  e.rows = (derived == FF_DERIVED_ROPE) + (max_seq + (1 << e.block_bits) - 1) / (1 << e.block_bits) +
+           (1 << e.block_bits);
+  float *t = randoms((size_t)e.rows * (size_t)e.cols, 0);
+  ff_position_table(&e, t);
+  return t;
+}
+
+static void params_sinusoidal(const kcase *k, const char *isa, char *buf, size_t n) {
+  (void)isa;
+  snprintf(buf, n, "{ D = %d, MAX_SEQ = %d }", k->a, max_seq_of(k));
 }
 
 static void params_linear(const kcase *k, const char *isa, char *buf, size_t n) {
@@ -201,8 +227,8 @@ static int kv_heads_of(const kcase *k) { return k->kv ? k->kv : k->a; }
 
 static void params_rope(const kcase *k, const char *isa, char *buf, size_t n) {
   (void)isa;
-  snprintf(buf, n, "{ HEADS = %d, KV_HEADS = %d, DK = %d, LDX = %d, PAIRING = \"%s\" }", k->a,
-           kv_heads_of(k), k->b, k->c, k->d ? "interleaved" : "rotate_half");
+  snprintf(buf, n, "{ HEADS = %d, KV_HEADS = %d, DK = %d, LDX = %d, PAIRING = \"%s\", MAX_SEQ = %d }", k->a,
+           kv_heads_of(k), k->b, k->c, k->d ? "interleaved" : "rotate_half", max_seq_of(k));
 }
 
 static void params_kv_store(const kcase *k, const char *isa, char *buf, size_t n) {
@@ -264,12 +290,12 @@ static double check_copy(const kcase *k, const char *isa, generic_fn f) {
 static double check_positions(const kcase *k, generic_fn f, int learned) {
   int D = k->a, T = k->T;
   size_t n = (size_t)T * D;
-  float *x = randoms(n, 1), *r = copy_of(x, n), *P = randoms((size_t)(k->pos0 + T) * D, 1);
+  float *x = randoms(n, 1), *r = copy_of(x, n), *P;
   if (!learned) { /* the table the packer folds into the weights (host/codegen.c) */
-    memset(P, 0, sizeof(float) * (size_t)(k->pos0 + T) * D);
-    ff_rt_add_sinusoidal(P, k->pos0 + T, D, 0);
+    P = position_table(FF_DERIVED_SINUSOIDAL, max_seq_of(k), D);
     ff_rt_add_sinusoidal(r, T, D, k->pos0);
   } else {
+    P = randoms((size_t)(k->pos0 + T) * D, 1);
     ff_rt_add_learned(r, T, D, k->pos0, P);
   }
   ((void (*)(float *, int, const float *, int))f)(x, T, P, k->pos0);
@@ -311,11 +337,8 @@ static double check_linear(const kcase *k, const char *isa, generic_fn f) {
 static double check_rope(const kcase *k, const char *isa, generic_fn f) {
   int H = k->a, DK = k->b, LDX = k->c, D = H * DK, T = k->T;
   size_t n = (size_t)T * LDX;
-  float *x = randoms(n, 1), *r = copy_of(x, n), *R = randoms((size_t)(k->pos0 + T) * DK, 0);
+  float *x = randoms(n, 1), *r = copy_of(x, n), *R = position_table(FF_DERIVED_ROPE, max_seq_of(k), DK);
   (void)isa;
-  for (int pos = 0; pos < k->pos0 + T; pos++) /* the table the packer folds into the weights */
-    for (int i = 0; i < DK / 2; i++)
-      ff_rt_rope_angle(pos, i, DK, (float)THETA, R + (size_t)pos * DK + i, R + (size_t)pos * DK + DK / 2 + i);
   ((void (*)(float *, int, const float *, int))f)(x, T, R, k->pos0);
   enum ff_rope_pairing pairing = k->d ? FF_ROPE_INTERLEAVED : FF_ROPE_ROTATE_HALF;
   ff_rt_rope(r, LDX, T, H, DK, k->pos0, (float)THETA, pairing);                  /* q */
@@ -431,7 +454,7 @@ static const struct kind {
 } kinds[] = {
     {"embed", params_embed, check_embed, TOL},                /* ff_rt_embed */
     {"copy", params_d, check_copy, TOL},                      /* the input itself */
-    {"sinusoidal", params_d, check_sinusoidal, TOL},          /* ff_rt_add_sinusoidal */
+    {"sinusoidal", params_sinusoidal, check_sinusoidal, TOL},          /* ff_rt_add_sinusoidal */
     {"learned", params_d, check_learned, TOL},                /* ff_rt_add_learned */
     {"linear", params_linear, check_linear, TOL},             /* ff_rt_linear (+ residual, relu) */
     {"rope", params_rope, check_rope, TOL},                   /* ff_rt_rope on q and k */

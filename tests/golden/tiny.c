@@ -3,8 +3,8 @@
  * command: fixformer emit models/tiny.lua
  *
  * tiny: encoder, d_model 64, 4 heads (d_k 16), d_ff 256, 2 layers, post-norm layernorm, relu, sinusoidal positions, vocab 128 (tied head)
- * FLOPs per forward of one sequence at T = max_seq = 64: 15,867,904
- * Weights: 112256 floats (449024 bytes).
+ * FLOPs per forward of one sequence at T = max_seq = 64: 15,880,192
+ * Weights: 109184 floats (436736 bytes).
  * State: 131136 bytes (activations 131136 with lifetimes overlapped; 327744 without).
  */
 #ifndef TINY_H
@@ -48,7 +48,7 @@ enum {
   W_L01_NORM1_BIAS                = 107968, /* layers.1.norm1.bias [64] */
   W_L01_NORM2_WEIGHT              = 108032, /* layers.1.norm2.weight [64] */
   W_L01_NORM2_BIAS                = 108096, /* layers.1.norm2.bias [64] */
-  W_SINUSOIDAL                    = 108160, /* (sinusoidal positions) [64, 64] */
+  W_SINUSOIDAL                    = 108160, /* (sinusoidal positions, sin, cos pairs) [16, 64] */
 };
 
 /* ---- activations: offsets in floats into the state, every buffer max_seq rows ---- */
@@ -66,7 +66,7 @@ enum {
 
 /* ---- the op kernels the stages call (defined in the kernel library at the end) ---- */
 static void embed_128x64_panels(const int32_t *tokens, int T, const float *restrict E, float *restrict x);
-static void sinusoidal_64(float *restrict x, int T, const float *restrict PE, int pos0);
+static void sinusoidal_64_s64(float *restrict x, int T, const float *restrict PE, int pos0);
 static void linear_64x192(const float *a, const float *x, int T, const float *W, const float *b, float *y);
 static void attention_h4x16_q192_kv192(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
     float *out);
@@ -76,13 +76,13 @@ static void linear_64x256_relu(const float *a, const float *x, int T, const floa
 static void linear_256x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y);
 static void linear_64x128_nobias(const float *a, const float *x, int T, const float *W, const float *b, float *y);
 
-/* the encoder: 2 layers over x [T,64]; 14,819,328 FLOPs at T = max_seq */
+/* the encoder: 2 layers over x [T,64]; 14,831,616 FLOPs at T = max_seq */
 static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
   /* embed: tokens [T] -> [T,64]: x = E[token] * sqrt(64); 4,096 FLOPs */
   embed_128x64_panels(tokens, T, w + W_EMBED, a + A_X);
 
-  /* positions: [T,64] in place: x += PE[pos], PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...); 4,096 FLOPs */
-  sinusoidal_64(a + A_X, T, w + W_SINUSOIDAL, 0);
+  /* positions: [T,64] in place: x += PE[pos], PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...); 16,384 FLOPs */
+  sinusoidal_64_s64(a + A_X, T, w + W_SINUSOIDAL, 0);
 
   /* ---- l00_attn: x = LayerNorm(x + SelfAttention(x)) ---- */
   /* l00_attn_qkv: [T,64] -> [T,192]: y = x W^T + b; 1,572,864 FLOPs */
@@ -974,13 +974,21 @@ static void embed_128x64_panels(const int32_t *tokens, int T, const float *restr
 
 
 #line 73 "templates/embed.c.in"
-/* sinusoidal_64: x[t, :] += PE[pos0 + t, :], PE [max_seq, 64]: PE(pos, 2i) = sin(pos / 10000^(2i/64)), PE(pos, 2i+1) = cos(pos / 10000^(2i/64)),
- *   computed in double when the weights are packed, as the runtime does */
-static void sinusoidal_64(float *restrict x, int T, const float *restrict PE, int pos0) {
+/* sinusoidal_64_s64: x[t, :] += PE(pos0 + t, :), PE(pos, 2i) = sin(pos w_i), PE(pos, 2i+1) = cos(pos w_i),
+ * w_i = 10000^(-2i/64); pos = hi 2^3 + lo < 64.  PE [8 + 8, 64]: row hi the
+ * sin, cos pairs of hi 2^3 w_i, row 8 + lo those of lo w_i (computed in double when the
+ * weights are packed); sin and cos of the sum by the angle-addition formulas, within
+ * 3e-7 of the runtime's (sin, cos of pos w_i in double, rounded). */
+static void sinusoidal_64_s64(float *restrict x, int T, const float *restrict PE, int pos0) {
   for (int t = 0; t < T; t++) {
-    const float *restrict p = PE + (size_t)(pos0 + t) * 64;
+    const int pos = pos0 + t;
+    const float *hi = PE + (size_t)(pos >> 3) * 64, *lo = PE + (size_t)(8 + (pos & 7)) * 64;
     float *restrict xt = x + (size_t)t * 64;
-    for (int i = 0; i < 64; i++) xt[i] += p[i];
+    for (int i = 0; i < 32; i++) {
+      xt[2 * i] += hi[2 * i] * lo[2 * i + 1] + hi[2 * i + 1] * lo[2 * i];
+      xt[2 * i + 1] += hi[2 * i + 1] * lo[2 * i + 1] - hi[2 * i] * lo[2 * i];
+    }
+#line 90 "templates/embed.c.in"
   }
 }
 

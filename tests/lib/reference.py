@@ -77,8 +77,9 @@ def round_half_away(x):
 
 def store_as(w, dtype):
     """A float32 matrix [out, in] as weight type dtype stores it, written from the formulas (README "Weight
-    types"): bf16 torch's round-to-nearest-even cast; int8 each row in groups of 32 columns, scale = max|w| / 127,
-    q = round half away from zero (w / scale), value q * scale (scale 0: 0)."""
+    types"): bf16 torch's round-to-nearest-even cast; int8 each row in groups of 32 columns, scale = max|w| / 127
+    (raised while subnormal and max|w| / scale >= 127.5), q = round half away from zero (w / scale), value
+    q * scale (scale 0: 0)."""
     w = torch.from_numpy(np.asarray(w, np.float32).copy())
     if dtype == "bf16":
         return w.to(torch.bfloat16).float().numpy()
@@ -88,7 +89,13 @@ def store_as(w, dtype):
     g = torch.zeros(rows, G * 32, dtype=torch.float32)
     g[:, :cols] = w
     g = g.view(rows, G, 32)
-    scale = g.abs().amax(dim=2, keepdim=True) / torch.tensor(127.0, dtype=torch.float32)
+    amax = g.abs().amax(dim=2, keepdim=True)
+    scale = amax / torch.tensor(127.0, dtype=torch.float32)
+    while True:  # a subnormal scale: the next floats up until max|w| / scale < 127.5
+        low = (amax > 0) & ~(amax / scale < 127.5)
+        if not bool(low.any()):
+            break
+        scale = torch.where(low, torch.nextafter(scale, torch.full_like(scale, float("inf"))), scale)
     q = torch.where(scale > 0, round_half_away(g / torch.where(scale > 0, scale, torch.ones_like(scale))),
                     torch.zeros_like(g))
     assert float(q.abs().max()) <= 127
