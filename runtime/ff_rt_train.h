@@ -76,4 +76,63 @@ int ff_rt_weights_point(const ff_config *c, const float *base, ff_rt_weights *w,
 const ff_rt_param *ff_rt_params_find(const ff_rt_params *p, const char *name);
 void ff_rt_params_free(ff_rt_params *p);
 
+/* ---- the loss and the backward of each kernel (backward.c) -------------------
+ * Each backward ADDS into its outputs (d... +=), so that uses of one value
+ * (a residual, q | k | v of one input, a tied embedding) sum their gradients;
+ * an output pointer may be NULL when that gradient is not wanted. */
+
+/* Cross-entropy of logits [n, V] against labels [n] (PyTorch's, above):
+ * *loss_sum and *count get the sum and the number of labels != ignore; dlogits
+ * [n, V] (or NULL) is SET to d loss_sum / d logits = softmax - (1 - s) onehot -
+ * s / V (0 on ignored rows).  FF_ETOKEN for a label outside [0, V) that is
+ * not ignore. */
+int ff_rt_cross_entropy(const float *logits, int n, int V, const int32_t *labels, int ignore, float smoothing,
+                        float *dlogits, double *loss_sum, int64_t *count, ff_error *err);
+/* y = x W^T + b:  dx += dy W,  dW += dy^T x,  db += sum_rows dy. */
+void ff_rt_linear_backward(const float *x, int n, int in, const float *W, int out, const float *dy, float *dx,
+                           float *dW, float *db);
+/* y = xhat w + b, xhat = (x - mean) rstd:  dw += sum dy xhat, db += sum dy,
+ * dx += rstd (g - mean(g) - xhat mean(g xhat)), g = dy w. */
+void ff_rt_layernorm_backward(const float *x, int n, int d, const float *w, float eps, const float *dy, float *dx,
+                              float *dw, float *db);
+/* y = x rstd w, rstd = 1/sqrt(mean(x^2) + eps):  dw += sum dy x rstd,
+ * dx += rstd (g - xhat mean(g xhat)), g = dy w, xhat = x rstd. */
+void ff_rt_rmsnorm_backward(const float *x, int n, int d, const float *w, float eps, const float *dy, float *dx,
+                            float *dw);
+/* y = act(x) element-wise (x the input before ff_rt_activate): dx += dy act'(x). */
+void ff_rt_activate_backward(enum ff_activation act, const float *x, const float *dy, float *dx, size_t n);
+/* y = silu(gate) up on h [n, 2f] = gate | up:  dup += dy silu(gate),
+ * dgate += dy up silu'(gate), silu'(g) = s (1 + g (1 - s)), s = sigmoid(g). */
+void ff_rt_swiglu_backward(const float *h, int n, int f, const float *dy, float *dh);
+/* RoPE is a rotation by angle a: its backward rotates dy by -a, in place
+ * (a = dy_a cos + dy_b sin,  b = dy_b cos - dy_a sin). */
+void ff_rt_rope_backward(float *dy, int ldx, int T, int heads, int d_k, int pos0, float theta,
+                         enum ff_rope_pairing pairing);
+/* The attention weights of ff_rt_attention, kept: probs [heads, Tq, Tk] =
+ * softmax(Q K^T / sqrt(d_k) + mask), masked keys 0 (the same masks). */
+void ff_rt_attention_probs(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk, int heads,
+                           int kv_heads, int d_k, int key_len, int causal, int q_pos0, float *probs);
+/* out [Tq, heads d_k] = P V per head (P = probs [heads, Tq, Tk], dropped or not). */
+void ff_rt_attention_context(const float *probs, const float *v, int ldk, int Tq, int Tk, int heads, int kv_heads,
+                             int d_k, float *out);
+/* out = P V:  dP += dout V^T  (dprobs [heads, Tq, Tk]),  dV += P^T dout. */
+void ff_rt_attention_context_backward(const float *probs, const float *v, int ldk, int Tq, int Tk, int heads,
+                                      int kv_heads, int d_k, const float *dout, float *dprobs, float *dv);
+/* P = softmax(S), S = Q K^T / sqrt(d_k):  dS = P (dP - sum_j P dP) per row,
+ * dQ += dS K / sqrt(d_k),  dK += dS^T Q / sqrt(d_k) (masked keys: P = 0, no
+ * gradient).  A query head's dK, dV land in its shared K/V head. */
+void ff_rt_attention_probs_backward(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk, int heads,
+                                    int kv_heads, int d_k, const float *probs, const float *dprobs, float *dq,
+                                    float *dk);
+/* x[t,:] = E[tokens[t],:] s:  dE[tokens[t],:] += s dx[t,:]. */
+void ff_rt_embed_backward(const int32_t *tokens, int T, int d, int scale, const float *dx, float *dE);
+/* x[t,:] += P[pos0 + t,:] (learned positions):  dP[pos0 + t,:] += dx[t,:]. */
+void ff_rt_add_learned_backward(const float *dx, int T, int d, int pos0, float *dP);
+/* x[t,:] += r (token type 0):  dr += sum_t dx[t,:]. */
+void ff_rt_add_row_backward(const float *dx, int T, int d, float *dr);
+/* Inverted dropout of x [n], elements index0.. of a site's tensor: x *= keep
+ * ? 1 / (1 - p) : 0 (ff_dropout.h).  Its own backward: applied to dy with
+ * the same key and indices it gives dx. */
+void ff_rt_dropout(float *x, size_t n, uint64_t key, uint64_t index0, float p);
+
 #endif

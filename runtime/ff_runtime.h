@@ -38,6 +38,10 @@ void ff_rt_add_row(float *x, int T, int d, const float *r);
  * pair i < d_k/2 is (i, i + d_k/2) (rotate_half: GPT-NeoX, HF LLaMA) or
  * (2i, 2i+1) (interleaved: Meta, llama2.c), angle (pos0+t) * theta^(-2i/d_k). */
 void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta, enum ff_rope_pairing pairing);
+/* ff_rt_rope by sign * the angle: sign -1 rotates back (the inverse, which
+ * is the transpose: RoPE's backward). */
+void ff_rt_rope_rotate(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta,
+                       enum ff_rope_pairing pairing, float sign);
 /* The cos and sin of pair i's angle at position pos (what ff_rt_rope rotates by). */
 void ff_rt_rope_angle(int pos, int i, int d_k, float theta, float *c, float *s);
 
