@@ -76,6 +76,71 @@ int ff_rt_weights_point(const ff_config *c, const float *base, ff_rt_weights *w,
 const ff_rt_param *ff_rt_params_find(const ff_rt_params *p, const char *name);
 void ff_rt_params_free(ff_rt_params *p);
 
+/* ---- a training batch ------------------------------------------------------ */
+
+/* B sequences, as the data loader makes them (it shifts and pads; this side
+ * only consumes):
+ *   decoder-only     src [B, S] the input ids, labels [B, S] the next ids;
+ *   encoder (head)   src [B, S], labels [B, S] one per position;
+ *   encoder-decoder  src [B, S] the source (keys past src_lengths masked),
+ *                    tgt [B, T] = BOS + target (causal), labels [B, T] =
+ *                    target + EOS.
+ * A label equal to ff_rt_train_opts.ignore_index has no loss (padding).
+ * src_lengths (or NULL: all S) masks padding keys as ff_rt_forward does. */
+typedef struct {
+  int batch;                  /* B */
+  int src_len;                /* S */
+  const int32_t *src;         /* [B, S] */
+  const int32_t *src_lengths; /* [B] or NULL */
+  int tgt_len;                /* T, encoder-decoder only */
+  const int32_t *tgt;         /* [B, T], encoder-decoder only */
+  const int32_t *labels;      /* [B, S] or, encoder-decoder, [B, T] */
+  int first;                  /* this micro-batch's first sequence in the step's whole
+                                 batch: dropout indices count from it (ff_dropout.h);
+                                 0 when the batch is the whole step */
+} ff_rt_batch;
+
+typedef struct {
+  float label_smoothing; /* s in [0, 1] */
+  int ignore_index;      /* labels equal to it have no loss (PyTorch's default -100) */
+  float dropout;         /* p in [0, 1); 0: none */
+  uint64_t seed, step;   /* the dropout mask's (ff_dropout.h) */
+} ff_rt_train_opts;
+
+/* One forward and backward pass over a batch, in float32, one sequence at a
+ * time.  The loss is PyTorch's CrossEntropyLoss(ignore_index, label_smoothing,
+ * reduction='sum') of the logits against the labels:
+ *
+ *   loss_sum = sum over labels y != ignore_index of
+ *              (1 - s) (-log p_y) + s mean_k (-log p_k),   p = softmax(logits)
+ *
+ * and *tokens the number of such labels.  The gradient of loss_sum (the SUM,
+ * not the mean) with respect to every parameter is ADDED into grad (numel
+ * floats in the layout of ff_rt_params_layout(m->cfg)), so micro-batches
+ * accumulate: the caller divides by the total tokens of the global batch
+ * once, which makes gradient accumulation and data parallelism exact.
+ * loss_sum and tokens are set, not accumulated.  grad NULL: the loss only,
+ * no backward (dropout still as opts say: an evaluation passes dropout 0, as
+ * ff_rt_forward never drops).  Dropout (opts->dropout > 0)
+ * follows ff_dropout.h.  Activations are recomputed, not stored: the forward
+ * keeps each layer's input, and the backward runs each layer's forward again
+ * (same masks) before going back through it.
+ * Errors: a model without an output head (vocab, lm_head) cannot train; ids
+ * and labels outside the vocabulary, lengths outside 1..S, sequences outside
+ * 1..max_seq, p outside [0, 1), s outside [0, 1], first < 0. */
+int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_train_opts *o, float *grad,
+                        double *loss_sum, int64_t *tokens, ff_error *err);
+
+/* The dropout sites of a model for a batch of B sequences (S source, T
+ * target positions; T unused but for encoder-decoder): fn(ctx, site, name,
+ * rank, shape) for each, in the order the forward meets them, shape the
+ * site's tensor over the batch.  name: "encoder.layers.0.self_attn.probs",
+ * "decoder.embed", "...self_attn.out", "...multihead_attn.probs",
+ * "...multihead_attn.out", "...ffn.hidden", "...ffn.out".  Stops at fn's
+ * first non-zero and returns it. */
+typedef int (*ff_rt_site_fn)(void *ctx, uint32_t site, const char *name, int rank, const int64_t *shape);
+int ff_rt_visit_dropout_sites(const ff_config *c, int B, int S, int T, ff_rt_site_fn fn, void *ctx);
+
 /* ---- the loss and the backward of each kernel (backward.c) -------------------
  * Each backward ADDS into its outputs (d... +=), so that uses of one value
  * (a residual, q | k | v of one input, a tied embedding) sum their gradients;
