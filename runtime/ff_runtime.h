@@ -42,6 +42,10 @@ void ff_rt_add_row(float *x, int T, int d, const float *r);
 void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta, enum ff_rope_pairing pairing);
 /* The inverse frequency of pair i: theta^(-2i/d_k) rounded to float (Hugging Face's inv_freq). */
 float ff_rt_rope_freq(int i, int d_k, float theta);
+/* ff_rt_rope by sign * the angle: sign -1 rotates back (the inverse, which
+ * is the transpose: RoPE's backward). */
+void ff_rt_rope_rotate(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta,
+                       enum ff_rope_pairing pairing, float sign);
 /* The cos and sin of pair i's angle at position pos (what ff_rt_rope rotates by):
  * cosf and sinf of the float product (float)pos * ff_rt_rope_freq. */
 void ff_rt_rope_angle(int pos, int i, int d_k, float theta, float *c, float *s);

@@ -63,11 +63,18 @@ void ff_rt_rope_angle(int pos, int i, int d_k, float theta, float *c, float *s) 
  * (a, b) = (x[i], x[i + d_k/2]) (rotate_half) or (x[2i], x[2i+1]) (interleaved):
  *   a' = a cos - b sin,   b' = b cos + a sin. */
 void ff_rt_rope(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta, enum ff_rope_pairing pairing) {
+  ff_rt_rope_rotate(x, ldx, T, heads, d_k, pos0, theta, pairing, 1.0f);
+}
+
+/* The same rotation by sign * the angle (sin times sign). */
+void ff_rt_rope_rotate(float *x, int ldx, int T, int heads, int d_k, int pos0, float theta,
+                       enum ff_rope_pairing pairing, float sign) {
   int half = d_k / 2, inter = pairing == FF_ROPE_INTERLEAVED;
   for (int t = 0; t < T; t++) {
     for (int i = 0; i < half; i++) {
       float c, s;
       ff_rt_rope_angle(pos0 + t, i, d_k, theta, &c, &s);
+      s *= sign;
       int ia = inter ? 2 * i : i, ib = inter ? 2 * i + 1 : i + half;
       for (int h = 0; h < heads; h++) {
         float *xh = x + (size_t)t * ldx + (size_t)h * d_k;

@@ -1,6 +1,7 @@
-/* weights.c - the one place weight names and shapes are made, binding a
- * safetensors file to them (strict, like load_state_dict), and PyTorch's
- * default initialisation for `fixformer init`. */
+/* weights.c - the one place weight names and shapes are made, and binding a
+ * safetensors file to them (strict, like load_state_dict).  PyTorch's
+ * default initialisation (`fixformer init`) is in params.c, on the flat
+ * parameter buffer training uses. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,78 +272,4 @@ void ff_rt_model_free(ff_rt_model *m) {
   ff_tensor_file_free(&m->file);
   free(m->layers);
   memset(m, 0, sizeof *m);
-}
-
-/* ---- initialisation ------------------------------------------------------ */
-
-/* splitmix64: a small, well-mixed, seedable generator */
-static uint64_t next_u64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static double uniform01(uint64_t *s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
-static float uniform(uint64_t *s, double bound) { return (float)((2.0 * uniform01(s) - 1.0) * bound); }
-static float normal(uint64_t *s) { /* Box-Muller */
-  double u1 = uniform01(s), u2 = uniform01(s);
-  if (u1 < 1e-300) u1 = 1e-300;
-  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
-typedef struct {
-  ff_tensor_view *views;
-  float *data;
-  size_t count, used;
-  uint64_t rng;
-} initer;
-
-static int init_one(void *ctx, const ff_weight_spec *s) {
-  initer *in = ctx;
-  ff_tensor_view *v = &in->views[in->count++];
-  size_t n = (size_t)s->shape[0] * (size_t)(s->rank == 2 ? s->shape[1] : 1);
-  float *x = in->data + in->used;
-  size_t len = strlen(s->name) + 1;
-  char *name = malloc(len); /* s lives on the visitor's stack */
-  if (!name) return FF_ENOMEM;
-  memcpy(name, s->name, len);
-  in->used += n;
-  v->name = name;
-  v->rank = s->rank;
-  v->shape[0] = s->shape[0];
-  v->shape[1] = s->shape[1];
-  v->data = x;
-  double bound;
-  for (size_t i = 0; i < n; i++) {
-    switch (s->init) {
-    case FF_INIT_XAVIER: /* gain 1: U(-a, a), a = sqrt(6 / (fan_in + fan_out)) */
-      bound = sqrt(6.0 / (s->fan_in + s->fan_out));
-      x[i] = uniform(&in->rng, bound);
-      break;
-    case FF_INIT_LINEAR: /* kaiming_uniform_(a=sqrt 5) = U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-    case FF_INIT_LINEAR_BIAS: x[i] = uniform(&in->rng, 1.0 / sqrt((double)s->fan_in)); break;
-    case FF_INIT_NORMAL: x[i] = normal(&in->rng); break;
-    case FF_INIT_ZEROS: x[i] = 0.0f; break;
-    case FF_INIT_ONES: x[i] = 1.0f; break;
-    }
-  }
-  return 0;
-}
-
-int ff_rt_init_weights(const ff_config *c, uint64_t seed, const char *path, ff_error *err) {
-  size_t tensors, params;
-  int rc = ff_rt_check_config(c, err);
-  if (rc) return rc;
-  if ((rc = ff_rt_count_weights(c, &tensors, &params)))
-    return ff_fail(err, rc, "cannot list the model's weights");
-  initer in = {calloc(tensors + 1, sizeof(ff_tensor_view)), malloc((params + 1) * sizeof(float)), 0, 0,
-               seed};
-  if (!in.views || !in.data) rc = ff_fail(err, FF_ENOMEM, "out of memory for %zu parameters", params);
-  if (!rc && ff_rt_visit_weights(c, NULL, init_one, &in))
-    rc = ff_fail(err, FF_ENOMEM, "out of memory initialising weights");
-  if (!rc) rc = ff_safetensors_write(path, in.views, (int)in.count, err);
-  for (size_t i = 0; in.views && i < in.count; i++) free((char *)in.views[i].name);
-  free(in.views);
-  free(in.data);
-  return rc;
 }

@@ -149,7 +149,7 @@ def apply_rope(x, theta, pairing="rotate_half"):
     freqs = torch.outer(torch.arange(T).float(), inv_freq)
     if pairing == "interleaved":
         cis = torch.polar(torch.ones_like(freqs), freqs)  # [T, d_k/2]
-        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], dk // 2, 2).contiguous())
+        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], dk // 2, 2).contiguous())
         return torch.view_as_real(xc * cis).flatten(-2)
     emb = torch.cat([freqs, freqs], dim=-1)
     return x * emb.cos() + rotate_half(x) * emb.sin()
@@ -167,7 +167,9 @@ def rms_norm(x, w, eps):
 
 class RefModel:
     """Every option of a resolved description, on a dict of torch tensors named
-    as the README's weight table says."""
+    as the README's weight table says.  For training (loss_and_grads), dropout
+    takes its keep masks from the caller, named by site as the C runtime names
+    them (ff_rt_visit_dropout_sites: "encoder.embed", "decoder.layers.0.self_attn.probs", ...)."""
 
     def __init__(self, cfg, weights):
         self.c = dict(cfg)
@@ -196,6 +198,16 @@ class RefModel:
         if c["arch"] == "encoder-decoder":
             c.setdefault("encoder_layers", c.get("layers"))
             c.setdefault("decoder_layers", c.get("layers"))
+        self.masks, self.p = None, 0.0  # dropout: site name -> keep mask (0/1), and p
+
+    def drop(self, x, site):
+        """Inverted dropout with the given mask at a site (the lone stacks named as the C runtime names them:
+        the encoder's "encoder.", decoder-only's "decoder.")."""
+        if self.masks is None:
+            return x
+        if not site.startswith(("encoder.", "decoder.")):
+            site = ("decoder." if self.c["arch"] == "decoder-only" else "encoder.") + site
+        return x * self.masks[site].to(x.dtype) / (1.0 - self.p)
 
     def W(self, name, outside=False):
         """A tensor of the layer stack (the prefix first), or outside it (named in full)."""
@@ -226,7 +238,7 @@ class RefModel:
         k, v = repeat_kv(k, H // KV), repeat_kv(v, H // KV)
         scores = q @ k.transpose(-1, -2) / math.sqrt(dk)
         scores = scores.masked_fill(~allowed[:, None], float("-inf"))
-        out = torch.softmax(scores, dim=-1) @ v
+        out = self.drop(torch.softmax(scores, dim=-1), name + ".probs") @ v
         out = out.transpose(1, 2).reshape(B, Tq, d)
         return F.linear(out, self.W(name + ".out_proj.weight"), self.W(name + ".out_proj.bias"))
 
@@ -242,14 +254,15 @@ class RefModel:
         else:
             f = self.c["d_ff"]
             h = F.silu(h[..., :f]) * h[..., f:]
+        h = self.drop(h, L + "ffn.hidden")
         return F.linear(h, self.W(L + "linear2.weight"), self.W(L + "linear2.bias"))
 
-    def sublayer(self, x, norm_name, f):
+    def sublayer(self, x, norm_name, f, site):
         if self.c["norm"] == "pre":
-            return x + f(self.norm(x, norm_name))
-        return self.norm(x + f(x), norm_name)
+            return x + self.drop(f(self.norm(x, norm_name)), site)
+        return self.norm(x + self.drop(f(x), site), norm_name)
 
-    def embed(self, ids_or_x):
+    def embed(self, ids_or_x, stack=""):
         c = self.c
         if c.get("vocab"):
             x = F.embedding(torch.as_tensor(ids_or_x, dtype=torch.long), self.W(c.get("embed_weight", "embed.weight"), True))
@@ -266,47 +279,75 @@ class RefModel:
             x = x + self.W(c.get("token_type_embed_weight", "token_type_embed.weight"), True)[0]
         if c["embed_norm"]:  # BERT's embeddings.LayerNorm
             x = self.norm(x, "embed_norm", True)
-        return x
+        return self.drop(x, stack + "embed")
 
     def stack(self, x, prefix, n, allowed, memory=None, mem_allowed=None):
         rope = self.c["positional"] == "rope"
         for i in range(n):
             L = "%slayers.%d." % (prefix, i)
-            x = self.sublayer(x, L + "norm1", lambda h: self.attention(h, h, L + "self_attn", allowed, rope))
+            x = self.sublayer(x, L + "norm1", lambda h: self.attention(h, h, L + "self_attn", allowed, rope),
+                              L + "self_attn.out")
             if memory is not None:
                 x = self.sublayer(x, L + "norm2",
-                                  lambda h: self.attention(h, memory, L + "multihead_attn", mem_allowed, False))
-            x = self.sublayer(x, L + ("norm3" if memory is not None else "norm2"), lambda h: self.ffn(h, L))
+                                  lambda h: self.attention(h, memory, L + "multihead_attn", mem_allowed, False),
+                                  L + "multihead_attn.out")
+            x = self.sublayer(x, L + ("norm3" if memory is not None else "norm2"), lambda h: self.ffn(h, L),
+                              L + "ffn.out")
         if self.c["final_norm"]:
             x = self.norm(x, prefix + "norm")
         return x
 
-    def forward(self, src, lengths, tgt=None):
-        """src [B, S] ids or [B, S, d]; lengths [B]; tgt for encoder-decoder."""
+    def outputs(self, src, lengths, tgt=None):
+        """The output tensor (logits or hidden states): src [B, S] ids or [B, S, d]; lengths [B]; tgt for
+        encoder-decoder."""
         c = self.c
+        x = self.embed(src, "encoder." if c["arch"] == "encoder-decoder" else "")
+        B, S = x.shape[0], x.shape[1]
+        lengths = torch.as_tensor(lengths, dtype=torch.long)
+        key_ok = torch.arange(S)[None, :] < lengths[:, None]  # [B, S]
+        if c["arch"] == "encoder":
+            h = self.stack(x, "", c["layers"], key_ok[:, None, :].expand(B, S, S))
+        elif c["arch"] == "decoder-only":
+            causal = torch.tril(torch.ones(S, S, dtype=torch.bool))
+            h = self.stack(x, "", c["layers"], key_ok[:, None, :] & causal[None])
+        else:
+            mem = self.stack(x, "encoder.", c["encoder_layers"], key_ok[:, None, :].expand(B, S, S))
+            y = self.embed(tgt, "decoder.")
+            T = y.shape[1]
+            causal = torch.tril(torch.ones(T, T, dtype=torch.bool))[None].expand(B, T, T)
+            h = self.stack(y, "decoder.", c["decoder_layers"], causal, mem, key_ok[:, None, :].expand(B, T, S))
+        if c.get("vocab") and c["lm_head"]:
+            head = self.W(c.get("embed_weight", "embed.weight"), True) if c["tie_embeddings"] else \
+                self.W(c.get("lm_head_weight", "lm_head.weight"), True)
+            h = h @ head.T
+            if c["head_bias"]:
+                h = h + self.W(c.get("lm_head_bias", "lm_head.bias"), True)
+        return h
+
+    def forward(self, src, lengths, tgt=None):
+        """outputs() as a numpy array, without autograd."""
         with torch.no_grad():
-            x = self.embed(src)
-            B, S = x.shape[0], x.shape[1]
-            lengths = torch.as_tensor(lengths, dtype=torch.long)
-            key_ok = torch.arange(S)[None, :] < lengths[:, None]  # [B, S]
-            if c["arch"] == "encoder":
-                h = self.stack(x, "", c["layers"], key_ok[:, None, :].expand(B, S, S))
-            elif c["arch"] == "decoder-only":
-                causal = torch.tril(torch.ones(S, S, dtype=torch.bool))
-                h = self.stack(x, "", c["layers"], key_ok[:, None, :] & causal[None])
-            else:
-                mem = self.stack(x, "encoder.", c["encoder_layers"], key_ok[:, None, :].expand(B, S, S))
-                y = self.embed(tgt)
-                T = y.shape[1]
-                causal = torch.tril(torch.ones(T, T, dtype=torch.bool))[None].expand(B, T, T)
-                h = self.stack(y, "decoder.", c["decoder_layers"], causal, mem, key_ok[:, None, :].expand(B, T, S))
-            if c.get("vocab") and c["lm_head"]:
-                head = self.W(c.get("embed_weight", "embed.weight"), True) if c["tie_embeddings"] else \
-                    self.W(c.get("lm_head_weight", "lm_head.weight"), True)
-                h = h @ head.T
-                if c["head_bias"]:
-                    h = h + self.W(c.get("lm_head_bias", "lm_head.bias"), True)
-            return h.numpy()
+            return self.outputs(src, lengths, tgt).numpy()
+
+    def loss_and_grads(self, src, lengths, labels, tgt=None, ignore_index=-100, label_smoothing=0.0, masks=None,
+                       p=0.0, dtype=torch.float64):
+        """PyTorch autograd's training step: CrossEntropyLoss(ignore_index, label_smoothing, reduction='sum') of
+        the logits against labels, computed in dtype (float64: the reference's own rounding out of the way),
+        dropout p with the keep masks given (site name -> 0/1 array).  Returns (loss, name -> gradient)."""
+        saved = self.w
+        params = {k: v.detach().to(dtype).requires_grad_(True) for k, v in saved.items()}
+        self.w, self.masks, self.p = params, None if masks is None else {k: torch.as_tensor(v) for k, v in
+                                                                       masks.items()}, p
+        try:
+            logits = self.outputs(src, lengths, tgt)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                   torch.as_tensor(np.asarray(labels), dtype=torch.long).reshape(-1),
+                                   ignore_index=ignore_index, label_smoothing=label_smoothing, reduction="sum")
+            loss.backward()
+        finally:
+            self.w, self.masks, self.p = saved, None, 0.0
+        grads = {k: (v.grad if v.grad is not None else torch.zeros_like(v)).numpy() for k, v in params.items()}
+        return float(loss), grads
 
 
 def random_weights(cfg, names_shapes, gen):
