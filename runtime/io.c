@@ -50,6 +50,9 @@ int ff_refuse_inputs(const char *out, const char *const *inputs, int n, ff_error
                            out, inputs[i])
                  : ff_fail(err, FF_EIO, "%s: refusing to write over a file this command reads", out);
   return FF_OK;
+}
+
+/* ---- a number a description reads back ------------------------------------ */
 
 const char *ff_lua_number(double v, int float32, char buf[32]) {
   if (v != v) return strcpy(buf, "0/0");
