@@ -1,6 +1,6 @@
 """The PyTorch side of the reference tests: file writers and RefModel, a
 plain-torch transformer that implements every option of the description
-contract (README "What the runtime computes") independently of the C code.
+contract (docs/model-description.md, "What the runtime computes") independently of the C code.
 
 RefModel is itself checked against torch.nn.TransformerEncoder /
 nn.Transformer in torch_parity.py before it is trusted with the options
@@ -76,9 +76,10 @@ def round_half_away(x):
 
 
 def store_as(w, dtype):
-    """A float32 matrix [out, in] as weight type dtype stores it, written from the formulas (README "Weight
-    types"): bf16 torch's round-to-nearest-even cast; int8 each row in groups of 32 columns, scale = max|w| / 127,
-    q = round half away from zero (w / scale), value q * scale (scale 0: 0)."""
+    """A float32 matrix [out, in] as weight type dtype stores it, written from the formulas
+    (docs/model-description.md, "Weight types"): bf16 torch's round-to-nearest-even cast; int8 each row
+    in groups of 32 columns, scale = max|w| / 127, q = round half away from zero (w / scale), value
+    q * scale (scale 0: 0)."""
     w = torch.from_numpy(np.asarray(w, np.float32).copy())
     if dtype == "bf16":
         return w.to(torch.bfloat16).float().numpy()
@@ -160,7 +161,7 @@ def rms_norm(x, w, eps):
 
 class RefModel:
     """Every option of a resolved description, on a dict of torch tensors named
-    as the README's weight table says."""
+    as docs/model-description.md's weight names say."""
 
     def __init__(self, cfg, weights):
         self.c = dict(cfg)
@@ -320,7 +321,7 @@ def random_weights(cfg, names_shapes, gen):
 
 
 def weight_names(cfg):
-    """The README's weight table for a config: [(name, shape)]."""
+    """docs/model-description.md's weight names for a config: [(name, shape)]."""
     c = RefModel(cfg, {}).c
     d, p = c["d_model"], c["prefix"]
     qkv = d + 2 * c["kv_heads"] * (d // c["heads"])
