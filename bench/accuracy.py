@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""What each weight type costs in accuracy (README "Weight types"), measured:
+"""What each weight type costs in accuracy (docs/model-description.md "Weight types"), measured:
 
 1. logits: for the shipped models (random `init` weights except dates, which is
    trained) `fixformer run --engine runtime` in bf16 and int8 against f32 on the

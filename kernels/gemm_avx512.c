@@ -223,7 +223,7 @@ static inline __attribute__((always_inline)) void ff_gemv_bf16_p_avx512(const in
 /* int8: a row of a panel is 32 bytes, widened to two vectors of 16 floats;
  * a group's sums x q (in k order) are then scaled into the column's sum (in
  * group order): one multiply per group instead of per weight, which decides
- * whether int8 keeps up with the memory (README "Performance") */
+ * whether int8 keeps up with the memory (docs/performance.md) */
 static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx512(const int P, const float *x, int IN,
                                                                      const unsigned char *W, size_t pb, float *acc) {
   __m512 a0[FF_GEMV_PANELS], a1[FF_GEMV_PANELS], g0[FF_GEMV_PANELS], g1[FF_GEMV_PANELS];

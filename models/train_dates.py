@@ -5,7 +5,7 @@ A character-level encoder-decoder (torch.nn.Transformer, post-LN, with its
 final encoder/decoder norms), one shared embedding for source and target
 scaled by sqrt(d_model), sinusoidal positions, output head tied to the
 embedding: exactly what fixformer computes for the description this script
-writes (README, "What the runtime computes").
+writes (docs/model-description.md, "What the runtime computes").
 
     /usr/bin/python3 models/train_dates.py            # writes models/dates.*
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A PyTorch language model to fixformer, untrained (README "From PyTorch").
+"""A PyTorch language model to fixformer, untrained (docs/importing.md, "From PyTorch").
 
     /usr/bin/python3 python/example_lm.py /tmp/lm     # writes /tmp/lm/lm.lua + lm.safetensors
     build/fixformer run /tmp/lm/lm.lua --tokens "5 17 42 8 8 3"

@@ -18,7 +18,7 @@
   --check errors: what fixformer cannot express is one ExportError naming
       the attribute; through the command line one stderr line, exit 1, no
       file; `weights` converts a torch.save'd state_dict (a tied head once).
-  --check example: README's python/example_lm.py and `fixformer run` agree.
+  --check example: docs/importing.md's python/example_lm.py and `fixformer run` agree.
 
   export.py --fixformer BIN (--engine E | --check format|errors|example)
 """
@@ -477,7 +477,7 @@ def check_errors(args, tmp):
 
 
 def check_example(args, tmp):
-    """README "From PyTorch": python/example_lm.py, then `fixformer run --tokens`: the same argmax."""
+    """docs/importing.md "From PyTorch": python/example_lm.py, then `fixformer run --tokens`: the same argmax."""
     out = os.path.join(tmp, "lm")
     p = subprocess.run([PY, os.path.join(os.path.dirname(EXPORTER), "example_lm.py"), out], capture_output=True,
                        text=True, check=True)

@@ -32,6 +32,7 @@ pairing or a head order mixed up shows.  Families:
            runtime
 
   import_checkpoints.py --fixformer BIN --family F [--engines runtime,tcc,cc]
+  import_checkpoints.py --write-e2e DIR     only write the e2e checkpoints (docs/importing.md runs them)
 """
 import argparse
 import importlib.util
@@ -539,45 +540,48 @@ def hf_ids(tk, tokenizer, text, tmp):
     return tk.node("hf", tokenizer, lines)[0]["ids"]
 
 
-def e2e_cases(c, tk):
-    """(name, src folder or .bin, V, text, the reference's prompt ids, forward, eos or None (BERT))"""
+def e2e_cases(folder, tk):
+    """Writes each family's checkpoint with its tokenizer into folder (e2e_llama, e2e_gpt2, e2e_bert,
+    e2e_l2c/model.bin) and yields (name, src folder or .bin, V, text, ids() the reference's prompt ids,
+    forward, eos or None (BERT))."""
     vocab, merges = tk.train_sp(tk.corpus(), 120)
     V = len(vocab)
     cfg, sd = llama_case(seed=31, d=32, H=4, KV=2, ff=72, L=2, V=V, P=64)
-    src = os.path.join(c.tmp, "e2e_llama")
+    src = os.path.join(folder, "e2e_llama")
     write_hf(src, cfg, sd)
     tok = tk.write_json(os.path.join(src, "tokenizer.json"), tk.sp_json(vocab, merges, False))
     text = "Hello café world 中文 😀"
-    yield ("llama", src, V, text, [1] + hf_ids(tk, tok, text, c.tmp),
+    yield ("llama", src, V, text, lambda tok=tok, text=text: [1] + hf_ids(tk, tok, text, folder),
            lambda ids, lens, cfg=cfg, sd=sd: ref.llama_forward(cfg, sd, ids, lens), 2)
 
     j = byte_level_with_merges()
     cfg, sd = gpt2_case(seed=32, d=32, H=4, L=2, V=len(j["model"]["vocab"]), P=48)
     cfg["bos_token_id"] = cfg["eos_token_id"] = 256
-    src = os.path.join(c.tmp, "e2e_gpt2")
+    src = os.path.join(folder, "e2e_gpt2")
     write_hf(src, cfg, sd)
     tok = tk.write_json(os.path.join(src, "tokenizer.json"), j)
     text = "Hello world, the café 😀"
-    yield ("gpt2", src, cfg["vocab_size"], text, hf_ids(tk, tok, text, c.tmp),
+    yield ("gpt2", src, cfg["vocab_size"], text, lambda tok=tok, text=text: hf_ids(tk, tok, text, folder),
            lambda ids, lens, cfg=cfg, sd=sd: ref.gpt2_forward(cfg, sd, ids, lens), 256)
 
     j = tk.wordpiece_json()
     cfg, sd = bert_case(seed=33, d=32, H=4, ff=64, L=2, V=len(j["model"]["vocab"]), P=40, types=2, mlm=False)
-    src = os.path.join(c.tmp, "e2e_bert")
+    src = os.path.join(folder, "e2e_bert")
     write_hf(src, cfg, sd)
     tok = tk.write_json(os.path.join(src, "tokenizer.json"), j)
     text = "Hello, world! The quick brown fox jumps over the lazy dog, café 中文."
     cls_sep = [j["model"]["vocab"]["[CLS]"], j["model"]["vocab"]["[SEP]"]]
-    yield ("bert", src, cfg["vocab_size"], text, cls_sep[:1] + hf_ids(tk, tok, text, c.tmp) + cls_sep[1:],
+    yield ("bert", src, cfg["vocab_size"], text,
+           lambda tok=tok, text=text: cls_sep[:1] + hf_ids(tk, tok, text, folder) + cls_sep[1:],
            lambda ids, lens, cfg=cfg, sd=sd: ref.bert_forward(cfg, sd, ids, lens), None)
 
     p, w = llama2c_case(seed=34, dim=48, hidden=96, L=2, H=6, KV=2, V=V, seq=64, shared=False)
-    os.makedirs(os.path.join(c.tmp, "e2e_l2c"))
-    src = os.path.join(c.tmp, "e2e_l2c", "model.bin")
+    os.makedirs(os.path.join(folder, "e2e_l2c"), exist_ok=True)
+    src = os.path.join(folder, "e2e_l2c", "model.bin")
     write_llama2c(src, p, w, 1)
-    toks, scores = tk.write_llama2c(os.path.join(c.tmp, "e2e_l2c", "tokenizer.bin"), vocab, merges)
+    toks, scores = tk.write_llama2c(os.path.join(folder, "e2e_l2c", "tokenizer.bin"), vocab, merges)
     text = tk.GEN_TEXT
-    yield ("llama2c", src, V, text, [1] + tk.runc_encode(toks, scores, text),
+    yield ("llama2c", src, V, text, lambda: [1] + tk.runc_encode(toks, scores, text),
            lambda ids, lens, p=p, w=w: ref.llama2c_forward(p, w, ids, lens), 2)
 
 
@@ -665,10 +669,11 @@ def family_e2e(c):
     if not os.path.isdir(os.path.join(tk.NODE_DIR, "node_modules")):
         c.fail("tests/tokenizers/node_modules is missing: run `npm ci` in tests/tokenizers")
         return
-    for name, src, V, text, ids, fw, eos in e2e_cases(c, tk):
+    for name, src, V, text, ids, fw, eos in e2e_cases(c.tmp, tk):
         lua = c.do_import("e2e_" + name, src)
         if not lua:
             continue
+        ids = ids()
         print("%-8s %d prompt ids of %r (reference tokenizer): %s" % (name, len(ids), text, " ".join(map(str, ids))))
         want = e2e_generate(c, name, lua, text, ids, fw, eos) if eos is not None else None
         inp = e2e_run(c, name, lua, text, ids, fw)
@@ -682,10 +687,18 @@ FAMILIES = {"gpt2": family_gpt2, "llama": family_llama, "bert": family_bert, "ll
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--fixformer", required=True)
-    ap.add_argument("--family", required=True, choices=sorted(FAMILIES))
+    ap.add_argument("--fixformer")
+    ap.add_argument("--family", choices=sorted(FAMILIES))
     ap.add_argument("--engines", default="runtime,tcc,cc")
+    ap.add_argument("--write-e2e", metavar="DIR", help="only write the e2e checkpoints into DIR (the docs' examples)")
     args = ap.parse_args()
+    if args.write_e2e:
+        os.makedirs(args.write_e2e, exist_ok=True)
+        for case in e2e_cases(args.write_e2e, tokenizers_tests()):
+            print(case[1])
+        return 0
+    if not args.fixformer or not args.family:
+        ap.error("--fixformer and --family are required (or --write-e2e DIR)")
     with tempfile.TemporaryDirectory() as tmp:
         c = Checker(os.path.abspath(args.fixformer), args.engines.split(","), tmp)
         FAMILIES[args.family](c)

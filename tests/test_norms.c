@@ -4,8 +4,8 @@
  * lengths 1 to 4096, a mean up to 1e5 standard deviations away from zero,
  * scales from 1e-3 to 1e3 and eps 1e-5 and 1e-12 (BERT's).  Every class
  * must be within 1e-5 of the reference (max |y - ref| / max |ref|, the
- * contract of generated code); the worst error of each is printed (README
- * "What the runtime computes": the numerical cost of float sums).  Then
+ * contract of generated code); the worst error of each is printed
+ * (docs/performance.md, "The kernels": the numerical cost of float sums).  Then
  * ff_rsqrt, the norms' 1/sqrt, over every float exponent: within 2 ulp of
  * the correctly rounded value. */
 #include <math.h>

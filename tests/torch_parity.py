@@ -204,7 +204,7 @@ def token_case(name, seed, V, d, h, ff, L, positional, lengths, S, scale=True, t
     with torch.no_grad():
         ref = model(src, torch.as_tensor(lengths), tgt).numpy()
     sd = {}
-    for k, v in state_dict_numpy(model).items():  # the README's names: embed.weight, layers.* / encoder.* ...
+    for k, v in state_dict_numpy(model).items():  # docs/model-description.md's names: embed.weight, layers.* / encoder.* ...
         sd[k if prefix else k.replace("stack.", "", 1)] = v
     cfg = dict(name=name, arch=arch, d_model=d, heads=h, d_ff=ff, norm="pre" if norm_first else "post",
                vocab=V, positional=positional, scale_embeddings=scale, tie_embeddings=tied, max_seq=16)

@@ -1,6 +1,6 @@
 """The PyTorch side of the reference tests: file writers and RefModel, a
 plain-torch transformer that implements every option of the description
-contract (README "What the runtime computes") independently of the C code.
+contract (docs/model-description.md, "What the runtime computes") independently of the C code.
 
 RefModel is itself checked against torch.nn.TransformerEncoder /
 nn.Transformer in torch_parity.py before it is trusted with the options
@@ -76,9 +76,10 @@ def round_half_away(x):
 
 
 def store_as(w, dtype):
-    """A float32 matrix [out, in] as weight type dtype stores it, written from the formulas (README "Weight
-    types"): bf16 torch's round-to-nearest-even cast; int8 each row in groups of 32 columns, scale = max|w| / 127
-    (raised while subnormal and max|w| / scale >= 127.5), q = round half away from zero (w / scale), value
+    """A float32 matrix [out, in] as weight type dtype stores it, written from the formulas
+    (docs/model-description.md, "Weight types"): bf16 torch's round-to-nearest-even cast; int8 each row
+    in groups of 32 columns, scale = max|w| / 127 (raised while subnormal and max|w| / scale >= 127.5),
+    q = round half away from zero (w / scale), value
     q * scale (scale 0: 0)."""
     w = torch.from_numpy(np.asarray(w, np.float32).copy())
     if dtype == "bf16":
@@ -167,7 +168,7 @@ def rms_norm(x, w, eps):
 
 class RefModel:
     """Every option of a resolved description, on a dict of torch tensors named
-    as the README's weight table says.  For training (loss_and_grads), dropout
+    as docs/model-description.md's weight names say.  For training (loss_and_grads), dropout
     takes its keep masks from the caller, named by site as the C runtime names
     them (ff_rt_visit_dropout_sites: "encoder.embed", "decoder.layers.0.self_attn.probs", ...)."""
 
@@ -368,7 +369,7 @@ def random_weights(cfg, names_shapes, gen):
 
 
 def weight_names(cfg):
-    """The README's weight table for a config: [(name, shape)]."""
+    """docs/model-description.md's weight names for a config: [(name, shape)]."""
     c = RefModel(cfg, {}).c
     d, p = c["d_model"], c["prefix"]
     qkv = d + 2 * c["kv_heads"] * (d // c["heads"])
