@@ -71,6 +71,8 @@ int cli_load_weights(ff_model *m, const cli_flag *flags, const char *weights, ff
 int cli_threads(const cli_flag *flags, ff_model *m, int engine, ff_error *err) {
   int threads, rc = cli_int(flags, "--threads", 1, &threads, err);
   if (rc) return rc;
+  if (threads < 1 || threads > FF_MAX_THREADS)
+    return ff_fail(err, CLI_EUSAGE, "--threads: %d is outside 1..%d", threads, FF_MAX_THREADS);
   if (threads > 1 && engine == FF_ENGINE_RUNTIME)
     return ff_fail(err, CLI_EUSAGE, "--threads: the runtime (the reference) runs on one thread; use tcc or cc");
   return ff_model_set_threads(m, threads, err);
