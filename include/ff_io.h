@@ -30,7 +30,7 @@ typedef struct ff_tensor {
   float *data;                /* numel floats, owned by the ff_tensor_file */
 } ff_tensor;
 
-typedef struct ff_tensor_extra ff_tensor_extra; /* (runtime/io.c) */
+typedef struct ff_tensor_extra ff_tensor_extra; /* (formats/io.c) */
 
 typedef struct ff_tensor_file {
   ff_tensor *tensors;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes runtime/unicode_tables.h: the Unicode data the tokenizers need
+"""Writes tokenizers/unicode_tables.h: the Unicode data the tokenizers need
 (general categories as ranges, lowercase and accent-stripping maps), from
 Python's unicodedata.  Run: /usr/bin/python3 scripts/gen_unicode_tables.py"""
 import os
@@ -46,7 +46,7 @@ def emit_map(f, name, pairs):
 
 
 def main():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime", "unicode_tables.h")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tokenizers", "unicode_tables.h")
     surrogate = lambda cp: 0xD800 <= cp <= 0xDFFF
     lower, strip = [], []
     for cp in range(MAX):

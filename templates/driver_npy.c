@@ -4,7 +4,7 @@
  * fuzzer runs the driver's own parser.  Plain C99 and libc, plus POSIX where
  * the target has it (anything else, e.g. newlib, gets a stdio fallback).
  *
- * The parser keeps the host's promises (runtime/io.c ff_npy_parse): .npy
+ * The parser keeps the host's promises (formats/io.c ff_npy_parse): .npy
  * versions 1-3; the header dict parsed, not searched (descr, fortran_order
  * and shape once each, nothing else); dtype '<i4', '<i8' or '<f4' in C
  * order; rank 0..4; sizes non-negative integers below 2^31 whose product is

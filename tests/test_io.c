@@ -1,4 +1,4 @@
-/* test_io.c - the readers and writers of runtime/io.c, one case at a time.
+/* test_io.c - the readers and writers of formats/io.c, one case at a time.
  *
  * ff_npy_parse and ff_safetensors_parse on images built here byte by byte
  * (each dtype, header versions, rank 0 and zero-size, every refusal with its

@@ -30,18 +30,6 @@ static int special(const char *path, const cJSON *root, const char *key, int siz
   return 0;
 }
 
-/* cJSON turns \u0000 into a NUL that would cut a token short, silently: a
- * backslash outside a string is invalid JSON, so every one here starts an
- * escape. */
-int ff_json_has_nul(const char *text, size_t len) {
-  if (memchr(text, 0, len)) return 1;
-  for (size_t i = 0; i + 1 < len; i++)
-    if (text[i] == '\\') {
-      if (text[i + 1] == 'u' && i + 5 < len && !memcmp(text + i + 2, "0000", 4)) return 1;
-      i++; /* the escaped character */
-    }
-  return 0;
-}
 
 /* tokens[i]: a non-empty string of printable bytes (UTF-8 passes); tab,
  * newline and carriage return are text a character-level model writes, other

@@ -1,5 +1,7 @@
-/* tok_internal.h - what runtime/tokenizer.c, tok_hf.c and tok_unicode.c
- * share: the tokenizer struct, its lookups and the Unicode helpers. */
+/* tok_internal.h - what the tokenizers' files share: the tokenizer struct,
+ * its tables (tok_table.c), the Unicode helpers (tok_unicode.c) and the
+ * tokenizer.json reader (tok_hf.c).  The arrows run tok_table.c,
+ * tok_unicode.c <- vocab.c, tok_hf.c <- tokenizer.c (the interface). */
 #ifndef FF_TOK_INTERNAL_H
 #define FF_TOK_INTERNAL_H
 
@@ -46,6 +48,8 @@ struct ff_tokenizer {
 
 /* string -> id, or -1 */
 int ff_tok_lookup(const ff_tokenizer *t, const char *s, size_t len);
+/* the id of the string a then b whose hash is h (ff_tok_hash over both), or -1 */
+int ff_tok_lookup2(const ff_tokenizer *t, uint64_t h, const char *a, size_t la, const char *b, size_t lb);
 
 /* An open-addressing index of strings (slots hold id + 1, 0 empty; cap a
  * power of two), shared by the tokenizers and the JSON vocabulary.  FNV-1a
@@ -66,13 +70,14 @@ int ff_tok_index(ff_tokenizer *t, int *dup, ff_error *err);
 /* adds the merge a b -> id with its rank (first one of a pair wins) */
 int ff_tok_merges_alloc(ff_tokenizer *t, size_t count, ff_error *err);
 void ff_tok_merge_add(ff_tokenizer *t, int32_t a, int32_t b, int32_t id, uint32_t rank);
+/* the merge a b, or NULL */
+const tok_merge *ff_tok_merge_of(const ff_tokenizer *t, int32_t a, int32_t b);
 /* allocates the per-id arrays of size ids */
 int ff_tok_alloc(ff_tokenizer *t, int size, ff_error *err);
 int ff_tok_byte_ids(ff_tokenizer *t);
 
 int ff_tok_hf_parse(const char *path, const char *text, size_t len, int expected_size, ff_tokenizer *t,
                  ff_error *err);
-int ff_json_has_nul(const char *text, size_t len);
 
 /* ---- Unicode --------------------------------------------------------------- */
 /* the code point at s (len bytes left) and its length in *n; a byte that is

@@ -1,4 +1,4 @@
-/* ff_json.h - the one way fixformer reads JSON (runtime/json.c).  Internal:
+/* ff_json.h - the one way fixformer reads JSON (formats/json.c).  Internal:
  * the runtime, the host and the CLI; not installed. */
 #ifndef FF_JSON_H
 #define FF_JSON_H
@@ -18,5 +18,9 @@ struct cJSON *ff_json_parse(const char *text, size_t len, const char *what, ff_e
 /* The same check on a tree already parsed (a reader that parses to find out
  * whether a file is its format at all): 0 or FF_EFORMAT. */
 int ff_json_unique(const struct cJSON *root, const char *what, ff_error *err);
+
+/* Whether the JSON text holds a NUL byte or a \u0000 escape (cJSON would
+ * cut a string short at it, silently). */
+int ff_json_has_nul(const char *text, size_t len);
 
 #endif

@@ -1,5 +1,5 @@
 /* tok_unicode.c - the Unicode the tokenizers need: UTF-8, general
- * categories (from runtime/unicode_tables.h, generated), lowercase and
+ * categories (from tokenizers/unicode_tables.h, generated), lowercase and
  * accent stripping. */
 #include <stdlib.h>
 #include <string.h>
