@@ -197,5 +197,9 @@ const cli_command cli_info = {
      "  --isas        instead: the ISAs of emit --isa (kernels/isas.h): register\n"
      "                tile MR x NR, whether this machine runs them, their C flags\n"
      "  --dtype T     the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
-     "                description's dtype (f32 unless it says)\n",
+     "                description's dtype (f32 unless it says)\n"
+     "Examples:\n"
+     "  fixformer info models/tiny.lua\n"
+     "  fixformer info models/tiny.lua --weights tiny.safetensors\n"
+     "  fixformer info --isas\n",
     "MODEL.lua", 1, run_info, flags};
