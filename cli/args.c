@@ -76,7 +76,9 @@ int cli_int(const cli_flag *flags, const char *name, int def, int *out, ff_error
 }
 
 int cli_engine(const cli_flag *flags, int *engine, ff_error *err) {
-  const char *s = cli_value(flags, "--engine");
+  const char *s = cli_value(flags, "--engine"), *env = getenv("FIXFORMER_ENGINE");
+  if (!s && env && *env && ff_engine_parse(env) < 0) /* ff_engine_default would pass over it */
+    return ff_fail(err, CLI_EUSAGE, "FIXFORMER_ENGINE: '%s' is not one of cc, tcc, runtime", env);
   *engine = s ? ff_engine_parse(s) : (int)ff_engine_default();
   if (*engine < 0) return ff_fail(err, CLI_EUSAGE, "--engine: '%s' is not one of cc, tcc, runtime", s);
   return 0;

@@ -37,7 +37,8 @@ def main():
             run([args.fixformer, "init", desc, "-o", w, "--seed", "3"])
             got, ref = os.path.join(tmp, model + "_api.npy"), os.path.join(tmp, model + "_ref.npy")
             printed = run([args.example, desc, w, got] + [str(i) for i in ids])
-            run([args.fixformer, "run", desc, "--weights", w, "--tokens", " ".join(map(str, ids)), "--output", ref])
+            run([args.fixformer, "run", desc, "--weights", w, "--tokens", " ".join(map(str, ids)), "--output", ref,
+                 "--engine", "runtime"])
             a, b = np.load(got), np.load(ref)
             err = float(np.abs(a - b).max()) / max(float(np.abs(b).max()), 1e-30) if a.shape == b.shape else 1e30
             argmax = "argmax: " + " ".join(str(int(i)) for i in b[0].argmax(-1))

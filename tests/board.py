@@ -193,7 +193,7 @@ def check_tiny(args, board, tmp, dtype, table, ipt):
     np.save(os.path.join(d, "ids.npy"), ids)
     np.save(os.path.join(d, "lengths.npy"), lengths)
     run([args.fixformer, "run", model, "--weights", weights, "--input", os.path.join(d, "ids.npy"), "--lengths",
-         os.path.join(d, "lengths.npy"), "--output", os.path.join(d, "ref.npy"), "--dtype", dtype])
+         os.path.join(d, "lengths.npy"), "--output", os.path.join(d, "ref.npy"), "--dtype", dtype, "--engine", "runtime"])
     ref = np.load(os.path.join(d, "ref.npy"))
     elf = board.build("tiny", gen, d, out)
     _, stdout = board.qemu(elf)

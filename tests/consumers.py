@@ -57,7 +57,7 @@ def reference(ff, tmp, weights):
     ref = os.path.join(tmp, "ref.npy")
     if not os.path.exists(ref):
         run([ff, "run", os.path.join(ROOT, "models", "tiny.lua"), "--weights", weights,
-             "--tokens", " ".join(map(str, IDS)), "--output", ref])
+             "--tokens", " ".join(map(str, IDS)), "--output", ref, "--engine", "runtime"])
     return np.load(ref)
 
 

@@ -110,7 +110,7 @@ def build_and_compare(ff, tmp, n, targets, seed):
         files, _ = inputs(cfg, rng, d)
         args = [x for kv in files.items() for x in kv]
         ref = os.path.join(d, "ref.npy")
-        run([ff, "run", model, "--weights", weights, "--output", ref] + args)
+        run([ff, "run", model, "--weights", weights, "--output", ref, "--engine", "runtime"] + args)
         for target, cc, runner, embed in targets:
             out_dir = os.path.join(d, target + ("_embed" if embed else ""))
             isa = ["--isa", target[5:]] if target.startswith("host-") else []

@@ -248,7 +248,8 @@ def check_output_macros(ff, tmp, ms):
         np.save(ids, np.ones((1, seq), dtype=np.int32))
         out = os.path.join(tmp, key, "out.npy")
         tgt = ["--target-input", ids] if key == "dates" else []
-        run([ff, "run", desc, "--input", ids, "--output", out] + tgt + [f for f in flags if f != "--embed"])
+        run([ff, "run", desc, "--input", ids, "--output", out, "--engine", "runtime"] + tgt +
+            [f for f in flags if f != "--embed"])
         floats = np.load(out).size
         if (header_macro(h, name.upper(), "OUTPUT_FLOATS"), header_macro(h, name.upper(), "OUTPUT_BYTES")) != \
                 (floats, 4 * floats):

@@ -106,7 +106,7 @@ def main():
                 np.save(path, v)
                 flags += [k, path]
             ref = os.path.join(d, "ref.npy")
-            run([ff, "run", model, "--weights", w, "--output", ref] + flags)
+            run([ff, "run", model, "--weights", w, "--output", ref, "--engine", "runtime"] + flags)
             r = np.load(ref)
             for engine in ("tcc", "cc"):
                 for threads in (2, 3):
