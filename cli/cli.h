@@ -72,4 +72,10 @@ int cli_tokens_from(const char *what, const char *path, const ff_array *a, int32
 int cli_parse_token_list(const char *flagname, const char *text, int max_len, ff_array *a, int32_t **lengths,
                          ff_error *err);
 
+/* ---- the schema (cli/schema.c) ---------------------------------------------- */
+
+/* include/ff_schema.h's keys, conditions and weight kinds as JSON on stdout,
+ * or (markdown) the docs' key table. */
+int cli_print_schema(int markdown);
+
 #endif

@@ -6,12 +6,6 @@
 
 #include "cli.h"
 
-static const char *const arch_names[] = {"encoder", "decoder-only", "encoder-decoder"};
-static const char *const place_names[] = {"post", "pre"};
-static const char *const kind_names[] = {"layernorm", "rmsnorm"};
-static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "swiglu"};
-static const char *const pos_names[] = {"none", "sinusoidal", "learned", "rope"};
-
 static int print_weight(void *ctx, const ff_weight_spec *s) {
   (void)ctx;
   if (s->rank == 2)
@@ -105,16 +99,34 @@ static int check_checkpoint(const ff_config *c, const char *weights, ff_error *e
   return k.problems ? FF_EINVAL : 0;
 }
 
-/* info: the embedding and output head keys of the resolved config */
-static void print_embed_head_keys(const ff_model *m) {
+/* info: the resolved config, every key it has in the schema's order (those
+ * whose needs it does not meet left out, so it reads back as the same model;
+ * a key naming a tensor only when the model has that tensor), a few with a
+ * comment. */
+static int print_config(const ff_model *m, const char *path) {
   const ff_config *c = ff_model_config(m);
-  if (c->vocab > 0) {
-    printf("  lm_head = %s\n", c->no_lm_head ? "false,  -- the output is the hidden states" : "true,");
-    if (!c->no_lm_head) printf("  head_bias = %s,\n", c->head_bias ? "true" : "false");
-    printf("  token_types = %d,%s\n", c->token_types, c->token_types ? "  -- every position has type 0" : "");
+  ff_rt_value v[FF_KEY_COUNT];
+  char d_k[32], vocab[64];
+  ff_rt_config_values(c, v);
+  snprintf(d_k, sizeof d_k, "d_k = %d", c->d_model / c->heads);
+  v[FF_KEY_heads].comment = d_k;
+  v[FF_KEY_kv_heads].number = ff_config_kv_heads(c); /* 0 in a config built in C */
+  if (ff_config_kv_heads(c) < c->heads)
+    v[FF_KEY_kv_heads].comment = "grouped-query: K/V caches of kv_heads * d_k per position";
+  if (c->arch != FF_ARCH_ENCODER_DECODER) v[FF_KEY_layers] = (ff_rt_value){.set = 1, .number = c->encoder_layers + c->decoder_layers};
+  if (!c->vocab) {
+    snprintf(vocab, sizeof vocab, "float inputs [B,T,%d]", c->d_model);
+    v[FF_KEY_vocab].literal = "nil";
+    v[FF_KEY_vocab].comment = vocab;
   }
-  printf("  embed_norm = %s,\n", c->embed_norm ? "true" : "false");
-  printf("  dtype = \"%s\",\n", ff_model_dtype(m));
+  if (c->no_lm_head) v[FF_KEY_lm_head].comment = "the output is the hidden states";
+  if (c->token_types) v[FF_KEY_token_types].comment = "every position has type 0";
+  v[FF_KEY_dtype].string = ff_model_dtype(m); /* --dtype's, or the description's */
+  char *text = ff_rt_describe(v, 1); /* numbers that read back as the config's float32 */
+  if (!text) return FF_ENOMEM;
+  printf("-- %s, resolved (defaults filled in)\nreturn {\n%s}\n", path, text);
+  free(text);
+  return 0;
 }
 
 /* info --isas: the ISA table (kernels/isas.h), one row per ISA */
@@ -129,6 +141,11 @@ static int print_isas(void) {
 }
 
 static int run_info(const char *path, cli_flag *flags, ff_error *err) {
+  if (cli_value(flags, "--schema") || cli_value(flags, "--markdown")) {
+    if (path || cli_value(flags, "--weights") || cli_value(flags, "--isas") || !cli_value(flags, "--schema"))
+      return ff_fail(err, CLI_EUSAGE, "--schema [--markdown] takes no model, --weights or --isas");
+    return cli_print_schema(cli_value(flags, "--markdown") != NULL);
+  }
   if (cli_value(flags, "--isas")) {
     if (path || cli_value(flags, "--weights")) return ff_fail(err, CLI_EUSAGE, "--isas takes no model or --weights");
     return print_isas();
@@ -144,31 +161,10 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
     ff_model_close(m);
     return rc;
   }
-  printf("-- %s, resolved (defaults filled in)\nreturn {\n", path);
-  printf("  name = \"%s\",\n  arch = \"%s\",\n", c->name, arch_names[c->arch]);
-  printf("  d_model = %d,\n  heads = %d,  -- d_k = %d\n", c->d_model, c->heads, c->d_model / c->heads);
-  printf("  kv_heads = %d,%s\n  d_ff = %d,\n", ff_config_kv_heads(c),
-         ff_config_kv_heads(c) < c->heads ? "  -- grouped-query: K/V caches of kv_heads * d_k per position" : "", c->d_ff);
-  if (c->arch == FF_ARCH_ENCODER_DECODER)
-    printf("  encoder_layers = %d,\n  decoder_layers = %d,\n", c->encoder_layers, c->decoder_layers);
-  else
-    printf("  layers = %d,\n", c->encoder_layers + c->decoder_layers);
-  char num[32]; /* numbers that read back as the config's float32 */
-  printf("  norm = \"%s\",\n  norm_kind = \"%s\",\n  final_norm = %s,\n  eps = %s,\n", place_names[c->norm],
-         kind_names[c->norm_kind], c->final_norm ? "true" : "false", ff_lua_number(c->eps, 1, num));
-  printf("  activation = \"%s\",\n  bias = %s,\n", act_names[c->activation], c->bias ? "true" : "false");
-  if (c->vocab > 0) printf("  vocab = %d,\n", c->vocab);
-  else printf("  vocab = nil,  -- float inputs [B,T,%d]\n", c->d_model);
-  printf("  positional = \"%s\",\n", pos_names[c->positional]);
-  if (c->positional == FF_POS_ROPE)
-    printf("  rope_theta = %s,\n  rope_pairing = \"%s\",\n", ff_lua_number(c->rope_theta, 1, num),
-           c->rope_pairing == FF_ROPE_INTERLEAVED ? "interleaved" : "rotate_half");
-  printf("  scale_embeddings = %s,\n  tie_embeddings = %s,\n  max_seq = %d,\n  prefix = \"%s\",\n",
-         c->scale_embeddings ? "true" : "false", c->tie_embeddings ? "true" : "false", c->max_seq, c->prefix);
-  print_embed_head_keys(m);
-  if (c->weights[0]) printf("  weights = \"%s\",\n", c->weights);
-  if (c->vocabulary[0]) printf("  vocabulary = \"%s\",\n", c->vocabulary);
-  printf("}\n");
+  if (print_config(m, path)) {
+    ff_model_close(m);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
   size_t tensors, params;
   ff_rt_count_weights(c, &tensors, &params);
   printf("-- weights: %zu tensors, %zu parameters (%.2f MB float32)\n", tensors, params, params * 4.0 / 1e6);
@@ -182,12 +178,14 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
 }
 
 static cli_flag flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {"--isas", NULL, NULL, 0},
-                           {"--dtype", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+                           {"--dtype", NULL, NULL, 1},  {"--schema", NULL, NULL, 0},  {"--markdown", NULL, NULL, 0},
+                           {NULL, NULL, NULL, 0}};
 
 const cli_command cli_info = {
     "info", "the resolved description, weights, parameters and FLOPs",
      "usage: fixformer info MODEL.lua [--weights W.safetensors]\n"
      "       fixformer info --isas\n"
+     "       fixformer info --schema [--markdown]\n"
      "Prints the resolved description (defaults filled in), the weight tensors\n"
      "with their shapes, the parameter count and the FLOPs per token.\n"
      "  --weights W   instead: check the checkpoint against the description without\n"
@@ -196,10 +194,14 @@ const cli_command cli_info = {
      "                the first problem\n"
      "  --isas        instead: the ISAs of emit --isa (kernels/isas.h): register\n"
      "                tile MR x NR, whether this machine runs them, their C flags\n"
+     "  --schema      instead: every description key and weight kind (include/ff_schema.h)\n"
+     "                as JSON: kinds, defaults, bounds, values, conditions, shapes\n"
+     "  --markdown    with --schema: the key table of docs/model-description.md\n"
      "  --dtype T     the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                description's dtype (f32 unless it says)\n"
      "Examples:\n"
      "  fixformer info models/tiny.lua\n"
      "  fixformer info models/tiny.lua --weights tiny.safetensors\n"
-     "  fixformer info --isas\n",
+     "  fixformer info --isas\n"
+     "  fixformer info --schema\n",
     "MODEL.lua", 1, run_info, flags};

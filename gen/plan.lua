@@ -51,13 +51,6 @@ local function has_head(c) return c.vocab ~= nil and c.lm_head end
 -- Whether the embedding matrix is the output head too.
 local function tied_head(c) return has_head(c) and c.tie_embeddings end
 
--- Whether a tensor is a matrix that linear ops multiply by (packed in panels).
-local function is_linear_matrix(c, spec)
-  if spec.cols == 0 then return false end
-  if spec.role == "embed" then return tied_head(c) end -- the tied output head
-  return spec.role == "lm_head" or spec.role:match("in_proj_weight$") ~= nil or
-    (spec.role:match("%.weight$") ~= nil and not spec.role:match("norm%d?%.weight$"))
-end
 
 -- First-fit over lifetimes: items { first, last, floats } (ops first..last
 -- inclusive) get an offset >= base, aligned, such that two items alive at a
@@ -132,7 +125,7 @@ local function weight_layout(P, specs)
       name = s.name, role = role, stack = s.stack, layer = s.layer, row0 = row0, rows = rows, cols = s.cols,
       offset = at, macro = weight_macro(P.two_stacks, s) .. (suffix or ""),
     }
-    w.packing = is_linear_matrix(c, s) and "panels" or "rows"
+    w.packing = s.matrix and "panels" or "rows" -- a linear op's matrix (include/ff_schema.h; the tied embedding)
     w.type = s.quantized and P.dtype or "f32"
     w.floats = weight_words(w.type, w.packing == "panels" and (rows + NR - 1) // NR * NR or rows, math.max(s.cols, 1))
     at = align(at + w.floats)

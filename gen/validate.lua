@@ -1,57 +1,20 @@
 -- validate.lua: a loaded description -> the resolved config.
 --
--- The schema below is the one place the description keys are declared: their
--- kind, default and bounds.  Every error names the file and the key, e.g.
+-- The keys (kind, default, bounds, enum values, the conditions they need, the
+-- architectures that take them) are include/ff_schema.h's rows, which the
+-- host hands over as require("ff_schema"); this file checks values against
+-- them and holds the rules between keys.  Every error names the file and the
+-- key, e.g.
 --   models/x.lua: heads: 5 does not divide d_model 64
 -- and is raised with error(msg, 0) so no Lua position is prepended.
 
+local schema = require("ff_schema")
+
 local M = {}
 
-local BIG = 1 << 24 -- upper bound for any size: keeps every product below 2^53
-
--- kind: "int" | "number" | "boolean" | "string" | "identifier" | "enum"
--- default: a value or function(config) -> value, applied after the given keys
-M.schema = {
-  { key = "name", kind = "identifier", required = true },
-  { key = "arch", kind = "enum", values = { "encoder", "decoder-only", "encoder-decoder" }, default = "encoder" },
-  { key = "d_model", kind = "int", min = 1, max = 65536, required = true },
-  { key = "heads", kind = "int", min = 1, max = 65536, required = true },
-  { key = "d_ff", kind = "int", min = 1, max = BIG, default = function(c) return 4 * c.d_model end },
-  { key = "layers", kind = "int", min = 1, max = 4096 },
-  { key = "encoder_layers", kind = "int", min = 1, max = 4096 },
-  { key = "decoder_layers", kind = "int", min = 1, max = 4096 },
-  { key = "norm", kind = "enum", values = { "post", "pre" }, default = "post" },
-  { key = "norm_kind", kind = "enum", values = { "layernorm", "rmsnorm" }, default = "layernorm" },
-  { key = "final_norm", kind = "boolean", default = false },
-  { key = "eps", kind = "number", min = 0, max = 1, default = 1e-5 },
-  { key = "activation", kind = "enum", values = { "relu", "gelu", "gelu_tanh", "swiglu" }, default = "relu" },
-  { key = "bias", kind = "boolean", default = true },
-  { key = "vocab", kind = "int", min = 1, max = BIG },
-  { key = "positional", kind = "enum", values = { "none", "sinusoidal", "learned", "rope" }, default = "none" },
-  { key = "rope_theta", kind = "number", min = 1, max = 1e12, default = 10000 },
-  -- grouped-query attention: K and V have kv_heads heads, query head h reads kv head h / (heads / kv_heads)
-  { key = "kv_heads", kind = "int", min = 1, max = 65536, default = function(c) return c.heads end },
-  -- RoPE pairs (x[i], x[i + d_k/2]) (HF) or (x[2i], x[2i+1]) (Meta, llama2.c)
-  { key = "rope_pairing", kind = "enum", values = { "rotate_half", "interleaved" }, default = "rotate_half" },
-  { key = "scale_embeddings", kind = "boolean", default = true },
-  { key = "tie_embeddings", kind = "boolean", default = true },
-  { key = "max_seq", kind = "int", min = 1, max = 1 << 20, default = 512 },
-  { key = "prefix", kind = "string", maxlen = 128, default = "" },
-  { key = "embed_weight", kind = "string", maxlen = 128, default = "embed.weight" },
-  { key = "pos_embed_weight", kind = "string", maxlen = 128, default = "pos_embed.weight" },
-  { key = "lm_head_weight", kind = "string", maxlen = 128, default = "lm_head.weight" },
-  { key = "head_bias", kind = "boolean", default = false },
-  { key = "lm_head_bias", kind = "string", maxlen = 128, default = "lm_head.bias" },
-  { key = "lm_head", kind = "boolean", default = true },
-  { key = "token_types", kind = "int", min = 0, max = BIG, default = 0 },
-  { key = "token_type_embed_weight", kind = "string", maxlen = 128, default = "token_type_embed.weight" },
-  { key = "embed_norm", kind = "boolean", default = false },
-  -- how linear matrices and the token embeddings are stored: float32, bfloat16, int8 per group of 32 inputs
-  { key = "dtype", kind = "enum", values = { "f32", "bf16", "int8" }, default = "f32" },
-  -- files that go with the description, relative to its folder
-  { key = "weights", kind = "string", maxlen = 256 },
-  { key = "vocabulary", kind = "string", maxlen = 256 },
-}
+-- the rows in their order: { key, kind, values, required, default | default_of
+-- and times, min, max | maxlen, needs = { [condition] = true }, arches }
+M.schema = schema.keys
 
 local by_key = {}
 for _, s in ipairs(M.schema) do by_key[s.key] = s end
@@ -87,21 +50,23 @@ local function check_value(path, s, v)
   elseif s.kind == "number" then -- the engines keep it as a float32
     if type(v) ~= "number" then fail(path, k, "expected a number, got %s", type(v)) end
     if v ~= v then fail(path, k, "expected a number, got NaN") end
-    if s.min and v <= s.min then fail(path, k, "must be > %s, got %s", s.min, v) end
-    if s.max and v > s.max then fail(path, k, "%s is above the limit %s", v, s.max) end
+    if s.min and v <= s.min then fail(path, k, "must be > %g, got %s", s.min, v) end
+    if s.max and v > s.max then fail(path, k, "%s is above the limit %g", v, s.max) end
     if v ~= 0 and string.unpack("<f", string.pack("<f", v)) == 0 then
       fail(path, k, "%s is 0 as a float32, which the engines compute in", v)
     end
   elseif s.kind == "boolean" then
     if type(v) ~= "boolean" then fail(path, k, "expected true or false, got %s", type(v)) end
-  elseif s.kind == "string" or s.kind == "identifier" then
+  elseif s.kind == "string" or s.kind == "identifier" or s.kind == "path" then
     if type(v) ~= "string" then fail(path, k, "expected a string, got %s", type(v)) end
     if s.kind == "identifier" then
-      if not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > 48 or C_KEYWORDS[v] then
-        fail(path, k, "%s is not a C identifier of at most 48 characters", show(v))
+      if not v:match("^[A-Za-z_][A-Za-z0-9_]*$") or #v > s.maxlen or C_KEYWORDS[v] then
+        fail(path, k, "%s is not a C identifier of at most %d characters", show(v), s.maxlen)
       end
     elseif #v > s.maxlen or v:find("[\0-\31\127\"\\]") or v:find("/*", 1, true) or v:find("*/", 1, true) then
       fail(path, k, "%s: at most %d printable characters, no quotes, backslashes, /* or */", show(v), s.maxlen)
+    elseif s.kind == "path" and v == "" then
+      fail(path, k, "an empty file name")
     end
   elseif s.kind == "enum" then
     for _, allowed in ipairs(s.values) do
@@ -112,16 +77,26 @@ local function check_value(path, s, v)
   return v
 end
 
--- The output head and embedding keys that only mean something with others.
-function M.check_head(c, desc, path)
-  if not c.lm_head then
-    for _, k in ipairs({ "lm_head_weight", "head_bias", "lm_head_bias" }) do
-      if desc[k] ~= nil then fail(path, k, "given but lm_head is false (no output head)") end
+-- Whether condition cond (a row of schema.conditions) holds for config c.
+local function holds(cond, c)
+  local v = c[cond.key]
+  if cond.test == "set" then return v ~= nil and v ~= 0 end
+  if cond.test == "true" then return v == true end
+  if cond.test == "false" then return v == false end
+  return v == cond.value
+end
+
+-- Keys that only mean something with others: a key given while a condition
+-- it needs does not hold, "KEY: given but <why>", conditions in their order.
+local function check_needs(c, desc, path)
+  for _, cond in ipairs(schema.conditions) do
+    if not holds(cond, c) then
+      for _, s in ipairs(M.schema) do
+        if s.needs[cond.name] and desc[s.key] ~= nil then
+          fail(path, s.key, "given but %s", cond.why or string.format("%s is %s", cond.key, show(c[cond.key])))
+        end
+      end
     end
-  end
-  if not c.head_bias and desc.lm_head_bias ~= nil then fail(path, "lm_head_bias", "given but head_bias is false") end
-  if c.token_types == 0 and desc.token_type_embed_weight ~= nil then
-    fail(path, "token_type_embed_weight", "given but token_types is 0")
   end
 end
 
@@ -141,11 +116,14 @@ function M.validate(desc, path)
     if v ~= nil then c[s.key] = check_value(path, s, v)
     elseif s.required then fail(path, s.key, "required") end
   end
-  for _, s in ipairs(M.schema) do
-    if c[s.key] == nil and s.default ~= nil then
+  for _, s in ipairs(M.schema) do -- defaults in the rows' order (a derived one: times the resolved key)
+    if c[s.key] == nil and (c.arch == nil or s.arches[c.arch]) then -- (arch itself comes second)
       local v = s.default
-      if type(v) == "function" then v = v(c) end
-      c[s.key] = check_value(path, s, v)
+      if s.default_of and c[s.default_of] ~= nil then
+        v = c[s.default_of]
+        if s.times ~= 1 then v = s.times * v end
+      end
+      if v ~= nil then c[s.key] = check_value(path, s, v) end
     end
   end
 
@@ -160,9 +138,7 @@ function M.validate(desc, path)
   if c.positional == "rope" and (c.d_model // c.heads) % 2 ~= 0 then
     fail(path, "positional", "rope needs an even head width, d_model/heads = %d", c.d_model // c.heads)
   end
-  if c.arch == "encoder-decoder" then
-    c.encoder_layers = c.encoder_layers or c.layers
-    c.decoder_layers = c.decoder_layers or c.layers
+  if c.arch == "encoder-decoder" then -- encoder_layers, decoder_layers: given, or layers (their default)
     if not c.encoder_layers or not c.decoder_layers then
       fail(path, "layers", "required (or both encoder_layers and decoder_layers)")
     end
@@ -176,23 +152,7 @@ function M.validate(desc, path)
     else c.encoder_layers, c.decoder_layers = 0, c.layers end
   end
   c.layers = nil
-  if c.vocab == nil then
-    for _, k in ipairs({ "embed_weight", "lm_head_weight", "lm_head", "head_bias", "lm_head_bias", "token_types",
-      "token_type_embed_weight" }) do
-      if desc[k] ~= nil then fail(path, k, "given but the model has no vocab") end
-    end
-  end
-  M.check_head(c, desc, path)
-  if c.positional ~= "learned" and desc.pos_embed_weight ~= nil then
-    fail(path, "pos_embed_weight", "given but positional is %s", show(c.positional))
-  end
-  for _, k in ipairs({ "weights", "vocabulary" }) do
-    if c[k] == "" then fail(path, k, "an empty file name") end
-  end
-  if c.vocabulary and not c.vocab then fail(path, "vocabulary", "given but the model has no vocab") end
-  for _, k in ipairs({ "rope_theta", "rope_pairing" }) do
-    if c.positional ~= "rope" and desc[k] ~= nil then fail(path, k, "given but positional is %s", show(c.positional)) end
-  end
+  check_needs(c, desc, path)
   return c
 end
 

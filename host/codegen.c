@@ -40,7 +40,7 @@ static int l_read_template(lua_State *L) {
 static int push_spec(void *ctx, const ff_weight_spec *s) {
   lua_State *L = ctx;
   static const char *const stacks[] = {"none", "encoder", "decoder"};
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 8);
   lua_pushstring(L, s->name);
   lua_setfield(L, -2, "name");
   lua_pushstring(L, stacks[s->stack]);
@@ -55,6 +55,8 @@ static int push_spec(void *ctx, const ff_weight_spec *s) {
   lua_setfield(L, -2, "cols");
   lua_pushboolean(L, ff_weight_quantized(s)); /* stored in the model's weight type (runtime/quant.c) */
   lua_setfield(L, -2, "quantized");
+  lua_pushboolean(L, s->matrix); /* a linear op multiplies by it: packed in panels (include/ff_schema.h) */
+  lua_setfield(L, -2, "matrix");
   lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
   return 0;
 }

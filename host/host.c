@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include "ff_io.h"
+#include "ff_rt_schema.h"
 #include "host.h"
 
 #define STATE_MEMORY_LIMIT ((size_t)1 << 30)      /* the generator as a whole */
@@ -87,6 +88,105 @@ static int embedded_require(lua_State *L) {
   return 1;
 }
 
+/* ---- the schema, for the validator ---------------------------------------- */
+
+/* x as a Lua integer when it is one (the types a literal in Lua would have:
+ * max_seq = 512, rope_theta = 10000, eps = 1e-5) */
+static void push_number(lua_State *L, double x) {
+  if (x == (double)(lua_Integer)x && x > -9007199254740992.0 && x < 9007199254740992.0)
+    lua_pushinteger(L, (lua_Integer)x);
+  else
+    lua_pushnumber(L, x);
+}
+
+static void push_key(lua_State *L, const ff_rt_key *k) {
+  static const char *const arches[] = {"encoder", "decoder-only", "encoder-decoder"}; /* enum ff_arch */
+  lua_createtable(L, 0, 12);
+  lua_pushstring(L, k->key);
+  lua_setfield(L, -2, "key");
+  lua_pushstring(L, ff_rt_key_kind_name(k->kind));
+  lua_setfield(L, -2, "kind");
+  lua_newtable(L);
+  for (int j = 0; k->values[j]; j++) {
+    lua_pushstring(L, k->values[j]);
+    lua_rawseti(L, -2, j + 1);
+  }
+  lua_setfield(L, -2, "values");
+  lua_pushboolean(L, k->required);
+  lua_setfield(L, -2, "required");
+  if (k->has_default) {
+    if (k->kind == FF_KIND_BOOLEAN) lua_pushboolean(L, k->default_number != 0);
+    else if (k->default_string) lua_pushstring(L, k->default_string);
+    else push_number(L, k->default_number);
+    lua_setfield(L, -2, "default");
+  }
+  if (k->default_of) {
+    lua_pushstring(L, k->default_of);
+    lua_setfield(L, -2, "default_of");
+    lua_pushinteger(L, k->default_times);
+    lua_setfield(L, -2, "times");
+  }
+  if (k->kind == FF_KIND_INT || k->kind == FF_KIND_NUMBER) {
+    push_number(L, k->min);
+    lua_setfield(L, -2, "min");
+    push_number(L, k->max);
+    lua_setfield(L, -2, "max");
+  } else if (k->kind == FF_KIND_IDENTIFIER || k->kind == FF_KIND_STRING || k->kind == FF_KIND_PATH) {
+    push_number(L, k->max);
+    lua_setfield(L, -2, "maxlen");
+  }
+  lua_newtable(L); /* needs: { [condition name] = true } */
+  for (int c = 0; c < FF_COND_COUNT; c++)
+    if (k->needs >> c & 1u) {
+      lua_pushboolean(L, 1);
+      lua_setfield(L, -2, ff_rt_conditions[c].name);
+    }
+  lua_setfield(L, -2, "needs");
+  lua_newtable(L); /* arches: { [arch] = true } */
+  for (int a = 0; a < 3; a++)
+    if (k->arches >> a & 1u) {
+      lua_pushboolean(L, 1);
+      lua_setfield(L, -2, arches[a]);
+    }
+  lua_setfield(L, -2, "arches");
+}
+
+/* require("ff_schema") -> { keys = { row, ... }, conditions = { row, ... } }:
+ * include/ff_schema.h's keys in their order ({ key, kind, values, required,
+ * default | default_of and times, min and max | maxlen, needs = { [condition]
+ * = true }, arches = { [arch] = true } }) and its conditions in theirs
+ * ({ name, key, test, value (IS: the word), why }) */
+static void push_schema(lua_State *L) {
+  lua_createtable(L, 0, 2);
+  lua_createtable(L, FF_KEY_COUNT, 0);
+  for (int i = 0; i < FF_KEY_COUNT; i++) {
+    push_key(L, &ff_rt_keys[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "keys");
+  lua_createtable(L, FF_COND_COUNT, 0);
+  for (int i = 0; i < FF_COND_COUNT; i++) {
+    const ff_rt_condition *c = &ff_rt_conditions[i];
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, c->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, ff_rt_keys[c->key].key);
+    lua_setfield(L, -2, "key");
+    lua_pushstring(L, ff_rt_test_name(c->test));
+    lua_setfield(L, -2, "test");
+    if (c->test == FF_TEST_IS) {
+      lua_pushstring(L, ff_rt_keys[c->key].values[c->value]);
+      lua_setfield(L, -2, "value");
+    }
+    if (c->why) {
+      lua_pushstring(L, c->why);
+      lua_setfield(L, -2, "why");
+    }
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "conditions");
+}
+
 ff_lua *ff_lua_open(ff_error *err) {
   ff_lua *h = calloc(1, sizeof *h);
   if (!h) {
@@ -118,6 +218,8 @@ ff_lua *ff_lua_open(ff_error *err) {
   lua_pushnil(L);
   lua_setglobal(L, "dofile");
   lua_newtable(L);
+  push_schema(L); /* the validator's schema, from include/ff_schema.h */
+  lua_setfield(L, -2, "ff_schema");
   lua_setfield(L, LUA_REGISTRYINDEX, "ff.loaded");
   lua_register(L, "require", embedded_require);
   return h;
@@ -434,23 +536,6 @@ static int run_sandboxed(ff_lua *h, int *status) {
   return *status;
 }
 
-static int get_int(lua_State *L, int t, const char *k) {
-  lua_getfield(L, t, k);
-  int v = (int)lua_tointeger(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
-static int get_enum(lua_State *L, int t, const char *k, const char *const *names) {
-  lua_getfield(L, t, k);
-  const char *s = lua_tostring(L, -1);
-  int v = 0;
-  for (int i = 0; s && names[i]; i++)
-    if (!strcmp(s, names[i])) v = i;
-  lua_pop(L, 1);
-  return v;
-}
-
 /* key's string into dst[n]; validate.lua bounds every one well below n */
 static int get_str(lua_State *L, int t, const char *k, char *dst, size_t n, const char *path, ff_error *err) {
   lua_getfield(L, t, k);
@@ -462,76 +547,6 @@ static int get_str(lua_State *L, int t, const char *k, char *dst, size_t n, cons
   else
     memcpy(dst, s ? s : "", s ? len + 1 : 1);
   lua_pop(L, 1);
-  return rc;
-}
-
-static int get_bool(lua_State *L, int t, const char *k) {
-  lua_getfield(L, t, k);
-  int v = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
-/* The output head and embedding keys (after lm_head_weight in the schema). */
-static int head_to_config(lua_State *L, int t, ff_config *c, const char *path, ff_error *err) {
-  c->head_bias = get_bool(L, t, "head_bias");
-  c->no_lm_head = !get_bool(L, t, "lm_head");
-  c->token_types = get_int(L, t, "token_types");
-  c->embed_norm = get_bool(L, t, "embed_norm");
-  static const char *const dtypes[] = {"f32", "bf16", "int8", NULL}; /* enum ff_weight_type's order */
-  c->weight_type = (enum ff_weight_type)get_enum(L, t, "dtype", dtypes);
-  int rc = get_str(L, t, "lm_head_bias", c->lm_head_bias, sizeof c->lm_head_bias, path, err);
-  if (!rc)
-    rc = get_str(L, t, "token_type_embed_weight", c->token_type_embed_weight, sizeof c->token_type_embed_weight,
-                 path, err);
-  return rc;
-}
-
-/* The validated table (at t) -> ff_config.  Names in the order of the enums. */
-static int table_to_config(lua_State *L, int t, ff_config *c, const char *path, ff_error *err) {
-  static const char *const arch[] = {"encoder", "decoder-only", "encoder-decoder", NULL};
-  static const char *const place[] = {"post", "pre", NULL};
-  static const char *const kind[] = {"layernorm", "rmsnorm", NULL};
-  static const char *const act[] = {"relu", "gelu", "gelu_tanh", "swiglu", NULL};
-  static const char *const pos[] = {"none", "sinusoidal", "learned", "rope", NULL};
-  static const char *const pairing[] = {"rotate_half", "interleaved", NULL};
-  memset(c, 0, sizeof *c);
-  int rc = get_str(L, t, "name", c->name, sizeof c->name, path, err);
-  c->arch = (enum ff_arch)get_enum(L, t, "arch", arch);
-  c->d_model = get_int(L, t, "d_model");
-  c->heads = get_int(L, t, "heads");
-  c->d_ff = get_int(L, t, "d_ff");
-  c->encoder_layers = get_int(L, t, "encoder_layers");
-  c->decoder_layers = get_int(L, t, "decoder_layers");
-  c->norm = (enum ff_norm_place)get_enum(L, t, "norm", place);
-  c->norm_kind = (enum ff_norm_kind)get_enum(L, t, "norm_kind", kind);
-  lua_getfield(L, t, "final_norm");
-  c->final_norm = lua_toboolean(L, -1);
-  lua_getfield(L, t, "eps");
-  c->eps = (float)lua_tonumber(L, -1);
-  lua_pop(L, 2);
-  c->activation = (enum ff_activation)get_enum(L, t, "activation", act);
-  lua_getfield(L, t, "bias");
-  c->bias = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  c->vocab = get_int(L, t, "vocab");
-  c->positional = (enum ff_positional)get_enum(L, t, "positional", pos);
-  lua_getfield(L, t, "rope_theta");
-  c->rope_theta = (float)lua_tonumber(L, -1);
-  lua_pop(L, 1);
-  c->kv_heads = get_int(L, t, "kv_heads");
-  c->rope_pairing = (enum ff_rope_pairing)get_enum(L, t, "rope_pairing", pairing);
-  lua_getfield(L, t, "scale_embeddings");
-  c->scale_embeddings = lua_toboolean(L, -1);
-  lua_getfield(L, t, "tie_embeddings");
-  c->tie_embeddings = lua_toboolean(L, -1);
-  lua_pop(L, 2);
-  c->max_seq = get_int(L, t, "max_seq");
-  if (!rc) rc = get_str(L, t, "prefix", c->prefix, sizeof c->prefix, path, err);
-  if (!rc) rc = get_str(L, t, "embed_weight", c->embed_weight, sizeof c->embed_weight, path, err);
-  if (!rc) rc = get_str(L, t, "pos_embed_weight", c->pos_embed_weight, sizeof c->pos_embed_weight, path, err);
-  if (!rc) rc = get_str(L, t, "lm_head_weight", c->lm_head_weight, sizeof c->lm_head_weight, path, err);
-  if (!rc) rc = head_to_config(L, t, c, path, err);
   return rc;
 }
 
@@ -557,6 +572,42 @@ static int get_path(lua_State *L, int t, const char *k, const char *description,
   }
   lua_pop(L, 1);
   return rc;
+}
+
+/* The validated table (at t) -> ff_config: each key of include/ff_schema.h
+ * into its field (`layers` has none: validate.lua resolved it). */
+static int table_to_config(lua_State *L, int t, ff_config *c, const char *path, ff_error *err) {
+  static const size_t sizes[] = {FF_NAME_MAX, FF_TENSOR_NAME_MAX, FF_PATH_MAX}; /* FF_STORE_NAME .. _PATH */
+  memset(c, 0, sizeof *c);
+  for (int i = 0; i < FF_KEY_COUNT; i++) {
+    const ff_rt_key *k = &ff_rt_keys[i];
+    char *field = (char *)c + k->offset;
+    int rc = 0;
+    if (k->store == FF_STORE_NONE) continue;
+    if (k->store == FF_STORE_PATH) rc = get_path(L, t, k->key, path, field, sizes[k->store], err);
+    else if (k->store <= FF_STORE_PATH) rc = get_str(L, t, k->key, field, sizes[k->store], path, err);
+    if (rc) return rc;
+    if (k->store <= FF_STORE_PATH) continue;
+    lua_getfield(L, t, k->key);
+    if (k->store == FF_STORE_FLOAT) {
+      float f = (float)lua_tonumber(L, -1);
+      memcpy(field, &f, sizeof f);
+    } else if (k->store == FF_STORE_ENUM) { /* its word's index: the C enum's value */
+      const char *w = lua_tostring(L, -1);
+      int e = 0;
+      for (int j = 0; w && k->values[j]; j++)
+        if (!strcmp(w, k->values[j])) e = j;
+      enum ff_arch x = (enum ff_arch)e; /* every key's enum has the size of an enum */
+      memcpy(field, &x, sizeof x);
+    } else {
+      int v = k->store == FF_STORE_INT    ? (int)lua_tointeger(L, -1)
+              : k->store == FF_STORE_BOOL ? lua_toboolean(L, -1)
+                                          : !lua_toboolean(L, -1); /* NOT: the key's negation */
+      memcpy(field, &v, sizeof v);
+    }
+    lua_pop(L, 1);
+  }
+  return 0;
 }
 
 /* validate.validate(desc, path) under pcall; leaves the config table */
@@ -626,10 +677,7 @@ int ff_lua_load_config_text(ff_lua *h, const char *path, const char *text, size_
   }
   if ((rc = copy_plain(L, lua_gettop(L), 0, path, err))) goto done;
   if ((rc = call_validate(L, lua_gettop(L), path, err))) goto done;
-  if ((rc = table_to_config(L, lua_gettop(L), out, path, err)) ||
-      (rc = get_path(L, lua_gettop(L), "weights", path, out->weights, sizeof out->weights, err)) ||
-      (rc = get_path(L, lua_gettop(L), "vocabulary", path, out->vocabulary, sizeof out->vocabulary, err)))
-    goto done;
+  if ((rc = table_to_config(L, lua_gettop(L), out, path, err))) goto done;
   lua_setfield(L, LUA_REGISTRYINDEX, "ff.config");
   lua_pushstring(L, hex);
   lua_setfield(L, LUA_REGISTRYINDEX, "ff.sha256");

@@ -11,64 +11,42 @@
 #define FF_TENSOR_NAME_MAX 256 /* a weight's full name (prefix included) */
 #define FF_PATH_MAX 4096       /* a file the description names, resolved: Linux's PATH_MAX, the most open() takes */
 
-enum ff_arch {
-  FF_ARCH_ENCODER,         /* bidirectional encoder stack */
-  FF_ARCH_DECODER_ONLY,    /* causal self-attention stack (GPT) */
-  FF_ARCH_ENCODER_DECODER  /* nn.Transformer: encoder + decoder with cross-attention */
-};
-enum ff_norm_place { FF_NORM_POST, FF_NORM_PRE }; /* LN(x + f(x)) | x + f(LN(x)) */
-enum ff_norm_kind { FF_NORM_LAYERNORM, FF_NORM_RMSNORM };
-enum ff_activation { FF_ACT_RELU, FF_ACT_GELU, FF_ACT_GELU_TANH, FF_ACT_SWIGLU };
-enum ff_positional { FF_POS_NONE, FF_POS_SINUSOIDAL, FF_POS_LEARNED, FF_POS_ROPE };
-/* How the matrices of linear ops and the token embedding table are stored
- * (description key `dtype`): float32, bfloat16 (round to nearest even), or
- * int8 with a float scale per group of FF_Q8_GROUP inputs (GGML's Q8_0). */
-enum ff_weight_type { FF_WEIGHT_F32, FF_WEIGHT_BF16, FF_WEIGHT_INT8 };
-#define FF_Q8_GROUP 32
-enum ff_rope_pairing {
-  FF_ROPE_ROTATE_HALF, /* (x[i], x[i + d_k/2]): GPT-NeoX, Hugging Face */
-  FF_ROPE_INTERLEAVED  /* (x[2i], x[2i+1]): Meta's LLaMA, llama2.c */
-};
+#include "ff_schema.h" /* the keys, their enums, the tensors: one row each */
 
+/* The enums of the enum keys, in the order of their values' rows. */
+#define FF_ENUM_CONSTANT(constant, word) constant,
+enum ff_arch { FF_ARCH_VALUES(FF_ENUM_CONSTANT) };
+enum ff_norm_place { FF_NORM_PLACE_VALUES(FF_ENUM_CONSTANT) };
+enum ff_norm_kind { FF_NORM_KIND_VALUES(FF_ENUM_CONSTANT) };
+enum ff_activation { FF_ACTIVATION_VALUES(FF_ENUM_CONSTANT) };
+enum ff_positional { FF_POSITIONAL_VALUES(FF_ENUM_CONSTANT) };
+enum ff_weight_type { FF_WEIGHT_TYPE_VALUES(FF_ENUM_CONSTANT) };
+enum ff_rope_pairing { FF_ROPE_PAIRING_VALUES(FF_ENUM_CONSTANT) };
+#undef FF_ENUM_CONSTANT
+#define FF_Q8_GROUP 32 /* int8: inputs per scale */
+
+/* The resolved description: one field per key of ff_schema.h, in its rows'
+ * order, named by the row's C field (`lm_head` is no_lm_head, inverted so
+ * that a zeroed config keeps its head; `dtype` is weight_type; `layers` has
+ * none: it is resolved into encoder_layers, 0 for decoder-only, and
+ * decoder_layers, 0 for encoder).  Strings are NUL-terminated; weights and
+ * vocabulary are resolved against the description's folder ("" if not
+ * given); vocab 0 means no embeddings (float inputs [B,T,d_model]); kv_heads 0
+ * in a config built in C means heads (ff_config_kv_heads). */
+#define FF_FIELD_NAME(field, tag) char field[FF_NAME_MAX];
+#define FF_FIELD_TENSOR_NAME(field, tag) char field[FF_TENSOR_NAME_MAX];
+#define FF_FIELD_PATH(field, tag) char field[FF_PATH_MAX];
+#define FF_FIELD_INT(field, tag) int field;
+#define FF_FIELD_FLOAT(field, tag) float field;
+#define FF_FIELD_BOOL(field, tag) int field;
+#define FF_FIELD_NOT(field, tag) int field;
+#define FF_FIELD_ENUM(field, tag) enum tag field;
+#define FF_FIELD_NONE(field, tag)
+#define FF_CONFIG_FIELD(key, kind, store, field, tag, ...) FF_FIELD_##store(field, tag)
 typedef struct ff_config {
-  char name[FF_NAME_MAX];   /* C identifier prefix of everything emitted */
-  enum ff_arch arch;
-  int d_model;
-  int heads;                /* d_model % heads == 0; d_k = d_model / heads */
-  int d_ff;                 /* hidden width of the feed-forward (per half for swiglu) */
-  int encoder_layers;       /* 0 for decoder-only */
-  int decoder_layers;       /* 0 for encoder */
-  enum ff_norm_place norm;
-  enum ff_norm_kind norm_kind;
-  int final_norm;           /* a norm after each stack */
-  float eps;
-  enum ff_activation activation;
-  int bias;                 /* biases in attention and feed-forward projections */
-  int vocab;                /* 0: no embeddings, inputs are float [B,T,d_model] */
-  enum ff_positional positional;
-  float rope_theta;         /* RoPE base, 10000 */
-  int kv_heads;             /* K/V heads (grouped-query attention), dividing heads; 0 in a
-                               config built in C means heads (ff_config_kv_heads) */
-  enum ff_rope_pairing rope_pairing;
-  int scale_embeddings;     /* token embeddings times sqrt(d_model) */
-  int tie_embeddings;       /* output head shares the embedding matrix */
-  int max_seq;
-  char prefix[FF_TENSOR_NAME_MAX];          /* prepended to every weight name */
-  char embed_weight[FF_TENSOR_NAME_MAX];    /* default "embed.weight" */
-  char pos_embed_weight[FF_TENSOR_NAME_MAX]; /* default "pos_embed.weight" */
-  char lm_head_weight[FF_TENSOR_NAME_MAX];  /* default "lm_head.weight" */
-  int head_bias;            /* the output head adds a bias [vocab] */
-  char lm_head_bias[FF_TENSOR_NAME_MAX];    /* default "lm_head.bias" */
-  int no_lm_head;           /* lm_head = false: no output head, the output is the hidden
-                               states (inverted, so that a zeroed config keeps its head) */
-  int token_types;          /* > 0: a token-type embedding [token_types, d], type 0 added */
-  char token_type_embed_weight[FF_TENSOR_NAME_MAX]; /* default "token_type_embed.weight" */
-  int embed_norm;           /* a norm (norm_kind, eps) on the summed embeddings: "embed_norm.*" */
-  enum ff_weight_type weight_type; /* the key `dtype`: f32, bf16, int8 */
-  char weights[FF_PATH_MAX];    /* the model's safetensors, relative paths resolved
-                                   against the description's folder; "" if not given */
-  char vocabulary[FF_PATH_MAX]; /* its token vocabulary (JSON, ff_vocab), likewise */
+  FF_DESCRIPTION_KEYS(FF_CONFIG_FIELD)
 } ff_config;
+#undef FF_CONFIG_FIELD
 
 /* The inputs of one forward pass (ff_model_forward; the runtime's
  * ff_rt_input is this type). */

@@ -518,30 +518,37 @@ def _head(heads, embed, embed_path, vocab, d, tie_embeddings, cfg, tensors):
 
 # ---- the description -----------------------------------------------------------
 
-_ORDER = ["name", "arch", "d_model", "heads", "d_ff", "layers", "encoder_layers", "decoder_layers", "norm",
-          "final_norm", "eps", "activation", "bias", "vocab", "positional", "scale_embeddings", "tie_embeddings",
-          "max_seq", "prefix", "embed_weight", "pos_embed_weight", "lm_head_weight", "weights", "vocabulary"]
+def _load_schema():
+    """fixformer's keys, from fixformer_schema.json beside this file (written by
+    scripts/gen_schema.py from `fixformer info --schema`, include/ff_schema.h's
+    table; tests/schema.py holds it current): {key: (kind, bounds...)} in the
+    tuples _check_value reads (int and number: min, max; identifier, string and
+    path: the longest; enum: the values), and the keys in the table's order."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixformer_schema.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            keys = json.load(f)["keys"]
+    except (OSError, ValueError, KeyError) as e:
+        raise ImportError("%s: fixformer's schema, which goes beside fixformer_export.py: %s" % (path, e))
+    schema = {}
+    for k in keys:
+        kind = k["kind"]
+        if kind in ("int", "number"):
+            schema[k["key"]] = (kind, k["min"], k["max"])
+        elif kind == "enum":
+            schema[k["key"]] = (kind, tuple(k["values"]))
+        elif kind == "boolean":
+            schema[k["key"]] = (kind,)
+        else:
+            schema[k["key"]] = (kind, k["maxlen"])
+    return schema, [k["key"] for k in keys]
 
 
-# What fixformer reads, as gen/validate.lua's schema declares it (tests/hardening_numerics.py
-# checks the two agree): int (min, max), number (exclusive min, max; not 0 as a float32),
-# string (max length), enum.  A value outside is an ExportError, never written.
-_BIG = 1 << 24
-_SCHEMA = {
-    "name": ("identifier", 48), "arch": ("enum", ("encoder", "decoder-only", "encoder-decoder")),
-    "d_model": ("int", 1, 65536), "heads": ("int", 1, 65536), "d_ff": ("int", 1, _BIG),
-    "layers": ("int", 1, 4096), "encoder_layers": ("int", 1, 4096), "decoder_layers": ("int", 1, 4096),
-    "norm": ("enum", ("post", "pre")), "norm_kind": ("enum", ("layernorm", "rmsnorm")), "final_norm": ("boolean",),
-    "eps": ("number", 0, 1), "activation": ("enum", ("relu", "gelu", "gelu_tanh", "swiglu")), "bias": ("boolean",),
-    "vocab": ("int", 1, _BIG), "positional": ("enum", ("none", "sinusoidal", "learned", "rope")),
-    "rope_theta": ("number", 1, 1e12), "kv_heads": ("int", 1, 65536),
-    "rope_pairing": ("enum", ("rotate_half", "interleaved")), "scale_embeddings": ("boolean",),
-    "tie_embeddings": ("boolean",), "max_seq": ("int", 1, 1 << 20), "prefix": ("string", 128),
-    "embed_weight": ("string", 128), "pos_embed_weight": ("string", 128), "lm_head_weight": ("string", 128),
-    "head_bias": ("boolean",), "lm_head_bias": ("string", 128), "lm_head": ("boolean",),
-    "token_types": ("int", 0, _BIG), "token_type_embed_weight": ("string", 128), "embed_norm": ("boolean",),
-    "dtype": ("enum", ("f32", "bf16", "int8")), "weights": ("string", 256), "vocabulary": ("string", 256),
-}
+# What fixformer reads: int (min, max), number (exclusive min, max; not 0 as a
+# float32), identifier, string, path (max length; a path not empty), enum.  A
+# value outside is an ExportError, never written.  The description lists its
+# keys in the schema's order.
+_SCHEMA, _ORDER = _load_schema()
 
 
 _C_KEYWORDS = set("""auto break case char const continue default do double else enum extern float for goto if inline
@@ -567,12 +574,13 @@ def _check_value(key, v):
     elif kind == "identifier":
         ok = isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v) is not None and len(v) <= spec[1] \
             and v not in _C_KEYWORDS
-    else:  # printable, no quotes or backslashes (C strings), no /* or */ (C comments)
+    else:  # printable, no quotes or backslashes (C strings), no /* or */ (C comments); a file named
         ok = isinstance(v, str) and len(v) <= spec[1] and not re.search(r'[\x00-\x1f\x7f"\\]', v) \
-            and "/*" not in v and "*/" not in v
+            and "/*" not in v and "*/" not in v and (kind != "path" or v != "")
     if not ok:
         bounds = {"int": "an integer in %s..%s", "number": "a number > %s and <= %s (finite, not 0 as a float32)",
                   "string": "at most %s printable characters, no quotes, backslashes, /* or */",
+                  "path": "a file name of 1 to %s printable characters, no quotes, backslashes, /* or */",
                   "identifier": "a C identifier of at most %s characters, not a C keyword", "boolean": "true or false"}
         want = "one of " + ", ".join(spec[1]) if kind == "enum" else bounds[kind] % spec[1:]
         _fail(key, "%r: fixformer reads %s" % (v, want))

@@ -20,6 +20,7 @@
 #include "ff_config.h"
 #include "ff_error.h"
 #include "ff_io.h"
+#include "ff_rt_schema.h" /* the rows of include/ff_schema.h as data */
 
 /* ---- kernels: one function per component ------------------------------ */
 
@@ -98,22 +99,13 @@ typedef struct {
   ff_rt_norm_w encoder_norm, decoder_norm; /* final norms */
 } ff_rt_weights;
 
-/* How a tensor is initialised by `fixformer init` (PyTorch's defaults). */
-enum ff_init {
-  FF_INIT_XAVIER,     /* xavier_uniform_ (in_proj, nn.Transformer matrices) */
-  FF_INIT_LINEAR,     /* nn.Linear weight: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-  FF_INIT_LINEAR_BIAS,/* nn.Linear bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-  FF_INIT_NORMAL,     /* nn.Embedding: N(0, 1) */
-  FF_INIT_ZEROS,
-  FF_INIT_ONES
-};
-
 /* Which stack a weight belongs to: none (embeddings, head), the encoder
  * (also of encoder-decoder) or the decoder (also the decoder-only stack). */
 enum ff_stack { FF_STACK_NONE, FF_STACK_ENCODER, FF_STACK_DECODER };
 #define FF_ROLE_MAX 64
 
-/* One tensor the model needs: the single place weight names are made. */
+/* One tensor the model needs: a row of include/ff_schema.h's weight kinds
+ * for one config, stack and layer (weights.c, the one place names are made). */
 typedef struct {
   char name[FF_TENSOR_NAME_MAX]; /* full name, prefix included */
   enum ff_stack stack;
@@ -121,16 +113,20 @@ typedef struct {
   char role[FF_ROLE_MAX];        /* the name inside its layer or stack ("linear1.weight",
                                     "norm.weight", "embed_norm.weight"), or "embed", "pos_embed",
                                     "token_type_embed", "lm_head", "lm_head_bias" */
+  enum ff_tensor_kind kind;      /* its row: ff_rt_weight_kinds[kind] */
   int rank;
   int shape[2];
   enum ff_init init;
   int fan_in, fan_out;
+  int matrix;                    /* a linear op multiplies by it (packed in panels): the
+                                    row's FF_IS_MATRIX, or FF_IS_TIED when the head is tied */
   const float **slot;            /* where the bound pointer goes (NULL when listing only) */
 } ff_weight_spec;
 
 /* Calls fn for every tensor the model needs, in a fixed order (embeddings,
- * encoder layers, encoder norm, decoder layers, decoder norm, head).  With w
- * NULL the specs carry slot NULL.  Stops at and returns fn's first non-zero. */
+ * encoder layers, encoder norm, decoder layers, decoder norm, head: the
+ * weight kinds' rows by scope).  With w NULL the specs carry slot NULL.
+ * Stops at and returns fn's first non-zero. */
 typedef int (*ff_weight_fn)(void *ctx, const ff_weight_spec *spec);
 int ff_rt_visit_weights(const ff_config *c, ff_rt_weights *w, ff_weight_fn fn, void *ctx);
 /* Number of tensors and of float parameters the model needs. */

@@ -15,20 +15,10 @@
 
 #include "ff_runtime.h"
 
-#define MAX_PARTS 3
-
-/* A fused tensor's role ending (the spec's role is it, or ends in "." it)
- * and the names its rows are stored under, relative to the same module. */
-static const struct {
-  const char *fused;
-  int swiglu_only;
-  const char *parts[MAX_PARTS + 1];
-} rules[] = {
-    {"in_proj_weight", 0, {"q_proj.weight", "k_proj.weight", "v_proj.weight", NULL}},
-    {"in_proj_bias", 0, {"q_proj.bias", "k_proj.bias", "v_proj.bias", NULL}},
-    {"linear1.weight", 1, {"gate_proj.weight", "up_proj.weight", NULL}},
-    {"linear1.bias", 1, {"gate_proj.bias", "up_proj.bias", NULL}},
-};
+/* Which tensors are fused from which: the parts of the weight kinds of
+ * include/ff_schema.h (in_proj_weight from q_proj, k_proj, v_proj; for
+ * swiglu linear1 from gate_proj, up_proj), each a role in the same layer. */
+#define MAX_PARTS FF_MAX_PARTS
 
 typedef struct {
   char name[FF_TENSOR_NAME_MAX]; /* the fused tensor */
@@ -43,14 +33,10 @@ typedef struct {
   ff_error *err;
 } planner;
 
-static int rule_of(const ff_config *c, const char *role) {
-  size_t rl = strlen(role);
-  for (int r = 0; r < (int)(sizeof rules / sizeof *rules); r++) {
-    size_t fl = strlen(rules[r].fused);
-    if (rules[r].swiglu_only && c->activation != FF_ACT_SWIGLU) continue;
-    if (rl >= fl && !strcmp(role + rl - fl, rules[r].fused) && (rl == fl || role[rl - fl - 1] == '.')) return r;
-  }
-  return -1;
+/* The kind whose parts may stand in for s, or NULL. */
+static const ff_rt_weight_kind *fused_kind(const ff_config *c, const ff_weight_spec *s) {
+  const ff_rt_weight_kind *k = &ff_rt_weight_kinds[s->kind];
+  return k->parts[0] && ff_rt_needs_hold(c, k->parts_need) ? k : NULL;
 }
 
 /* The parts must stack into one tensor: vectors, or matrices of one width;
@@ -77,17 +63,17 @@ static int check_parts(const planner *p, const fusion *fu, const ff_tensor *cons
 /* One tensor the model binds: if its parts are in the file, a fusion. */
 static int plan_one(void *ctx, const ff_weight_spec *s) {
   planner *p = ctx;
-  int r = rule_of(p->cfg, s->role);
-  if (r < 0) return 0;
+  const ff_rt_weight_kind *k = fused_kind(p->cfg, s);
+  if (!k) return 0;
   fusion *fu = &p->list[p->count];
   const ff_tensor *t[MAX_PARTS] = {NULL};
-  size_t base = strlen(s->name) - strlen(rules[r].fused); /* the module's name, with its dot */
+  size_t base = strlen(s->name) - strlen(s->role); /* the layer's name, with its dot */
   char names[MAX_PARTS][FF_TENSOR_NAME_MAX + 32];
   int found = 0, missing = -1;
   memset(fu, 0, sizeof *fu);
   snprintf(fu->name, sizeof fu->name, "%s", s->name);
-  for (fu->n = 0; rules[r].parts[fu->n]; fu->n++) {
-    snprintf(names[fu->n], sizeof names[fu->n], "%.*s%s", (int)base, s->name, rules[r].parts[fu->n]);
+  for (fu->n = 0; fu->n < MAX_PARTS && k->parts[fu->n]; fu->n++) {
+    snprintf(names[fu->n], sizeof names[fu->n], "%.*s%s", (int)base, s->name, k->parts[fu->n]);
     t[fu->n] = ff_tensor_file_find(p->file, names[fu->n]);
     if (t[fu->n]) found++, fu->part[fu->n] = (int)(t[fu->n] - p->file->tensors);
     else if (missing < 0) missing = fu->n;

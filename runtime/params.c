@@ -11,11 +11,6 @@ static size_t spec_numel(const ff_weight_spec *s) {
   return (size_t)s->shape[0] * (size_t)(s->rank == 2 ? s->shape[1] : 1);
 }
 
-static int ends_with(const char *s, const char *tail) {
-  size_t n = strlen(s), k = strlen(tail);
-  return n >= k && !strcmp(s + n - k, tail);
-}
-
 static int layout_one(void *ctx, const ff_weight_spec *s) {
   ff_rt_params *p = ctx;
   ff_rt_param *t = &p->tensors[p->count++];
@@ -26,10 +21,10 @@ static int layout_one(void *ctx, const ff_weight_spec *s) {
   t->offset = p->numel;
   t->numel = spec_numel(s);
   p->numel += t->numel;
-  /* roles: "norm1.weight", "norm.bias", "embed_norm.weight", "linear1.bias", "in_proj_bias", "lm_head_bias" */
-  t->is_norm = !strncmp(s->role, "norm", 4) || !strncmp(s->role, "embed_norm", 10);
-  t->is_bias = ends_with(s->role, "bias");
-  t->is_embedding = !strcmp(s->role, "embed") || !strcmp(s->role, "pos_embed") || !strcmp(s->role, "token_type_embed");
+  unsigned flags = ff_rt_weight_kinds[s->kind].flags; /* AdamW's groups, from include/ff_schema.h */
+  t->is_norm = !!(flags & FF_IS_NORM);
+  t->is_bias = !!(flags & FF_IS_BIAS);
+  t->is_embedding = !!(flags & FF_IS_EMBEDDING);
   t->spec = *s;
   return 0;
 }

@@ -2,8 +2,9 @@
  * with a scale per group of FF_Q8_GROUP inputs, as formulas the packer
  * (host/codegen.c) stores and the runtime's reference computes with.
  *
- * Which tensors: the matrices linear ops multiply by and the token
- * embedding table (ff_weight_quantized); each row W[r, :] (one output's
+ * Which tensors: the weight kinds include/ff_schema.h marks FF_IS_QUANTIZED,
+ * the matrices linear ops multiply by and the token embedding table
+ * (ff_weight_quantized); each row W[r, :] (one output's
  * weights over the inputs) is split into groups along its columns.
  *   bf16: round to nearest even, as torch's .to(torch.bfloat16); the value
  *         is the bits shifted up 16: exact in float32.
@@ -58,12 +59,7 @@ float ff_q8_group(const float *w, int n, int8_t *q) {
 }
 
 int ff_weight_quantized(const ff_weight_spec *s) {
-  const char *r = s->role;
-  size_t n = strlen(r);
-  if (s->rank != 2) return 0;
-  if (!strcmp(r, "embed") || !strcmp(r, "lm_head")) return 1;
-  /* "linear1.weight", "self_attn.in_proj_weight", not "norm1.weight" (rank 1 anyway) nor "pos_embed" */
-  return n >= 6 && !strcmp(r + n - 6, "weight") && !strstr(r, "norm");
+  return s->rank == 2 && (ff_rt_weight_kinds[s->kind].flags & FF_IS_QUANTIZED); /* include/ff_schema.h */
 }
 
 int ff_q8_check_finite(const float *w, size_t n, const char *name, ff_error *err) {

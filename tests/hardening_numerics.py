@@ -28,21 +28,20 @@ per fault and sibling:
   exporter_refuses_out_of_schema, exporter_schema_matches_validate
       python/fixformer_export.py raises for values fixformer refuses (eps inf,
       NaN, 0, 2, 1e-300, max_seq 2^21) and writes nothing; its schema is
-      gen/validate.lua's;
+      the one validate.lua checks against (include/ff_schema.h, `info --schema`);
   descriptions_read_back_exactly
       `info` prints eps and rope_theta so they read back as the same float32,
       `import` as the same double.
 
   hardening_numerics.py --fixformer BIN [--case NAME]
 """
-import argparse
 import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -50,6 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "lib"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+import cases  # noqa: E402
 from reference import read_safetensors, write_safetensors  # noqa: E402
 
 MIB = 1 << 20
@@ -416,29 +416,22 @@ def exporter_refuses_out_of_schema(c):
 
 
 def exporter_schema_matches_validate(c):
+    # the schema validate.lua checks against is include/ff_schema.h's, which `info --schema` prints
     fx = exporter()
-    with open(os.path.join(ROOT, "gen", "validate.lua")) as f:
-        text = f.read()
-    consts = {"BIG": 1 << 24, "1 << 20": 1 << 20}
+    keys = json.loads(run([c.ff, "info", "--schema"], env=c.env).stdout)["keys"]
     lua = {}
-    for m in re.finditer(r'\{ key = "(\w+)", kind = "(\w+)"([^\n]*)\}', text):
-        key, kind, rest = m.groups()
-        entry = [kind]
-        if kind == "enum":
-            entry.append(tuple(re.findall(r'"([^"]+)"', re.search(r"values = \{([^}]*)\}", rest).group(1))))
-        for bound in ("min", "max", "maxlen"):
-            b = re.search(r"\b%s = ([^,}]+?)\s*[,}]" % bound, rest + "}")
-            if b:
-                v = b.group(1).strip()
-                entry.append(consts[v] if v in consts else float(v) if kind == "number" else int(v))
-        if kind == "identifier":
-            entry.append(48)  # validate.lua's check_value
-        lua[key] = tuple(entry)
+    for k in keys:
+        entry = [k["kind"]]
+        if k["kind"] == "enum":
+            entry.append(tuple(k["values"]))
+        entry += [k[b] for b in ("min", "max", "maxlen") if b in k]
+        lua[k["key"]] = tuple(entry)
     py = {k: tuple(v) for k, v in fx._SCHEMA.items()}
     assert lua and set(lua) == set(py), "keys: only in validate.lua %s, only in the exporter %s" % (
         sorted(set(lua) - set(py)), sorted(set(py) - set(lua)))
     diff = ["%s: validate.lua %s, exporter %s" % (k, lua[k], py[k]) for k in lua if lua[k] != py[k]]
     assert not diff, "; ".join(diff)
+    assert fx._ORDER == [k["key"] for k in keys], "the exporter's key order is not the schema's"
     return "%d keys, the same kinds and bounds" % len(lua)
 
 
@@ -480,25 +473,5 @@ CASES = [rope_table_bounded, sinusoidal_table_bounded, rope_high_positions, sinu
          descriptions_read_back_exactly]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--fixformer", required=True)
-    ap.add_argument("--case", action="append", help="run only these cases")
-    args = ap.parse_args()
-    failed = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        c = Ctx(os.path.abspath(args.fixformer), tmp)
-        for case in CASES:
-            if args.case and case.__name__ not in args.case:
-                continue
-            try:
-                print("%-34s ok: %s" % (case.__name__, case(c)), flush=True)
-            except Exception as e:  # noqa: BLE001 - every case reports, the run fails at the end
-                failed += 1
-                print("%-34s FAIL: %s: %s" % (case.__name__, type(e).__name__, str(e)[:1500]), flush=True)
-    print("hardening_numerics: %s" % ("ok" if not failed else "%d FAILED" % failed))
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cases.main("hardening_numerics", __doc__, CASES, Ctx))
