@@ -26,6 +26,7 @@
 #include "ff_io.h"
 #include "fixformer.h"
 #include "ff_json.h"
+#include "ff_rt_schema.h"
 #include "import.h"
 
 /* ---- the description to write ------------------------------------------- */
@@ -40,21 +41,13 @@ typedef struct {
   int pos_rows;            /* the positions the source has (a learned table's rows); max_seq may be fewer */
 } model_desc;
 
-/* The sizes a tensor's shape is made of */
-enum dim { D_NONE, D_MODEL, D_FF, D_VOCAB, D_POS, D_KV, D_QKV, D_TYPES, D_HALF };
-
-static int64_t dim_of(const model_desc *d, enum dim k) {
-  switch (k) {
-  case D_MODEL: return d->d_model;
-  case D_FF: return d->d_ff;
-  case D_VOCAB: return d->vocab;
-  case D_POS: return d->max_seq;
-  case D_KV: return (int64_t)d->kv_heads * (d->d_model / d->heads);
-  case D_QKV: return 3 * (int64_t)d->d_model;
-  case D_TYPES: return d->token_types;
-  case D_HALF: return d->d_model / d->heads / 2;
-  default: return 0;
-  }
+/* The config whose sizes (ff_rt_dim: d_model, d_ff, qkv, kv, ...) a
+ * tensor's shape is made of: the schema's shapes for the model imported. */
+static void dims_of(const model_desc *d, ff_config *c) {
+  memset(c, 0, sizeof *c);
+  c->d_model = d->d_model, c->heads = d->heads, c->kv_heads = d->kv_heads, c->d_ff = d->d_ff;
+  c->vocab = d->vocab, c->max_seq = d->max_seq, c->token_types = d->token_types;
+  c->activation = d->activation && !strcmp(d->activation, "swiglu") ? FF_ACT_SWIGLU : FF_ACT_RELU;
 }
 
 /* ---- the tensors to write ------------------------------------------------- */
@@ -260,10 +253,14 @@ static void bert_config(config_reader *c, model_desc *d) {
 
 /* ---- Hugging Face families: name tables ---------------------------------------- */
 
+/* A source tensor and what fixformer calls it: a weight kind of
+ * include/ff_schema.h (its name and shape come from there), or one of its
+ * parts (q_proj, k_proj, v_proj; gate_proj, up_proj), which the runtime
+ * fuses when it reads the file. */
 typedef struct {
-  const char *src, *dst;  /* inside a layer (layer roles) or full names */
-  enum dim rows, cols;    /* fixformer's shape [rows, cols] ([rows] when cols is D_NONE) */
-  int conv1d;             /* stored [cols, rows] (GPT-2's Conv1D): transposed */
+  const char *src;           /* inside a layer (layer roles) or a full name */
+  enum ff_tensor_kind kind;
+  int part;                  /* -1: the kind's tensor; else its part */
 } role;
 
 typedef struct {
@@ -277,87 +274,118 @@ typedef struct {
   void (*config)(config_reader *c, model_desc *d);
   const char *strip;      /* an optional prefix of the stack's names ("transformer.", "bert.") */
   const char *layer_src;  /* the layer's prefix before its index: "model.layers." */
+  int conv1d;             /* the layers' matrices are Conv1D, stored [in, out] (GPT-2): transposed */
   const role *globals, *layer;
   const ignore_rule *ignore;
 } family;
 
-#define HEAD "lm_head.weight" /* the one role present only when the head is not tied */
+#define WHOLE(kind) FF_TENSOR_##kind, -1
+#define PART(kind, i) FF_TENSOR_##kind, i
+#define END {NULL, FF_TENSOR_EMBED, -1}
 
-static const role llama_globals[] = {{"model.embed_tokens.weight", "embed.weight", D_VOCAB, D_MODEL, 0},
-                                     {"model.norm.weight", "norm.weight", D_MODEL, D_NONE, 0},
-                                     {HEAD, HEAD, D_VOCAB, D_MODEL, 0}, {NULL, NULL, D_NONE, D_NONE, 0}};
+static const role llama_globals[] = {{"model.embed_tokens.weight", WHOLE(EMBED)},
+                                     {"model.norm.weight", WHOLE(FINAL_NORM_WEIGHT)},
+                                     {"lm_head.weight", WHOLE(LM_HEAD)}, END};
 static const role llama_layer[] = {
-    {"input_layernorm.weight", "norm1.weight", D_MODEL, D_NONE, 0},
-    {"self_attn.q_proj.weight", "self_attn.q_proj.weight", D_MODEL, D_MODEL, 0},
-    {"self_attn.k_proj.weight", "self_attn.k_proj.weight", D_KV, D_MODEL, 0},
-    {"self_attn.v_proj.weight", "self_attn.v_proj.weight", D_KV, D_MODEL, 0},
-    {"self_attn.o_proj.weight", "self_attn.out_proj.weight", D_MODEL, D_MODEL, 0},
-    {"post_attention_layernorm.weight", "norm2.weight", D_MODEL, D_NONE, 0},
-    {"mlp.gate_proj.weight", "gate_proj.weight", D_FF, D_MODEL, 0},
-    {"mlp.up_proj.weight", "up_proj.weight", D_FF, D_MODEL, 0},
-    {"mlp.down_proj.weight", "linear2.weight", D_MODEL, D_FF, 0},
-    {NULL, NULL, D_NONE, D_NONE, 0}};
+    {"input_layernorm.weight", WHOLE(NORM1_WEIGHT)},
+    {"self_attn.q_proj.weight", PART(SELF_IN_PROJ_WEIGHT, 0)},
+    {"self_attn.k_proj.weight", PART(SELF_IN_PROJ_WEIGHT, 1)},
+    {"self_attn.v_proj.weight", PART(SELF_IN_PROJ_WEIGHT, 2)},
+    {"self_attn.o_proj.weight", WHOLE(SELF_OUT_PROJ_WEIGHT)},
+    {"post_attention_layernorm.weight", WHOLE(NORM2_WEIGHT)},
+    {"mlp.gate_proj.weight", PART(LINEAR1_WEIGHT, 0)},
+    {"mlp.up_proj.weight", PART(LINEAR1_WEIGHT, 1)},
+    {"mlp.down_proj.weight", WHOLE(LINEAR2_WEIGHT)},
+    END};
 static const ignore_rule llama_ignore[] = {{"self_attn.rotary_emb.inv_freq", 1, "RoPE frequency buffers (recomputed)"},
                                            {NULL, 0, NULL}};
 
-static const role gpt2_globals[] = {{"wte.weight", "embed.weight", D_VOCAB, D_MODEL, 0},
-                                    {"wpe.weight", "pos_embed.weight", D_POS, D_MODEL, 0},
-                                    {"ln_f.weight", "norm.weight", D_MODEL, D_NONE, 0},
-                                    {"ln_f.bias", "norm.bias", D_MODEL, D_NONE, 0},
-                                    {HEAD, HEAD, D_VOCAB, D_MODEL, 0}, {NULL, NULL, D_NONE, D_NONE, 0}};
-static const role gpt2_layer[] = {{"ln_1.weight", "norm1.weight", D_MODEL, D_NONE, 0},
-                                  {"ln_1.bias", "norm1.bias", D_MODEL, D_NONE, 0},
-                                  {"attn.c_attn.weight", "self_attn.in_proj_weight", D_QKV, D_MODEL, 1},
-                                  {"attn.c_attn.bias", "self_attn.in_proj_bias", D_QKV, D_NONE, 0},
-                                  {"attn.c_proj.weight", "self_attn.out_proj.weight", D_MODEL, D_MODEL, 1},
-                                  {"attn.c_proj.bias", "self_attn.out_proj.bias", D_MODEL, D_NONE, 0},
-                                  {"ln_2.weight", "norm2.weight", D_MODEL, D_NONE, 0},
-                                  {"ln_2.bias", "norm2.bias", D_MODEL, D_NONE, 0},
-                                  {"mlp.c_fc.weight", "linear1.weight", D_FF, D_MODEL, 1},
-                                  {"mlp.c_fc.bias", "linear1.bias", D_FF, D_NONE, 0},
-                                  {"mlp.c_proj.weight", "linear2.weight", D_MODEL, D_FF, 1},
-                                  {"mlp.c_proj.bias", "linear2.bias", D_MODEL, D_NONE, 0},
-                                  {NULL, NULL, D_NONE, D_NONE, 0}};
+static const role gpt2_globals[] = {{"wte.weight", WHOLE(EMBED)}, {"wpe.weight", WHOLE(POS_EMBED)},
+                                    {"ln_f.weight", WHOLE(FINAL_NORM_WEIGHT)}, {"ln_f.bias", WHOLE(FINAL_NORM_BIAS)},
+                                    {"lm_head.weight", WHOLE(LM_HEAD)}, END};
+static const role gpt2_layer[] = {{"ln_1.weight", WHOLE(NORM1_WEIGHT)},
+                                  {"ln_1.bias", WHOLE(NORM1_BIAS)},
+                                  {"attn.c_attn.weight", WHOLE(SELF_IN_PROJ_WEIGHT)},
+                                  {"attn.c_attn.bias", WHOLE(SELF_IN_PROJ_BIAS)},
+                                  {"attn.c_proj.weight", WHOLE(SELF_OUT_PROJ_WEIGHT)},
+                                  {"attn.c_proj.bias", WHOLE(SELF_OUT_PROJ_BIAS)},
+                                  {"ln_2.weight", WHOLE(NORM2_WEIGHT)},
+                                  {"ln_2.bias", WHOLE(NORM2_BIAS)},
+                                  {"mlp.c_fc.weight", WHOLE(LINEAR1_WEIGHT)},
+                                  {"mlp.c_fc.bias", WHOLE(LINEAR1_BIAS)},
+                                  {"mlp.c_proj.weight", WHOLE(LINEAR2_WEIGHT)},
+                                  {"mlp.c_proj.bias", WHOLE(LINEAR2_BIAS)},
+                                  END};
 static const ignore_rule gpt2_ignore[] = {{"attn.bias", 1, "causal-mask buffers (attn.bias)"},
                                           {"attn.masked_bias", 1, "mask-value buffers (attn.masked_bias)"},
                                           {NULL, 0, NULL}};
 
 static const role bert_globals[] = {
-    {"embeddings.word_embeddings.weight", "embed.weight", D_VOCAB, D_MODEL, 0},
-    {"embeddings.position_embeddings.weight", "pos_embed.weight", D_POS, D_MODEL, 0},
-    {"embeddings.token_type_embeddings.weight", "token_type_embed.weight", D_TYPES, D_MODEL, 0},
-    {"embeddings.LayerNorm.weight", "embed_norm.weight", D_MODEL, D_NONE, 0},
-    {"embeddings.LayerNorm.bias", "embed_norm.bias", D_MODEL, D_NONE, 0},
-    {NULL, NULL, D_NONE, D_NONE, 0}};
+    {"embeddings.word_embeddings.weight", WHOLE(EMBED)},
+    {"embeddings.position_embeddings.weight", WHOLE(POS_EMBED)},
+    {"embeddings.token_type_embeddings.weight", WHOLE(TOKEN_TYPE_EMBED)},
+    {"embeddings.LayerNorm.weight", WHOLE(EMBED_NORM_WEIGHT)},
+    {"embeddings.LayerNorm.bias", WHOLE(EMBED_NORM_BIAS)},
+    END};
 static const role bert_layer[] = {
-    {"attention.self.query.weight", "self_attn.q_proj.weight", D_MODEL, D_MODEL, 0},
-    {"attention.self.query.bias", "self_attn.q_proj.bias", D_MODEL, D_NONE, 0},
-    {"attention.self.key.weight", "self_attn.k_proj.weight", D_MODEL, D_MODEL, 0},
-    {"attention.self.key.bias", "self_attn.k_proj.bias", D_MODEL, D_NONE, 0},
-    {"attention.self.value.weight", "self_attn.v_proj.weight", D_MODEL, D_MODEL, 0},
-    {"attention.self.value.bias", "self_attn.v_proj.bias", D_MODEL, D_NONE, 0},
-    {"attention.output.dense.weight", "self_attn.out_proj.weight", D_MODEL, D_MODEL, 0},
-    {"attention.output.dense.bias", "self_attn.out_proj.bias", D_MODEL, D_NONE, 0},
-    {"attention.output.LayerNorm.weight", "norm1.weight", D_MODEL, D_NONE, 0},
-    {"attention.output.LayerNorm.bias", "norm1.bias", D_MODEL, D_NONE, 0},
-    {"intermediate.dense.weight", "linear1.weight", D_FF, D_MODEL, 0},
-    {"intermediate.dense.bias", "linear1.bias", D_FF, D_NONE, 0},
-    {"output.dense.weight", "linear2.weight", D_MODEL, D_FF, 0},
-    {"output.dense.bias", "linear2.bias", D_MODEL, D_NONE, 0},
-    {"output.LayerNorm.weight", "norm2.weight", D_MODEL, D_NONE, 0},
-    {"output.LayerNorm.bias", "norm2.bias", D_MODEL, D_NONE, 0},
-    {NULL, NULL, D_NONE, D_NONE, 0}};
+    {"attention.self.query.weight", PART(SELF_IN_PROJ_WEIGHT, 0)},
+    {"attention.self.query.bias", PART(SELF_IN_PROJ_BIAS, 0)},
+    {"attention.self.key.weight", PART(SELF_IN_PROJ_WEIGHT, 1)},
+    {"attention.self.key.bias", PART(SELF_IN_PROJ_BIAS, 1)},
+    {"attention.self.value.weight", PART(SELF_IN_PROJ_WEIGHT, 2)},
+    {"attention.self.value.bias", PART(SELF_IN_PROJ_BIAS, 2)},
+    {"attention.output.dense.weight", WHOLE(SELF_OUT_PROJ_WEIGHT)},
+    {"attention.output.dense.bias", WHOLE(SELF_OUT_PROJ_BIAS)},
+    {"attention.output.LayerNorm.weight", WHOLE(NORM1_WEIGHT)},
+    {"attention.output.LayerNorm.bias", WHOLE(NORM1_BIAS)},
+    {"intermediate.dense.weight", WHOLE(LINEAR1_WEIGHT)},
+    {"intermediate.dense.bias", WHOLE(LINEAR1_BIAS)},
+    {"output.dense.weight", WHOLE(LINEAR2_WEIGHT)},
+    {"output.dense.bias", WHOLE(LINEAR2_BIAS)},
+    {"output.LayerNorm.weight", WHOLE(NORM2_WEIGHT)},
+    {"output.LayerNorm.bias", WHOLE(NORM2_BIAS)},
+    END};
 static const ignore_rule bert_ignore[] = {{"pooler.", 0, "the pooler (pooler.dense)"},
                                           {"cls.", 0, "the masked-LM / NSP head (cls.*)"},
                                           {"embeddings.position_ids", 0, "the position-ids buffer"},
                                           {NULL, 0, NULL}};
 
 static const family families[] = {
-    {"llama", "Llama", llama_config, "", "model.layers.", llama_globals, llama_layer, llama_ignore},
-    {"gpt2", "GPT2", gpt2_config, "transformer.", "h.", gpt2_globals, gpt2_layer, gpt2_ignore},
-    {"bert", "Bert", bert_config, "bert.", "encoder.layer.", bert_globals, bert_layer, bert_ignore},
+    {"llama", "Llama", llama_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore},
+    {"gpt2", "GPT2", gpt2_config, "transformer.", "h.", 1, gpt2_globals, gpt2_layer, gpt2_ignore},
+    {"bert", "Bert", bert_config, "bert.", "encoder.layer.", 0, bert_globals, bert_layer, bert_ignore},
 };
 #define N_FAMILIES (int)(sizeof families / sizeof *families)
+
+/* fixformer's name of r: the part's role, the kind's role, or the default of
+ * the key that names it (embed.weight, lm_head.weight, ...) */
+static const char *role_name(const role *r) {
+  const ff_rt_weight_kind *k = &ff_rt_weight_kinds[r->kind];
+  if (r->part >= 0) return k->parts[r->part];
+  return k->named_by != FF_KEY_NONE ? ff_rt_keys[k->named_by].default_string : k->role;
+}
+
+/* r's shape [rows, cols] (cols 0: a vector) for the model imported; rank 1 or 2 */
+static int role_shape(const model_desc *d, const role *r, int64_t *rows, int64_t *cols) {
+  const ff_rt_weight_kind *k = &ff_rt_weight_kinds[r->kind];
+  ff_config c;
+  dims_of(d, &c);
+  *rows = ff_rt_dim(&c, r->part >= 0 ? k->part_rows[r->part] : k->rows);
+  *cols = ff_rt_dim(&c, k->cols);
+  return k->cols == FF_DIM_NONE ? 1 : 2;
+}
+
+/* GPT-2's Conv1D: a matrix of a layer, stored [in, out] */
+static int transposed(const family *f, const role *r, int in_layer) {
+  return f->conv1d && in_layer && (ff_rt_weight_kinds[r->kind].flags & FF_IS_MATRIX);
+}
+
+/* The source name of the family's untied output head, or NULL */
+static const char *head_src(const family *f) {
+  for (const role *r = f->globals; r->src; r++)
+    if (r->kind == FF_TENSOR_LM_HEAD) return r->src;
+  return NULL;
+}
 
 /* ---- the source tensors (one file or the shards) ----------------------------- */
 
@@ -596,13 +624,13 @@ static int read_hf_weights(source *s, const char *dir, ff_error *err) {
 
 /* One role: the source tensor present with the shape config.json implies, copied
  * (transposed for Conv1D) under fixformer's name. */
-static int map_role(source *s, const model_desc *d, const role *r, const char *src, const char *dst, outputs *o,
-                    ff_error *err) {
+static int map_role(source *s, const model_desc *d, const role *r, int conv1d, const char *src, const char *dst,
+                    outputs *o, ff_error *err) {
   src_tensor *st = source_find(s, src);
-  int64_t rows = dim_of(d, r->rows), cols = dim_of(d, r->cols);
-  int64_t want[2] = {r->conv1d ? cols : rows, r->conv1d ? rows : cols};
-  if (r->rows == D_POS) want[0] = d->pos_rows; /* --max-seq: its first max_seq rows are written */
-  int rank = r->cols == D_NONE ? 1 : 2;
+  int64_t rows, cols;
+  int rank = role_shape(d, r, &rows, &cols);
+  int64_t want[2] = {conv1d ? cols : rows, conv1d ? rows : cols};
+  if (ff_rt_weight_kinds[r->kind].rows == FF_DIM_MAX_SEQ) want[0] = d->pos_rows; /* --max-seq: its first rows */
   char wants[64], haves[64];
   shape_text(wants, sizeof wants, rank, want);
   if (!st)
@@ -616,7 +644,7 @@ static int map_role(source *s, const model_desc *d, const role *r, const char *s
                    haves, wants);
   }
   st->used = 1;
-  if (!r->conv1d) return out_add(o, dst, rows, rank == 2 ? cols : 0, t->data, NULL, err);
+  if (!conv1d) return out_add(o, dst, rows, rank == 2 ? cols : 0, t->data, NULL, err);
   float *tr = malloc((size_t)rows * (size_t)cols * sizeof *tr);
   if (!tr) return ff_fail(err, FF_ENOMEM, "out of memory");
   for (int64_t i = 0; i < rows; i++) /* Conv1D keeps W as [in, out]: y = x W + b */
@@ -629,12 +657,12 @@ static int map_roles(source *s, const family *f, const model_desc *d, outputs *o
   char src[FF_TENSOR_NAME_MAX], dst[FF_TENSOR_NAME_MAX];
   int rc = 0;
   for (const role *r = f->globals; r->src && !rc; r++)
-    if (strcmp(r->dst, HEAD) || !d->tie) rc = map_role(s, d, r, r->src, r->dst, o, err);
+    if (r->kind != FF_TENSOR_LM_HEAD || !d->tie) rc = map_role(s, d, r, 0, r->src, role_name(r), o, err);
   for (int i = 0; i < d->layers && !rc; i++)
     for (const role *r = f->layer; r->src && !rc; r++) {
       snprintf(src, sizeof src, "%s%d.%s", f->layer_src, i, r->src);
-      snprintf(dst, sizeof dst, "layers.%d.%s", i, r->dst);
-      rc = map_role(s, d, r, src, dst, o, err);
+      snprintf(dst, sizeof dst, "layers.%d.%s", i, role_name(r));
+      rc = map_role(s, d, r, transposed(f, r, 1), src, dst, o, err);
     }
   return rc;
 }
@@ -674,7 +702,7 @@ static int check_leftovers(source *s, const family *f, const model_desc *d, cons
       counts[g - f->ignore]++;
       continue;
     }
-    if (!strcmp(st->name, HEAD) && d->tie) { /* a tied head stored anyway must be the embedding */
+    if (head_src(f) && !strcmp(st->name, head_src(f)) && d->tie) { /* a tied head stored anyway: the embedding */
       const ff_tensor *t = st->t;
       int same = t->rank == 2 && t->shape[0] == o->t[0].shape[0] && t->shape[1] == o->t[0].shape[1] &&
                  !memcmp(t->data, o->t[0].data, t->numel * sizeof(float));
@@ -719,41 +747,45 @@ static void print_model(const model_desc *d) {
 /* One line per role: globals as they are, layer roles once with {i}. */
 static void print_roles(const family *f, const model_desc *d) {
   char shape[64];
+  int64_t sh[2];
   for (const role *r = f->globals; r->src; r++) {
-    if (!strcmp(r->dst, HEAD) && d->tie) continue;
-    int64_t sh[2] = {dim_of(d, r->rows), dim_of(d, r->cols)};
-    shape_text(shape, sizeof shape, r->cols == D_NONE ? 1 : 2, sh);
-    printf("    %-52s -> %-36s %s\n", r->src, r->dst, shape);
+    if (r->kind == FF_TENSOR_LM_HEAD && d->tie) continue;
+    shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
+    printf("    %-52s -> %-36s %s\n", r->src, role_name(r), shape);
   }
   for (const role *r = f->layer; r->src; r++) {
     char src[160], dst[160];
-    int64_t sh[2] = {dim_of(d, r->rows), dim_of(d, r->cols)};
-    shape_text(shape, sizeof shape, r->cols == D_NONE ? 1 : 2, sh);
+    shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
     snprintf(src, sizeof src, "%s{i}.%s", f->layer_src, r->src);
-    snprintf(dst, sizeof dst, "layers.{i}.%s", r->dst);
-    printf("    %-52s -> %-36s %s%s\n", src, dst, shape, r->conv1d ? " (Conv1D [in,out], transposed)" : "");
+    snprintf(dst, sizeof dst, "layers.{i}.%s", role_name(r));
+    printf("    %-52s -> %-36s %s%s\n", src, dst, shape, transposed(f, r, 1) ? " (Conv1D [in,out], transposed)" : "");
   }
 }
 
 /* ---- llama2.c checkpoints ---------------------------------------------------------------- */
 
-/* The tensors of a llama2.c file in file order: per_layer ones hold all layers back to back. */
+/* The tensors of a llama2.c file in file order (run.c's names): per_layer
+ * ones hold all layers back to back. */
 typedef struct {
-  const char *dst;   /* "" for data skipped (the legacy RoPE tables) */
+  role r;        /* r.src NULL: data skipped (the legacy RoPE tables, [seq_len, head_size / 2] each) */
   int per_layer;
-  enum dim rows, cols;
 } l2c_part;
 
-static const l2c_part l2c_emb = {"embed.weight", 0, D_VOCAB, D_MODEL}, l2c_att = {"norm1.weight", 1, D_MODEL, D_NONE},
-                      l2c_wq = {"self_attn.q_proj.weight", 1, D_MODEL, D_MODEL},
-                      l2c_wk = {"self_attn.k_proj.weight", 1, D_KV, D_MODEL},
-                      l2c_wv = {"self_attn.v_proj.weight", 1, D_KV, D_MODEL},
-                      l2c_wo = {"self_attn.out_proj.weight", 1, D_MODEL, D_MODEL},
-                      l2c_ffn = {"norm2.weight", 1, D_MODEL, D_NONE},
-                      l2c_w1 = {"gate_proj.weight", 1, D_FF, D_MODEL}, /* w1: gate, w3: up, w2: down */
-                      l2c_w2 = {"linear2.weight", 1, D_MODEL, D_FF}, l2c_w3 = {"up_proj.weight", 1, D_FF, D_MODEL},
-                      l2c_fin = {"norm.weight", 0, D_MODEL, D_NONE}, l2c_freq = {"", 0, D_POS, D_HALF},
-                      l2c_cls = {"lm_head.weight", 0, D_VOCAB, D_MODEL};
+static const l2c_part l2c_emb = {{"token_embedding_table", WHOLE(EMBED)}, 0},
+                      l2c_att = {{"rms_att_weight", WHOLE(NORM1_WEIGHT)}, 1},
+                      l2c_wq = {{"wq", PART(SELF_IN_PROJ_WEIGHT, 0)}, 1}, l2c_wk = {{"wk", PART(SELF_IN_PROJ_WEIGHT, 1)}, 1},
+                      l2c_wv = {{"wv", PART(SELF_IN_PROJ_WEIGHT, 2)}, 1}, l2c_wo = {{"wo", WHOLE(SELF_OUT_PROJ_WEIGHT)}, 1},
+                      l2c_ffn = {{"rms_ffn_weight", WHOLE(NORM2_WEIGHT)}, 1},
+                      l2c_w1 = {{"w1", PART(LINEAR1_WEIGHT, 0)}, 1}, /* w1: gate, w3: up, w2: down */
+                      l2c_w2 = {{"w2", WHOLE(LINEAR2_WEIGHT)}, 1}, l2c_w3 = {{"w3", PART(LINEAR1_WEIGHT, 1)}, 1},
+                      l2c_fin = {{"rms_final_weight", WHOLE(FINAL_NORM_WEIGHT)}, 0}, l2c_freq = {{NULL, WHOLE(EMBED)}, 0},
+                      l2c_cls = {{"wcls", WHOLE(LM_HEAD)}, 0};
+
+/* A part's shape [rows, cols] (cols 0: a vector), one layer's */
+static void l2c_shape(const model_desc *d, const l2c_part *p, int64_t *rows, int64_t *cols) {
+  if (p->r.src) role_shape(d, &p->r, rows, cols);
+  else *rows = d->max_seq, *cols = d->d_model / d->heads / 2;
+}
 
 static int32_t le32(const uint8_t *p) {
   return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
@@ -799,7 +831,9 @@ static int l2c_header(const char *path, const uint8_t *b, size_t len, model_desc
 
 /* Floats of one part (all layers for a per-layer one); 0 on overflow. */
 static size_t l2c_floats(const model_desc *d, const l2c_part *p) {
-  size_t n = (size_t)dim_of(d, p->rows), c = p->cols == D_NONE ? 1 : (size_t)dim_of(d, p->cols);
+  int64_t rows, cols;
+  l2c_shape(d, p, &rows, &cols);
+  size_t n = (size_t)rows, c = cols ? (size_t)cols : 1;
   return ff_size_mul(n, c, &n) || (p->per_layer && ff_size_mul(n, (size_t)d->layers, &n)) ? 0 : n;
 }
 
@@ -836,12 +870,13 @@ static int l2c_import(const char *path, model_desc *d, outputs *o, float **blob,
   char name[FF_TENSOR_NAME_MAX];
   for (int i = 0; i < n && !rc; i++) {
     const l2c_part *q = parts[i];
-    int64_t rows = dim_of(d, q->rows), cols = q->cols == D_NONE ? 0 : dim_of(d, q->cols);
+    int64_t rows, cols;
+    l2c_shape(d, q, &rows, &cols);
     size_t each = (size_t)rows * (size_t)(cols ? cols : 1);
     for (int l = 0; l < (q->per_layer ? d->layers : 1) && !rc; l++, p += each) {
-      if (!*q->dst) continue; /* freq_cis_real / imag: recomputed from rope_theta */
-      if (q->per_layer) snprintf(name, sizeof name, "layers.%d.%s", l, q->dst);
-      else snprintf(name, sizeof name, "%s", q->dst);
+      if (!q->r.src) continue; /* freq_cis_real / imag: recomputed from rope_theta */
+      if (q->per_layer) snprintf(name, sizeof name, "layers.%d.%s", l, role_name(&q->r));
+      else snprintf(name, sizeof name, "%s", role_name(&q->r));
       rc = out_add(o, name, rows, cols, p, NULL, err);
     }
   }
@@ -850,36 +885,36 @@ static int l2c_import(const char *path, model_desc *d, outputs *o, float **blob,
 
 /* ---- the files written ---------------------------------------------------------------------- */
 
-/* The description: every key written out, so it reads as the model it is. */
+/* The description: every key the source sets, in the schema's order
+ * (ff_rt_describe), so it reads as the model it is. */
 static char *describe(const model_desc *d, const char *name, const char *src, const char *tokenizer) {
-  size_t cap = 4096 + strlen(src);
-  char *t = malloc(cap), safe[FF_PATH_MAX];
-  if (!t) return NULL;
+  ff_rt_value v[FF_KEY_COUNT];
+  char weights[FF_NAME_MAX + 16], safe[FF_PATH_MAX];
+  memset(v, 0, sizeof v);
+#define SET(key, field, x) v[FF_KEY_##key] = (ff_rt_value){.set = 1, .field = (x)}
+  SET(name, string, name), SET(arch, string, d->arch), SET(d_model, number, d->d_model);
+  SET(heads, number, d->heads), SET(d_ff, number, d->d_ff), SET(layers, number, d->layers);
+  if (d->has_kv_heads) SET(kv_heads, number, d->kv_heads);
+  SET(norm, string, d->norm), SET(norm_kind, string, d->norm_kind), SET(final_norm, number, d->final_norm);
+  SET(eps, number, d->eps), SET(activation, string, d->activation), SET(bias, number, d->bias);
+  SET(vocab, number, d->vocab), SET(positional, string, d->positional), SET(scale_embeddings, number, 0);
+  if (!strcmp(d->positional, "rope")) SET(rope_theta, number, d->rope_theta), SET(rope_pairing, string, d->rope_pairing);
+  if (d->lm_head) SET(tie_embeddings, number, d->tie);
+  else SET(lm_head, comment, "the output is the hidden states"); /* number 0: false */
+  if (d->token_types) SET(token_types, number, d->token_types);
+  if (d->embed_norm) SET(embed_norm, number, 1);
+  snprintf(weights, sizeof weights, "%s.safetensors", name);
+  SET(max_seq, number, d->max_seq), SET(weights, string, weights);
+  if (tokenizer) SET(vocabulary, string, tokenizer);
+#undef SET
+  char *keys = ff_rt_describe(v, 0); /* numbers that read back as the same double */
   snprintf(safe, sizeof safe, "%s", src);
   for (char *c = safe; *c; c++)
     if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?'; /* one comment line whatever the path */
-  int n = snprintf(t, cap,
-                   "-- %s: imported by fixformer import from %s (%s)\nreturn {\n  name = \"%s\",\n  arch = \"%s\",\n"
-                   "  d_model = %d,\n  heads = %d,\n",
-                   name, safe, d->family, name, d->arch, d->d_model, d->heads);
-  if (d->has_kv_heads) n += snprintf(t + n, cap - n, "  kv_heads = %d,\n", d->kv_heads);
-  char num[32]; /* numbers that read back exactly */
-  n += snprintf(t + n, cap - n,
-                "  d_ff = %d,\n  layers = %d,\n  norm = \"%s\",\n  norm_kind = \"%s\",\n  final_norm = %s,\n"
-                "  eps = %s,\n  activation = \"%s\",\n  bias = %s,\n  vocab = %d,\n  positional = \"%s\",\n",
-                d->d_ff, d->layers, d->norm, d->norm_kind, d->final_norm ? "true" : "false",
-                ff_lua_number(d->eps, 0, num), d->activation, d->bias ? "true" : "false", d->vocab, d->positional);
-  if (!strcmp(d->positional, "rope"))
-    n += snprintf(t + n, cap - n, "  rope_theta = %s,\n  rope_pairing = \"%s\",\n", ff_lua_number(d->rope_theta, 0, num),
-                  d->rope_pairing);
-  n += snprintf(t + n, cap - n, "  scale_embeddings = false,\n");
-  if (d->lm_head) n += snprintf(t + n, cap - n, "  tie_embeddings = %s,\n", d->tie ? "true" : "false");
-  else n += snprintf(t + n, cap - n, "  lm_head = false,  -- the output is the hidden states\n");
-  if (d->token_types) n += snprintf(t + n, cap - n, "  token_types = %d,\n", d->token_types);
-  if (d->embed_norm) n += snprintf(t + n, cap - n, "  embed_norm = true,\n");
-  n += snprintf(t + n, cap - n, "  max_seq = %d,\n  weights = \"%s.safetensors\",\n", d->max_seq, name);
-  if (tokenizer) n += snprintf(t + n, cap - n, "  vocabulary = \"%s\",\n", tokenizer);
-  snprintf(t + n, cap - n, "}\n");
+  size_t cap = (keys ? strlen(keys) : 0) + strlen(safe) + 2 * FF_NAME_MAX + 64;
+  char *t = keys ? malloc(cap) : NULL;
+  if (t) snprintf(t, cap, "-- %s: imported by fixformer import from %s (%s)\nreturn {\n%s}\n", name, safe, d->family, keys);
+  free(keys);
   return t;
 }
 
