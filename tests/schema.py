@@ -185,8 +185,9 @@ def validate_follows_the_schema(c):
             code, out = c.info(fields)
             got = info_value(out, key)
             want = lua(k["default"]) if "default" in k else None
-            if "default_of" in k:
-                want = str(k["times"] * int(info_value(out, k["default_of"]) or fields.get(k["default_of"])))
+            if "default_of" in k:  # times the key's resolved value (layers: as given)
+                want = info_value(out, k["default_of"]) or fields.get(k["default_of"])
+                want = want if k["times"] == 1 else str(k["times"] * int(want))
             if got is not None:
                 same = float(got) == float(want) if kind == "number" else got == want
                 assert same, "%s left out: info prints %s, the schema's default is %s" % (key, got, want)
