@@ -198,8 +198,7 @@ static int run_bench(const char *path, cli_flag *flags, ff_error *err) {
   const ff_config *c = ff_model_config(m);
   if ((rc = bench_check(c, &o, err))) goto done;
   phase("bench %s: %s, d_model %d, %d heads, d_ff %d, %d+%d layers; engine %s, %d thread(s)", c->name,
-        c->arch == FF_ARCH_ENCODER_DECODER ? "encoder-decoder" : c->arch == FF_ARCH_ENCODER ? "encoder" : "decoder-only",
-        c->d_model, c->heads, c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)o.engine),
+        ff_rt_key_string(c, FF_KEY_arch), c->d_model, c->heads, c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)o.engine),
         o.threads);
   if ((rc = bench_alloc(c, &o, &b, err)) || (rc = bench_prepare(m, flags, &o, err)) || /* the buffers first */
       (rc = bench_time(m, &o, &b, err)))

@@ -6,7 +6,8 @@
 
 #include "cli.h"
 
-static const char *const arch_words[] = {"encoder", "decoder-only", "encoder-decoder"}; /* enum ff_arch */
+/* the word of architecture a (enum ff_arch) */
+static const char *arch_word(int a) { return ff_rt_keys[FF_KEY_arch].values[a]; }
 
 /* s as a JSON string */
 static void json_string(const char *s) {
@@ -82,7 +83,7 @@ static void json_key(const ff_rt_key *k) {
   json_needs(k->needs);
   printf(", \"arches\": [");
   for (int a = 0, n = 0; a < 3; a++)
-    if (k->arches >> a & 1u) printf("%s\"%s\"", n++ ? ", " : "", arch_words[a]);
+    if (k->arches >> a & 1u) printf("%s\"%s\"", n++ ? ", " : "", arch_word(a));
   printf("], \"doc\": ");
   json_string(k->doc);
   printf("}");
@@ -206,7 +207,7 @@ static void md_key(const ff_rt_key *k) {
   int n = 0;
   if (k->arches != FF_ANY_ARCH)
     for (int a = 0; a < 3; a++)
-      if (k->arches >> a & 1u) printf("%s`arch = \"%s\"`", n++ ? ", " : ". Only with ", arch_words[a]);
+      if (k->arches >> a & 1u) printf("%s`arch = \"%s\"`", n++ ? ", " : ". Only with ", arch_word(a));
   for (int c = 0; c < FF_COND_COUNT; c++)
     if (k->needs >> c & 1u) {
       printf(n++ ? ", " : ". Only with ");

@@ -100,7 +100,7 @@ static void push_number(lua_State *L, double x) {
 }
 
 static void push_key(lua_State *L, const ff_rt_key *k) {
-  static const char *const arches[] = {"encoder", "decoder-only", "encoder-decoder"}; /* enum ff_arch */
+  const char *const *arches = ff_rt_keys[FF_KEY_arch].values; /* in enum ff_arch's order */
   lua_createtable(L, 0, 12);
   lua_pushstring(L, k->key);
   lua_setfield(L, -2, "key");

@@ -25,7 +25,7 @@
 #include "ff_runtime.h"
 
 const char *ff_weight_type_name(enum ff_weight_type t) {
-  return t == FF_WEIGHT_BF16 ? "bf16" : t == FF_WEIGHT_INT8 ? "int8" : "f32";
+  return t == FF_WEIGHT_BF16 || t == FF_WEIGHT_INT8 ? ff_rt_keys[FF_KEY_dtype].values[t] : "f32"; /* the key's words */
 }
 
 uint16_t ff_bf16_round(float x) {
