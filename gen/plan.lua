@@ -51,7 +51,6 @@ local function has_head(c) return c.vocab ~= nil and c.lm_head end
 -- Whether the embedding matrix is the output head too.
 local function tied_head(c) return has_head(c) and c.tie_embeddings end
 
-
 -- First-fit over lifetimes: items { first, last, floats } (ops first..last
 -- inclusive) get an offset >= base, aligned, such that two items alive at a
 -- common op never overlap; returns the aligned top.  Items are taken by

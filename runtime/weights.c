@@ -1,8 +1,8 @@
 /* weights.c - the one place weight names and shapes are made (from the
  * weight kinds of include/ff_schema.h), and binding a safetensors file to
- * them (strict, like load_state_dict).  PyTorch's
- * default initialisation (`fixformer init`) is in params.c, on the flat
- * parameter buffer training uses. */
+ * them (strict, like load_state_dict).  PyTorch's default initialisation
+ * (`fixformer init`) is in params.c, on the flat parameter buffer training
+ * uses. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
