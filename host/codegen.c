@@ -70,12 +70,41 @@ static int l_weight_specs(lua_State *L) {
   return 1;
 }
 
+/* ff_host.isas[name]: a row of kernels/isas.h as { mr =, nr =, flags =, cpu =,
+ * targets =, stack = { f32 = { bound, measured }, quantized = { ... }, on = } } */
+static void push_isa(lua_State *L, int mr, int nr, const char *flags, const char *cpu, const char *targets,
+                     int stack_f32, int stack_quantized, int measured_f32, int measured_quantized, const char *on) {
+  const int stack[2][2] = {{stack_f32, measured_f32}, {stack_quantized, measured_quantized}};
+  const char *const str[][2] = {{"flags", flags}, {"cpu", cpu}, {"targets", targets}};
+  lua_createtable(L, 0, 6);
+  lua_pushinteger(L, mr);
+  lua_setfield(L, -2, "mr");
+  lua_pushinteger(L, nr);
+  lua_setfield(L, -2, "nr");
+  for (int i = 0; i < 3; i++) {
+    lua_pushstring(L, str[i][1]);
+    lua_setfield(L, -2, str[i][0]);
+  }
+  lua_createtable(L, 0, 3);
+  for (int i = 0; i < 2; i++) {
+    lua_createtable(L, 2, 0);
+    for (int j = 0; j < 2; j++) {
+      lua_pushinteger(L, stack[i][j]);
+      lua_rawseti(L, -2, j + 1);
+    }
+    lua_setfield(L, -2, i ? "quantized" : "f32");
+  }
+  lua_pushstring(L, on);
+  lua_setfield(L, -2, "on");
+  lua_setfield(L, -2, "stack");
+}
+
 /* Installs the module ff_host where require (host.c) finds loaded modules,
  * and makes c the model weight_specs describes (NULL: none).  The model is
  * in the registry, not an upvalue, so a module that keeps the table from an
  * earlier call still sees the current model.  ff_host.version is FF_VERSION,
  * ff_host.max_threads FF_MAX_THREADS (the one source; plan.lua reads it),
- * ff_host.isas kernels/isas.h as { name = { mr =, nr =, flags = } }. */
+ * ff_host.isas kernels/isas.h (push_isa). */
 static void install_host_module(lua_State *L, const ff_config *c) {
   static const luaL_Reg fns[] = {
       {"sha256", l_sha256}, {"read_template", l_read_template}, {"weight_specs", l_weight_specs}, {NULL, NULL}};
@@ -90,14 +119,8 @@ static void install_host_module(lua_State *L, const ff_config *c) {
     lua_pushinteger(L, FF_MAX_THREADS); /* the attention scratch the plan reserves; ff_set_threads' bound */
     lua_setfield(L, -2, "max_threads");
     lua_newtable(L);
-#define FF_ISA_ENTRY(name, MR, NR, FLAGS)                                                                              \
-  lua_createtable(L, 0, 3);                                                                                          \
-  lua_pushinteger(L, MR);                                                                                            \
-  lua_setfield(L, -2, "mr");                                                                                         \
-  lua_pushinteger(L, NR);                                                                                            \
-  lua_setfield(L, -2, "nr");                                                                                         \
-  lua_pushstring(L, FLAGS);                                                                                          \
-  lua_setfield(L, -2, "flags");                                                                                      \
+#define FF_ISA_ENTRY(name, ...)                                                                                      \
+  push_isa(L, __VA_ARGS__);                                                                                          \
   lua_setfield(L, -2, #name);
     FF_ISAS(FF_ISA_ENTRY) /* kernels/isas.h, the one table */
 #undef FF_ISA_ENTRY

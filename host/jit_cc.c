@@ -408,7 +408,7 @@ static int compiler_identity(const char *cc, char *out, size_t n, ff_error *err)
 /* The target flags for the kernels' ISA: what this process checked the CPU
  * runs (ff_host_isas), no more. */
 static const char *isa_flags(const char *isa) {
-#define FF_ISA_FLAGS(name, mr, nr, flags)                                                                              \
+#define FF_ISA_FLAGS(name, mr, nr, flags, ...)                                                                         \
   if (!strcmp(isa, #name)) return flags;
   FF_ISAS(FF_ISA_FLAGS) /* kernels/isas.h */
 #undef FF_ISA_FLAGS

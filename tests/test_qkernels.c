@@ -243,7 +243,7 @@ static int run_isa(const char *isa, int mr, int nr, linear_fn fn[2]) {
 
 int main(void) {
   int failed = check_quantizers(), ran = 0;
-#define FF_QTEST_ISA(name, MR, NR, flags)                                                                            \
+#define FF_QTEST_ISA(name, MR, NR, ...)                                                                              \
   {                                                                                                                  \
     linear_fn fn[2];                                                                                                 \
     if (find_kernels(#name, fn)) failed |= run_isa(#name, MR, NR, fn), ran++;                                         \
