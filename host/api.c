@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../kernels/isas.h"
+#include "cache.h"
 #include "codegen.h"
 #include "ff_runtime.h"
 #include "fixformer.h"
