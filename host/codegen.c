@@ -414,6 +414,20 @@ int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, s
 
 /* ---- compiled code ------------------------------------------------------ */
 
+int ff_jit_new(void *handle, void *(*symbol)(void *handle, const char *name), void (*close)(void *handle),
+               ff_jit **out, ff_error *err) {
+  ff_jit *j = calloc(1, sizeof *j);
+  if (!j) {
+    close(handle);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  j->handle = handle;
+  j->symbol = symbol;
+  j->close = close;
+  *out = j;
+  return 0;
+}
+
 void *ff_jit_symbol(ff_jit *j, const char *name) { return j->symbol(j->handle, name); }
 
 void ff_jit_free(ff_jit *j) {

@@ -126,6 +126,10 @@ int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err);
  * built once into a cached library of its own and linked, the text compiled
  * with FF_EXTERN_KERNELS. */
 int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err);
+/* The compiled code of handle (symbol looks up a name, close frees it);
+ * on failure, handle is closed. */
+int ff_jit_new(void *handle, void *(*symbol)(void *handle, const char *name), void (*close)(void *handle),
+               ff_jit **out, ff_error *err);
 void *ff_jit_symbol(ff_jit *j, const char *name);
 void ff_jit_free(ff_jit *j);
 

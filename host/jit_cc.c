@@ -394,14 +394,5 @@ int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err
   if (kernels && (rc = get_lib(&b, kernels, NULL, NULL, &klib, kkey, &built, err))) return rc;
   if ((rc = get_lib(&b, text, klib, kkey, &lib, key, &built, err))) return rc;
   if (built) ff_cache_prune(dir, kkey, key, max, scaled);
-  ff_jit *j = calloc(1, sizeof *j);
-  if (!j) {
-    lib_release(lib);
-    return ff_fail(err, FF_ENOMEM, "out of memory");
-  }
-  j->handle = lib;
-  j->symbol = dl_symbol;
-  j->close = dl_close;
-  *out = j;
-  return 0;
+  return ff_jit_new(lib, dl_symbol, dl_close, out, err);
 }
