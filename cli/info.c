@@ -128,16 +128,16 @@ static const char *as_word(const char *s, const char *empty, char *buf, size_t n
 /* info --isas: the ISA table (kernels/isas.h), one row per ISA, no trailing blanks */
 static int print_isas(void) {
   char cpu[128], targets[128], line[512];
-  int wc = 3, wt = 7;
+  int wn = 8, wc = 3, wt = 7; /* the columns' widths: their longest word */
   for (int i = 0; ff_isa_at(i); i++) {
-    int c = (int)strlen(as_word(ff_isa_at(i)->cpu, "-", cpu, sizeof cpu)),
+    int n = (int)strlen(ff_isa_at(i)->name), c = (int)strlen(as_word(ff_isa_at(i)->cpu, "-", cpu, sizeof cpu)),
         t = (int)strlen(as_word(ff_isa_at(i)->targets, "any", targets, sizeof targets));
-    wc = c > wc ? c : wc, wt = t > wt ? t : wt;
+    wn = n > wn ? n : wn, wc = c > wc ? c : wc, wt = t > wt ? t : wt;
   }
-  printf("%-8s %3s %3s  %-4s  %-*s  %-*s  %s\n", "isa", "MR", "NR", "runs", wc, "CPU", wt, "targets", "C flags");
+  printf("%-*s %3s %3s  %-4s  %-*s  %-*s  %s\n", wn, "isa", "MR", "NR", "runs", wc, "CPU", wt, "targets", "C flags");
   for (int i = 0; ff_isa_at(i); i++) {
     const ff_isa *isa = ff_isa_at(i);
-    snprintf(line, sizeof line, "%-8s %3d %3d  %-4s  %-*s  %-*s  %s", isa->name, isa->mr, isa->nr,
+    snprintf(line, sizeof line, "%-*s %3d %3d  %-4s  %-*s  %-*s  %s", wn, isa->name, isa->mr, isa->nr,
              isa->runs_here ? "yes" : "no", wc, as_word(isa->cpu, "-", cpu, sizeof cpu), wt,
              as_word(isa->targets, "any", targets, sizeof targets), isa->flags);
     size_t n = strlen(line);
