@@ -32,25 +32,36 @@ static int check_target(const char *t, ff_error *err) {
                  "thumbv7m, thumbv7em, thumbv8m.main, i686, generic)", t);
 }
 
-/* The ISAs code for the target's architecture can use (x86 SIMD on x86,
- * NEON on AArch64, the portable kernels everywhere). */
-static const char *target_isas(const char *target) {
-  static const struct {
-    const char *arch, *isas;
-  } rows[] = {{"x86_64", "generic, avx2, avx512"}, {"i386", "generic, avx2, avx512"}, {"i486", "generic, avx2, avx512"},
-              {"i586", "generic, avx2, avx512"},   {"i686", "generic, avx2, avx512"}, {"aarch64", "generic, neon"}};
-  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
-    if (!strncmp(target, rows[i].arch, strlen(rows[i].arch))) return rows[i].isas;
-  return "generic";
+/* Whether code for the target can use the ISA: its row of kernels/isas.h
+ * names no architecture, or the triple's (its first part). */
+static int runs_on(const ff_isa *isa, const char *target) {
+  const size_t n = strcspn(target, "-");
+  for (const char *p = isa->targets; *p; p += strspn(p, " ")) {
+    const size_t k = strcspn(p, " ");
+    if (k == n && !strncmp(p, target, n)) return 1;
+    p += k;
+  }
+  return !*isa->targets;
+}
+
+/* Without --isa, the target gets the best ISA that every CPU of its
+ * architecture runs (its row needs no CPU feature): neon on AArch64. */
+static const char *target_isa(const char *target) {
+  const char *best = NULL;
+  for (int i = 0; ff_isa_at(i); i++)
+    if (!*ff_isa_at(i)->cpu && runs_on(ff_isa_at(i), target)) best = ff_isa_at(i)->name;
+  return best;
 }
 
 /* --isa must be one the --target runs: "avx2" for riscv64 is refused. */
 static int check_isa_target(const char *isa, const char *target, ff_error *err) {
-  const char *isas = target_isas(target);
-  size_t n = strlen(isa);
-  for (const char *p = isas; (p = strstr(p, isa)); p += n)
-    if ((p == isas || p[-1] == ' ') && (p[n] == ',' || !p[n])) return 0;
-  return ff_fail(err, CLI_EUSAGE, "--isa %s: the target %s runs %s", isa, target, isas);
+  char runs[256] = "";
+  for (int i = 0; ff_isa_at(i); i++)
+    if (runs_on(ff_isa_at(i), target)) {
+      if (!strcmp(ff_isa_at(i)->name, isa)) return 0;
+      snprintf(runs + strlen(runs), sizeof runs - strlen(runs), "%s%s", *runs ? ", " : "", ff_isa_at(i)->name);
+    }
+  return ff_fail(err, CLI_EUSAGE, "--isa %s: the target %s runs %s", isa, target, runs);
 }
 
 static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
@@ -70,7 +81,7 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
   const ff_config *c = ff_model_config(m);
   weights = cli_default_weights(c, weights); /* the description's, as for run */
   const char *isa = cli_value(flags, "--isa");
-  if (!isa && target && !strncmp(target, "aarch64", 7)) isa = "neon"; /* every AArch64 CPU has it */
+  if (!isa && target) isa = target_isa(target);
   if ((isa && (rc = ff_model_set_isa(m, isa, err))) || (rc = ff_model_set_target(m, target, err)) ||
       (target && isa && (rc = check_isa_target(ff_model_isa(m), target, err)))) {
     ff_model_close(m);
@@ -143,17 +154,18 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NUL
 const cli_command cli_emit = {
     "emit", "C specialised to the model (files, for any target)",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
-     "                      [--isa generic|avx2|avx512|neon|native] [--with-main] [--dtype f32|bf16|int8]\n"
+     "                      [--isa ISA|native] [--with-main] [--dtype f32|bf16|int8]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c and DIR/NAME.h.\n"
      "  -o, --output DIR the folder (made if need be)\n"
      "  --weights W      also write the weights packed in the code's layout: DIR/NAME.weights\n"
      "                   (default: the description's weights, if it names them)\n"
      "  --embed          ... as C arrays in DIR/NAME_weights.c instead (no file at run time)\n"
      "  --target TRIPLE  the target, e.g. aarch64-linux-gnu (recorded in the header; picks --isa)\n"
-     "  --isa ISA        the matrix kernels: generic (portable C99; the default, but neon\n"
-     "                   for an aarch64 --target), avx2 (build with -mavx2 -mfma), avx512\n"
-     "                   (-mavx512f -mfma), neon (AArch64), native (the best this machine runs);\n"
-     "                   one the --target cannot run is refused\n"
+     "  --isa ISA        the matrix kernels: a row of `fixformer info --isas`, which says\n"
+     "                   the C flags to build them with and what runs them; default:\n"
+     "                   generic (portable C99), or the best one every CPU of the --target\n"
+     "                   runs (neon for aarch64); native: the best this machine runs; one\n"
+     "                   the --target cannot run is refused\n"
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
      "  --dtype T        the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                   description's dtype (f32 unless it says)\n"

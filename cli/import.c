@@ -9,13 +9,8 @@
 /* Without -o: SRC's last name, its .bin dropped, + "-fixformer", in the
  * current folder (never SRC itself, whose files import reads). */
 static char *default_dir(const char *src) {
-  size_t len = strlen(src);
-  while (len > 1 && src[len - 1] == '/') len--;
-  const char *base = src;
-  for (size_t i = 0; i + 1 < len; i++)
-    if (src[i] == '/') base = src + i + 1;
-  size_t n = (size_t)(src + len - base);
-  if (n > 4 && !strncmp(base + n - 4, ".bin", 4)) n -= 4;
+  size_t n;
+  const char *base = ff_import_basename(src, &n);
   if (n == 0 || (n == 1 && base[0] == '.') || (n == 2 && !strncmp(base, "..", 2)) || base[0] == '/')
     base = "model", n = 5;
   char *dir = malloc(n + sizeof "-fixformer");

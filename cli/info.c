@@ -129,13 +129,32 @@ static int print_config(const ff_model *m, const char *path) {
   return 0;
 }
 
-/* info --isas: the ISA table (kernels/isas.h), one row per ISA */
+/* s with its spaces as commas ("-" when empty): one word of info --isas */
+static const char *as_word(const char *s, const char *empty, char *buf, size_t n) {
+  snprintf(buf, n, "%s", *s ? s : empty);
+  for (char *p = buf; *p; p++)
+    if (*p == ' ') *p = ',';
+  return buf;
+}
+
+/* info --isas: the ISA table (kernels/isas.h), one row per ISA, no trailing blanks */
 static int print_isas(void) {
-  printf("%-8s %3s %3s  %-4s  %s\n", "isa", "MR", "NR", "runs", "C flags");
+  char cpu[128], targets[128], line[512];
+  int wn = 8, wc = 3, wt = 7; /* the columns' widths: their longest word */
+  for (int i = 0; ff_isa_at(i); i++) {
+    int n = (int)strlen(ff_isa_at(i)->name), c = (int)strlen(as_word(ff_isa_at(i)->cpu, "-", cpu, sizeof cpu)),
+        t = (int)strlen(as_word(ff_isa_at(i)->targets, "any", targets, sizeof targets));
+    wn = n > wn ? n : wn, wc = c > wc ? c : wc, wt = t > wt ? t : wt;
+  }
+  printf("%-*s %3s %3s  %-4s  %-*s  %-*s  %s\n", wn, "isa", "MR", "NR", "runs", wc, "CPU", wt, "targets", "C flags");
   for (int i = 0; ff_isa_at(i); i++) {
     const ff_isa *isa = ff_isa_at(i);
-    printf("%-8s %3d %3d  %s%s%s\n", isa->name, isa->mr, isa->nr, isa->runs_here ? "yes" : "no",
-           *isa->flags ? (isa->runs_here ? "   " : "    ") : "", isa->flags);
+    snprintf(line, sizeof line, "%-*s %3d %3d  %-4s  %-*s  %-*s  %s", wn, isa->name, isa->mr, isa->nr,
+             isa->runs_here ? "yes" : "no", wc, as_word(isa->cpu, "-", cpu, sizeof cpu), wt,
+             as_word(isa->targets, "any", targets, sizeof targets), isa->flags);
+    size_t n = strlen(line);
+    while (n && line[n - 1] == ' ') line[--n] = 0;
+    printf("%s\n", line);
   }
   return 0;
 }
@@ -193,7 +212,8 @@ const cli_command cli_info = {
      "                values; F32, F16 and BF16 accepted) in a table; exits 1 naming\n"
      "                the first problem\n"
      "  --isas        instead: the ISAs of emit --isa (kernels/isas.h): register\n"
-     "                tile MR x NR, whether this machine runs them, their C flags\n"
+     "                tile MR x NR, whether this machine runs them, the CPU features\n"
+     "                and target architectures they need, their C flags\n"
      "  --schema      instead: every description key and weight kind (include/ff_schema.h)\n"
      "                as JSON: kinds, defaults, bounds, values, conditions, shapes\n"
      "  --markdown    with --schema: the key table of docs/model-description.md\n"

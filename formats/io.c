@@ -289,6 +289,12 @@ static uint64_t le64(const uint8_t *p) {
   return v;
 }
 
+static float float_of_bits(uint32_t bits) {
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 static float half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023u, bits;
   if (exp == 0) {
@@ -307,23 +313,19 @@ static float half_to_float(uint16_t h) {
   } else {
     bits = sign | (exp + 127 - 15) << 23 | man << 13;
   }
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
+  return float_of_bits(bits);
 }
 
-static float bf16_to_float(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
+static float bf16_to_float(uint16_t h) { return float_of_bits((uint32_t)h << 16); }
 
-static const struct {
+/* A file format's name of an element type, and its size in bytes */
+typedef struct {
   const char *name;
   enum ff_dtype dtype;
   size_t size;
-} st_dtypes[] = {{"F32", FF_F32, 4}, {"F16", FF_F16, 2}, {"BF16", FF_BF16, 2}};
+} dtype_name;
+
+static const dtype_name st_dtypes[] = {{"F32", FF_F32, 4}, {"F16", FF_F16, 2}, {"BF16", FF_BF16, 2}};
 
 /* a JSON number that is a non-negative integer below 2^53 */
 static int json_uint(const cJSON *j, uint64_t *out) {
@@ -752,11 +754,7 @@ int ff_safetensors_write(const char *path, const ff_tensor_view *tensors, int co
 
 /* ---- .npy -------------------------------------------------------------- */
 
-static const struct {
-  const char *descr;
-  enum ff_dtype dtype;
-  size_t size;
-} npy_dtypes[] = {{"<i4", FF_I32, 4}, {"<i8", FF_I64, 8}, {"<f4", FF_F32, 4}};
+static const dtype_name npy_dtypes[] = {{"<i4", FF_I32, 4}, {"<i8", FF_I64, 8}, {"<f4", FF_F32, 4}}; /* descr */
 
 static size_t npy_itemsize(enum ff_dtype d) {
   for (size_t i = 0; i < sizeof npy_dtypes / sizeof *npy_dtypes; i++)
@@ -780,7 +778,7 @@ static int npy_descr(const char **pp, const char *end, ff_array *out, ff_error *
   size_t vl = (size_t)(p++ - v);
   int k = -1;
   for (int j = 0; j < (int)(sizeof npy_dtypes / sizeof *npy_dtypes); j++)
-    if (vl == 3 && !memcmp(v, npy_dtypes[j].descr, 3)) k = j;
+    if (vl == 3 && !memcmp(v, npy_dtypes[j].name, 3)) k = j;
   if (k < 0)
     return ff_fail(err, FF_ESHAPE, "dtype '%.*s' not supported (int32 '<i4', int64 '<i8', float32 '<f4')",
                    (int)(vl > 16 ? 16 : vl), v);
@@ -916,7 +914,7 @@ int ff_npy_read(const char *path, ff_array *out, ff_error *err) {
 int ff_npy_write(const char *path, const ff_array *a, ff_error *err) {
   const char *descr = NULL;
   for (size_t i = 0; i < sizeof npy_dtypes / sizeof *npy_dtypes; i++)
-    if (npy_dtypes[i].dtype == a->dtype) descr = npy_dtypes[i].descr;
+    if (npy_dtypes[i].dtype == a->dtype) descr = npy_dtypes[i].name;
   if (!descr || a->rank < 0 || a->rank > FF_MAX_RANK) return ff_fail(err, FF_EINVAL, "%s: unsupported array", path);
   char dict[256];
   int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);

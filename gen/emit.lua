@@ -142,29 +142,23 @@ function M.kernel_unit(list)
   return table.concat(parts, "\n")
 end
 
--- NAME_STACK_BYTES per ISA and weight type: the deepest call chain of the
--- entry points (the thread-pool tasks included) that tests/targets.py
--- measures with gcc 12 -fstack-usage -fcallgraph-info=su at -O2 and -Os on
--- every model (and clang 14 -fstack-usage + objdump on x86-64), with
--- headroom for other compilers and flags.  The code has no
--- recursion, VLA or alloca, and no frame grows with the model's shapes: the
--- big ones are the kernels' fixed blocks (bf16/int8: a block of dequantized
--- weights, 4 * KC * NR bytes: 2 KB generic, 16 KB and more for the SIMD
--- ISAs; neon: also its padded f32 block).
-M.STACK = { -- isa = { f32 = { bound, measured }, quantized = { bound, measured }, on = measured on }
-  generic = { f32 = { 2560, 1616 }, quantized = { 4608, 3328 },
-    on = "Cortex-M0+, M4F, M7, M33, M55, rv32imafc, armhf, i686; x86-64 gcc and clang" },
-  avx2 = { f32 = { 2048, 1368 }, quantized = { 20480, 18232 }, on = "x86-64" },
-  avx512 = { f32 = { 3072, 2296 }, quantized = { 30720, 27736 }, on = "x86-64" },
-  neon = { f32 = { 20480, 18480 }, quantized = { 38912, 34976 }, on = "aarch64" },
-}
+-- NAME_STACK_BYTES per ISA and weight type: kernels/isas.h's stack columns,
+-- ff_host.isas[isa].stack = { f32 = { bound, measured }, quantized = { bound,
+-- measured }, on = measured on }: the deepest call chain of the entry points
+-- (the thread-pool tasks included) that tests/targets.py measures, with
+-- headroom for other compilers and flags.  The code has no recursion, VLA or
+-- alloca, and no frame grows with the model's shapes: the big ones are the
+-- kernels' fixed blocks (bf16/int8: a block of dequantized weights, 4 * KC *
+-- NR bytes: 2 KB generic, 16 KB and more for the SIMD ISAs; neon: also its
+-- padded f32 block).
 
 -- The template variables every section of NAME.c / NAME.h may use.
 local function common_vars(P, opts)
   local c = P.config
   local uname = c.name:upper()
   local quantized = P.dtype ~= "f32"
-  local stack = M.STACK[P.isa][quantized and "quantized" or "f32"]
+  local stacks = host.isas[P.isa].stack
+  local stack = stacks[quantized and "quantized" or "f32"]
   local v = {
     NAME = c.name, UNAME = uname, GUARD = uname .. "_H", VERSION = M.VERSION, SOURCE = M.comment_text(opts.source),
     SHA256 = opts.sha256, COMMAND = M.comment_text(opts.command), SUMMARY = summary(c, P), MAX_SEQ = c.max_seq,
@@ -172,7 +166,7 @@ local function common_vars(P, opts)
     STATE_BYTES = 4 * P.arena_floats, OUTPUT_FLOATS = P.output_floats, OUTPUT_BYTES = 4 * P.output_floats,
     ARENA_BYTES = 4 * P.arena_floats, NAIVE_BYTES = 4 * P.arena_naive_floats,
     STACK_BYTES = stack[1], STACK_MEASURED = string.format("%d bytes for %s %s code\n * (%s)", stack[2], P.isa,
-      quantized and "bf16/int8" or "f32", M.STACK[P.isa].on),
+      quantized and "bf16/int8" or "f32", stacks.on),
     LAYOUT_HASH = opts.layout_hash, D_MODEL = c.d_model, HEADS = c.heads, KV_HEADS = c.kv_heads, D_K = P.dk,
     D_FF = c.d_ff,
     ENCODER_LAYERS = c.encoder_layers, DECODER_LAYERS = c.decoder_layers, VOCAB = c.vocab or 0,

@@ -36,6 +36,18 @@ function M.position_blocks(max_seq, n)
   return bits, B, (max_seq + B - 1) // B, 2 * ((n + 1) // 2)
 end
 
+-- A norm's kind (norm.c, section `name`): y = Title(x) over rows of D, at
+-- flops per element.
+local function norm_kind(name, title, flops)
+  return {
+    file = "norm.c", params = { "D", "EPS", "ISA" },
+    fn = function(p) return string.format("%s_%d", name, p.D) end,
+    doc = function() return "y = " .. title .. "(x)" end,
+    vars = function(p) return { EPS = lit.float(p.EPS) } end,
+    flops = function(p, T) return flops * T * p.D end,
+  }
+end
+
 M.kinds = {
   embed = {
     file = "embed.c", params = { "D", "VOCAB", "SCALE", "PANEL", "DTYPE" },
@@ -149,20 +161,8 @@ M.kinds = {
       return f
     end,
   },
-  layernorm = {
-    file = "norm.c", params = { "D", "EPS", "ISA" },
-    fn = function(p) return string.format("layernorm_%d", p.D) end,
-    doc = function() return "y = LayerNorm(x)" end,
-    vars = function(p) return { EPS = lit.float(p.EPS) } end,
-    flops = function(p, T) return 8 * T * p.D end,
-  },
-  rmsnorm = {
-    file = "norm.c", params = { "D", "EPS", "ISA" },
-    fn = function(p) return string.format("rmsnorm_%d", p.D) end,
-    doc = function() return "y = RMSNorm(x)" end,
-    vars = function(p) return { EPS = lit.float(p.EPS) } end,
-    flops = function(p, T) return 5 * T * p.D end,
-  },
+  layernorm = norm_kind("layernorm", "LayerNorm", 8),
+  rmsnorm = norm_kind("rmsnorm", "RMSNorm", 5),
   activation = {
     file = "ffn.c", section = function(p) return p.ACT end, params = { "N", "ACT", "ISA" },
     fn = function(p) return string.format("%s_%d", p.ACT, p.N) end,

@@ -523,7 +523,7 @@ end
 
 -- ---- the plan --------------------------------------------------------------------
 
--- isa: "generic" | "avx2" | "avx512" | "neon": the matrix kernels the code
+-- isa: a row of kernels/isas.h (ff_host.isas): the matrix kernels the code
 -- calls, which fix the panel width of the packed weights.
 -- dtype: "f32" | "bf16" | "int8", the weight type (default: the config's).
 function M.plan(c, specs, isa, dtype)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../kernels/isas.h"
+#include "cache.h"
 #include "codegen.h"
 #include "ff_runtime.h"
 #include "fixformer.h"
@@ -272,7 +273,7 @@ static void release_program(ff_model *m) {
 }
 
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
-#define FF_ISA_NAME(name, mr, nr, flags) #name,
+#define FF_ISA_NAME(name, ...) #name,
   static const char *const known[] = {FF_ISAS(FF_ISA_NAME) NULL}; /* kernels/isas.h */
 #undef FF_ISA_NAME
   if (!m) return null_arg(err, "ff_model_set_isa", "the model");
@@ -290,7 +291,7 @@ int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err) {
       unlock(m);
       return 0;
     }
-#define FF_ISA_LIST(name, mr, nr, flags) #name ", "
+#define FF_ISA_LIST(name, ...) #name ", "
   return ff_fail(err, FF_EINVAL, "isa: '%s' is not one of " FF_ISAS(FF_ISA_LIST) "native", isa);
 #undef FF_ISA_LIST
 }
@@ -1063,7 +1064,7 @@ static const char *const engine_names[] = {"runtime", "tcc", "cc"};
 
 const char *ff_version(void) { return FF_VERSION; }
 
-#define FF_ISA_ROW(name, mr, nr, flags) {#name, mr, nr, flags, 0},
+#define FF_ISA_ROW(name, mr, nr, flags, cpu, targets, ...) {#name, mr, nr, flags, 0, cpu, targets},
 static ff_isa isa_table[] = {FF_ISAS(FF_ISA_ROW)}; /* kernels/isas.h */
 #undef FF_ISA_ROW
 

@@ -72,12 +72,41 @@ static int l_weight_specs(lua_State *L) {
   return 1;
 }
 
+/* ff_host.isas[name]: a row of kernels/isas.h as { mr =, nr =, flags =, cpu =,
+ * targets =, stack = { f32 = { bound, measured }, quantized = { ... }, on = } } */
+static void push_isa(lua_State *L, int mr, int nr, const char *flags, const char *cpu, const char *targets,
+                     int stack_f32, int stack_quantized, int measured_f32, int measured_quantized, const char *on) {
+  const int stack[2][2] = {{stack_f32, measured_f32}, {stack_quantized, measured_quantized}};
+  const char *const str[][2] = {{"flags", flags}, {"cpu", cpu}, {"targets", targets}};
+  lua_createtable(L, 0, 6);
+  lua_pushinteger(L, mr);
+  lua_setfield(L, -2, "mr");
+  lua_pushinteger(L, nr);
+  lua_setfield(L, -2, "nr");
+  for (int i = 0; i < 3; i++) {
+    lua_pushstring(L, str[i][1]);
+    lua_setfield(L, -2, str[i][0]);
+  }
+  lua_createtable(L, 0, 3);
+  for (int i = 0; i < 2; i++) {
+    lua_createtable(L, 2, 0);
+    for (int j = 0; j < 2; j++) {
+      lua_pushinteger(L, stack[i][j]);
+      lua_rawseti(L, -2, j + 1);
+    }
+    lua_setfield(L, -2, i ? "quantized" : "f32");
+  }
+  lua_pushstring(L, on);
+  lua_setfield(L, -2, "on");
+  lua_setfield(L, -2, "stack");
+}
+
 /* Installs the module ff_host where require (host.c) finds loaded modules,
  * and makes c the model weight_specs describes (NULL: none).  The model is
  * in the registry, not an upvalue, so a module that keeps the table from an
  * earlier call still sees the current model.  ff_host.version is FF_VERSION,
  * ff_host.max_threads FF_MAX_THREADS (the one source; plan.lua reads it),
- * ff_host.isas kernels/isas.h as { name = { mr =, nr =, flags = } }. */
+ * ff_host.isas kernels/isas.h (push_isa). */
 static void install_host_module(lua_State *L, const ff_config *c) {
   static const luaL_Reg fns[] = {
       {"sha256", l_sha256}, {"read_template", l_read_template}, {"weight_specs", l_weight_specs}, {NULL, NULL}};
@@ -92,14 +121,8 @@ static void install_host_module(lua_State *L, const ff_config *c) {
     lua_pushinteger(L, FF_MAX_THREADS); /* the attention scratch the plan reserves; ff_set_threads' bound */
     lua_setfield(L, -2, "max_threads");
     lua_newtable(L);
-#define FF_ISA_ENTRY(name, MR, NR, FLAGS)                                                                              \
-  lua_createtable(L, 0, 3);                                                                                          \
-  lua_pushinteger(L, MR);                                                                                            \
-  lua_setfield(L, -2, "mr");                                                                                         \
-  lua_pushinteger(L, NR);                                                                                            \
-  lua_setfield(L, -2, "nr");                                                                                         \
-  lua_pushstring(L, FLAGS);                                                                                          \
-  lua_setfield(L, -2, "flags");                                                                                      \
+#define FF_ISA_ENTRY(name, ...)                                                                                      \
+  push_isa(L, __VA_ARGS__);                                                                                          \
   lua_setfield(L, -2, #name);
     FF_ISAS(FF_ISA_ENTRY) /* kernels/isas.h, the one table */
 #undef FF_ISA_ENTRY
@@ -220,14 +243,49 @@ static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program
   return 0;
 }
 
-static int generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err) {
+/* ---- calls into the generator ----------------------------------------------- */
+
+/* A failed lua_pcall's error as err (host.h), the stack back to top */
+static int lua_failed(ff_lua *h, int top, ff_error *err) {
+  int rc = ff_lua_generator_fail(h, err);
+  lua_settop(ff_lua_state(h), top);
+  return rc;
+}
+
+/* The string on top of the stack malloc'd into *out, the stack back to top */
+static int take_text(lua_State *L, int top, char **out, ff_error *err) {
+  size_t n;
+  const char *s = lua_tolstring(L, -1, &n);
+  if (s && (*out = malloc(n + 1))) memcpy(*out, s, n + 1);
+  lua_settop(L, top);
+  return *out ? 0 : ff_fail(err, FF_ENOMEM, "out of memory");
+}
+
+/* Each call into the generator runs under its wall-clock limit (host.h): f(h, arg, err). */
+static int timed(ff_lua *h, int (*f)(ff_lua *h, void *arg, ff_error *err), void *arg, ff_error *err) {
+  int rc = ff_lua_time_limit(h, err);
+  if (rc) return rc;
+  rc = f(h, arg, err);
+  ff_lua_time_limit_end(h);
+  return rc;
+}
+
+typedef struct {
+  const ff_config *c;
+  const ff_gen_options *o;
+  ff_program *out;
+} generate_args;
+
+static int generate(ff_lua *h, void *arg, ff_error *err) {
+  const generate_args *a = arg;
+  const ff_gen_options *o = a->o;
   lua_State *L = ff_lua_state(h);
   int top = lua_gettop(L), rc;
-  install_host_module(L, c);
+  install_host_module(L, a->c);
 
   lua_getglobal(L, "require");
   lua_pushliteral(L, "generate");
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK) goto lua_failed;
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) return lua_failed(h, top, err);
   lua_getfield(L, LUA_REGISTRYINDEX, "ff.config");
   lua_createtable(L, 0, 3);
   lua_pushstring(L, o->source);
@@ -240,25 +298,17 @@ static int generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_p
   lua_setfield(L, -2, "isa");
   lua_pushstring(L, o->dtype ? o->dtype : "f32");
   lua_setfield(L, -2, "dtype");
-  if (lua_pcall(L, 2, 1, 0) != LUA_OK) goto lua_failed;
-  rc = read_program(L, lua_gettop(L), o, out, err);
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) return lua_failed(h, top, err);
+  rc = read_program(L, lua_gettop(L), o, a->out, err);
   lua_settop(L, top);
-  if (rc) ff_program_free(out);
-  return rc;
-lua_failed:
-  rc = ff_lua_generator_fail(h, err);
-  lua_settop(L, top);
+  if (rc) ff_program_free(a->out);
   return rc;
 }
 
-/* Each call into the generator runs under its wall-clock limit (host.h). */
 int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err) {
+  generate_args a = {c, o, out};
   memset(out, 0, sizeof *out);
-  int rc = ff_lua_time_limit(h, err);
-  if (rc) return rc;
-  rc = generate(h, c, o, out, err);
-  ff_lua_time_limit_end(h);
-  return rc;
+  return timed(h, generate, &a, err);
 }
 
 void ff_program_free(ff_program *p) {
@@ -393,6 +443,20 @@ int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, s
 
 /* ---- compiled code ------------------------------------------------------ */
 
+int ff_jit_new(void *handle, void *(*symbol)(void *handle, const char *name), void (*close)(void *handle),
+               ff_jit **out, ff_error *err) {
+  ff_jit *j = calloc(1, sizeof *j);
+  if (!j) {
+    close(handle);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  j->handle = handle;
+  j->symbol = symbol;
+  j->close = close;
+  *out = j;
+  return 0;
+}
+
 void *ff_jit_symbol(ff_jit *j, const char *name) { return j->symbol(j->handle, name); }
 
 void ff_jit_free(ff_jit *j) {
@@ -403,7 +467,13 @@ void ff_jit_free(ff_jit *j) {
 
 /* ---- files that go with the program ---------------------------------------- */
 
-static int render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err) {
+typedef struct {
+  const void *in; /* the ff_extra, or the kernels' list */
+  char **out;
+} render_args;
+
+static int render_extra(ff_lua *h, void *arg, ff_error *err) {
+  const ff_extra *x = ((const render_args *)arg)->in;
   lua_State *L = ff_lua_state(h);
   int top = lua_gettop(L);
   if (lua_getglobal(L, "ff_render_extra") != LUA_TFUNCTION) {
@@ -439,58 +509,35 @@ static int render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err)
     lua_setfield(L, -2, "lowercase");
     lua_setfield(L, -2, "vocabulary");
   }
-  if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
-    int rc = ff_lua_generator_fail(h, err);
-    lua_settop(L, top);
-    return rc;
-  }
-  size_t n;
-  const char *s = lua_tolstring(L, -1, &n);
-  if (s && (*out = malloc(n + 1))) memcpy(*out, s, n + 1);
-  lua_settop(L, top);
-  return *out ? 0 : ff_fail(err, FF_ENOMEM, "out of memory");
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) return lua_failed(h, top, err);
+  return take_text(L, top, ((const render_args *)arg)->out, err);
 }
 
 int ff_render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err) {
+  render_args a = {x, out};
   *out = NULL;
-  int rc = ff_lua_time_limit(h, err);
-  if (rc) return rc;
-  rc = render_extra(h, x, out, err);
-  ff_lua_time_limit_end(h);
-  return rc;
+  return timed(h, render_extra, &a, err);
 }
 
 /* ---- kernels on their own --------------------------------------------------- */
 
-static int render_kernels(ff_lua *h, const char *list, char **text, ff_error *err) {
+static int render_kernels(ff_lua *h, void *arg, ff_error *err) {
   lua_State *L = ff_lua_state(h);
-  int top = lua_gettop(L), rc = 0;
+  int top = lua_gettop(L);
   install_host_module(L, NULL);
   lua_getglobal(L, "require");
   lua_pushliteral(L, "emit");
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK) goto lua_failed;
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) return lua_failed(h, top, err);
   lua_getfield(L, -1, "kernel_unit");
-  lua_pushfstring(L, "return %s", list);
-  if (luaL_loadstring(L, lua_tostring(L, -1)) != LUA_OK) goto lua_failed;
+  lua_pushfstring(L, "return %s", (const char *)((const render_args *)arg)->in);
+  if (luaL_loadstring(L, lua_tostring(L, -1)) != LUA_OK) return lua_failed(h, top, err);
   lua_remove(L, -2);
-  if (lua_pcall(L, 0, 1, 0) != LUA_OK || lua_pcall(L, 1, 1, 0) != LUA_OK) goto lua_failed;
-  size_t n;
-  const char *src = lua_tolstring(L, -1, &n);
-  if (!src || !(*text = malloc(n + 1))) rc = ff_fail(err, FF_ENOMEM, "out of memory");
-  else memcpy(*text, src, n + 1);
-  lua_settop(L, top);
-  return rc;
-lua_failed:
-  rc = ff_lua_generator_fail(h, err);
-  lua_settop(L, top);
-  return rc;
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK || lua_pcall(L, 1, 1, 0) != LUA_OK) return lua_failed(h, top, err);
+  return take_text(L, top, ((const render_args *)arg)->out, err);
 }
 
 int ff_render_kernels(ff_lua *h, const char *list, char **text, ff_error *err) {
+  render_args a = {list, text};
   *text = NULL;
-  int rc = ff_lua_time_limit(h, err);
-  if (rc) return rc;
-  rc = render_kernels(h, list, text, err);
-  ff_lua_time_limit_end(h);
-  return rc;
+  return timed(h, render_kernels, &a, err);
 }

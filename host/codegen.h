@@ -11,8 +11,6 @@
 #include "ff_io.h"
 #include "host.h"
 
-struct stat;
-
 /* Tables of the positions the packer computes (gen/plan.lua, ops.position_blocks):
  * two levels, pos = hi 2^block_bits + lo.  Sinusoidal: rows hi, then rows lo, of
  * the sin, cos pairs of their angles; RoPE: a row of the frequencies, then rows
@@ -123,40 +121,15 @@ typedef struct ff_jit {
  * generated code uses are handed over with tcc_add_symbol. */
 int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err);
 /* Compiles C text with $CC (default cc) -O3 and the flags of ff_host_isa()
- * into a shared object in a private, verified cache (host/jit_cc.c), and
+ * into a shared object in a private, verified cache (host/cache.h), and
  * dlopens it.  kernels: NULL, or the text of the matrix kernel library, then
  * built once into a cached library of its own and linked, the text compiled
  * with FF_EXTERN_KERNELS. */
 int ff_jit_cc(const char *text, const char *kernels, ff_jit **out, ff_error *err);
-/* (ff_cc_cache_dir and ff_cc_cache_clean, public: fixformer.h) */
-
-/* Packed weights kept in the cc engine's cache folder, keyed by the
- * weights file's sha256 (ff_file_sha256) and the program's layout hash;
- * the entry is checked as the compiled code is (ours, 0600, its recorded
- * sha256).  open: *data mapped read-only (munmap(*data, *bytes)), or NULL
- * on a miss; an error only when the folder itself is refused.  store:
- * nothing when the blob is over half of FIXFORMER_CACHE_MAX_MB.
- * ff_file_sha256: -1 unless path is a regular file that stays *same
- * (ff_same_file) while it is hashed. */
-int ff_file_sha256(const char *path, const struct stat *same, char hex[65]);
-/* 1: a and b are one file unchanged: device, inode, size, mtime, ctime. */
-int ff_same_file(const struct stat *a, const struct stat *b);
-/* What is remembered of a weights file by its identity (ff_same_file), in
- * the cache folder (KEY.id, one per device and inode), so that a second
- * start reads none of it to find its packed blob: its sha256 ("": not
- * known) and whether all its floats are finite (-1: not known).  get: 0 when
- * remembered for this identity; put: nothing unless the folder exists and
- * the file's times are older than the clock tick (a write in the same tick
- * would keep its identity). */
-typedef struct ff_file_memo {
-  char sha[65];
-  int finite;
-} ff_file_memo;
-int ff_file_memo_get(const struct stat *st, ff_file_memo *m);
-void ff_file_memo_put(const struct stat *st, const ff_file_memo *m);
-int ff_blob_cache_open(const char *weights_sha, uint64_t layout_hash, void **data, size_t *bytes, ff_error *err);
-int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const void *data, size_t bytes,
-                        ff_error *err);
+/* The compiled code of handle (symbol looks up a name, close frees it);
+ * on failure, handle is closed. */
+int ff_jit_new(void *handle, void *(*symbol)(void *handle, const char *name), void (*close)(void *handle),
+               ff_jit **out, ff_error *err);
 void *ff_jit_symbol(ff_jit *j, const char *name);
 void ff_jit_free(ff_jit *j);
 

@@ -39,7 +39,7 @@ static void tcc_close(void *s) {
 }
 static void add_kernel(void *s, const char *name, void *fn) { tcc_add_symbol(s, name, fn); }
 
-static int compile(const char *text, ff_jit **out, ff_error *err) {
+static int compile(const char *text, TCCState **out, ff_error *err) {
   static const struct {
     const char *name;
     void *fn;
@@ -59,15 +59,7 @@ static int compile(const char *text, ff_jit **out, ff_error *err) {
   for (size_t i = 0; i < sizeof symbols / sizeof *symbols; i++) tcc_add_symbol(s, symbols[i].name, symbols[i].fn);
   ff_native_kernels(add_kernel, s); /* the SIMD kernels the host carries (kernels/) */
   if (tcc_relocate(s, TCC_RELOCATE_AUTO) < 0) goto failed;
-  ff_jit *j = calloc(1, sizeof *j);
-  if (!j) {
-    tcc_delete(s);
-    return ff_fail(err, FF_ENOMEM, "out of memory");
-  }
-  j->handle = s;
-  j->symbol = tcc_symbol;
-  j->close = tcc_close;
-  *out = j;
+  *out = s;
   return 0;
 failed:
   tcc_delete(s);
@@ -75,8 +67,10 @@ failed:
 }
 
 int ff_jit_tcc(const char *text, ff_jit **out, ff_error *err) {
+  TCCState *s;
+  *out = NULL;
   pthread_mutex_lock(&tcc_lock);
-  int rc = compile(text, out, err);
+  int rc = compile(text, &s, err);
   pthread_mutex_unlock(&tcc_lock);
-  return rc;
+  return rc ? rc : ff_jit_new(s, tcc_symbol, tcc_close, out, err); /* (tcc_close takes the lock) */
 }

@@ -7,29 +7,10 @@
 #include <string.h>
 
 #include "codegen.h"
-
-/* the kernels' declarations: kernels/prototypes.h, once per ISA */
-#define FF_SUFFIX generic
-#include "../kernels/prototypes.h"
-#undef FF_SUFFIX
-#ifdef FF_HAVE_AVX2
-#define FF_SUFFIX avx2
-#include "../kernels/prototypes.h"
-#undef FF_SUFFIX
-#endif
-#ifdef FF_HAVE_AVX512
-#define FF_SUFFIX avx512
-#include "../kernels/prototypes.h"
-#undef FF_SUFFIX
-#endif
-#ifdef FF_HAVE_NEON
-#define FF_SUFFIX neon
-#include "../kernels/prototypes.h"
-#undef FF_SUFFIX
-#endif
+#include "ff_host_isas.h" /* FF_HOST_ISAS(X): the rows of kernels/isas.h built here, and their declarations */
 
 #define KERNEL_ENTRY(kind, isa) {#isa, "ff_" #kind "_" #isa, (void (*)(void))ff_##kind##_##isa},
-#define KERNEL_ENTRIES(isa)                                                                                          \
+#define KERNEL_ENTRIES(isa, runs)                                                                                    \
   KERNEL_ENTRY(linear, isa) KERNEL_ENTRY(linear_bf16, isa) KERNEL_ENTRY(linear_q8, isa) KERNEL_ENTRY(matmul, isa)     \
   KERNEL_ENTRY(sdpa, isa) KERNEL_ENTRY(layernorm, isa) KERNEL_ENTRY(rmsnorm, isa) KERNEL_ENTRY(gelu, isa)              \
   KERNEL_ENTRY(gelu_tanh, isa) KERNEL_ENTRY(swiglu, isa)
@@ -38,18 +19,7 @@
 static const struct {
   const char *isa, *name;
   void (*fn)(void);
-} kernels[] = {
-    KERNEL_ENTRIES(generic)
-#ifdef FF_HAVE_AVX2
-    KERNEL_ENTRIES(avx2)
-#endif
-#ifdef FF_HAVE_AVX512
-    KERNEL_ENTRIES(avx512)
-#endif
-#ifdef FF_HAVE_NEON
-    KERNEL_ENTRIES(neon)
-#endif
-};
+} kernels[] = {FF_HOST_ISAS(KERNEL_ENTRIES)};
 
 void ff_native_kernels(void (*add)(void *ctx, const char *name, void *fn), void *ctx) {
   for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++)
@@ -57,23 +27,20 @@ void ff_native_kernels(void (*add)(void *ctx, const char *name, void *fn), void 
       if (!strcmp(kernels[i].isa, *isa)) add(ctx, kernels[i].name, (void *)kernels[i].fn);
 }
 
+#define ISA_NAME(isa, runs) #isa,
+#define ISA_RUNS(isa, runs) runs,
+
+/* the ISAs built here that this CPU runs (their rows' CPU features), best
+ * (the table's last) first */
 const char *const *ff_host_isas(void) {
-  static const char *list[4];
+  static const char *const built[] = {FF_HOST_ISAS(ISA_NAME)};
+  static const char *list[sizeof built / sizeof *built + 1];
   if (!list[0]) {
+    FF_HOST_CPU_INIT();
+    const int runs[] = {FF_HOST_ISAS(ISA_RUNS)};
     int n = 0;
-#if defined(FF_HAVE_AVX512) || defined(FF_HAVE_AVX2)
-    __builtin_cpu_init();
-#endif
-#ifdef FF_HAVE_AVX512
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) list[n++] = "avx512";
-#endif
-#ifdef FF_HAVE_AVX2
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) list[n++] = "avx2";
-#endif
-#ifdef FF_HAVE_NEON
-    list[n++] = "neon"; /* every AArch64 CPU has it */
-#endif
-    list[n] = "generic";
+    for (size_t i = sizeof built / sizeof *built; i-- > 0;)
+      if (runs[i]) list[n++] = built[i];
   }
   return list;
 }
@@ -91,7 +58,7 @@ int ff_host_isa_check(ff_error *err) {
   const char *want = getenv("FIXFORMER_ISA");
   if (!want || !strcmp(ff_host_isa(), want)) return 0; /* unset, or one the lookup above found */
   const char *const *isas = ff_host_isas();
-  char list[64] = "";
+  char list[128] = "";
   for (int i = 0; isas[i]; i++)
     snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", isas[i]);
   return ff_fail(err, FF_EINVAL, "FIXFORMER_ISA=%s: not an ISA this machine runs (%s)", want, list);

@@ -933,16 +933,22 @@ static int c_keyword(const char *name) {
 
 static int letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-/* A C identifier (what validate.lua accepts as name) from the source's file name:
- * no keyword, and none of C's reserved _X or __ prefixes */
-static void default_name(const char *src, char *name, size_t n) {
+const char *ff_import_basename(const char *src, size_t *n) {
   size_t len = strlen(src);
   while (len > 1 && src[len - 1] == '/') len--;
   const char *base = src;
   for (size_t i = 0; i + 1 < len; i++)
     if (src[i] == '/') base = src + i + 1;
-  size_t bl = (size_t)(src + len - base);
-  if (bl > 4 && !strncmp(base + bl - 4, ".bin", 4)) bl -= 4;
+  *n = (size_t)(src + len - base);
+  if (*n > 4 && !strncmp(base + *n - 4, ".bin", 4)) *n -= 4;
+  return base;
+}
+
+/* A C identifier (what validate.lua accepts as name) from the source's file name:
+ * no keyword, and none of C's reserved _X or __ prefixes */
+static void default_name(const char *src, char *name, size_t n) {
+  size_t bl;
+  const char *base = ff_import_basename(src, &bl);
   size_t k = 1, blank = 1; /* name[0] is kept for an 'm' in front */
   for (size_t i = 0; i < bl && k + 1 < n && k < 41; i++) {
     char c = base[i];

@@ -4,6 +4,8 @@
 #ifndef FF_CLI_IMPORT_H
 #define FF_CLI_IMPORT_H
 
+#include <stddef.h>
+
 #include "ff_error.h"
 
 /* src: a model folder (config.json + model.safetensors or a sharded
@@ -16,5 +18,8 @@
  * on its last line. */
 int ff_cli_import(const char *src, const char *dir, const char *name, const char *tokenizer, int max_seq,
                   ff_error *err);
+/* src's last name, less trailing slashes and a .bin: its first *n
+ * characters (the default NAME, and the command's default DIR). */
+const char *ff_import_basename(const char *src, size_t *n);
 
 #endif

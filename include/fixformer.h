@@ -69,8 +69,8 @@ ff_model *ff_model_clone(const ff_model *m, ff_error *err);
  * is NULL. */
 const ff_config *ff_model_config(const ff_model *m);
 /* The matrix kernels generated code calls, which fix the packing of the
- * weights: "generic" (portable C, the default), "avx2", "avx512", "neon",
- * or "native" (the best this machine runs).  The JIT engines always use this
+ * weights: an ISA of ff_isa_at ("generic", portable C, is the default), or
+ * "native" (the best this machine runs).  The JIT engines always use this
  * machine's.  Another ISA than the current one unprepares the model. */
 int ff_model_set_isa(ff_model *m, const char *isa, ff_error *err);
 /* The ISA the model's generated code uses ("generic" until set); NULL if m
@@ -92,13 +92,17 @@ int ff_model_set_dtype(ff_model *m, const char *dtype, ff_error *err);
 const char *ff_model_dtype(const ff_model *m);
 /* The ISAs ff_model_set_isa knows, generic first (i = 0, 1, ...; NULL past the
  * last): its name, register tile (mr rows x nr columns: weights are packed in
- * panels of nr), the C compiler flags its emitted kernels need, and whether
- * this machine runs it. */
+ * panels of nr), the C compiler flags its emitted kernels need, whether
+ * this machine runs it, the CPU features it needs at run time (GCC's
+ * __builtin_cpu_supports names, space-separated; "": every CPU of its
+ * targets has it) and the architectures it runs on (a target triple's first
+ * part, space-separated; "": every one). */
 typedef struct {
   const char *name;
   int mr, nr;
   const char *flags;
   int runs_here;
+  const char *cpu, *targets;
 } ff_isa;
 const ff_isa *ff_isa_at(int i);
 /* Threads for the generated code (tcc, cc engines): its matrix products and

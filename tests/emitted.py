@@ -31,11 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "lib"))
 from configs import inputs, random_config, write_description  # noqa: E402
-from isas import isa_table  # noqa: E402
+from isas import compilers, isa_table  # noqa: E402
 from tools import need  # noqa: E402
-
-# the compilers of an ISA's emitted kernels: gcc and clang, or a cross compiler
-SIMD_COMPILERS = {"neon": (["aarch64-linux-gnu-gcc"],)}
 
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 
@@ -59,7 +56,7 @@ def configs(n, seed):
 def check_warnings(ff, tmp, n):
     rng, cfgs = configs(n, 7)
     shipped = [("dates", os.path.join(ROOT, "models", "dates.lua"))]  # a driver with a vocabulary
-    simd = [(isa, flags, SIMD_COMPILERS.get(isa, (["gcc"], ["clang"]))) for isa, _, _, flags, _ in isa_table(ff)[1:]]
+    simd = [(row.name, [cc for cc, _ in compilers(row)]) for row in isa_table(ff)[1:]]
     for cfg in cfgs + [{"name": name, "arch": "shipped", "model": m} for name, m in shipped]:
         d = os.path.join(tmp, cfg["name"])
         os.mkdir(d)
@@ -77,15 +74,15 @@ def check_warnings(ff, tmp, n):
         for f in files:
             run(["tcc", "-c", f, "-o", f + ".tcc.o"])
         # the SIMD kernels of every ISA in the table, whatever this CPU runs
-        for isa, flags, ccs in simd:
+        for isa, ccs in simd:
             dsimd = os.path.join(d, isa)
             emit(ff, cfg["model"] if "model" in cfg else model, dsimd, "--isa", isa)
             f = os.path.join(dsimd, cfg["name"] + ".c")
             for cc in ccs:
-                run(cc + STRICT + ["-O1"] + flags + ["-c", f, "-o", f + ".o"])
+                run(cc + STRICT + ["-O1", "-c", f, "-o", f + ".o"])
         print("%s (%s): gcc, clang -Werror -pedantic and tcc compile cleanly (generic; %s)"
               % (cfg["name"], cfg["arch"], "; ".join("%s with %s" % (isa, ", ".join(c[0] for c in ccs))
-                                                       for isa, _, ccs in simd)), flush=True)
+                                                       for isa, ccs in simd)), flush=True)
 
 
 def compare(name, out_path, ref_path, tol=1e-5):
@@ -166,9 +163,9 @@ def main():
             elif args.check == "aot":
                 cc = os.environ.get("CC", "cc").split()
                 targets = [("host", cc, [], False), ("host", cc, [], True)]
-                for isa, _, _, flags, runs in isa_table(ff)[1:]:  # the SIMD kernels, where this CPU runs them
-                    if runs:
-                        targets.append(("host-" + isa, cc + flags, [], False))
+                for row in isa_table(ff)[1:]:  # the SIMD kernels, where this CPU runs them
+                    if row.runs:
+                        targets.append(("host-" + row.name, cc + row.flags, [], False))
                 build_and_compare(ff, tmp, args.configs, targets, 11)
             elif args.check == "cross":
                 targets = [("aarch64-linux-gnu", ["aarch64-linux-gnu-gcc", "-static"], ["qemu-aarch64"], True),

@@ -185,6 +185,10 @@ def main():
              ["give one of --input IN.npy, --tokens \"ids\" or --text \"...\""]),
             ("run --text too long", ["run", dates, "--text", "1999-12-31 " * 10, "--target-tokens", "1"],
              ["text: more than 48 tokens"]),
+            ("--isa the --target lacks", ["emit", good, "-o", os.path.join(tmp, "e4"), "--target", "riscv64-linux-gnu",
+                                          "--isa", "avx2"], ["--isa avx2: the target riscv64-linux-gnu runs generic"]),
+            ("--isa neon for thumb", ["emit", good, "-o", os.path.join(tmp, "e5"), "--target", "thumbv7em-none-eabihf",
+                                      "--isa", "neon"], ["--isa neon: the target thumbv7em-none-eabihf runs generic"]),
             ("unknown FIXFORMER_ISA", ["env", "FIXFORMER_ISA=avx9000", ff] + run_cmd(good, "--engine", "tcc"),
              ["FIXFORMER_ISA=avx9000", "not an ISA this machine runs"]),
             ("unknown key", run_cmd(good_with(tmp, "k1", extra=" dmodel = 64,")), ["unknown key 'dmodel'", "k1.lua"]),
@@ -395,12 +399,14 @@ def main():
               piped.returncode == 0 and piped.stderr == "")
         failures += not ok
         print("%-26s %s" % ("cc compile, on a terminal", "ok" if ok else "FAIL: %r %r" % (said, piped.stderr)))
-        for triple in ("thumbv7em-none-eabihf", "thumbv6m-none-eabi", "arm-none-eabi"):
+        for triple, isa in (("thumbv7em-none-eabihf", "generic"), ("thumbv6m-none-eabi", "generic"),
+                            ("arm-none-eabi", "generic"), ("aarch64-linux-gnu", "neon"), ("i686-linux-gnu", "generic")):
             p = subprocess.run([ff, "emit", good, "-o", os.path.join(tmp, triple), "--target", triple],
                                capture_output=True, text=True)
-            ok = p.returncode == 0 and os.path.exists(os.path.join(tmp, triple, "m.c"))
+            src = os.path.join(tmp, triple, "m.c")
+            ok = p.returncode == 0 and os.path.exists(src) and ("ff_linear_" + isa) in open(src).read()
             failures += not ok
-            print("%-26s %s" % ("--target " + triple, "ok" if ok else "FAIL: " + p.stderr))
+            print("%-26s %s" % ("--target " + triple, "ok (%s)" % isa if ok else "FAIL: " + p.stderr))
         # a path that would close the header comment and inject code reaches the C text defused
         odd = os.path.join(tmp, "x*/ int evil = 1; /*")
         os.makedirs(odd)

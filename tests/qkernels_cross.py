@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """The NEON bf16/int8 matrix kernels under qemu: tests/test_qkernels.c built for
-aarch64 with -DFF_QTEST_DIRECT (it links kernels/gemm_neon.c and gemm_generic.c,
-each checked against kernels/prototypes.h as the host build does), strict
-(-std=c99 -Wall -Wextra -Werror -pedantic), -static, and run under qemu-aarch64:
-the same cases and reference as the native test (label cross).
+aarch64 with -DFF_QTEST_DIRECT (it links the kernels of every ISA of `fixformer
+info --isas` that runs on aarch64, neon and generic, each checked against
+kernels/prototypes.h as the host build does), strict (-std=c99 -Wall -Wextra
+-Werror -pedantic), -static, and run under qemu-aarch64: the same cases and
+reference as the native test (label cross).
 
-  qkernels_cross.py [--cc aarch64-linux-gnu-gcc] [--qemu qemu-aarch64]
+  qkernels_cross.py --fixformer BIN [--cc aarch64-linux-gnu-gcc] [--qemu qemu-aarch64]
 """
 import argparse
 import os
@@ -15,21 +16,34 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "lib"))
+from isas import isa_table  # noqa: E402
+
+ARCH = "aarch64"
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2"]
 
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--fixformer", required=True)
     ap.add_argument("--cc", default="aarch64-linux-gnu-gcc")
     ap.add_argument("--qemu", default="qemu-aarch64")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         objs = []
-        units = [(os.path.join(HERE, "test_qkernels.c"), ["-DFF_QTEST_DIRECT"]),
+        prototypes = os.path.join(ROOT, "kernels", "prototypes.h")
+        isas = [row for row in isa_table(a.fixformer) if not row.cpu and (not row.targets or ARCH in row.targets)]
+        # the header the host build writes (CMakeLists.txt), for the ISAs linked here
+        with open(os.path.join(tmp, "ff_host_isas.h"), "w") as f:
+            for row in isas:
+                f.write('#define FF_SUFFIX %s\n#include "%s"\n#undef FF_SUFFIX\n' % (row.name, prototypes))
+            f.write("#define FF_HOST_ISAS(X) %s\n" % " ".join("X(%s, 1)" % row.name for row in isas))
+        units = [(os.path.join(HERE, "test_qkernels.c"), ["-DFF_QTEST_DIRECT", "-I", tmp]),
                  (os.path.join(HERE, "kernel_data.c"), [])]
-        for isa in ("neon", "generic"):
-            units.append((os.path.join(ROOT, "kernels", "gemm_%s.c" % isa),
-                          ["-include", os.path.join(ROOT, "kernels", "prototypes.h"), "-DFF_SUFFIX=" + isa]))
+        for row in isas:
+            units.append((os.path.join(ROOT, "kernels", "gemm_%s.c" % row.name),
+                          ["-include", prototypes, "-DFF_SUFFIX=" + row.name, "-DFF_TABLE_MR=%d" % row.mr,
+                           "-DFF_TABLE_NR=%d" % row.nr] + row.flags))
         for i, (src, flags) in enumerate(units):
             obj = os.path.join(tmp, "%d.o" % i)
             subprocess.run([a.cc] + STRICT + flags + ["-c", src, "-o", obj], check=True)

@@ -14,7 +14,7 @@ call graph acyclic (no recursion), and the deepest chain from the public
 entry points (NAME_*; the thread-pool tasks, run through the caller's pool,
 count as calls of the functions handing them over) at most the header's
 NAME_STACK_BYTES; the same for the other ISAs' kernels and clang on x86-64
-and aarch64 (STACK_ONLY, STACK_MODELS).  NAME_OUTPUT_FLOATS / _BYTES are
+and aarch64 (stack_only, STACK_MODELS).  NAME_OUTPUT_FLOATS / _BYTES are
 checked against the runtime's output at T = MAX_SEQ, and the functions the
 models call outside themselves: no double arithmetic, no libm beyond expf
 (gcc's call graph, every target).  A missing toolchain
@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "lib"))
 from configs import random_config, write_description  # noqa: E402
-from isas import isa_table  # noqa: E402
+from isas import compilers, isa_table, runs_on_host  # noqa: E402
 from emitted import run  # noqa: E402
 
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
@@ -63,10 +63,10 @@ TARGETS = [
     ("armhf", "arm-linux-gnueabihf", ["arm-linux-gnueabihf-gcc"], "gcc-arm-linux-gnueabihf libc6-dev-armhf-cross"),
     ("i686", "i686-linux-gnu", ["i686-linux-gnu-gcc"], "gcc-i686-linux-gnu libc6-dev-i386-cross"),
 ]
-# the stack of the other ISAs' kernels and of clang (NAME.c only, for
-# STACK_BYTES) on STACK_MODELS: name, --isa, compiler, packages
-STACK_ONLY = [("x86-64", "generic", ["gcc"], "gcc"), ("x86-64-clang", "generic", ["clang"], "clang"),
-              ("aarch64-neon", "neon", ["aarch64-linux-gnu-gcc"], "gcc-aarch64-linux-gnu libc6-dev-arm64-cross")]
+# the stack of clang and of the other ISAs' kernels (NAME.c only, for
+# STACK_BYTES) on STACK_MODELS: name, --isa, compiler, packages; the
+# other ISAs' rows come from the table (stack_only)
+STACK_ONLY = [("x86-64", "generic", ["gcc"], "gcc"), ("x86-64-clang", "generic", ["clang"], "clang")]
 STACK_MODELS = ("tiny", "tiny_int8", "dates", "dates_int8")
 # NAME_weights.c (--embed, megabytes of literals) is compiled for these
 # models on these targets (None: all; random configurations: all;
@@ -77,14 +77,25 @@ WEIGHTS = {"tiny": None, "dates": SOME, "tiny_bf16": SOME[::2], "tiny_int8": SOM
 OPTS = ("-O2", "-Os")  # NAME.c; the driver and weights at -O2
 
 
-def check_toolchains(tmp):
+def stack_only(ff):
+    """STACK_ONLY and every other ISA of the table: with gcc and its flags where it runs on this
+    architecture (x86-64-avx2), else with the cross gcc of its first target (aarch64-neon)."""
+    out = list(STACK_ONLY)
+    for row in isa_table(ff)[1:]:
+        cc, pkg = compilers(row)[0]
+        where = "x86-64" if runs_on_host(row) else row.targets[0]
+        out.append(("%s-%s" % (where, row.name), row.name, cc, pkg))
+    return out
+
+
+def check_toolchains(ff, tmp):
     """Every target's compiler and C library are there, or a failure naming the packages."""
     probe = os.path.join(tmp, "probe.c")
     with open(probe, "w") as f:
         f.write("#include <stdint.h>\n#include <stdio.h>\n#include <math.h>\n"
                 "int main(void) { printf(\"%f\", (double)expf(1.0f)); return 0; }\n")
     missing = []
-    for name, _, cc, pkg in TARGETS + [(n, None, cc, pkg) for n, _, cc, pkg in STACK_ONLY]:
+    for name, _, cc, pkg in TARGETS + [(n, None, cc, pkg) for n, _, cc, pkg in stack_only(ff)]:
         if shutil.which(cc[0]) is None:
             missing.append("%s: no %s (Debian packages: %s)" % (name, cc[0], pkg))
             continue
@@ -294,11 +305,7 @@ def build(ff, tmp, model, target):
 def targets(ff):
     """[(name, emit --target, --isa, compiler + flags, compile the driver and weights too)]"""
     out = [(name, triple, "generic", cc, True) for name, triple, cc, _ in TARGETS]
-    out += [(name, None, isa, cc, False) for name, isa, cc, _ in STACK_ONLY]
-    for isa, _, _, flags, _ in isa_table(ff)[1:]:
-        if isa != "neon":  # the host's SIMD ISAs
-            out.append(("x86-64-" + isa, None, isa, ["gcc"] + flags, False))
-    return out
+    return out + [(name, None, isa, cc, False) for name, isa, cc, _ in stack_only(ff)]
 
 
 def main():
@@ -310,7 +317,7 @@ def main():
     ff = os.path.abspath(args.fixformer)
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            check_toolchains(tmp)
+            check_toolchains(ff, tmp)
             ms = models(ff, tmp, args.configs)
             for key, _, _, _ in ms:
                 os.makedirs(os.path.join(tmp, key.split()[0]), exist_ok=True)

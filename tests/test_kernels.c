@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/isas.h"
 #include "codegen.h"
 #include "ff_runtime.h"
 #include "kernel_data.h"
@@ -110,7 +111,14 @@ static const kcase cases[] = {
 #define EPS 1e-5
 #define THETA 10000.0
 
-static int panel_of(const char *isa) { return !strcmp(isa, "avx512") ? 32 : 16; } /* gen/plan.lua M.NR */
+/* the ISA's panel width: its NR in kernels/isas.h */
+static int panel_of(const char *isa) {
+#define FF_ISA_NR(name, mr, nr, ...)                                                                                 \
+  if (!strcmp(isa, #name)) return nr;
+  FF_ISAS(FF_ISA_NR)
+#undef FF_ISA_NR
+  return 0;
+}
 
 /* ---- data: tests/kernel_data.c ---------------------------------------------- */
 

@@ -17,8 +17,8 @@
  *
  * The kernels come from the host's table (host/native.c, what the libtcc
  * engine binds); built with -DFF_QTEST_DIRECT (tests/qkernels_cross.py, for
- * aarch64 under qemu) the test links kernels/gemm_neon.c and gemm_generic.c
- * itself. */
+ * aarch64 under qemu) the test links the kernels of the ISAs that run there
+ * (kernels/isas.h: neon, generic) itself. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,17 +35,13 @@ typedef void (*linear_fn)(const float *x, int T, int IN, const void *W, const fl
                           int j0, int j1);
 
 #ifdef FF_QTEST_DIRECT
-#define FF_SUFFIX generic
-#include "../kernels/prototypes.h"
-#undef FF_SUFFIX
-#define FF_SUFFIX neon
-#include "../kernels/prototypes.h"
-#undef FF_SUFFIX
+#include "ff_host_isas.h" /* the ISAs linked in, as the host build's header (qkernels_cross.py writes it) */
 static int find_kernels(const char *isa, linear_fn fn[2]) {
-  if (!strcmp(isa, "generic")) fn[0] = ff_linear_bf16_generic, fn[1] = ff_linear_q8_generic;
-  else if (!strcmp(isa, "neon")) fn[0] = ff_linear_bf16_neon, fn[1] = ff_linear_q8_neon;
-  else return 0;
-  return 1;
+#define FF_QTEST_LINKED(name, runs)                                                                                  \
+  if (!strcmp(isa, #name) && (runs)) return fn[0] = ff_linear_bf16_##name, fn[1] = ff_linear_q8_##name, 1;
+  FF_HOST_ISAS(FF_QTEST_LINKED)
+#undef FF_QTEST_LINKED
+  return 0;
 }
 #else
 #include "codegen.h"
@@ -243,7 +239,7 @@ static int run_isa(const char *isa, int mr, int nr, linear_fn fn[2]) {
 
 int main(void) {
   int failed = check_quantizers(), ran = 0;
-#define FF_QTEST_ISA(name, MR, NR, flags)                                                                            \
+#define FF_QTEST_ISA(name, MR, NR, ...)                                                                              \
   {                                                                                                                  \
     linear_fn fn[2];                                                                                                 \
     if (find_kernels(#name, fn)) failed |= run_isa(#name, MR, NR, fn), ran++;                                         \
