@@ -175,7 +175,7 @@ M.kinds = {
   swiglu = {
     file = "ffn.c", params = { "N", "ISA" },
     fn = function(p) return string.format("swiglu_%d", p.N) end,
-    doc = function() return "a = silu(gate) * up" end,
+    doc = function() return "y = silu(gate) * up" end,
     vars = function(p) return { N2 = 2 * p.N } end,
     flops = function(p, T) return 6 * T * p.N end,
   },

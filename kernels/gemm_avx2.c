@@ -251,17 +251,17 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
 #define FF_PLAIN(name) ff_##name##_avx2
 #include "plain.c"
 
-/* a . b over n floats (decoding's scores): 8 lanes, then the tail */
-static inline float ff_dot_avx2(const float *a, const float *b, int n) {
+/* q . k over n floats (decoding's scores): 8 lanes, then the tail */
+static inline float ff_dot_avx2(const float *q, const float *k, int n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int i = 0;
   for (; i + 16 <= n; i += 16) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), s1);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
   float t = ff_hsum_avx2(_mm256_add_ps(s0, s1));
-  for (; i < n; i++) t += a[i] * b[i];
+  for (; i < n; i++) t += q[i] * k[i];
   return t;
 }
 

@@ -297,18 +297,18 @@ static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
 #define FF_PLAIN(name) ff_##name##_avx512
 #include "plain.c"
 
-/* a . b over n floats (decoding's scores): 16 lanes, the tail masked */
-static inline float ff_dot_avx512(const float *a, const float *b, int n) {
+/* q . k over n floats (decoding's scores): 16 lanes, the tail masked */
+static inline float ff_dot_avx512(const float *q, const float *k, int n) {
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int i = 0;
   for (; i + 32 <= n; i += 32) {
-    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(k + i), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i + 16), _mm512_loadu_ps(k + i + 16), s1);
   }
-  if (i + 16 <= n) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0), i += 16;
+  if (i + 16 <= n) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(k + i), s0), i += 16;
   if (i < n) {
     const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-    s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
+    s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), _mm512_maskz_loadu_ps(m, k + i), s1);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }

@@ -106,8 +106,8 @@ FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamm
 }
 
 /* erf(x): x P(x^2) / Q(x^2) on [-4, 4], where float erf is +-1 beyond */
-static inline float ff_erf(float a) {
-  const float x = a > 4.0f ? 4.0f : a < -4.0f ? -4.0f : a, x2 = x * x;
+static inline float ff_erf(float x) {
+  const float xc = x > 4.0f ? 4.0f : x < -4.0f ? -4.0f : x, x2 = xc * xc;
   float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f, q;
   p = x2 * p - 2.10102402082508e-06f;
   p = x2 * p - 5.69250639462346e-05f;
@@ -118,12 +118,12 @@ static inline float ff_erf(float a) {
   q = x2 * q - 1.68282697438203e-03f;
   q = x2 * q - 7.37332916720468e-03f;
   q = x2 * q - 1.42647390514189e-02f;
-  return a >= 4.0f ? 1.0f : a <= -4.0f ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
+  return x >= 4.0f ? 1.0f : x <= -4.0f ? -1.0f : xc * p / q; /* exactly +-1 beyond (below) */
 }
 
 /* tanh(x): x P(x^2) / Q(x^2) on [-7.9053, 7.9053], where float tanh is +-1 beyond */
-static inline float ff_tanh(float a) {
-  const float c = 7.90531110763549805f, x = a > c ? c : a < -c ? -c : a, x2 = x * x;
+static inline float ff_tanh(float x) {
+  const float c = 7.90531110763549805f, xc = x > c ? c : x < -c ? -c : x, x2 = xc * xc;
   float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f, q;
   p = x2 * p - 8.60467152213735e-11f;
   p = x2 * p + 5.12229709037114e-08f;
@@ -133,7 +133,7 @@ static inline float ff_tanh(float a) {
   q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
   q = x2 * q + 2.26843463243900e-03f;
   q = x2 * q + 4.89352518554385e-03f;
-  return a >= c ? 1.0f : a <= -c ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
+  return x >= c ? 1.0f : x <= -c ? -1.0f : xc * p / q; /* exactly +-1 beyond (below) */
 }
 
 /* h = h/2 (1 + erf(h / sqrt 2)) over n floats (nn.GELU) */
@@ -149,11 +149,11 @@ FF_KERNEL void FF_PLAIN(gelu_tanh)(float *h, size_t n) {
   }
 }
 
-/* a [T, N] = silu(gate) * up for h [T, 2N] = gate | up */
-FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *restrict a) {
+/* y [T, N] = silu(gate) * up for h [T, 2N] = gate | up */
+FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *restrict y) {
   for (int t = 0; t < T; t++) {
     const float *gate = h + (size_t)t * 2 * N, *up = gate + N;
-    float *at = a + (size_t)t * N;
-    for (int i = 0; i < N; i++) at[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
+    float *yt = y + (size_t)t * N;
+    for (int i = 0; i < N; i++) yt[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
   }
 }

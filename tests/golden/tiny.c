@@ -67,74 +67,74 @@ enum {
 /* ---- the op kernels the stages call (defined in the kernel library at the end) ---- */
 static void embed_128x64_panels(const int32_t *tokens, int T, const float *restrict E, float *restrict x);
 static void sinusoidal_64_s64(float *restrict x, int T, const float *restrict PE, int pos0);
-static void linear_64x192(const float *a, const float *x, int T, const float *W, const float *b, float *y);
-static void attention_h4x16_q192_kv192(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
-    float *out);
-static void linear_64x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y);
+static void linear_64x192(const float *state, const float *x, int T, const float *W, const float *b, float *y);
+static void attention_h4x16_q192_kv192(const float *state, const float *q, const float *k, int Tq, int key_len, int q_pos0,
+    float *scratch, float *out);
+static void linear_64x64_add(const float *state, const float *x, int T, const float *W, const float *b, float *y);
 static void layernorm_64(const float *x, int T, const float *gamma, const float *beta, float *y);
-static void linear_64x256_relu(const float *a, const float *x, int T, const float *W, const float *b, float *y);
-static void linear_256x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y);
-static void linear_64x128_nobias(const float *a, const float *x, int T, const float *W, const float *b, float *y);
+static void linear_64x256_relu(const float *state, const float *x, int T, const float *W, const float *b, float *y);
+static void linear_256x64_add(const float *state, const float *x, int T, const float *W, const float *b, float *y);
+static void linear_64x128_nobias(const float *state, const float *x, int T, const float *W, const float *b, float *y);
 
 /* the encoder: 2 layers over x [T,64]; 14,831,616 FLOPs at T = max_seq */
-static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
+static void encode(const float *restrict w, float *restrict state, const int32_t *tokens, int T, int key_len) {
   /* embed: tokens [T] -> [T,64]: x = E[token] * sqrt(64); 4,096 FLOPs */
-  embed_128x64_panels(tokens, T, w + W_EMBED, a + A_X);
+  embed_128x64_panels(tokens, T, w + W_EMBED, state + A_X);
 
   /* positions: [T,64] in place: x += PE[pos], PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...); 16,384 FLOPs */
-  sinusoidal_64_s64(a + A_X, T, w + W_SINUSOIDAL, 0);
+  sinusoidal_64_s64(state + A_X, T, w + W_SINUSOIDAL, 0);
 
   /* ---- l00_attn: x = LayerNorm(x + SelfAttention(x)) ---- */
   /* l00_attn_qkv: [T,64] -> [T,192]: y = x W^T + b; 1,572,864 FLOPs */
-  linear_64x192(a, a + A_X, T, w + W_L00_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L00_SELF_ATTN_IN_PROJ_BIAS, a + A_L00_ATTN_QKV);
+  linear_64x192(state, state + A_X, T, w + W_L00_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L00_SELF_ATTN_IN_PROJ_BIAS, state + A_L00_ATTN_QKV);
 
   /* l00_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V; 1,048,576 FLOPs */
-  attention_h4x16_q192_kv192(a, a + A_L00_ATTN_QKV, a + A_L00_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L00_ATTN_CTX);
+  attention_h4x16_q192_kv192(state, state + A_L00_ATTN_QKV, state + A_L00_ATTN_QKV + 64, T, key_len, 0, state + A_SCORES, state + A_L00_ATTN_CTX);
 
   /* l00_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b; 524,288 FLOPs */
-  linear_64x64_add(a, a + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
+  linear_64x64_add(state, state + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, state + A_X);
 
   /* l00_attn_norm: [T,64] in place: x = LayerNorm(x), x holding x + SelfAttention(x); 32,768 FLOPs */
-  layernorm_64(a + A_X, T, w + W_L00_NORM1_WEIGHT, w + W_L00_NORM1_BIAS, a + A_X);
+  layernorm_64(state + A_X, T, w + W_L00_NORM1_WEIGHT, w + W_L00_NORM1_BIAS, state + A_X);
 
   /* ---- l00_ffn: x = LayerNorm(x + FeedForward(x)) ---- */
   /* l00_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b); 2,097,152 FLOPs */
-  linear_64x256_relu(a, a + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, a + A_L00_FFN_HIDDEN);
+  linear_64x256_relu(state, state + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, state + A_L00_FFN_HIDDEN);
 
   /* l00_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b; 2,097,152 FLOPs */
-  linear_256x64_add(a, a + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, a + A_X);
+  linear_256x64_add(state, state + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, state + A_X);
 
   /* l00_ffn_norm: [T,64] in place: x = LayerNorm(x), x holding x + FeedForward(x); 32,768 FLOPs */
-  layernorm_64(a + A_X, T, w + W_L00_NORM2_WEIGHT, w + W_L00_NORM2_BIAS, a + A_X);
+  layernorm_64(state + A_X, T, w + W_L00_NORM2_WEIGHT, w + W_L00_NORM2_BIAS, state + A_X);
 
   /* ---- l01_attn: x = LayerNorm(x + SelfAttention(x)) ---- */
   /* l01_attn_qkv: [T,64] -> [T,192]: y = x W^T + b; 1,572,864 FLOPs */
-  linear_64x192(a, a + A_X, T, w + W_L01_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L01_SELF_ATTN_IN_PROJ_BIAS, a + A_L01_ATTN_QKV);
+  linear_64x192(state, state + A_X, T, w + W_L01_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L01_SELF_ATTN_IN_PROJ_BIAS, state + A_L01_ATTN_QKV);
 
   /* l01_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V; 1,048,576 FLOPs */
-  attention_h4x16_q192_kv192(a, a + A_L01_ATTN_QKV, a + A_L01_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L01_ATTN_CTX);
+  attention_h4x16_q192_kv192(state, state + A_L01_ATTN_QKV, state + A_L01_ATTN_QKV + 64, T, key_len, 0, state + A_SCORES, state + A_L01_ATTN_CTX);
 
   /* l01_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b; 524,288 FLOPs */
-  linear_64x64_add(a, a + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
+  linear_64x64_add(state, state + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, state + A_X);
 
   /* l01_attn_norm: [T,64] in place: x = LayerNorm(x), x holding x + SelfAttention(x); 32,768 FLOPs */
-  layernorm_64(a + A_X, T, w + W_L01_NORM1_WEIGHT, w + W_L01_NORM1_BIAS, a + A_X);
+  layernorm_64(state + A_X, T, w + W_L01_NORM1_WEIGHT, w + W_L01_NORM1_BIAS, state + A_X);
 
   /* ---- l01_ffn: x = LayerNorm(x + FeedForward(x)) ---- */
   /* l01_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b); 2,097,152 FLOPs */
-  linear_64x256_relu(a, a + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, a + A_L01_FFN_HIDDEN);
+  linear_64x256_relu(state, state + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, state + A_L01_FFN_HIDDEN);
 
   /* l01_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b; 2,097,152 FLOPs */
-  linear_256x64_add(a, a + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, a + A_X);
+  linear_256x64_add(state, state + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, state + A_X);
 
   /* l01_ffn_norm: [T,64] in place: x = LayerNorm(x), x holding x + FeedForward(x); 32,768 FLOPs */
-  layernorm_64(a + A_X, T, w + W_L01_NORM2_WEIGHT, w + W_L01_NORM2_BIAS, a + A_X);
+  layernorm_64(state + A_X, T, w + W_L01_NORM2_WEIGHT, w + W_L01_NORM2_BIAS, state + A_X);
 }
 
 /* the output head: logits over the vocabulary; 1,048,576 FLOPs at T = max_seq */
-static void head(const float *restrict w, float *restrict a, int T, float *out) {
+static void head(const float *restrict w, float *restrict state, int T, float *out) {
   /* logits: [T,64] -> [T,128], logits = x E^T: y = x W^T; 1,048,576 FLOPs */
-  linear_64x128_nobias(a, a + A_X, T, w + W_EMBED, NULL, out);
+  linear_64x128_nobias(state, state + A_X, T, w + W_EMBED, NULL, out);
 }
 
 /* ---- the state's own fields, and threads: tiny_set_threads keeps (fn,
@@ -147,9 +147,9 @@ typedef struct {
 } parallel_t;
 
 /* the state's threads, as init_state / set_threads left them */
-static parallel_t parallel_of(const float *a) {
+static parallel_t parallel_of(const float *state) {
   parallel_t p;
-  memcpy(&p, a + A_THREADS, sizeof p);
+  memcpy(&p, state + A_THREADS, sizeof p);
   return p;
 }
 
@@ -253,7 +253,7 @@ void ff_layernorm_generic(const float *x, int T, int D, const float *gamma, cons
 void ff_rmsnorm_generic(const float *x, int T, int D, const float *gamma, float eps, float *y);
 void ff_gelu_generic(float *h, size_t n);
 void ff_gelu_tanh_generic(float *h, size_t n);
-void ff_swiglu_generic(const float *h, int T, int N, float *a);
+void ff_swiglu_generic(const float *h, int T, int N, float *y);
 #else
 #if defined(__GNUC__) || defined(__TINYC__) /* a model calls some of them */
 #define FF_KERNEL static inline __attribute__((unused))
@@ -681,8 +681,8 @@ FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamm
 }
 
 /* erf(x): x P(x^2) / Q(x^2) on [-4, 4], where float erf is +-1 beyond */
-static inline float ff_erf(float a) {
-  const float x = a > 4.0f ? 4.0f : a < -4.0f ? -4.0f : a, x2 = x * x;
+static inline float ff_erf(float x) {
+  const float xc = x > 4.0f ? 4.0f : x < -4.0f ? -4.0f : x, x2 = xc * xc;
   float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f, q;
   p = x2 * p - 2.10102402082508e-06f;
   p = x2 * p - 5.69250639462346e-05f;
@@ -693,12 +693,12 @@ static inline float ff_erf(float a) {
   q = x2 * q - 1.68282697438203e-03f;
   q = x2 * q - 7.37332916720468e-03f;
   q = x2 * q - 1.42647390514189e-02f;
-  return a >= 4.0f ? 1.0f : a <= -4.0f ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
+  return x >= 4.0f ? 1.0f : x <= -4.0f ? -1.0f : xc * p / q; /* exactly +-1 beyond (below) */
 }
 
 /* tanh(x): x P(x^2) / Q(x^2) on [-7.9053, 7.9053], where float tanh is +-1 beyond */
-static inline float ff_tanh(float a) {
-  const float c = 7.90531110763549805f, x = a > c ? c : a < -c ? -c : a, x2 = x * x;
+static inline float ff_tanh(float x) {
+  const float c = 7.90531110763549805f, xc = x > c ? c : x < -c ? -c : x, x2 = xc * xc;
   float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f, q;
   p = x2 * p - 8.60467152213735e-11f;
   p = x2 * p + 5.12229709037114e-08f;
@@ -708,7 +708,7 @@ static inline float ff_tanh(float a) {
   q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
   q = x2 * q + 2.26843463243900e-03f;
   q = x2 * q + 4.89352518554385e-03f;
-  return a >= c ? 1.0f : a <= -c ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
+  return x >= c ? 1.0f : x <= -c ? -1.0f : xc * p / q; /* exactly +-1 beyond (below) */
 }
 
 /* h = h/2 (1 + erf(h / sqrt 2)) over n floats (nn.GELU) */
@@ -724,12 +724,12 @@ FF_KERNEL void FF_PLAIN(gelu_tanh)(float *h, size_t n) {
   }
 }
 
-/* a [T, N] = silu(gate) * up for h [T, 2N] = gate | up */
-FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *restrict a) {
+/* y [T, N] = silu(gate) * up for h [T, 2N] = gate | up */
+FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *restrict y) {
   for (int t = 0; t < T; t++) {
     const float *gate = h + (size_t)t * 2 * N, *up = gate + N;
-    float *at = a + (size_t)t * N;
-    for (int i = 0; i < N; i++) at[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
+    float *yt = y + (size_t)t * N;
+    for (int i = 0; i < N; i++) yt[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
   }
 }
 #line 122 "kernels/gemm_generic.c"
@@ -748,7 +748,7 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
  *   FF_SDPA_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
  *                       place, the row max subtracted; row[visible .. n) = 0
  *                       (if not defined: the scalar one below, with expf)
- *   FF_SDPA_DOT, FF_SDPA_AXPY  a . b and y += p x over n floats (optional:
+ *   FF_SDPA_DOT, FF_SDPA_AXPY  q . k and y += p x over n floats (optional:
  *                       plain C below)
  *
  * Every head h0 .. h1-1: out [Tq, heads*dk] = softmax(scale Q K^T + mask) V.
@@ -780,13 +780,13 @@ static void ff_softmax_row_scalar(float *row, int visible, int n) {
 #define FF_SDPA_SOFTMAX_ROW ff_softmax_row_scalar
 #endif
 #ifndef FF_SDPA_DOT
-/* a . b over n floats, in 8 interleaved partial sums (vectorised at -O3) */
-static float ff_sdpa_dot_scalar(const float *a, const float *b, int n) {
+/* q . k over n floats, in 8 interleaved partial sums (vectorised at -O3) */
+static float ff_sdpa_dot_scalar(const float *q, const float *k, int n) {
   float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   int i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; l++) s[l] += a[i + l] * b[i + l];
-  for (; i < n; i++) s[0] += a[i] * b[i];
+    for (int l = 0; l < 8; l++) s[l] += q[i + l] * k[i + l];
+  for (; i < n; i++) s[0] += q[i] * k[i];
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 #define FF_SDPA_DOT ff_sdpa_dot_scalar
@@ -915,9 +915,9 @@ static void linear_task(void *arg, int i) { /* the i-th of n ranges of panels */
  * (a thread held up takes fewer); one thread below a million multiply-adds,
  * unless W has 64K weights or more (decoding, T = 1: reading W from memory is
  * the work, tens of microseconds against a microsecond to start the tasks). */
-static void linear(const float *a, const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
-    int flags) {
-  const parallel_t p = parallel_of(a);
+static void linear(const float *state, const float *x, int T, int IN, const float *W, const float *b, int OUT,
+    float *y, int flags) {
+  const parallel_t p = parallel_of(state);
   const int panels = (OUT + 16 - 1) / 16;
   linear_job job;
   job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
@@ -945,9 +945,9 @@ static void attend_task(void *arg, int i) { /* the i-th of n ranges of heads, wi
  * 8 tasks (the scratch slots), a range of heads each, which the threads
  * take in turn; one thread below a million multiply-adds, unless the keys
  * hold 16K floats or more (and as many values: decoding reads them from memory). */
-static void attend_heads(const float *a, const float *q, int ldq, const float *k, int ldk, int Tq, int key_len,
-    int heads, int kv_heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
-  const parallel_t p = parallel_of(a);
+static void attend_heads(const float *state, const float *q, int ldq, const float *k, int ldk, int Tq,
+    int key_len, int heads, int kv_heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
+  const parallel_t p = parallel_of(state);
   attend_job job;
   job.q = q, job.k = k, job.scratch = scratch, job.out = out, job.ldq = ldq, job.ldk = ldk, job.Tq = Tq;
   job.key_len = key_len, job.heads = heads, job.kv_heads = kv_heads, job.dk = dk, job.causal = causal;
@@ -997,8 +997,8 @@ static void sinusoidal_64_s64(float *restrict x, int T, const float *restrict PE
 /* linear_64x192: y [T, 192] = x W^T + b, x [T, 64]
  * W^T [64, 192] packed in 12 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
-static void linear_64x192(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(a, x, T, 64, W, b, 192, y, 0);
+static void linear_64x192(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(state, x, T, 64, W, b, 192, y, 0);
 }
 
 
@@ -1008,9 +1008,9 @@ static void linear_64x192(const float *a, const float *x, int T, const float *W,
  * Masked: keys j >= key_len (padding); masked scores are -inf
  * and the row max is subtracted (ff_sdpa_generic, heads split over the
  * state's threads, each with (16 + 8) x pad16(key_len) floats of scratch). */
-static void attention_h4x16_q192_kv192(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
-                  float *out) {
-  attend_heads(a, q, 192, k, 192, Tq, key_len, 4, 4, 16, 0, q_pos0, 0.25f, scratch, out);
+static void attention_h4x16_q192_kv192(const float *state, const float *q, const float *k, int Tq, int key_len, int q_pos0,
+                  float *scratch, float *out) {
+  attend_heads(state, q, 192, k, 192, Tq, key_len, 4, 4, 16, 0, q_pos0, 0.25f, scratch, out);
 }
 
 
@@ -1018,8 +1018,8 @@ static void attention_h4x16_q192_kv192(const float *a, const float *q, const flo
 /* linear_64x64_add: y [T, 64] += x W^T + b, x [T, 64]
  * W^T [64, 64] packed in 4 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
-static void linear_64x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(a, x, T, 64, W, b, 64, y, FF_ACC);
+static void linear_64x64_add(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(state, x, T, 64, W, b, 64, y, FF_ACC);
 }
 
 
@@ -1035,8 +1035,8 @@ static void layernorm_64(const float *x, int T, const float *gamma, const float 
 /* linear_64x256_relu: y [T, 256] = max(0, x W^T + b), x [T, 64]
  * W^T [64, 256] packed in 16 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
-static void linear_64x256_relu(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(a, x, T, 64, W, b, 256, y, FF_RELU);
+static void linear_64x256_relu(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(state, x, T, 64, W, b, 256, y, FF_RELU);
 }
 
 
@@ -1044,8 +1044,8 @@ static void linear_64x256_relu(const float *a, const float *x, int T, const floa
 /* linear_256x64_add: y [T, 64] += x W^T + b, x [T, 256]
  * W^T [256, 64] packed in 4 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
-static void linear_256x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(a, x, T, 256, W, b, 64, y, FF_ACC);
+static void linear_256x64_add(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(state, x, T, 256, W, b, 64, y, FF_ACC);
 }
 
 
@@ -1053,6 +1053,6 @@ static void linear_256x64_add(const float *a, const float *x, int T, const float
 /* linear_64x128_nobias: y [T, 128] = x W^T, x [T, 64]
  * W^T [64, 128] packed in 8 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
-static void linear_64x128_nobias(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(a, x, T, 64, W, b, 128, y, 0);
+static void linear_64x128_nobias(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(state, x, T, 64, W, b, 128, y, 0);
 }
