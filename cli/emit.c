@@ -80,18 +80,19 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
     ff_model_close(m);
     return ff_fail(err, CLI_EUSAGE, "--embed needs --weights W.safetensors");
   }
-  const char *header, *source;
+  const char *header, *source, *kernels;
   char *text = NULL, *driver = NULL;
   if ((weights && (rc = cli_load_weights(m, flags, weights, err))) ||
-      (rc = ff_model_generate(m, command, &header, &source, err)))
+      (rc = ff_model_generate(m, command, &header, &source, err)) || (rc = ff_model_kernel_source(m, &kernels, err)))
     goto done;
   /* everything is rendered before the first file is written, and written all or none */
   if (weights && embed && (rc = ff_model_weights_source(m, weights, &text, err))) goto done;
   if (with_main && (rc = ff_model_driver_source(m, embed, &driver, err))) goto done;
-  ff_file_out files[5];
+  ff_file_out files[6];
   int n_files = 0;
   files[n_files++] = (ff_file_out){out_path(dir, c->name, ".h"), header, strlen(header)};
   files[n_files++] = (ff_file_out){out_path(dir, c->name, ".c"), source, strlen(source)};
+  files[n_files++] = (ff_file_out){out_path(dir, c->name, "_kernels.c"), kernels, strlen(kernels)};
   if (weights && embed) {
     files[n_files++] = (ff_file_out){out_path(dir, c->name, "_weights.c"), text, strlen(text)};
   } else if (weights) {
@@ -144,7 +145,8 @@ const cli_command cli_emit = {
     "emit", "C specialised to the model (files, for any target)",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
      "                      [--isa generic|avx2|avx512|neon|native] [--with-main] [--dtype f32|bf16|int8]\n"
-     "Writes C specialised to the model's shapes: DIR/NAME.c and DIR/NAME.h.\n"
+     "Writes C specialised to the model's shapes: DIR/NAME.c, DIR/NAME.h and DIR/NAME_kernels.c\n"
+     "(the kernels NAME.c calls, which it includes: build NAME.c alone).\n"
      "  -o, --output DIR the folder (made if need be)\n"
      "  --weights W      also write the weights packed in the code's layout: DIR/NAME.weights\n"
      "                   (default: the description's weights, if it names them)\n"

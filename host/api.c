@@ -376,6 +376,16 @@ int ff_model_generate(ff_model *m, const char *command, const char **header, con
   return rc;
 }
 
+int ff_model_kernel_source(ff_model *m, const char **text, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_kernel_source", "the model");
+  if (!text) return null_arg(err, "ff_model_kernel_source", "text");
+  lock(m);
+  int rc = generate_locked(m, "fixformer", err);
+  *text = rc ? NULL : m->prog->program.kernel_source;
+  unlock(m);
+  return rc;
+}
+
 /* Renders a file that goes with the model's program; the Lua state holds
  * the last generated program's renderer, which may be another model's. */
 static int render_locked(ff_model *m, const ff_extra *x, char **text, ff_error *err) {

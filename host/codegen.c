@@ -179,6 +179,7 @@ static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program
   if (rc) return rc;
   p->header = dup_field(L, t, "header");
   p->source = dup_field(L, t, "source");
+  p->kernel_source = dup_field(L, t, "kernel_source");
   p->kernels = dup_field(L, t, "kernels");
   char *hash = dup_field(L, t, "layout_hash");
   p->layout_hash = hash ? strtoull(hash, NULL, 16) : 0;
@@ -189,7 +190,7 @@ static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program
   lua_getfield(L, t, "layout");
   int n = (int)lua_rawlen(L, -1);
   p->layout = calloc((size_t)n + 1, sizeof *p->layout);
-  if (!p->header || !p->source || !p->kernels || !p->layout) {
+  if (!p->header || !p->source || !p->kernel_source || !p->kernels || !p->layout) {
     lua_pop(L, 1);
     return ff_fail(err, FF_ENOMEM, "out of memory for the generated program");
   }
@@ -263,6 +264,7 @@ void ff_program_free(ff_program *p) {
   if (!p) return;
   free(p->header);
   free(p->source);
+  free(p->kernel_source);
   free(p->kernels);
   for (int i = 0; p->layout && i < p->n_layout; i++) free(p->layout[i].name);
   free(p->layout);

@@ -38,7 +38,8 @@ void ff_position_table(const ff_layout_entry *e, float *dst);
 /* A generated program: the C text and the weight layout it expects. */
 typedef struct {
   char *header, *source;     /* NAME.h, NAME.c */
-  char *kernels;             /* the ISA's matrix kernel library on its own (the cc engine's) */
+  char *kernel_source;       /* NAME_kernels.c: the kernels NAME.c calls, which it includes */
+  char *kernels;             /* the ISA's whole kernel library on its own (the cc engine's) */
   ff_layout_entry *layout;
   int n_layout;
   size_t weight_floats;

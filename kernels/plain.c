@@ -26,6 +26,7 @@
  * polynomials into FMAs, so that -inf (1 + erf) is NaN as in PyTorch (gelu,
  * silu of -inf) and large negative inputs give 0; NaN passes through (the
  * comparisons are false for it). */
+/* @part norm_sums */
 /* 8 interleaved Kahan sums: sum[l] + the lost low part -comp[l] */
 typedef struct {
   float sum[8], comp[8];
@@ -64,6 +65,7 @@ static inline float ff_rsqrt(float v) {
   return y * scale;
 }
 
+/* @part layernorm: plain norm_sums */
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta, biased var */
 FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, float eps,
                                    float *y) {
@@ -88,6 +90,7 @@ FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *ga
   }
 }
 
+/* @part rmsnorm: plain norm_sums */
 /* y = x / sqrt(mean(x^2) + eps) * gamma */
 FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y) {
   for (int t = 0; t < T; t++) {
@@ -105,6 +108,7 @@ FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamm
   }
 }
 
+/* @part gelu: plain */
 /* erf(x): x P(x^2) / Q(x^2) on [-4, 4], where float erf is +-1 beyond */
 static inline float ff_erf(float x) {
   const float xc = x > 4.0f ? 4.0f : x < -4.0f ? -4.0f : x, x2 = xc * xc;
@@ -121,6 +125,7 @@ static inline float ff_erf(float x) {
   return x >= 4.0f ? 1.0f : x <= -4.0f ? -1.0f : xc * p / q; /* exactly +-1 beyond (below) */
 }
 
+/* @part tanh */
 /* tanh(x): x P(x^2) / Q(x^2) on [-7.9053, 7.9053], where float tanh is +-1 beyond */
 static inline float ff_tanh(float x) {
   const float c = 7.90531110763549805f, xc = x > c ? c : x < -c ? -c : x, x2 = xc * xc;
@@ -136,11 +141,13 @@ static inline float ff_tanh(float x) {
   return x >= c ? 1.0f : x <= -c ? -1.0f : xc * p / q; /* exactly +-1 beyond (below) */
 }
 
+/* @part gelu */
 /* h = h/2 (1 + erf(h / sqrt 2)) over n floats (nn.GELU) */
 FF_KERNEL void FF_PLAIN(gelu)(float *h, size_t n) {
   for (size_t i = 0; i < n; i++) h[i] = 0.5f * h[i] * (1.0f + ff_erf(h[i] * 0.70710678118654752f));
 }
 
+/* @part gelu_tanh: plain tanh */
 /* h = h/2 (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3))) over n floats (approximate='tanh') */
 FF_KERNEL void FF_PLAIN(gelu_tanh)(float *h, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -149,6 +156,7 @@ FF_KERNEL void FF_PLAIN(gelu_tanh)(float *h, size_t n) {
   }
 }
 
+/* @part swiglu: plain tanh */
 /* y [T, N] = silu(gate) * up for h [T, 2N] = gate | up */
 FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *restrict y) {
   for (int t = 0; t < T; t++) {
