@@ -58,12 +58,14 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
   int embed = cli_value(flags, "--embed") != NULL, with_main = cli_value(flags, "--with-main") != NULL, rc;
   if ((rc = cli_require(flags, "-o", &dir, err))) return rc;
   if (target && (rc = check_target(target, err))) return rc;
-  /* the command, without -o and -q (where the files go does not change them) */
-  char command[1024];
-  int n = snprintf(command, sizeof command, "fixformer emit %s", path);
+  /* the command, without -o and -q (where the files go does not change them), its paths as
+   * the banner shows them (no machine's folders) */
+  char command[1024], shown[4096];
+  int n = snprintf(command, sizeof command, "fixformer emit %s", ff_shown_path(path, shown, sizeof shown));
   for (const cli_flag *f = flags; f->name && n > 0 && (size_t)n < sizeof command; f++)
     if (f->value && strcmp(f->name, "-o") && strcmp(f->name, "--quiet"))
-      n += snprintf(command + n, sizeof command - (size_t)n, f->takes_value ? " %s %s" : " %s", f->name, f->value);
+      n += snprintf(command + n, sizeof command - (size_t)n, f->takes_value ? " %s %s" : " %s", f->name,
+                    strcmp(f->name, "--weights") ? f->value : ff_shown_path(f->value, shown, sizeof shown));
 
   ff_model *m = cli_open_model(path, flags, err);
   if (!m) return err->code;

@@ -189,7 +189,8 @@ local function stage_text(st, vars)
     { lines = false })
 end
 
--- opts: source (description path as given), sha256, command, layout_hash.
+-- opts: source (the description's path, as the banner shows it), sha256,
+-- command, layout_hash.
 -- NAME.c opens on the model: prelude, layout enums, the stages, then the
 -- state and the API (wrappers), and last the kernels: those of kernels/ (an
 -- #include of NAME_kernels.c), the parallel helpers and the op kernels.

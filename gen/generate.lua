@@ -1,8 +1,9 @@
 -- generate.lua: the generator's entry point, called by the C host.
 --   config  the validated description (validate.lua)
---   opts    source (description path), sha256 (of its bytes), command,
---           isa (the matrix kernels: generic, avx512, ...), dtype (the
---           weight type: f32, bf16, int8; overrides the config's)
+--   opts    source (the description's path as banners show it), sha256
+--           (of its bytes), command, isa (the matrix kernels: generic,
+--           avx512, ...), dtype (the weight type: f32, bf16, int8; overrides
+--           the config's)
 -- Returns header, source, kernel_source (NAME_kernels.c), kernels (the
 -- whole library, the cc engine's), the weight layout, the sizes and the
 -- layout hash, and leaves ff_render_extra(section, vars) for the files that

@@ -222,14 +222,15 @@ static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program
 static int generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err) {
   lua_State *L = ff_lua_state(h);
   int top = lua_gettop(L), rc;
+  char shown[4096]; /* the description's path as the banner shows it: no machine's folders */
   install_host_module(L, c);
 
   lua_getglobal(L, "require");
   lua_pushliteral(L, "generate");
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) goto lua_failed;
   lua_getfield(L, LUA_REGISTRYINDEX, "ff.config");
-  lua_createtable(L, 0, 3);
-  lua_pushstring(L, o->source);
+  lua_createtable(L, 0, 7);
+  lua_pushstring(L, ff_shown_path(o->source, shown, sizeof shown));
   lua_setfield(L, -2, "source");
   lua_pushstring(L, o->command);
   lua_setfield(L, -2, "command");
@@ -414,7 +415,10 @@ static int render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err)
   lua_createtable(L, 0, 8);
   lua_pushboolean(L, x->embed);
   lua_setfield(L, -2, "EMBED");
-  const char *const strings[][2] = {{"DATA", x->data}, {"WEIGHTS", x->weights}, {"SHA256", x->sha256}};
+  char shown[4096]; /* the banner's weights file: no machine's folders */
+  const char *const strings[][2] = {
+      {"DATA", x->data}, {"WEIGHTS", x->weights ? ff_shown_path(x->weights, shown, sizeof shown) : NULL},
+      {"SHA256", x->sha256}};
   for (int i = 0; i < 3; i++)
     if (strings[i][1]) {
       lua_pushstring(L, strings[i][1]);

@@ -20,7 +20,8 @@
   emitted.py --fixformer BIN --check files      what emit writes: NAME.c holds the model and
                                                 includes NAME_kernels.c, which holds only the
                                                 parts of kernels/ the model calls and is empty
-                                                compiled alone
+                                                compiled alone; no folder of this machine in
+                                                any file
 """
 import argparse
 import filecmp
@@ -230,6 +231,27 @@ def check_files(ff, tmp):
     alone = not re.search(r" [TtDdBbRr] ", symbols)
     case("kernel_file_alone_is_empty", alone, "" if alone else symbols.strip()[:300])
     case("two_models_link_together", linked.returncode == 0, linked.stderr.strip()[:300])
+
+    # no folder of this machine in the files: a path inside the current folder relative, one outside
+    # it by its file name; the description's sha256 is kept
+    weights = os.path.join(tmp, "w.safetensors")
+    run([ff, "init", "models/tiny.lua", "-o", weights], cwd=ROOT)
+    elsewhere = os.path.join(tmp, "elsewhere")
+    os.mkdir(elsewhere)
+    shutil.copy(os.path.join(ROOT, "models", "tiny.lua"), elsewhere)
+    rel, inside, outside = (os.path.join(tmp, s) for s in ("rel", "inside", "outside"))
+    run([ff, "emit", "models/tiny.lua", "-o", rel], cwd=ROOT)
+    run([ff, "emit", os.path.join(ROOT, "models", "tiny.lua"), "-o", inside], cwd=ROOT)
+    run([ff, "emit", os.path.join(elsewhere, "tiny.lua"), "-o", outside, "--weights", weights, "--embed",
+         "--with-main"], cwd=ROOT)
+    texts = {f: read(os.path.join(outside, f)) for f in os.listdir(outside)}
+    leaks = sorted(f for f, t in texts.items() if tmp in t or ROOT in t)
+    case("banner_path_relative_inside_cwd", read(os.path.join(inside, "tiny.c")) == read(os.path.join(rel, "tiny.c")))
+    case("banner_paths_name_only_outside_cwd", not leaks and "from tiny.lua - do not edit" in texts["tiny.c"] and
+         "command: fixformer emit tiny.lua --weights w.safetensors --embed --with-main" in texts["tiny.c"] and
+         "from w.safetensors" in texts["tiny_weights.c"] and
+         read(os.path.join(rel, "tiny.c")).split("\n")[1] == texts["tiny.c"].split("\n")[1],
+         "machine folders in %s" % leaks if leaks else "")
 
     if failed:
         raise RuntimeError("%d case(s) failed: %s" % (len(failed), ", ".join(failed)))
