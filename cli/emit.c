@@ -74,6 +74,7 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
   const char *isa = cli_value(flags, "--isa");
   if (!isa && target && !strncmp(target, "aarch64", 7)) isa = "neon"; /* every AArch64 CPU has it */
   if ((isa && (rc = ff_model_set_isa(m, isa, err))) || (rc = ff_model_set_target(m, target, err)) ||
+      (rc = ff_model_set_line_directives(m, !cli_value(flags, "--no-line"), err)) ||
       (target && isa && (rc = check_isa_target(ff_model_isa(m), target, err)))) {
     ff_model_close(m);
     return rc;
@@ -141,12 +142,13 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NUL
                            {"--target", NULL, NULL, 1},  {"--with-main", NULL, NULL, 0},
                            {"--isa", NULL, NULL, 1},     {"--allow-nonfinite", NULL, NULL, 0},
                            {"--dtype", NULL, NULL, 1},   {"--quiet", "-q", NULL, 0},
-                           {NULL, NULL, NULL, 0}};
+                           {"--no-line", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
 const cli_command cli_emit = {
     "emit", "C specialised to the model (files, for any target)",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
      "                      [--isa generic|avx2|avx512|neon|native] [--with-main] [--dtype f32|bf16|int8]\n"
+     "                      [--no-line]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c, DIR/NAME.h and DIR/NAME_kernels.c\n"
      "(the kernels NAME.c calls, which it includes: build NAME.c alone).\n"
      "  -o, --output DIR the folder (made if need be)\n"
@@ -161,6 +163,7 @@ const cli_command cli_emit = {
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
      "  --dtype T        the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                   description's dtype (f32 unless it says)\n"
+     "  --no-line        no #line directives (they name fixformer's templates/ and kernels/)\n"
      "  --allow-nonfinite  write weights holding NaN or infinities (refused by default;\n"
      "                   the packed blob only: --embed cannot write them as C literals)\n"
      "  -q, --quiet      no progress lines on stderr\n"

@@ -126,7 +126,7 @@ local function common_vars(P, opts)
     ENCDEC = c.arch == "encoder-decoder", DECODER = c.arch ~= "encoder", ISA = P.isa, NR = P.nr, STANDALONE = false,
     MAX_THREADS = P.max_threads, SCRATCH = P.scratch_per_thread, SLOTS = P.max_threads,
     DTYPE = P.dtype, QUANTIZED = P.dtype ~= "f32",
-    WSUFFIX = ops.KERNEL_SUFFIX[P.dtype],
+    WSUFFIX = ops.KERNEL_SUFFIX[P.dtype], LINES = opts.lines ~= false,
   }
   v.INPUT = c.vocab and "tokens" or "input"
   v.INPUT_DECL = v.INPUT_TYPE .. " *" .. v.INPUT
@@ -190,7 +190,7 @@ local function stage_text(st, vars)
 end
 
 -- opts: source (the description's path, as the banner shows it), sha256,
--- command, layout_hash.
+-- command, layout_hash, lines (false: no #line directives).
 -- NAME.c opens on the model: prelude, layout enums, the stages, then the
 -- state and the API (wrappers), and last the kernels: those of kernels/ (an
 -- #include of NAME_kernels.c), the parallel helpers and the op kernels.
@@ -211,10 +211,11 @@ function M.emit(P, opts)
   local header = template.render("model.h", "header", vars({ API = api:gsub("\n+$", ""), TYPES = M.types() }),
     { lines = false })
 
+  local lines = opts.lines ~= false
   local rendered = {}
   for i, k in ipairs(P.kernels) do
     local file, name = ops.template(k.kind, k.params)
-    rendered[i] = template.render(file, name, ops.vars(k.kind, k.params))
+    rendered[i] = template.render(file, name, ops.vars(k.kind, k.params), { lines = lines })
   end
   local calls = ops.calls(P.kernels)
   local kernel_vars = { KERNEL_FILE = c.name .. "_kernels.c", KERNELS = library.names(P.isa, calls, " *   ") }
@@ -226,10 +227,10 @@ function M.emit(P, opts)
   if c.arch == "decoder-only" then parts[#parts + 1] = section("decode_decoder") end
   parts[#parts + 1] = section("library", kernel_vars):gsub("\n+$", "\n") ..
     library.block(P.isa, calls, '#include "' .. kernel_vars.KERNEL_FILE .. '"')
-  parts[#parts + 1] = template.render("model.c", "parallel", vars())
+  parts[#parts + 1] = template.render("model.c", "parallel", vars(), { lines = lines })
   parts[#parts + 1] = table.concat(rendered, "\n")
   for i, text in ipairs(parts) do parts[i] = text:gsub("\n+$", "") end -- one blank line between parts
-  kernel_vars.TEXT = library.text(P.isa, calls):gsub("\n+$", "")
+  kernel_vars.TEXT = library.text(P.isa, calls, lines):gsub("\n+$", "")
   return { header = header, source = table.concat(parts, "\n\n") .. "\n",
     kernels = section("kernel_file", kernel_vars) }
 end

@@ -3,7 +3,7 @@
 --   opts    source (the description's path as banners show it), sha256
 --           (of its bytes), command, isa (the matrix kernels: generic,
 --           avx512, ...), dtype (the weight type: f32, bf16, int8; overrides
---           the config's)
+--           the config's), lines (false: no #line directives)
 -- Returns header, source, kernel_source (NAME_kernels.c), kernels (the
 -- whole library, the cc engine's), the weight layout, the sizes and the
 -- layout hash, and leaves ff_render_extra(section, vars) for the files that
@@ -60,6 +60,7 @@ return function(config, opts)
   local layout_hash = host.sha256(emit.layout_text(P)):sub(1, 16)
   local out = emit.emit(P, {
     source = opts.source, sha256 = opts.sha256, command = opts.command, layout_hash = layout_hash,
+    lines = opts.lines,
   })
   local layout = {}
   for i, w in ipairs(P.weights) do

@@ -240,6 +240,8 @@ static int generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_p
   lua_setfield(L, -2, "isa");
   lua_pushstring(L, o->dtype ? o->dtype : "f32");
   lua_setfield(L, -2, "dtype");
+  lua_pushboolean(L, !o->no_line);
+  lua_setfield(L, -2, "lines");
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) goto lua_failed;
   rc = read_program(L, lua_gettop(L), o, out, err);
   lua_settop(L, top);

@@ -54,6 +54,7 @@ typedef struct {
   const char *isa;           /* the matrix kernels: "generic", "avx512", ... */
   const char *dtype;         /* the weight type: "f32", "bf16", "int8" */
   const char *target;        /* the triple the code is for; NULL or "": this machine */
+  int no_line;               /* no #line directives (emit --no-line) */
 } ff_gen_options;
 
 /* The ISAs whose matrix kernels this host has compiled in and can run, best

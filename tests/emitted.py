@@ -21,7 +21,8 @@
                                                 includes NAME_kernels.c, which holds only the
                                                 parts of kernels/ the model calls and is empty
                                                 compiled alone; no folder of this machine in
-                                                any file
+                                                any file; --no-line drops every #line and
+                                                nothing else
 """
 import argparse
 import filecmp
@@ -161,6 +162,9 @@ def check_golden(ff, tmp, update):
 
 
 def read(path):
+    """The file's text; "" when emit did not write it."""
+    if not os.path.exists(path):
+        return ""
     with open(path) as f:
         return f.read()
 
@@ -253,6 +257,23 @@ def check_files(ff, tmp):
          read(os.path.join(rel, "tiny.c")).split("\n")[1] == texts["tiny.c"].split("\n")[1],
          "machine folders in %s" % leaks if leaks else "")
 
+    # --no-line: no #line anywhere, the files otherwise as before (but for the command and the banner's
+    # line about them), and they build and run as before
+    plain = os.path.join(tmp, "noline")
+    run([ff, "emit", "models/tiny.lua", "-o", plain, "--no-line", "--with-main"], cwd=ROOT)
+    run([ff, "emit", "models/tiny.lua", "-o", rel, "--with-main"], cwd=ROOT)
+    same, has_line = True, []
+    for f in sorted(os.listdir(plain)):
+        a, b = read(os.path.join(rel, f)), read(os.path.join(plain, f))
+        has_line += [f] if "#line" in b else []
+        a = [x for x in a.split("\n") if not x.startswith("#line ") and "#line directives" not in x]
+        b = [x.replace(" --no-line", "") for x in b.split("\n")]
+        same = same and a == b
+    exe = os.path.join(plain, "tiny")
+    run(cc + STRICT + ["-O1", "-o", exe, os.path.join(plain, "tiny.c"), os.path.join(plain, "tiny_main.c"), "-lm"])
+    case("no_line_drops_every_line_directive", not has_line and "#line" in read(os.path.join(rel, "tiny.c")),
+         "#line in %s" % has_line if has_line else "")
+    case("no_line_changes_nothing_else", same)
     if failed:
         raise RuntimeError("%d case(s) failed: %s" % (len(failed), ", ".join(failed)))
 

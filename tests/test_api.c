@@ -276,6 +276,7 @@ static void nulls(void) {
   NULL_ERR(ff_model_kernel_source(NULL, &h, err), "kernel_source(NULL model)");
   NULL_ERR(ff_model_kernel_source(m, NULL, err), "kernel_source(NULL text)");
   CHECK(ff_model_kernel_source(m, &h, NULL) == 0 && strstr(h, "FF_KERNEL void"), "kernel_source is the kernels");
+  NULL_ERR(ff_model_set_line_directives(NULL, 0, err), "set_line_directives(NULL)");
   NULL_ERR(ff_model_weight_blob(NULL, &blob, &bytes, err), "weight_blob(NULL model)");
   NULL_ERR(ff_model_weight_blob(m, NULL, &bytes, err), "weight_blob(NULL blob)");
   NULL_ERR(ff_model_weight_blob(m, &blob, NULL, err), "weight_blob(NULL bytes)");

@@ -6,6 +6,7 @@
  * FLOPs per forward of one sequence at T = max_seq = 64: 15,880,192
  * Weights: 109184 floats (436736 bytes).
  * State: 131136 bytes (activations 131136 with lifetimes overlapped; 327744 without).
+ * #line directives name the lines of fixformer's templates/ and kernels/ (emit --no-line: none).
  */
 #ifndef TINY_H
 #include "tiny.h"
@@ -251,7 +252,7 @@ void ff_layernorm_generic(const float *x, int T, int D, const float *gamma, cons
 #include "tiny_kernels.c"
 #endif
 
-#line 156 "templates/model.c.in"
+#line 162 "templates/model.c.in"
 /* ---- the parallel helpers of the kernels: linear and attention on the state's threads ---- */
 typedef struct {
   const float *x, *W, *b;
