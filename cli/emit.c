@@ -69,12 +69,14 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
   int embed = cli_value(flags, "--embed") != NULL, with_main = cli_value(flags, "--with-main") != NULL, rc;
   if ((rc = cli_require(flags, "-o", &dir, err))) return rc;
   if (target && (rc = check_target(target, err))) return rc;
-  /* the command, without -o and -q (where the files go does not change them) */
-  char command[1024];
-  int n = snprintf(command, sizeof command, "fixformer emit %s", path);
+  /* the command, without -o and -q (where the files go does not change them), its paths as
+   * the banner shows them (no machine's folders) */
+  char command[1024], shown[4096];
+  int n = snprintf(command, sizeof command, "fixformer emit %s", ff_shown_path(path, shown, sizeof shown));
   for (const cli_flag *f = flags; f->name && n > 0 && (size_t)n < sizeof command; f++)
     if (f->value && strcmp(f->name, "-o") && strcmp(f->name, "--quiet"))
-      n += snprintf(command + n, sizeof command - (size_t)n, f->takes_value ? " %s %s" : " %s", f->name, f->value);
+      n += snprintf(command + n, sizeof command - (size_t)n, f->takes_value ? " %s %s" : " %s", f->name,
+                    strcmp(f->name, "--weights") ? f->value : ff_shown_path(f->value, shown, sizeof shown));
 
   ff_model *m = cli_open_model(path, flags, err);
   if (!m) return err->code;
@@ -83,6 +85,7 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
   const char *isa = cli_value(flags, "--isa");
   if (!isa && target) isa = target_isa(target);
   if ((isa && (rc = ff_model_set_isa(m, isa, err))) || (rc = ff_model_set_target(m, target, err)) ||
+      (rc = ff_model_set_line_directives(m, !cli_value(flags, "--no-line"), err)) ||
       (target && isa && (rc = check_isa_target(ff_model_isa(m), target, err)))) {
     ff_model_close(m);
     return rc;
@@ -91,18 +94,19 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
     ff_model_close(m);
     return ff_fail(err, CLI_EUSAGE, "--embed needs --weights W.safetensors");
   }
-  const char *header, *source;
+  const char *header, *source, *kernels;
   char *text = NULL, *driver = NULL;
   if ((weights && (rc = cli_load_weights(m, flags, weights, err))) ||
-      (rc = ff_model_generate(m, command, &header, &source, err)))
+      (rc = ff_model_generate(m, command, &header, &source, err)) || (rc = ff_model_kernel_source(m, &kernels, err)))
     goto done;
   /* everything is rendered before the first file is written, and written all or none */
   if (weights && embed && (rc = ff_model_weights_source(m, weights, &text, err))) goto done;
   if (with_main && (rc = ff_model_driver_source(m, embed, &driver, err))) goto done;
-  ff_file_out files[5];
+  ff_file_out files[6];
   int n_files = 0;
   files[n_files++] = (ff_file_out){out_path(dir, c->name, ".h"), header, strlen(header)};
   files[n_files++] = (ff_file_out){out_path(dir, c->name, ".c"), source, strlen(source)};
+  files[n_files++] = (ff_file_out){out_path(dir, c->name, "_kernels.c"), kernels, strlen(kernels)};
   if (weights && embed) {
     files[n_files++] = (ff_file_out){out_path(dir, c->name, "_weights.c"), text, strlen(text)};
   } else if (weights) {
@@ -149,13 +153,14 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NUL
                            {"--target", NULL, NULL, 1},  {"--with-main", NULL, NULL, 0},
                            {"--isa", NULL, NULL, 1},     {"--allow-nonfinite", NULL, NULL, 0},
                            {"--dtype", NULL, NULL, 1},   {"--quiet", "-q", NULL, 0},
-                           {NULL, NULL, NULL, 0}};
+                           {"--no-line", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
 const cli_command cli_emit = {
     "emit", "C specialised to the model (files, for any target)",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
-     "                      [--isa ISA|native] [--with-main] [--dtype f32|bf16|int8]\n"
-     "Writes C specialised to the model's shapes: DIR/NAME.c and DIR/NAME.h.\n"
+     "                      [--isa ISA|native] [--with-main] [--dtype f32|bf16|int8] [--no-line]\n"
+     "Writes C specialised to the model's shapes: DIR/NAME.c, DIR/NAME.h and DIR/NAME_kernels.c\n"
+     "(the kernels NAME.c calls, which it includes: build NAME.c alone).\n"
      "  -o, --output DIR the folder (made if need be)\n"
      "  --weights W      also write the weights packed in the code's layout: DIR/NAME.weights\n"
      "                   (default: the description's weights, if it names them)\n"
@@ -169,6 +174,7 @@ const cli_command cli_emit = {
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
      "  --dtype T        the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                   description's dtype (f32 unless it says)\n"
+     "  --no-line        no #line directives (they name fixformer's templates/ and kernels/)\n"
      "  --allow-nonfinite  write weights holding NaN or infinities (refused by default;\n"
      "                   the packed blob only: --embed cannot write them as C literals)\n"
      "  -q, --quiet      no progress lines on stderr\n"

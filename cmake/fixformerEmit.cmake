@@ -2,7 +2,8 @@
 # `fixformer emit` into a fresh folder, then copies NAME.c, NAME_main.c,
 # NAME_weights.c and NAME.weights to names fixed by the CMake target
 # (TARGET_model.c, ...), so CMake never needs the description's `name`.
-# NAME.h stays as it is: the user includes it by the model's name.
+# NAME.h stays as it is: the user includes it by the model's name; so does
+# NAME_kernels.c, which NAME.c includes (found in emit/, the include directory).
 # Run as: cmake -DFIXFORMER=... -DDESCRIPTION=... -DDIR=... -DTARGET=...
 #   [-DWEIGHTS=...] [-DEMBED=ON] [-DISA=...] [-DWITH_MAIN=ON] -P fixformerEmit.cmake
 cmake_minimum_required(VERSION 3.18) # -P scripts start with no policies: IN_LIST

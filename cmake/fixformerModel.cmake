@@ -7,7 +7,7 @@
 # runs `fixformer emit` at build time (again whenever the description, the
 # weights or the fixformer executable change) and gives TARGET, a static
 # library of the emitted NAME.c (+ NAME_weights.c with EMBED) whose include
-# directory holds NAME.h; WITH_MAIN also gives the executable TARGET_main (the
+# directory holds NAME.h and NAME_kernels.c (the kernels NAME.c includes); WITH_MAIN also gives the executable TARGET_main (the
 # driver with the flags of `fixformer run`).  Without EMBED, WEIGHTS are packed
 # into ${TARGET}.weights, whose path is the target property FIXFORMER_WEIGHTS.
 # The description's `name` is never repeated: the build step copies the

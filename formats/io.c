@@ -52,6 +52,21 @@ int ff_refuse_inputs(const char *out, const char *const *inputs, int n, ff_error
   return FF_OK;
 }
 
+/* ---- a path as generated files show it -------------------------------------- */
+
+const char *ff_shown_path(const char *path, char *buf, size_t n) {
+  char cwd[4096];
+  const char *shown = path;
+  if (path[0] == '/') {
+    size_t c = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
+    const char *name = strrchr(path, '/') + 1;
+    if (c > 1 && !strncmp(path, cwd, c) && path[c] == '/' && path[c + 1]) shown = path + c + 1;
+    else if (*name) shown = name;
+  }
+  snprintf(buf, n, "%s", shown);
+  return buf;
+}
+
 /* ---- a number a description reads back ------------------------------------ */
 
 const char *ff_lua_number(double v, int float32, char buf[32]) {

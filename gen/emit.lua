@@ -1,11 +1,13 @@
--- emit.lua: a plan -> C text: NAME.c (kernels, layout, stages, API) and
--- NAME.h (shapes, sizes, status codes, declarations).  Deterministic: the
--- same description and options give byte-identical text.
+-- emit.lua: a plan -> C text: NAME.c (layout, stages, API, op kernels),
+-- NAME_kernels.c (the kernels of kernels/ the model calls, which NAME.c
+-- includes) and NAME.h (shapes, sizes, status codes, declarations).
+-- Deterministic: the same description and options give byte-identical text.
 
 local template = require("template")
 local ops = require("ops")
 local host = require("ff_host")
 local lit = require("literal")
+local library = require("library")
 
 local M = {}
 
@@ -44,65 +46,6 @@ local function summary(c, P)
   return table.concat(parts, ", ")
 end
 
--- The ISA's matrix kernels (kernels/gemm_ISA.c): their text, or
--- under FIXFORMER_JIT the declarations of the host's SIMD builds of them.
--- The library on its own: gemm_ISA.c with the text of each shared driver it
--- includes (#include "NAME.c": kernels/drivers.c, plain.c, sdpa.c) in
--- place of the #include line, followed by a #line back to the ISA's file:
--- what the host compiles from the files, and the cc engine builds once as a
--- shared library.
-function M.kernel_library(isa)
-  local path = "kernels/gemm_" .. isa .. ".c"
-  local out, n = {}, 0
-  for line in (host.read_template(path):gsub("\n+$", "") .. "\n"):gmatch("([^\n]*)\n") do
-    n = n + 1
-    local name = line:match('^#include "([%w_]+%.c)"$')
-    if name then
-      out[#out + 1] = '#line 1 "kernels/' .. name .. '"'
-      out[#out + 1] = (host.read_template("kernels/" .. name):gsub("\n+$", ""))
-      out[#out + 1] = string.format('#line %d "%s"', n + 1, path)
-    else
-      out[#out + 1] = line
-    end
-  end
-  return table.concat(out, "\n")
-end
-
-function M.matrix_kernels(isa)
-  local path = "kernels/gemm_" .. isa .. ".c"
-  local text = M.kernel_library(isa)
-  -- the declarations: kernels/prototypes.h, the one text of the signatures, with FF_ISA(kind) spelt out
-  local decl = host.read_template("kernels/prototypes.h"):match("\n(void .*;)")
-  assert(decl, "kernels/prototypes.h: no declarations")
-  decl = decl:gsub("FF_ISA%(([%w_]+)%)", "ff_%1_" .. isa)
-  return table.concat({
-    "/* ---- matrix kernels (" .. path .. ") ---- */",
-    "#if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */",
-    "#define FF_ACC 1  /* C += the product instead of C = */",
-    "#define FF_RELU 2 /* then C = max(0, C) */",
-    decl,
-    "#else",
-    "#if defined(__GNUC__) || defined(__TINYC__) /* a model calls some of them */",
-    "#define FF_KERNEL static inline __attribute__((unused))",
-    "#else",
-    "#define FF_KERNEL static inline",
-    "#endif",
-    string.format('#line 1 "%s"', path),
-    text,
-    "#endif",
-  }, "\n") .. "\n"
-end
-
--- Kernels in the order the program first uses them.
-function M.kernels(P)
-  local out = {}
-  for _, k in ipairs(P.kernels) do
-    local file, section = ops.template(k.kind, k.params)
-    out[#out + 1] = template.render(file, section, ops.vars(k.kind, k.params))
-  end
-  return table.concat(out, "\n")
-end
-
 -- The types (NAME.h) and the libc functions (NAME.c) generated code uses:
 -- system headers, or declarations of what the JIT host hands over.
 function M.types() return (template.render("model.h", "types", {}, { lines = false }):gsub("\n+$", "")) end
@@ -121,7 +64,7 @@ function M.kernel_unit(list)
     isa = isa or entry[2].ISA
   end
   isa = isa or "generic"
-  parts[#parts + 1] = M.matrix_kernels(isa)
+  parts[#parts + 1] = library.block(isa, nil, library.text(isa))
   -- one thread: the state and parallel helpers with no state to read
   local one = { NAME = "kernels", UNAME = "KERNELS", ISA = isa, NR = require("plan").NR[isa], SCRATCH = 0, SLOTS = 1,
     STANDALONE = true, ENCDEC = false, DECODER = false, WSUFFIX = "" }
@@ -177,7 +120,7 @@ local function common_vars(P, opts)
     ENCDEC = c.arch == "encoder-decoder", DECODER = c.arch ~= "encoder", ISA = P.isa, NR = P.nr, STANDALONE = false,
     MAX_THREADS = P.max_threads, SCRATCH = P.scratch_per_thread, SLOTS = P.max_threads,
     DTYPE = P.dtype, QUANTIZED = P.dtype ~= "f32",
-    WSUFFIX = ops.KERNEL_SUFFIX[P.dtype],
+    WSUFFIX = ops.KERNEL_SUFFIX[P.dtype], LINES = opts.lines ~= false,
   }
   v.INPUT = c.vocab and "tokens" or "input"
   v.INPUT_DECL = v.INPUT_TYPE .. " *" .. v.INPUT
@@ -240,9 +183,11 @@ local function stage_text(st, vars)
     { lines = false })
 end
 
--- opts: source (description path as given), sha256, command, layout_hash.
+-- opts: source (the description's path, as the banner shows it), sha256,
+-- command, layout_hash, lines (false: no #line directives).
 -- NAME.c opens on the model: prelude, layout enums, the stages, then the
--- state and the API (wrappers), and last the kernel library.
+-- state and the API (wrappers), and last the kernels: those of kernels/ (an
+-- #include of NAME_kernels.c), the parallel helpers and the op kernels.
 function M.emit(P, opts)
   local c = P.config
   local common = common_vars(P, opts)
@@ -260,24 +205,28 @@ function M.emit(P, opts)
   local header = template.render("model.h", "header", vars({ API = api:gsub("\n+$", ""), TYPES = M.types() }),
     { lines = false })
 
+  local lines = opts.lines ~= false
   local rendered = {}
   for i, k in ipairs(P.kernels) do
     local file, name = ops.template(k.kind, k.params)
-    rendered[i] = template.render(file, name, ops.vars(k.kind, k.params))
+    rendered[i] = template.render(file, name, ops.vars(k.kind, k.params), { lines = lines })
   end
+  local calls = ops.calls(P.kernels)
+  local kernel_vars = { KERNEL_FILE = c.name .. "_kernels.c", KERNELS = library.names(P.isa, calls, " *   ") }
   local weight_enum, value_enum = layout_enums(P)
   local parts = { section("prelude", { LIBC = M.libc() }),
     section("layout", { WEIGHT_ENUM = weight_enum, VALUE_ENUM = value_enum }), kernel_declarations(P, rendered) }
   for _, st in ipairs(P.stages) do parts[#parts + 1] = stage_text(st, vars) end
   for _, name in ipairs({ "state", "checks", "bind", "forward_" .. arch_tag }) do parts[#parts + 1] = section(name) end
   if c.arch == "decoder-only" then parts[#parts + 1] = section("decode_decoder") end
-  parts[#parts + 1] = "/* ==== the kernel library: the matrix kernels (kernels/), the parallel helpers and the\n" ..
-    " * op kernels (templates/), in the order the stages first call them ==== */\n"
-  parts[#parts + 1] = M.matrix_kernels(P.isa)
-  parts[#parts + 1] = template.render("model.c", "parallel", vars())
+  parts[#parts + 1] = section("library", kernel_vars):gsub("\n+$", "\n") ..
+    library.block(P.isa, calls, '#include "' .. kernel_vars.KERNEL_FILE .. '"')
+  parts[#parts + 1] = template.render("model.c", "parallel", vars(), { lines = lines })
   parts[#parts + 1] = table.concat(rendered, "\n")
   for i, text in ipairs(parts) do parts[i] = text:gsub("\n+$", "") end -- one blank line between parts
-  return { header = header, source = table.concat(parts, "\n\n") .. "\n" }
+  kernel_vars.TEXT = library.text(P.isa, calls, lines):gsub("\n+$", "")
+  return { header = header, source = table.concat(parts, "\n\n") .. "\n",
+    kernels = section("kernel_file", kernel_vars) }
 end
 
 -- The canonical text of the weight layout; its sha256 is the layout hash.

@@ -1,15 +1,18 @@
 -- generate.lua: the generator's entry point, called by the C host.
 --   config  the validated description (validate.lua)
---   opts    source (description path), sha256 (of its bytes), command,
---           isa (the matrix kernels: generic, avx512, ...), dtype (the
---           weight type: f32, bf16, int8; overrides the config's)
--- Returns header, source, the weight layout, the sizes and the layout hash,
--- and leaves ff_render_extra(section, vars) for the files that go with them
--- (the --with-main driver, the --embed weights).
+--   opts    source (the description's path as banners show it), sha256
+--           (of its bytes), command, isa (the matrix kernels: generic,
+--           avx512, ...), dtype (the weight type: f32, bf16, int8; overrides
+--           the config's), lines (false: no #line directives)
+-- Returns header, source, kernel_source (NAME_kernels.c), kernels (the
+-- whole library, the cc engine's), the weight layout, the sizes and the
+-- layout hash, and leaves ff_render_extra(section, vars) for the files that
+-- go with them (the --with-main driver, the --embed weights).
 
 local plan = require("plan")
 local emit = require("emit")
 local template = require("template")
+local library = require("library")
 local host = require("ff_host")
 
 -- section "main" of templates/main.c.in or "weights" of templates/weights.c.in, for the
@@ -57,6 +60,7 @@ return function(config, opts)
   local layout_hash = host.sha256(emit.layout_text(P)):sub(1, 16)
   local out = emit.emit(P, {
     source = opts.source, sha256 = opts.sha256, command = opts.command, layout_hash = layout_hash,
+    lines = opts.lines,
   })
   local layout = {}
   for i, w in ipairs(P.weights) do
@@ -70,9 +74,9 @@ return function(config, opts)
   function ff_render_extra(section, vars) return render_extra(config, opts, P, layout_hash, section, vars) end
 
   return {
-    header = out.header, source = out.source, layout = layout, layout_hash = layout_hash,
+    header = out.header, source = out.source, kernel_source = out.kernels, layout = layout, layout_hash = layout_hash,
     weight_floats = P.weight_floats, state_bytes = 4 * P.arena_floats, output_bytes = 4 * P.output_floats,
     flops = P.flops,
-    kernels = emit.kernel_library(P.isa),
+    kernels = library.text(P.isa),
   }
 end

@@ -9,6 +9,8 @@
 --   vars(p)        template variables beyond the params themselves (floats
 --                  already printed as C literals)
 --   flops(p, T, Tk) its FLOPs for T rows (Tk keys; a multiply-add counts 2)
+--   calls(p)       the kernels of kernels/ it calls, ff_NAME_ISA by NAME
+--                  (default none): what the model takes of the library
 --
 -- The plan (plan.lua) builds a list of ops of these kinds; the emitter
 -- (emit.lua) renders one kernel per distinct (kind, params) and one call per op.
@@ -45,6 +47,7 @@ local function norm_kind(name, title, flops)
     doc = function() return "y = " .. title .. "(x)" end,
     vars = function(p) return { EPS = lit.float(p.EPS) } end,
     flops = function(p, T) return flops * T * p.D end,
+    calls = function() return { name } end,
   }
 end
 
@@ -115,6 +118,7 @@ M.kinds = {
         OPDOC_SHAPE = M.kinds.linear.doc(p):gsub("^y ", "") .. ", x [T, " .. p.IN .. "]" }
     end,
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
+    calls = function(p) return { "linear" .. M.KERNEL_SUFFIX[p.DTYPE] } end,
   },
   rope = {
     file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDX", "PAIRING", "MAX_SEQ" },
@@ -160,6 +164,7 @@ M.kinds = {
       if p.CAUSAL then f = f * (T + 1) / (2 * T) end
       return f
     end,
+    calls = function() return { "sdpa" } end,
   },
   layernorm = norm_kind("layernorm", "LayerNorm", 8),
   rmsnorm = norm_kind("rmsnorm", "RMSNorm", 5),
@@ -171,13 +176,15 @@ M.kinds = {
         gelu_tanh = "h = h/2 (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3)))" })[p.ACT]
     end,
     flops = function(p, T) return 8 * T * p.N end,
+    calls = function(p) return p.ACT == "relu" and {} or { p.ACT } end, -- relu: in the template
   },
   swiglu = {
     file = "ffn.c", params = { "N", "ISA" },
     fn = function(p) return string.format("swiglu_%d", p.N) end,
-    doc = function() return "a = silu(gate) * up" end,
+    doc = function() return "y = silu(gate) * up" end,
     vars = function(p) return { N2 = 2 * p.N } end,
     flops = function(p, T) return 6 * T * p.N end,
+    calls = function() return { "swiglu" } end,
   },
 }
 
@@ -191,6 +198,19 @@ function M.vars(kind, p)
   end
   for name, value in pairs(k.vars and k.vars(p) or {}) do v[name] = value end
   return v
+end
+
+-- The kernels of kernels/ that a list of kernel instances ({ kind, params })
+-- calls, each once, in the order first called.
+function M.calls(list)
+  local out, seen = {}, {}
+  for _, k in ipairs(list) do
+    local calls = M.kinds[k.kind].calls
+    for _, name in ipairs(calls and calls(k.params) or {}) do
+      if not seen[name] then out[#out + 1], seen[name] = name, true end
+    end
+  end
+  return out
 end
 
 -- The template file and section of a kernel instance.

@@ -207,7 +207,7 @@ end
 function Builder:use(v)
   v.first = v.first or self.index
   v.last = self.index
-  return "a + " .. v.macro
+  return "state + " .. v.macro
 end
 
 -- adds an op: kind, its name, kernel params, shape text, and the C args
@@ -258,7 +258,7 @@ function Builder:linear(name, wstack, layer, module, x, y, IN, OUT, part, opts)
   if opts.acc then what = what .. " added to the residual stream" end
   self:op("linear", name, { IN = IN, OUT = OUT, BIAS = has_bias, ACC = opts.acc or false, RELU = opts.relu or false,
     ISA = self.isa, NR = self.nr, DTYPE = self.P.dtype },
-    what, { "a", x, rows, self:Wexpr(wstack, layer, wname),
+    what, { "state", x, rows, self:Wexpr(wstack, layer, wname),
       has_bias and self:Wexpr(wstack, layer, bname, part == "kv" and tostring(self.d) or nil) or "NULL", y })
 end
 
@@ -310,12 +310,12 @@ function Builder:self_attention(L, wstack, layer, input, residual, causal_cache,
       string.format("[T,%d] -> cache [pos0 + T,%d]", 2 * kvd, 2 * kvd), { qkv, "T", causal_cache, "pos0" })
     self:op("attention", L .. "_attn", heads(2 * kvd, true),
       string.format("q [T,%d], k|v cache [pos0 + T,%d] -> [T,%d]", d, 2 * kvd, d),
-      { "a", qkv, causal_cache, "T", "key_len", "pos0", P.scores, ctx })
+      { "state", qkv, causal_cache, "T", "key_len", "pos0", P.scores, ctx })
   else
     self:op("attention", L .. "_attn", heads(w, false),
       kvd == d and string.format("q, k, v [T,%d] -> [T,%d]", d, d) or
         string.format("q [T,%d], k, v [T,%d] -> [T,%d]", d, kvd, d),
-      { "a", qkv, { ref = qkv, plus = d }, "T", key_len, "0", P.scores, ctx })
+      { "state", qkv, { ref = qkv, plus = d }, "T", key_len, "0", P.scores, ctx })
   end
   self:linear(L .. "_attn_out", wstack, layer, "self_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
 end
@@ -328,7 +328,7 @@ function Builder:cross_attention(L, wstack, layer, input, residual, cross_cache)
   local ctx = self:value(L .. "_cross_ctx", S, d, false, "cross-attention heads, concatenated")
   self:op("attention", L .. "_cross", { HEADS = c.heads, KV_HEADS = c.kv_heads, DK = P.dk, LDQ = d, LDK = 2 * kvd,
     CAUSAL = false, ISA = self.isa }, string.format("q [T,%d], k|v memory [S,%d] -> [T,%d]", d, 2 * kvd, d),
-    { "a", q, cross_cache, "T", "mem_len", "0", P.scores, ctx })
+    { "state", q, cross_cache, "T", "mem_len", "0", P.scores, ctx })
   self:linear(L .. "_cross_out", wstack, layer, "multihead_attn.out_proj", ctx, residual, d, d, nil, { acc = true })
 end
 
@@ -470,7 +470,7 @@ function Builder:head_stage()
     local b = c.head_bias and "w + " .. self:W("none", -1, "lm_head_bias").macro or "NULL"
     self:op("linear", "logits", { IN = d, OUT = c.vocab, BIAS = c.head_bias, ACC = false, RELU = false,
       ISA = self.isa, NR = self.nr, DTYPE = self.P.dtype }, string.format("[T,%d] -> [T,%d], logits = x E^T%s", d, c.vocab,
-      c.head_bias and " + b" or ""), { "a", stream, "T", "w + " .. E.macro, b, "out" })
+      c.head_bias and " + b" or ""), { "state", stream, "T", "w + " .. E.macro, b, "out" })
   else
     self:op("copy", "output", { D = d }, string.format("[T,%d]", d), { stream, "T", "out" })
   end

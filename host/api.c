@@ -145,6 +145,7 @@ struct ff_model {
   shared_code *code;        /* NULL: not compiled (runtime engine, or unprepared) */
   const char *isa;          /* the matrix kernels of the generated code */
   char target[64];          /* the triple it is generated for; "": this machine */
+  int no_line;              /* generated without #line directives */
   enum ff_weight_type weight_type; /* the description's dtype, or ff_model_set_dtype's */
   enum ff_engine engine;
   int prepared;
@@ -318,6 +319,17 @@ int ff_model_set_target(ff_model *m, const char *target, ff_error *err) {
   return 0;
 }
 
+int ff_model_set_line_directives(ff_model *m, int on, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_set_line_directives", "the model");
+  lock(m);
+  if (m->no_line != !on) { /* the program's text depends on it */
+    release_program(m);
+    m->no_line = !on;
+  }
+  unlock(m);
+  return 0;
+}
+
 int ff_model_set_dtype(ff_model *m, const char *dtype, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_set_dtype", "the model");
   if (!dtype) return null_arg(err, "ff_model_set_dtype", "dtype");
@@ -352,7 +364,7 @@ static int generate_locked(ff_model *m, const char *command, ff_error *err) {
   memcpy(p->command, command, n);
   p->refs = 1;
   shared_desc *d = m->desc;
-  ff_gen_options o = {d->path, command, m->isa, ff_weight_type_name(m->weight_type), m->target};
+  ff_gen_options o = {d->path, command, m->isa, ff_weight_type_name(m->weight_type), m->target, m->no_line};
   pthread_mutex_lock(&d->lock);
   step(m, "generate C", 0);
   int rc = ff_generate(d->lua, &d->cfg, &o, &p->program, err);
@@ -377,6 +389,16 @@ int ff_model_generate(ff_model *m, const char *command, const char **header, con
   return rc;
 }
 
+int ff_model_kernel_source(ff_model *m, const char **text, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_kernel_source", "the model");
+  if (!text) return null_arg(err, "ff_model_kernel_source", "text");
+  lock(m);
+  int rc = generate_locked(m, "fixformer", err);
+  *text = rc ? NULL : m->prog->program.kernel_source;
+  unlock(m);
+  return rc;
+}
+
 /* Renders a file that goes with the model's program; the Lua state holds
  * the last generated program's renderer, which may be another model's. */
 static int render_locked(ff_model *m, const ff_extra *x, char **text, ff_error *err) {
@@ -385,7 +407,8 @@ static int render_locked(ff_model *m, const ff_extra *x, char **text, ff_error *
   pthread_mutex_lock(&d->lock);
   if (d->last != m->prog->id) {
     ff_program again = {0};
-    ff_gen_options o = {d->path, m->prog->command, m->isa, ff_weight_type_name(m->weight_type), m->target};
+    ff_gen_options o = {d->path, m->prog->command, m->isa, ff_weight_type_name(m->weight_type), m->target,
+                        m->no_line};
     if (!(rc = ff_generate(d->lua, &d->cfg, &o, &again, err))) d->last = m->prog->id;
     ff_program_free(&again);
   }
@@ -872,6 +895,7 @@ ff_model *ff_model_clone(const ff_model *m, ff_error *err) {
   if ((c->code = m->code)) ref(&c->code->refs);
   c->isa = m->isa;
   memcpy(c->target, m->target, sizeof c->target);
+  c->no_line = m->no_line;
   c->threads = m->threads;
   c->engine = m->engine;
   int rc = m->code ? attach_state(c, err) : 0;

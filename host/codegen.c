@@ -204,6 +204,7 @@ static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program
   if (rc) return rc;
   p->header = dup_field(L, t, "header");
   p->source = dup_field(L, t, "source");
+  p->kernel_source = dup_field(L, t, "kernel_source");
   p->kernels = dup_field(L, t, "kernels");
   char *hash = dup_field(L, t, "layout_hash");
   p->layout_hash = hash ? strtoull(hash, NULL, 16) : 0;
@@ -214,7 +215,7 @@ static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program
   lua_getfield(L, t, "layout");
   int n = (int)lua_rawlen(L, -1);
   p->layout = calloc((size_t)n + 1, sizeof *p->layout);
-  if (!p->header || !p->source || !p->kernels || !p->layout) {
+  if (!p->header || !p->source || !p->kernel_source || !p->kernels || !p->layout) {
     lua_pop(L, 1);
     return ff_fail(err, FF_ENOMEM, "out of memory for the generated program");
   }
@@ -281,14 +282,15 @@ static int generate(ff_lua *h, void *arg, ff_error *err) {
   const ff_gen_options *o = a->o;
   lua_State *L = ff_lua_state(h);
   int top = lua_gettop(L), rc;
+  char shown[4096]; /* the description's path as the banner shows it: no machine's folders */
   install_host_module(L, a->c);
 
   lua_getglobal(L, "require");
   lua_pushliteral(L, "generate");
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) return lua_failed(h, top, err);
   lua_getfield(L, LUA_REGISTRYINDEX, "ff.config");
-  lua_createtable(L, 0, 3);
-  lua_pushstring(L, o->source);
+  lua_createtable(L, 0, 7);
+  lua_pushstring(L, ff_shown_path(o->source, shown, sizeof shown));
   lua_setfield(L, -2, "source");
   lua_pushstring(L, o->command);
   lua_setfield(L, -2, "command");
@@ -298,6 +300,8 @@ static int generate(ff_lua *h, void *arg, ff_error *err) {
   lua_setfield(L, -2, "isa");
   lua_pushstring(L, o->dtype ? o->dtype : "f32");
   lua_setfield(L, -2, "dtype");
+  lua_pushboolean(L, !o->no_line);
+  lua_setfield(L, -2, "lines");
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) return lua_failed(h, top, err);
   rc = read_program(L, lua_gettop(L), o, a->out, err);
   lua_settop(L, top);
@@ -315,6 +319,7 @@ void ff_program_free(ff_program *p) {
   if (!p) return;
   free(p->header);
   free(p->source);
+  free(p->kernel_source);
   free(p->kernels);
   for (int i = 0; p->layout && i < p->n_layout; i++) free(p->layout[i].name);
   free(p->layout);
@@ -484,7 +489,10 @@ static int render_extra(ff_lua *h, void *arg, ff_error *err) {
   lua_createtable(L, 0, 8);
   lua_pushboolean(L, x->embed);
   lua_setfield(L, -2, "EMBED");
-  const char *const strings[][2] = {{"DATA", x->data}, {"WEIGHTS", x->weights}, {"SHA256", x->sha256}};
+  char shown[4096]; /* the banner's weights file: no machine's folders */
+  const char *const strings[][2] = {
+      {"DATA", x->data}, {"WEIGHTS", x->weights ? ff_shown_path(x->weights, shown, sizeof shown) : NULL},
+      {"SHA256", x->sha256}};
   for (int i = 0; i < 3; i++)
     if (strings[i][1]) {
       lua_pushstring(L, strings[i][1]);

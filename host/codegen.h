@@ -36,7 +36,8 @@ void ff_position_table(const ff_layout_entry *e, float *dst);
 /* A generated program: the C text and the weight layout it expects. */
 typedef struct {
   char *header, *source;     /* NAME.h, NAME.c */
-  char *kernels;             /* the ISA's matrix kernel library on its own (the cc engine's) */
+  char *kernel_source;       /* NAME_kernels.c: the kernels NAME.c calls, which it includes */
+  char *kernels;             /* the ISA's whole kernel library on its own (the cc engine's) */
   ff_layout_entry *layout;
   int n_layout;
   size_t weight_floats;
@@ -51,6 +52,7 @@ typedef struct {
   const char *isa;           /* the matrix kernels: "generic", "avx512", ... */
   const char *dtype;         /* the weight type: "f32", "bf16", "int8" */
   const char *target;        /* the triple the code is for; NULL or "": this machine */
+  int no_line;               /* no #line directives (emit --no-line) */
 } ff_gen_options;
 
 /* The ISAs whose matrix kernels this host has compiled in and can run, best

@@ -219,6 +219,12 @@ int ff_same_inode(const char *a, const char *b);
  * inputs (NULL ones skipped): no command writes over a file it reads. */
 int ff_refuse_inputs(const char *out, const char *const *inputs, int n, ff_error *err);
 
+/* path as the files fixformer generates show it (their banners, the command
+ * line they record): a relative path as given; an absolute one relative to
+ * the current folder when inside it, else its file name alone, so that no
+ * machine's folders are stamped into the files.  Returns buf (n bytes). */
+const char *ff_shown_path(const char *path, char *buf, size_t n);
+
 /* v as Lua text that reads back as v (a description's number): the shortest
  * %.Ng, of the float32 value when float32 (a config's eps: 1e-05, not
  * 9.99999975e-06); infinities and NaN as math.huge, -math.huge, 0/0, never a

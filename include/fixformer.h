@@ -170,6 +170,13 @@ void ff_model_set_progress(ff_model *m, ff_progress_fn fn, void *ctx);
  * until m changes ISA or is closed).  command is recorded in the header
  * comment (NULL: "fixformer"); header and source may be NULL. */
 int ff_model_generate(ff_model *m, const char *command, const char **header, const char **source, ff_error *err);
+/* The kernel library the source includes (NAME_kernels.c: the kernels of
+ * fixformer's kernels/ that the model calls), owned by m as the source is. */
+int ff_model_kernel_source(ff_model *m, const char **text, ff_error *err);
+/* #line directives in the generated C, naming the lines of fixformer's
+ * templates/ and kernels/ each part comes from (on by default; off: emit
+ * --no-line).  A change discards the generated program and the engine. */
+int ff_model_set_line_directives(ff_model *m, int on, ff_error *err);
 /* The loaded weights packed into the generated code's layout: a blob with a
  * 64-byte header (magic, version, layout hash, size), owned by m. */
 int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error *err);

@@ -20,6 +20,7 @@
  * like the reference. */
 #include <stdint.h>
 
+/* @part matmul: tile */
 FF_KERNEL void FF_MATMUL(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
                          const float *bias, float alpha, int flags) {
   for (int j = 0; j < n; j += FF_LIN_NR)
@@ -29,6 +30,7 @@ FF_KERNEL void FF_MATMUL(int m, int n, int k, const float *A, int lda, const flo
                   flags, (uintptr_t)B, 0);
 }
 
+/* @part linear: tile */
 FF_KERNEL void FF_LINEAR(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
                          int j0, int j1) {
   const int tiles = (T + FF_LIN_MR - 1) / FF_LIN_MR;

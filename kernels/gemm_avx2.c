@@ -30,6 +30,7 @@
 #endif
 #define FF_AVX2_KC 256 /* k per pass over a panel: 16 KB of B stays in L1 */
 
+/* @part tile */
 /* lanes 0 .. n-1 of 8 on (maskload / maskstore) */
 static inline __m256i ff_mask_avx2(int n) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -124,6 +125,7 @@ static inline void ff_tile_rows_avx2(int m, int n, int k, const float *A, int ld
 #define FF_LIN_TILE ff_tile_rows_avx2
 #include "drivers.c"
 
+/* @part quant: tile */
 /* bf16 and int8 weights (quant.c): the prefill's tile is the one above */
 #define FF_QUANT(name) ff_##name##_avx2
 #define FF_GEMV_PANELS 4
@@ -184,6 +186,7 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx2(const int P,
   for (int p = 0; p < P; p++) _mm256_storeu_ps(acc + 16 * p, a0[p]), _mm256_storeu_ps(acc + 16 * p + 8, a1[p]);
 }
 
+/* @part sdpa: matmul */
 /* e^x for x <= 0 in 8 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n built in the exponent bits; about
  * 1 ulp; below -87.3 (and -inf): 0; NaN: NaN (the clamp keeps it, see
@@ -247,21 +250,23 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
   for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 
+/* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_avx2
 #include "plain.c"
 
-/* a . b over n floats (decoding's scores): 8 lanes, then the tail */
-static inline float ff_dot_avx2(const float *a, const float *b, int n) {
+/* @part sdpa */
+/* q . k over n floats (decoding's scores): 8 lanes, then the tail */
+static inline float ff_dot_avx2(const float *q, const float *k, int n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int i = 0;
   for (; i + 16 <= n; i += 16) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), s1);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
   float t = ff_hsum_avx2(_mm256_add_ps(s0, s1));
-  for (; i < n; i++) t += a[i] * b[i];
+  for (; i < n; i++) t += q[i] * k[i];
   return t;
 }
 

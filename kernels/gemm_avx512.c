@@ -35,6 +35,7 @@
 #endif
 #define FF_AVX512_KC 192 /* k per pass over a panel: 24 KB of B stays in L1 */
 
+/* @part tile */
 /* 16 bf16 weights as floats (the bits << 16), and 16 int8 weights times
  * their columns' scales: the exact values of quant.c's layouts */
 static inline __m512 ff_bf16x16_avx512(const uint16_t *w) {
@@ -163,6 +164,7 @@ static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, co
 #define FF_LIN_TILE ff_tile_rows_avx512
 #include "drivers.c"
 
+/* @part quant: tile */
 /* bf16 and int8 weights (quant.c): the prefill's tile is the one above, on
  * blocks converted 16 floats a vector (the exact values: bits << 16, and
  * (float)q * scale) */
@@ -249,6 +251,7 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx512(const int 
   for (int p = 0; p < P; p++) _mm512_storeu_ps(acc + 32 * p, a0[p]), _mm512_storeu_ps(acc + 32 * p + 16, a1[p]);
 }
 
+/* @part sdpa: matmul */
 /* e^x for x <= 0 in 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
  * polynomial (Cephes expf), times 2^n; about 1 ulp; e^-inf and below -87.3: 0;
  * NaN: NaN (max(lo, x) keeps it), so that a NaN score makes its softmax row NaN. */
@@ -293,22 +296,24 @@ static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
   for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 
+/* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_avx512
 #include "plain.c"
 
-/* a . b over n floats (decoding's scores): 16 lanes, the tail masked */
-static inline float ff_dot_avx512(const float *a, const float *b, int n) {
+/* @part sdpa */
+/* q . k over n floats (decoding's scores): 16 lanes, the tail masked */
+static inline float ff_dot_avx512(const float *q, const float *k, int n) {
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int i = 0;
   for (; i + 32 <= n; i += 32) {
-    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(k + i), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i + 16), _mm512_loadu_ps(k + i + 16), s1);
   }
-  if (i + 16 <= n) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0), i += 16;
+  if (i + 16 <= n) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(k + i), s0), i += 16;
   if (i < n) {
     const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-    s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s1);
+    s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), _mm512_maskz_loadu_ps(m, k + i), s1);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }

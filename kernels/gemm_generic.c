@@ -24,6 +24,7 @@
 #error "kernels/isas.h: the generic row's MR, NR are not this register tile"
 #endif
 
+/* @part tile */
 /* One tile: m <= 4 rows, n <= 16 columns.  A whole tile has constant
  * bounds; fewer rows (decoding: one) loop over just those, so that a
  * one-row product costs a quarter of a tile, not a whole one (it matters
@@ -62,6 +63,7 @@ static void ff_tile_generic(int m, int n, int k, const float *A, int lda, const 
   }
 }
 
+/* @part matmul: tile */
 FF_KERNEL void ff_matmul_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
                                  int ldc, const float *bias, float alpha, int flags) {
   for (int j = 0; j < n; j += FF_GENERIC_NR)
@@ -71,6 +73,7 @@ FF_KERNEL void ff_matmul_generic(int m, int n, int k, const float *A, int lda, c
                       flags);
 }
 
+/* @part linear: tile */
 FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
                                  int flags, int j0, int j1) {
   for (int j = j0; j < j1; j += FF_GENERIC_NR)
@@ -80,6 +83,7 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
                       b ? b + j : 0, 1.0f, flags);
 }
 
+/* @part quant: tile */
 /* bf16 and int8 weights (quant.c); the prefill's tile is the one above */
 #define FF_QUANT(name) ff_##name##_generic
 #define FF_GEMV_PANELS 1
@@ -116,10 +120,12 @@ static inline void ff_gemv_q8_p_generic(const int P, const float *x, int IN, con
   for (int c = 0; c < FF_GENERIC_NR; c++) acc[c] = s[c];
 }
 
+/* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_generic
 #include "plain.c"
 
+/* @part sdpa: matmul */
 /* scaled dot-product attention on these kernels (sdpa.c) */
 #define FF_SDPA ff_sdpa_generic
 #define FF_SDPA_MR FF_GENERIC_MR

@@ -35,6 +35,7 @@
 #endif
 #define FF_NEON_KC 256 /* k per pass over a panel: 16 KB of B stays in L1 */
 
+/* @part tile */
 /* The tile: M (a constant after inlining) <= 6 rows by 16 columns of B rows
  * every ldb floats; acc[i][0..3] the row's four vectors.  Every two steps of
  * k it fetches the line at pf + pfs p (drivers.c). */
@@ -116,6 +117,7 @@ static void ff_tile_rows_neon(int m, int n, int k, const float *A, int lda, cons
 #define FF_LIN_TILE ff_tile_rows_neon
 #include "drivers.c"
 
+/* @part quant: tile */
 /* bf16 and int8 weights (quant.c): the prefill's tile is the one above */
 #define FF_QUANT(name) ff_##name##_neon
 #define FF_GEMV_PANELS 2
@@ -178,10 +180,12 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_neon(const int P,
     for (int v = 0; v < 4; v++) vst1q_f32(acc + 16 * p + 4 * v, a[p][v]);
 }
 
+/* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_neon
 #include "plain.c"
 
+/* @part sdpa: matmul */
 /* scaled dot-product attention on these kernels (sdpa.c) */
 #define FF_SDPA ff_sdpa_neon
 #define FF_SDPA_MR FF_NEON_MR

@@ -26,6 +26,7 @@
  * polynomials into FMAs, so that -inf (1 + erf) is NaN as in PyTorch (gelu,
  * silu of -inf) and large negative inputs give 0; NaN passes through (the
  * comparisons are false for it). */
+/* @part norm_sums */
 /* 8 interleaved Kahan sums: sum[l] + the lost low part -comp[l] */
 typedef struct {
   float sum[8], comp[8];
@@ -64,6 +65,7 @@ static inline float ff_rsqrt(float v) {
   return y * scale;
 }
 
+/* @part layernorm: plain norm_sums */
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta, biased var */
 FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, float eps,
                                    float *y) {
@@ -88,6 +90,7 @@ FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *ga
   }
 }
 
+/* @part rmsnorm: plain norm_sums */
 /* y = x / sqrt(mean(x^2) + eps) * gamma */
 FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y) {
   for (int t = 0; t < T; t++) {
@@ -105,9 +108,10 @@ FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamm
   }
 }
 
+/* @part gelu: plain */
 /* erf(x): x P(x^2) / Q(x^2) on [-4, 4], where float erf is +-1 beyond */
-static inline float ff_erf(float a) {
-  const float x = a > 4.0f ? 4.0f : a < -4.0f ? -4.0f : a, x2 = x * x;
+static inline float ff_erf(float x) {
+  const float xc = x > 4.0f ? 4.0f : x < -4.0f ? -4.0f : x, x2 = xc * xc;
   float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f, q;
   p = x2 * p - 2.10102402082508e-06f;
   p = x2 * p - 5.69250639462346e-05f;
@@ -118,12 +122,13 @@ static inline float ff_erf(float a) {
   q = x2 * q - 1.68282697438203e-03f;
   q = x2 * q - 7.37332916720468e-03f;
   q = x2 * q - 1.42647390514189e-02f;
-  return a >= 4.0f ? 1.0f : a <= -4.0f ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
+  return x >= 4.0f ? 1.0f : x <= -4.0f ? -1.0f : xc * p / q; /* exactly +-1 beyond (below) */
 }
 
+/* @part tanh */
 /* tanh(x): x P(x^2) / Q(x^2) on [-7.9053, 7.9053], where float tanh is +-1 beyond */
-static inline float ff_tanh(float a) {
-  const float c = 7.90531110763549805f, x = a > c ? c : a < -c ? -c : a, x2 = x * x;
+static inline float ff_tanh(float x) {
+  const float c = 7.90531110763549805f, xc = x > c ? c : x < -c ? -c : x, x2 = xc * xc;
   float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f, q;
   p = x2 * p - 8.60467152213735e-11f;
   p = x2 * p + 5.12229709037114e-08f;
@@ -133,14 +138,16 @@ static inline float ff_tanh(float a) {
   q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
   q = x2 * q + 2.26843463243900e-03f;
   q = x2 * q + 4.89352518554385e-03f;
-  return a >= c ? 1.0f : a <= -c ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
+  return x >= c ? 1.0f : x <= -c ? -1.0f : xc * p / q; /* exactly +-1 beyond (below) */
 }
 
+/* @part gelu */
 /* h = h/2 (1 + erf(h / sqrt 2)) over n floats (nn.GELU) */
 FF_KERNEL void FF_PLAIN(gelu)(float *h, size_t n) {
   for (size_t i = 0; i < n; i++) h[i] = 0.5f * h[i] * (1.0f + ff_erf(h[i] * 0.70710678118654752f));
 }
 
+/* @part gelu_tanh: plain tanh */
 /* h = h/2 (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3))) over n floats (approximate='tanh') */
 FF_KERNEL void FF_PLAIN(gelu_tanh)(float *h, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -149,11 +156,12 @@ FF_KERNEL void FF_PLAIN(gelu_tanh)(float *h, size_t n) {
   }
 }
 
-/* a [T, N] = silu(gate) * up for h [T, 2N] = gate | up */
-FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *restrict a) {
+/* @part swiglu: plain tanh */
+/* y [T, N] = silu(gate) * up for h [T, 2N] = gate | up */
+FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *restrict y) {
   for (int t = 0; t < T; t++) {
     const float *gate = h + (size_t)t * 2 * N, *up = gate + N;
-    float *at = a + (size_t)t * N;
-    for (int i = 0; i < N; i++) at[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
+    float *yt = y + (size_t)t * N;
+    for (int i = 0; i < N; i++) yt[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
   }
 }

@@ -28,7 +28,7 @@ void FF_ISA(layernorm)(const float *x, int T, int D, const float *gamma, const f
 void FF_ISA(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y);
 void FF_ISA(gelu)(float *h, size_t n);
 void FF_ISA(gelu_tanh)(float *h, size_t n);
-void FF_ISA(swiglu)(const float *h, int T, int N, float *a);
+void FF_ISA(swiglu)(const float *h, int T, int N, float *y);
 #undef FF_ISA
 #undef FF_ISA_PASTE
 #undef FF_ISA_PASTE_

@@ -7,7 +7,7 @@
  *   FF_SDPA_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
  *                       place, the row max subtracted; row[visible .. n) = 0
  *                       (if not defined: the scalar one below, with expf)
- *   FF_SDPA_DOT, FF_SDPA_AXPY  a . b and y += p x over n floats (optional:
+ *   FF_SDPA_DOT, FF_SDPA_AXPY  q . k and y += p x over n floats (optional:
  *                       plain C below)
  *
  * Every head h0 .. h1-1: out [Tq, heads*dk] = softmax(scale Q K^T + mask) V.
@@ -39,13 +39,13 @@ static void ff_softmax_row_scalar(float *row, int visible, int n) {
 #define FF_SDPA_SOFTMAX_ROW ff_softmax_row_scalar
 #endif
 #ifndef FF_SDPA_DOT
-/* a . b over n floats, in 8 interleaved partial sums (vectorised at -O3) */
-static float ff_sdpa_dot_scalar(const float *a, const float *b, int n) {
+/* q . k over n floats, in 8 interleaved partial sums (vectorised at -O3) */
+static float ff_sdpa_dot_scalar(const float *q, const float *k, int n) {
   float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
   int i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; l++) s[l] += a[i + l] * b[i + l];
-  for (; i < n; i++) s[0] += a[i] * b[i];
+    for (int l = 0; l < 8; l++) s[l] += q[i + l] * k[i + l];
+  for (; i < n; i++) s[0] += q[i] * k[i];
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 #define FF_SDPA_DOT ff_sdpa_dot_scalar

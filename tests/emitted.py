@@ -14,7 +14,15 @@
                                                 armhf and i686 under qemu-arm / qemu-i386
   emitted.py --fixformer BIN --check golden     models/tiny.lua emits byte for byte the
                                                 committed tests/golden/tiny.{c,h}, twice
-                                                (--update rewrites the golden files)
+                                                (--update rewrites the golden files); the
+                                                kernel library, tiny_kernels.c, is not
+                                                compared: a kernel edit changes no golden file
+  emitted.py --fixformer BIN --check files      what emit writes: NAME.c holds the model and
+                                                includes NAME_kernels.c, which holds only the
+                                                parts of kernels/ the model calls and is empty
+                                                compiled alone; no folder of this machine in
+                                                any file; --no-line drops every #line and
+                                                nothing else
 """
 import argparse
 import filecmp
@@ -133,10 +141,12 @@ def check_golden(ff, tmp, update):
     outs = [os.path.join(tmp, "a"), os.path.join(tmp, "b")]
     for o in outs:  # run from the source root, as the golden command line says
         run([ff, "emit", "models/tiny.lua", "-o", o], cwd=ROOT)
-    for f in ("tiny.c", "tiny.h"):
+    for f in ("tiny.c", "tiny.h", "tiny_kernels.c"):
         if not filecmp.cmp(os.path.join(outs[0], f), os.path.join(outs[1], f), shallow=False):
             raise RuntimeError("%s differs between two runs of the same command" % f)
-        if update:
+        if f == "tiny_kernels.c":  # the kernel library: kernels/, not the model
+            print("%s: stable across runs (not a golden file)" % f)
+        elif update:
             os.makedirs(golden, exist_ok=True)
             shutil.copy(os.path.join(outs[0], f), os.path.join(golden, f))
             print("updated tests/golden/%s" % f)
@@ -148,10 +158,128 @@ def check_golden(ff, tmp, update):
             print("%s: byte-identical to tests/golden/%s (and stable across runs)" % (f, f))
 
 
+def read(path):
+    """The file's text; "" when emit did not write it."""
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return f.read()
+
+
+# The parts of kernels/ (their /* @part */ markers) a model takes: the matrix products on the
+# ISA's tile (f32: linear; bf16, int8: quant), attention, and its norm and activation.
+def expected_parts(dtype, norm_kind, activation):
+    parts = {"tile", "matmul", "sdpa", "plain", "norm_sums", norm_kind, "linear" if dtype == "f32" else "quant"}
+    parts |= {"gelu": {"gelu"}, "gelu_tanh": {"gelu_tanh", "tanh"}, "swiglu": {"swiglu", "tanh"}}.get(activation, set())
+    return parts
+
+
+def check_files(ff, tmp):
+    import re
+    cc = os.environ.get("CC", "cc").split()
+    failed = []
+
+    def case(name, ok, detail=""):
+        print("%-40s %s %s" % (name, "ok" if ok else "FAIL", detail), flush=True)
+        if not ok:
+            failed.append(name)
+
+    # NAME.c opens on the model and ends with an #include of the kernels it calls
+    out = os.path.join(tmp, "tiny")
+    emit(ff, os.path.join(ROOT, "models", "tiny.lua"), out)
+    model, kernels = read(os.path.join(out, "tiny.c")), read(os.path.join(out, "tiny_kernels.c"))
+    case("model_file_holds_no_kernel_library", "FF_KERNEL void" not in model and "@part" not in model and
+         '\n#include "tiny_kernels.c"\n' in model and kernels.count("FF_KERNEL void") >= 3)
+    case("model_file_under_half_the_old_size", model.count("\n") < 1058 // 2, "%d lines" % model.count("\n"))
+
+    # only the parts of the library the model calls, for every ISA and weight type (and it compiles)
+    shapes = [("tiny", "f32", "layernorm", "relu", "sinusoidal"), ("g", "bf16", "rmsnorm", "swiglu", "rope"),
+              ("h", "int8", "layernorm", "gelu", "learned"), ("k", "f32", "rmsnorm", "gelu_tanh", "none")]
+    for row in isa_table(ff):
+        isa, flags = row.name, []  # (compilers(row) holds the ISA's flags)
+        compiler = compilers(row)[0][0] if row.name != "generic" else cc
+        for name, dtype, norm, act, pos in shapes:
+            cfg = {"name": name, "arch": "decoder-only", "d_model": 16, "heads": 2, "d_ff": 24, "layers": 1,
+                   "norm_kind": norm, "activation": act, "positional": pos, "vocab": 11, "max_seq": 8,
+                   "dtype": dtype}
+            d = os.path.join(tmp, "sel_%s_%s" % (isa, name))
+            os.makedirs(d)
+            emit(ff, write_description(cfg, d), d, "--isa", isa)
+            run(compiler + STRICT + flags + ["-O0", "-c", os.path.join(d, name + ".c"), "-o", os.path.join(d, "m.o")])
+            text = read(os.path.join(d, name + "_kernels.c"))
+            got = set(re.findall(r"^/\* @part (\w+)", text, re.M))
+            want = expected_parts(dtype, norm, act)
+            decls = set(re.findall(r"^void (ff_\w+)\(", read(os.path.join(d, name + ".c")), re.M))
+            calls = {"ff_%s_%s" % (k, isa) for k in ["sdpa", norm, "linear" + {"f32": "", "bf16": "_bf16",
+                                                                                "int8": "_q8"}[dtype]]
+                     + ([act] if act != "relu" else [])}
+            case("kernels_%s_%s_%s_%s" % (isa, dtype, norm, act), got == want and decls == calls and
+                 ("rope_" in read(os.path.join(d, name + ".c"))) == (pos == "rope"),
+                 "" if got == want and decls == calls else "parts %s, want %s; declared %s" %
+                 (sorted(got), sorted(want), sorted(decls)))
+
+    # NAME_kernels.c compiled alone (a build that compiles every .c) is empty, so that two models'
+    # files link into one program
+    both = os.path.join(tmp, "both")
+    emit(ff, os.path.join(ROOT, "models", "dates.lua"), both)
+    emit(ff, os.path.join(ROOT, "models", "tiny.lua"), both)
+    objs = []
+    for f in ("tiny.c", "tiny_kernels.c", "dates.c", "dates_kernels.c"):
+        run(cc + STRICT + ["-O1", "-fPIC", "-c", os.path.join(both, f), "-o", os.path.join(both, f + ".o")])
+        objs.append(os.path.join(both, f + ".o"))
+    symbols = run(["nm", objs[1], objs[3]])
+    linked = subprocess.run(cc + ["-shared", "-o", os.path.join(both, "both.so")] + objs, capture_output=True,
+                            text=True)
+    alone = not re.search(r" [TtDdBbRr] ", symbols)
+    case("kernel_file_alone_is_empty", alone, "" if alone else symbols.strip()[:300])
+    case("two_models_link_together", linked.returncode == 0, linked.stderr.strip()[:300])
+
+    # no folder of this machine in the files: a path inside the current folder relative, one outside
+    # it by its file name; the description's sha256 is kept
+    weights = os.path.join(tmp, "w.safetensors")
+    run([ff, "init", "models/tiny.lua", "-o", weights], cwd=ROOT)
+    elsewhere = os.path.join(tmp, "elsewhere")
+    os.mkdir(elsewhere)
+    shutil.copy(os.path.join(ROOT, "models", "tiny.lua"), elsewhere)
+    rel, inside, outside = (os.path.join(tmp, s) for s in ("rel", "inside", "outside"))
+    run([ff, "emit", "models/tiny.lua", "-o", rel], cwd=ROOT)
+    run([ff, "emit", os.path.join(ROOT, "models", "tiny.lua"), "-o", inside], cwd=ROOT)
+    run([ff, "emit", os.path.join(elsewhere, "tiny.lua"), "-o", outside, "--weights", weights, "--embed",
+         "--with-main"], cwd=ROOT)
+    texts = {f: read(os.path.join(outside, f)) for f in os.listdir(outside)}
+    leaks = sorted(f for f, t in texts.items() if tmp in t or ROOT in t)
+    case("banner_path_relative_inside_cwd", read(os.path.join(inside, "tiny.c")) == read(os.path.join(rel, "tiny.c")))
+    case("banner_paths_name_only_outside_cwd", not leaks and "from tiny.lua - do not edit" in texts["tiny.c"] and
+         "command: fixformer emit tiny.lua --weights w.safetensors --embed --with-main" in texts["tiny.c"] and
+         "from w.safetensors" in texts["tiny_weights.c"] and
+         read(os.path.join(rel, "tiny.c")).split("\n")[1] == texts["tiny.c"].split("\n")[1],
+         "machine folders in %s" % leaks if leaks else "")
+
+    # --no-line: no #line anywhere, the files otherwise as before (but for the command and the banner's
+    # line about them), and they build and run as before
+    plain = os.path.join(tmp, "noline")
+    run([ff, "emit", "models/tiny.lua", "-o", plain, "--no-line", "--with-main"], cwd=ROOT)
+    run([ff, "emit", "models/tiny.lua", "-o", rel, "--with-main"], cwd=ROOT)
+    same, has_line = True, []
+    for f in sorted(os.listdir(plain)):
+        a, b = read(os.path.join(rel, f)), read(os.path.join(plain, f))
+        has_line += [f] if "#line" in b else []
+        a = [x for x in a.split("\n") if not x.startswith("#line ") and "#line directives" not in x]
+        b = [x.replace(" --no-line", "") for x in b.split("\n")]
+        same = same and a == b
+    exe = os.path.join(plain, "tiny")
+    run(cc + STRICT + ["-O1", "-o", exe, os.path.join(plain, "tiny.c"), os.path.join(plain, "tiny_main.c"), "-lm"])
+    case("no_line_drops_every_line_directive", not has_line and "#line" in read(os.path.join(rel, "tiny.c")),
+         "#line in %s" % has_line if has_line else "")
+    case("no_line_changes_nothing_else", same)
+    if failed:
+        raise RuntimeError("%d case(s) failed: %s" % (len(failed), ", ".join(failed)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fixformer", required=True)
-    ap.add_argument("--check", required=True, choices=["warnings", "aot", "cross", "cross32", "golden"])
+    ap.add_argument("--check", required=True, choices=["warnings", "aot", "cross", "cross32", "golden", "files"])
     ap.add_argument("--configs", type=int, default=12)
     ap.add_argument("--update", action="store_true")
     args = ap.parse_args()
@@ -178,6 +306,8 @@ def main():
                            for t, qemu in (("arm-linux-gnueabihf", "qemu-arm"), ("i686-linux-gnu", "qemu-i386"))
                            for embed in (True, False)]
                 build_and_compare(ff, tmp, args.configs, targets, 19)
+            elif args.check == "files":
+                check_files(ff, tmp)
             else:
                 check_golden(ff, tmp, args.update)
         except RuntimeError as e:

@@ -283,7 +283,7 @@ class Cases:
         if sorted(os.listdir(old)) != ["keep.txt"]:
             raise Failed("emit into an existing folder failed and left %s" % os.listdir(old))
         run([self.ff, "emit", TINY, "-o", new])  # without the limit: the folder and its files
-        if sorted(os.listdir(new)) != ["tiny.c", "tiny.h"]:
+        if sorted(os.listdir(new)) != ["tiny.c", "tiny.h", "tiny_kernels.c"]:
             raise Failed("emit -o NEWDIR made %s" % os.listdir(new))
         return line
 

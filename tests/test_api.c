@@ -273,6 +273,10 @@ static void nulls(void) {
   CHECK(ff_model_greedy(d, &g, gen, &n, NULL, NULL) == 0 && n == 2, "greedy with NULL logits and err is fine");
   NULL_ERR(ff_model_generate(NULL, "x", &h, NULL, err), "generate(NULL)");
   CHECK(ff_model_generate(m, NULL, &h, NULL, NULL) == 0 && h, "generate(NULL command, NULL source) is fine");
+  NULL_ERR(ff_model_kernel_source(NULL, &h, err), "kernel_source(NULL model)");
+  NULL_ERR(ff_model_kernel_source(m, NULL, err), "kernel_source(NULL text)");
+  CHECK(ff_model_kernel_source(m, &h, NULL) == 0 && strstr(h, "FF_KERNEL void"), "kernel_source is the kernels");
+  NULL_ERR(ff_model_set_line_directives(NULL, 0, err), "set_line_directives(NULL)");
   NULL_ERR(ff_model_weight_blob(NULL, &blob, &bytes, err), "weight_blob(NULL model)");
   NULL_ERR(ff_model_weight_blob(m, NULL, &bytes, err), "weight_blob(NULL blob)");
   NULL_ERR(ff_model_weight_blob(m, &blob, NULL, err), "weight_blob(NULL bytes)");

@@ -6,6 +6,7 @@
  * FLOPs per forward of one sequence at T = max_seq = 64: 15,880,192
  * Weights: 109184 floats (436736 bytes).
  * State: 131136 bytes (activations 131136 with lifetimes overlapped; 327744 without).
+ * #line directives name the lines of fixformer's templates/ and kernels/ (emit --no-line: none).
  */
 #ifndef TINY_H
 #include "tiny.h"
@@ -67,74 +68,74 @@ enum {
 /* ---- the op kernels the stages call (defined in the kernel library at the end) ---- */
 static void embed_128x64_panels(const int32_t *tokens, int T, const float *restrict E, float *restrict x);
 static void sinusoidal_64_s64(float *restrict x, int T, const float *restrict PE, int pos0);
-static void linear_64x192(const float *a, const float *x, int T, const float *W, const float *b, float *y);
-static void attention_h4x16_q192_kv192(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
-    float *out);
-static void linear_64x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y);
+static void linear_64x192(const float *state, const float *x, int T, const float *W, const float *b, float *y);
+static void attention_h4x16_q192_kv192(const float *state, const float *q, const float *k, int Tq, int key_len, int q_pos0,
+    float *scratch, float *out);
+static void linear_64x64_add(const float *state, const float *x, int T, const float *W, const float *b, float *y);
 static void layernorm_64(const float *x, int T, const float *gamma, const float *beta, float *y);
-static void linear_64x256_relu(const float *a, const float *x, int T, const float *W, const float *b, float *y);
-static void linear_256x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y);
-static void linear_64x128_nobias(const float *a, const float *x, int T, const float *W, const float *b, float *y);
+static void linear_64x256_relu(const float *state, const float *x, int T, const float *W, const float *b, float *y);
+static void linear_256x64_add(const float *state, const float *x, int T, const float *W, const float *b, float *y);
+static void linear_64x128_nobias(const float *state, const float *x, int T, const float *W, const float *b, float *y);
 
 /* the encoder: 2 layers over x [T,64]; 14,831,616 FLOPs at T = max_seq */
-static void encode(const float *restrict w, float *restrict a, const int32_t *tokens, int T, int key_len) {
+static void encode(const float *restrict w, float *restrict state, const int32_t *tokens, int T, int key_len) {
   /* embed: tokens [T] -> [T,64]: x = E[token] * sqrt(64); 4,096 FLOPs */
-  embed_128x64_panels(tokens, T, w + W_EMBED, a + A_X);
+  embed_128x64_panels(tokens, T, w + W_EMBED, state + A_X);
 
   /* positions: [T,64] in place: x += PE[pos], PE(pos,2i) = sin(pos/10000^(2i/d)), PE(pos,2i+1) = cos(...); 16,384 FLOPs */
-  sinusoidal_64_s64(a + A_X, T, w + W_SINUSOIDAL, 0);
+  sinusoidal_64_s64(state + A_X, T, w + W_SINUSOIDAL, 0);
 
   /* ---- l00_attn: x = LayerNorm(x + SelfAttention(x)) ---- */
   /* l00_attn_qkv: [T,64] -> [T,192]: y = x W^T + b; 1,572,864 FLOPs */
-  linear_64x192(a, a + A_X, T, w + W_L00_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L00_SELF_ATTN_IN_PROJ_BIAS, a + A_L00_ATTN_QKV);
+  linear_64x192(state, state + A_X, T, w + W_L00_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L00_SELF_ATTN_IN_PROJ_BIAS, state + A_L00_ATTN_QKV);
 
   /* l00_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V; 1,048,576 FLOPs */
-  attention_h4x16_q192_kv192(a, a + A_L00_ATTN_QKV, a + A_L00_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L00_ATTN_CTX);
+  attention_h4x16_q192_kv192(state, state + A_L00_ATTN_QKV, state + A_L00_ATTN_QKV + 64, T, key_len, 0, state + A_SCORES, state + A_L00_ATTN_CTX);
 
   /* l00_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b; 524,288 FLOPs */
-  linear_64x64_add(a, a + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
+  linear_64x64_add(state, state + A_L00_ATTN_CTX, T, w + W_L00_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L00_SELF_ATTN_OUT_PROJ_BIAS, state + A_X);
 
   /* l00_attn_norm: [T,64] in place: x = LayerNorm(x), x holding x + SelfAttention(x); 32,768 FLOPs */
-  layernorm_64(a + A_X, T, w + W_L00_NORM1_WEIGHT, w + W_L00_NORM1_BIAS, a + A_X);
+  layernorm_64(state + A_X, T, w + W_L00_NORM1_WEIGHT, w + W_L00_NORM1_BIAS, state + A_X);
 
   /* ---- l00_ffn: x = LayerNorm(x + FeedForward(x)) ---- */
   /* l00_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b); 2,097,152 FLOPs */
-  linear_64x256_relu(a, a + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, a + A_L00_FFN_HIDDEN);
+  linear_64x256_relu(state, state + A_X, T, w + W_L00_LINEAR1_WEIGHT, w + W_L00_LINEAR1_BIAS, state + A_L00_FFN_HIDDEN);
 
   /* l00_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b; 2,097,152 FLOPs */
-  linear_256x64_add(a, a + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, a + A_X);
+  linear_256x64_add(state, state + A_L00_FFN_HIDDEN, T, w + W_L00_LINEAR2_WEIGHT, w + W_L00_LINEAR2_BIAS, state + A_X);
 
   /* l00_ffn_norm: [T,64] in place: x = LayerNorm(x), x holding x + FeedForward(x); 32,768 FLOPs */
-  layernorm_64(a + A_X, T, w + W_L00_NORM2_WEIGHT, w + W_L00_NORM2_BIAS, a + A_X);
+  layernorm_64(state + A_X, T, w + W_L00_NORM2_WEIGHT, w + W_L00_NORM2_BIAS, state + A_X);
 
   /* ---- l01_attn: x = LayerNorm(x + SelfAttention(x)) ---- */
   /* l01_attn_qkv: [T,64] -> [T,192]: y = x W^T + b; 1,572,864 FLOPs */
-  linear_64x192(a, a + A_X, T, w + W_L01_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L01_SELF_ATTN_IN_PROJ_BIAS, a + A_L01_ATTN_QKV);
+  linear_64x192(state, state + A_X, T, w + W_L01_SELF_ATTN_IN_PROJ_WEIGHT, w + W_L01_SELF_ATTN_IN_PROJ_BIAS, state + A_L01_ATTN_QKV);
 
   /* l01_attn: q, k, v [T,64] -> [T,64]: softmax(Q K^T / sqrt(d_k) + mask) V; 1,048,576 FLOPs */
-  attention_h4x16_q192_kv192(a, a + A_L01_ATTN_QKV, a + A_L01_ATTN_QKV + 64, T, key_len, 0, a + A_SCORES, a + A_L01_ATTN_CTX);
+  attention_h4x16_q192_kv192(state, state + A_L01_ATTN_QKV, state + A_L01_ATTN_QKV + 64, T, key_len, 0, state + A_SCORES, state + A_L01_ATTN_CTX);
 
   /* l01_attn_out: [T,64] -> [T,64] added to the residual stream: y += x W^T + b; 524,288 FLOPs */
-  linear_64x64_add(a, a + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, a + A_X);
+  linear_64x64_add(state, state + A_L01_ATTN_CTX, T, w + W_L01_SELF_ATTN_OUT_PROJ_WEIGHT, w + W_L01_SELF_ATTN_OUT_PROJ_BIAS, state + A_X);
 
   /* l01_attn_norm: [T,64] in place: x = LayerNorm(x), x holding x + SelfAttention(x); 32,768 FLOPs */
-  layernorm_64(a + A_X, T, w + W_L01_NORM1_WEIGHT, w + W_L01_NORM1_BIAS, a + A_X);
+  layernorm_64(state + A_X, T, w + W_L01_NORM1_WEIGHT, w + W_L01_NORM1_BIAS, state + A_X);
 
   /* ---- l01_ffn: x = LayerNorm(x + FeedForward(x)) ---- */
   /* l01_ffn_up: [T,64] -> [T,256]: y = max(0, x W^T + b); 2,097,152 FLOPs */
-  linear_64x256_relu(a, a + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, a + A_L01_FFN_HIDDEN);
+  linear_64x256_relu(state, state + A_X, T, w + W_L01_LINEAR1_WEIGHT, w + W_L01_LINEAR1_BIAS, state + A_L01_FFN_HIDDEN);
 
   /* l01_ffn_down: [T,256] -> [T,64] added to the residual stream: y += x W^T + b; 2,097,152 FLOPs */
-  linear_256x64_add(a, a + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, a + A_X);
+  linear_256x64_add(state, state + A_L01_FFN_HIDDEN, T, w + W_L01_LINEAR2_WEIGHT, w + W_L01_LINEAR2_BIAS, state + A_X);
 
   /* l01_ffn_norm: [T,64] in place: x = LayerNorm(x), x holding x + FeedForward(x); 32,768 FLOPs */
-  layernorm_64(a + A_X, T, w + W_L01_NORM2_WEIGHT, w + W_L01_NORM2_BIAS, a + A_X);
+  layernorm_64(state + A_X, T, w + W_L01_NORM2_WEIGHT, w + W_L01_NORM2_BIAS, state + A_X);
 }
 
 /* the output head: logits over the vocabulary; 1,048,576 FLOPs at T = max_seq */
-static void head(const float *restrict w, float *restrict a, int T, float *out) {
+static void head(const float *restrict w, float *restrict state, int T, float *out) {
   /* logits: [T,64] -> [T,128], logits = x E^T: y = x W^T; 1,048,576 FLOPs */
-  linear_64x128_nobias(a, a + A_X, T, w + W_EMBED, NULL, out);
+  linear_64x128_nobias(state, state + A_X, T, w + W_EMBED, NULL, out);
 }
 
 /* ---- the state's own fields, and threads: tiny_set_threads keeps (fn,
@@ -147,9 +148,9 @@ typedef struct {
 } parallel_t;
 
 /* the state's threads, as init_state / set_threads left them */
-static parallel_t parallel_of(const float *a) {
+static parallel_t parallel_of(const float *state) {
   parallel_t p;
-  memcpy(&p, a + A_THREADS, sizeof p);
+  memcpy(&p, state + A_THREADS, sizeof p);
   return p;
 }
 
@@ -231,664 +232,27 @@ int tiny_run(const tiny_weights *w, void *state, int batch, int src_len, const v
   return tiny_forward(w, state, (const int32_t *)src, batch, src_len, lengths, out);
 }
 
-/* ==== the kernel library: the matrix kernels (kernels/), the parallel helpers and the
- * op kernels (templates/), in the order the stages first call them ==== */
-
-/* ---- matrix kernels (kernels/gemm_generic.c) ---- */
+/* ==== the kernels: those of the kernel library (kernels/gemm_generic.c) the model calls, in
+ * tiny_kernels.c, the parallel helpers and the op kernels (templates/), in the order the
+ * stages first call them ==== */
 #if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */
 #define FF_ACC 1  /* C += the product instead of C = */
 #define FF_RELU 2 /* then C = max(0, C) */
 void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
     int j0, int j1);
-/* the same on bf16 / int8 weights packed as kernels/quant.c says */
-void ff_linear_bf16_generic(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y, int flags,
-    int j0, int j1);
-void ff_linear_q8_generic(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y, int flags,
-    int j0, int j1);
-void ff_matmul_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
-    const float *bias, float alpha, int flags);
 void ff_sdpa_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int kv_heads,
     int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch, float *out);
 void ff_layernorm_generic(const float *x, int T, int D, const float *gamma, const float *beta, float eps, float *y);
-void ff_rmsnorm_generic(const float *x, int T, int D, const float *gamma, float eps, float *y);
-void ff_gelu_generic(float *h, size_t n);
-void ff_gelu_tanh_generic(float *h, size_t n);
-void ff_swiglu_generic(const float *h, int T, int N, float *a);
 #else
 #if defined(__GNUC__) || defined(__TINYC__) /* a model calls some of them */
 #define FF_KERNEL static inline __attribute__((unused))
 #else
 #define FF_KERNEL static inline
 #endif
-#line 1 "kernels/gemm_generic.c"
-/* gemm_generic.c - the portable matrix kernels: a 4 x 16 tile of plain C
- * loops with constant bounds, which compilers keep in vector registers where
- * the target has them.  Weights are packed in panels of 16 columns: panel p
- * holds W^T[:, 16p .. 16p+15] as IN rows of 16 floats, zero-padded past OUT.
- * The contract is that of every ISA (see gemm_avx512.c):
- *   ff_matmul_*  C [m, n] = alpha A [m, k] B [k, n] + bias [n] (+ C when flags
- *                has FF_ACC), then max(0, .) with FF_RELU;
- *   ff_linear_*  y [T, OUT] = x [T, IN] W + b, W packed in panels; only
- *                columns j0 .. j1-1 (j0 a multiple of 16);
- *   ff_sdpa_*    heads h0 .. h1-1 of multi-head attention (below). */
-#include <math.h>
-#include <stddef.h>
-
-#ifndef FF_KERNEL
-#define FF_KERNEL
-#endif
-#ifndef FF_ACC
-#define FF_ACC 1  /* C += the product instead of C = */
-#define FF_RELU 2 /* then C = max(0, C) */
-#endif
-#define FF_GENERIC_MR 4
-#define FF_GENERIC_NR 16
-#if defined(FF_TABLE_MR) && (FF_TABLE_MR != FF_GENERIC_MR || FF_TABLE_NR != FF_GENERIC_NR) /* the host build */
-#error "kernels/isas.h: the generic row's MR, NR are not this register tile"
+#include "tiny_kernels.c"
 #endif
 
-/* One tile: m <= 4 rows, n <= 16 columns.  A whole tile has constant
- * bounds; fewer rows (decoding: one) loop over just those, so that a
- * one-row product costs a quarter of a tile, not a whole one (it matters
- * where the arithmetic, not the memory, is the limit: a microcontroller). */
-static void ff_tile_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
-                            const float *bias, float alpha, int flags) {
-  float acc[FF_GENERIC_MR][FF_GENERIC_NR] = {{0.0f}};
-  const float *a[FF_GENERIC_MR];
-  for (int i = 0; i < FF_GENERIC_MR; i++) a[i] = A + (size_t)(i < m ? i : m - 1) * lda; /* past m: read by none */
-  if (n == FF_GENERIC_NR && m == FF_GENERIC_MR) {
-    for (int p = 0; p < k; p++) {
-      const float *b = B + (size_t)p * ldb;
-      for (int i = 0; i < FF_GENERIC_MR; i++)
-        for (int j = 0; j < FF_GENERIC_NR; j++) acc[i][j] += a[i][p] * b[j];
-    }
-  } else if (n == FF_GENERIC_NR) {
-    for (int p = 0; p < k; p++) {
-      const float *b = B + (size_t)p * ldb;
-      for (int i = 0; i < m; i++)
-        for (int j = 0; j < FF_GENERIC_NR; j++) acc[i][j] += a[i][p] * b[j];
-    }
-  } else {
-    for (int p = 0; p < k; p++) {
-      const float *b = B + (size_t)p * ldb;
-      for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) acc[i][j] += a[i][p] * b[j];
-    }
-  }
-  for (int i = 0; i < m; i++) {
-    float *c = C + (size_t)i * ldc;
-    for (int j = 0; j < n; j++) {
-      float r = alpha * acc[i][j] + (bias ? bias[j] : 0.0f);
-      if (flags & FF_ACC) r += c[j];
-      c[j] = (flags & FF_RELU) && r < 0.0f ? 0.0f : r;
-    }
-  }
-}
-
-FF_KERNEL void ff_matmul_generic(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
-                                 int ldc, const float *bias, float alpha, int flags) {
-  for (int j = 0; j < n; j += FF_GENERIC_NR)
-    for (int i = 0; i < m; i += FF_GENERIC_MR)
-      ff_tile_generic(m - i < FF_GENERIC_MR ? m - i : FF_GENERIC_MR, n - j < FF_GENERIC_NR ? n - j : FF_GENERIC_NR, k,
-                      A + (size_t)i * lda, lda, B + j, ldb, C + (size_t)i * ldc + j, ldc, bias ? bias + j : 0, alpha,
-                      flags);
-}
-
-FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
-                                 int flags, int j0, int j1) {
-  for (int j = j0; j < j1; j += FF_GENERIC_NR)
-    for (int i = 0; i < T; i += FF_GENERIC_MR)
-      ff_tile_generic(T - i < FF_GENERIC_MR ? T - i : FF_GENERIC_MR, OUT - j < FF_GENERIC_NR ? OUT - j : FF_GENERIC_NR,
-                      IN, x + (size_t)i * IN, IN, W + (size_t)j * IN, FF_GENERIC_NR, y + (size_t)i * OUT + j, OUT,
-                      b ? b + j : 0, 1.0f, flags);
-}
-
-/* bf16 and int8 weights (quant.c); the prefill's tile is the one above */
-#define FF_QUANT(name) ff_##name##_generic
-#define FF_GEMV_PANELS 1
-#define FF_LIN_MR FF_GENERIC_MR
-#define FF_LIN_NR FF_GENERIC_NR
-#define FF_LIN_KC 32 /* k per dequantized block: 2 KB of floats, on the stack (microcontrollers) */
-#define FF_LIN_TILE(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs)                                    \
-  ((void)(pf), (void)(pfs), ff_tile_generic(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags)) /* no fetch ahead */
-#line 1 "kernels/quant.c"
-/* quant.c - the matrix products on bf16 and int8 weights (issue 13) on one
- * ISA's kernels.  The ISA's file defines, then includes this after drivers.c
- * (emitted code gets the text in place of the #include), and defines after
- * it the two GEMVs:
- *   FF_QUANT(name)      this ISA's name of a function: ff_name_ISA
- *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC, FF_LIN_TILE   as drivers.c (KC a
- *                       multiple of 32, the int8 group)
- *   FF_GEMV_PANELS      how many panels the GEMVs take at once (1, 2 or 4)
- *   FF_QUANT_TILE_FIRST(dtype, kc, A, lda, src, buf, C, ldc, bias, flags, pf, pfs)
- *                       optional: the first tile of MR rows on a whole panel's
- *                       k block, which converts the block from src (the
- *                       packed bytes at k0) into buf [kc, NR] as it multiplies
- *   FF_DEQUANT_BF16(w, n, buf), FF_DEQUANT_Q8(q, scale, rows, buf)   optional:
- *                       the ISA's vector conversion of n bf16 (n a multiple
- *                       of 16), and of `rows` rows of one int8 group (NR
- *                       columns, scale [NR]), into floats (the exact values)
- *   FF_QUANT(gemv_bf16_p)(P, x, IN, W, panel_bytes, acc), FF_QUANT(gemv_q8_p)
- *                       (same): one row of x times P <= FF_GEMV_PANELS (a
- *                       constant) consecutive packed panels from W, acc [P NR] = their
- *                       dot products (the columns past OUT are zero weights),
- *                       each summed in k order (int8: a group's x q sums in k
- *                       order, scaled, summed in group order; several panels
- *                       at once give independent FMA chains without
- *                       reordering the sums)
- * ff_linear_bf16_ISA, ff_linear_q8_ISA: y [T, OUT] = x [T, IN] W^T + b,
- * flags and the columns j0 .. j1-1 as ff_linear_ISA (drivers.c), W packed
- * (NR the panel width, G = (IN + 31) / 32 groups of k):
- *   bf16: W[NR p + c][k] at uint16 index p IN NR + k NR + c, value bits << 16
- *   int8: panel p at byte p G 36 NR, its group g at g 36 NR: NR float scales,
- *         then 32 rows of NR int8 (q[k][c] at 4 NR + (k % 32) NR + c):
- *         W[NR p + c][k] = (float)q * scale[c]; padding q 0, scale 0.
- * Decoding (T = 1) is memory-bound: the ISA's GEMV reads each weight byte
- * once and widens it in registers (up to MR rows: row by row, see
- * FF_GEMV_ROWS).  More rows dequantize a k block of the panel (KC x NR
- * floats, in L1) once and run the f32 register tile over every row tile on
- * it, as ff_linear does on f32 panels: the dequantizing is then one pass
- * over the weights per call, the tile does the arithmetic. */
-#include <stddef.h>
-#include <stdint.h>
-
-/* Up to MR rows (decoding, small batches) take the GEMV row by row, the
- * rows after the first reading the panels from L2; more take the tile.
- * Measured with bench_gemv on 32000 x 768 (avx512, GB/s of weights, bf16 /
- * int8): T = 2 GEMV 25.8 / 16.4, tile 13.5 / 8.8; T = 4 21.6 / 10.9 against
- * 9.7 / 7.1; T = 8 14.4 / 6.7 against 8.9 / 5.4; T = 16 7.0 / 3.0 against
- * 6.2 / 3.9 (avx2 alike). */
-#define FF_GEMV_ROWS FF_LIN_MR
-#if FF_LIN_KC % 32 || FF_LIN_KC < FF_GEMV_PANELS
-#error "quant.c: the k block must hold whole int8 groups of 32 (and the GEMV's sums)"
-#endif
-
-/* the ISA's GEMVs, defined after this file */
-static inline void FF_QUANT(gemv_bf16_p)(const int P, const float *x, int IN, const unsigned char *W,
-                                         size_t panel_bytes, float *acc);
-static inline void FF_QUANT(gemv_q8_p)(const int P, const float *x, int IN, const unsigned char *W,
-                                       size_t panel_bytes, float *acc);
-
-/* np <= FF_GEMV_PANELS panels of one type: the count becomes a constant */
-static void FF_QUANT(gemv)(int q8, const float *x, int IN, const unsigned char *W, size_t pb, int np, float *acc) {
-#define FF_GEMV_CASE(P)                                                                                               \
-  if (q8) FF_QUANT(gemv_q8_p)(P, x, IN, W, pb, acc);                                                                  \
-  else FF_QUANT(gemv_bf16_p)(P, x, IN, W, pb, acc);                                                                   \
-  break;
-  switch (np) {
-#if FF_GEMV_PANELS >= 4
-  case 4: FF_GEMV_CASE(4)
-  case 3: FF_GEMV_CASE(3)
-#endif
-#if FF_GEMV_PANELS >= 2
-  case 2: FF_GEMV_CASE(2)
-#endif
-  default: FF_GEMV_CASE(1)
-  }
-#undef FF_GEMV_CASE
-}
-
-#ifndef FF_DEQUANT_BF16 /* (an ISA with its own conversion does not need it) */
-/* one bf16 weight: the high half of its float */
-static inline float FF_QUANT(bf16_value)(uint16_t h) {
-  union {
-    uint32_t u;
-    float f;
-  } v;
-  v.u = (uint32_t)h << 16;
-  return v.f;
-}
-#endif
-
-/* rows k0 .. k0+kc-1 of a bf16 panel -> buf [kc, NR] floats */
-static void FF_QUANT(dequant_bf16)(const uint16_t *panel, int k0, int kc, float *buf) {
-  const uint16_t *w = panel + (size_t)k0 * FF_LIN_NR;
-#ifdef FF_DEQUANT_BF16 /* the ISA's vector conversion (NR a multiple of 16) */
-  FF_DEQUANT_BF16(w, kc * FF_LIN_NR, buf);
-#else
-  for (int i = 0; i < kc * FF_LIN_NR; i++) buf[i] = FF_QUANT(bf16_value)(w[i]);
-#endif
-}
-
-/* rows k0 .. k0+kc-1 (k0 a multiple of 32) of an int8 panel -> buf [kc, NR]:
- * the exact float product q scale, as the reference dequantizes */
-static void FF_QUANT(dequant_q8)(const unsigned char *panel, int k0, int kc, float *buf) {
-  for (int p = 0; p < kc; p += 32) {
-    const unsigned char *group = panel + (size_t)((k0 + p) / 32) * 36 * FF_LIN_NR;
-    const float *scale = (const float *)(const void *)group;
-    const signed char *q = (const signed char *)(group + 4 * FF_LIN_NR);
-    const int rows = kc - p < 32 ? kc - p : 32;
-#ifdef FF_DEQUANT_Q8 /* the ISA's vector conversion of one group's rows */
-    FF_DEQUANT_Q8(q, scale, rows, buf + (size_t)p * FF_LIN_NR);
-#else
-    for (int r = 0; r < rows; r++)
-      for (int c = 0; c < FF_LIN_NR; c++)
-        buf[(size_t)(p + r) * FF_LIN_NR + c] = (float)q[r * FF_LIN_NR + c] * scale[c];
-#endif
-  }
-}
-
-/* The GEMV's epilogue, as the tile's: y = acc + b (+ y), max(0, .) (NaN stays) */
-static void FF_QUANT(store_q)(const float *acc, int n, const float *b, float *y, int flags) {
-  for (int c = 0; c < n; c++) {
-    float r = acc[c] + (b ? b[c] : 0.0f);
-    if (flags & FF_ACC) r += y[c];
-    y[c] = (flags & FF_RELU) && r < 0.0f ? 0.0f : r;
-  }
-}
-
-/* The driver of both types: dtype 0 bf16, 1 int8; panel_bytes the size of
- * one packed panel. */
-static void FF_QUANT(linear_quant)(int dtype, const float *x, int T, int IN, const unsigned char *W,
-                                   size_t panel_bytes, const float *b, int OUT, float *y, int flags, int j0,
-                                   int j1) {
-#if defined(__GNUC__) || defined(__TINYC__)
-  float buf[FF_LIN_KC * FF_LIN_NR] __attribute__((aligned(64)));
-#else
-  float buf[FF_LIN_KC * FF_LIN_NR];
-#endif
-  for (int j = j0; j < j1; j += FF_LIN_NR) {
-    const unsigned char *panel = W + panel_bytes * (size_t)(j / FF_LIN_NR);
-    const int n = OUT - j < FF_LIN_NR ? OUT - j : FF_LIN_NR;
-    if (T <= FF_GEMV_ROWS) { /* decoding: straight from the packed bytes, np panels at once */
-      const int left = (j1 - j + FF_LIN_NR - 1) / FF_LIN_NR, np = left < FF_GEMV_PANELS ? left : FF_GEMV_PANELS;
-      for (int t = 0; t < T; t++) { /* rows after the first read the panels from L2 */
-        FF_QUANT(gemv)(dtype, x + (size_t)t * IN, IN, panel, panel_bytes, np, buf);
-        for (int q = 0; q < np; q++) {
-          const int c = j + q * FF_LIN_NR, w = OUT - c < FF_LIN_NR ? OUT - c : FF_LIN_NR;
-          FF_QUANT(store_q)(buf + q * FF_LIN_NR, w, b ? b + c : NULL, y + (size_t)t * OUT + c, flags);
-        }
-      }
-      j += (np - 1) * FF_LIN_NR;
-      continue;
-    }
-    const int tiles = (T + FF_LIN_MR - 1) / FF_LIN_MR;
-    for (int k0 = 0; k0 < IN; k0 += FF_LIN_KC) { /* the first pass stores (+ b), later ones add */
-      const int kc = IN - k0 < FF_LIN_KC ? IN - k0 : FF_LIN_KC, last = k0 + kc == IN;
-      const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
-      /* the packed bytes of this block, and the next block's (the next k, else the next panel's first: they
-       * follow in memory), which the tiles fetch into L1 in shares over their steps of k, as drivers.c
-       * does, so that the next dequantization does not start on DRAM misses */
-      const size_t at = dtype ? (size_t)k0 / 32 * 36 * FF_LIN_NR : sizeof(uint16_t) * (size_t)k0 * FF_LIN_NR;
-      const size_t bytes = dtype ? (size_t)(kc + 31) / 32 * 36 * FF_LIN_NR : sizeof(uint16_t) * (size_t)kc * FF_LIN_NR;
-      const int lines = (int)(bytes / 64), share = (lines + tiles - 1) / tiles, pfs = (64 * share + kc - 1) / kc;
-      const uintptr_t next = last && j + FF_LIN_NR >= j1 ? 0 : (uintptr_t)(panel + at + bytes);
-      int i = 0;
-#ifdef FF_QUANT_TILE_FIRST /* the ISA's first tile converts the block as it multiplies */
-      if (n == FF_LIN_NR && T >= FF_LIN_MR) {
-        FF_QUANT_TILE_FIRST(dtype, kc, x + k0, IN, panel + at, buf, y + j, OUT, b && !k0 ? b + j : NULL,
-                            f, next ? next : (uintptr_t)buf, next ? pfs : 0);
-        i = FF_LIN_MR;
-      } else
-#endif
-      if (dtype) FF_QUANT(dequant_q8)(panel, k0, kc, buf);
-      else FF_QUANT(dequant_bf16)((const uint16_t *)(const void *)panel, k0, kc, buf);
-      for (; i < T; i += FF_LIN_MR)
-        FF_LIN_TILE(T - i < FF_LIN_MR ? T - i : FF_LIN_MR, n, kc, x + (size_t)i * IN + k0, IN, buf, FF_LIN_NR,
-                    y + (size_t)i * OUT + j, OUT, b && !k0 ? b + j : NULL, 1.0f, f,
-                    next ? next + (uintptr_t)64 * share * (i / FF_LIN_MR) : (uintptr_t)buf, next ? pfs : 0);
-    }
-  }
-}
-
-FF_KERNEL void FF_QUANT(linear_bf16)(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y,
-                                     int flags, int j0, int j1) {
-  FF_QUANT(linear_quant)(0, x, T, IN, (const unsigned char *)W, sizeof(uint16_t) * (size_t)IN * FF_LIN_NR, b, OUT,
-                         y, flags, j0, j1);
-}
-
-FF_KERNEL void FF_QUANT(linear_q8)(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y,
-                                   int flags, int j0, int j1) {
-  FF_QUANT(linear_quant)(1, x, T, IN, (const unsigned char *)W, (size_t)(IN + 31) / 32 * 36 * FF_LIN_NR, b, OUT, y,
-                         flags, j0, j1);
-}
-#line 92 "kernels/gemm_generic.c"
-
-/* quant.c's GEMVs: one panel at a time, plain loops over its 16 columns
- * that compilers vectorize */
-static inline void ff_gemv_bf16_p_generic(const int P, const float *x, int IN, const unsigned char *W,
-                                          size_t panel_bytes, float *acc) {
-  (void)P, (void)panel_bytes; /* FF_GEMV_PANELS 1 */
-  const uint16_t *w = (const uint16_t *)(const void *)W;
-  float s[FF_GENERIC_NR] = {0.0f};
-  for (int k = 0; k < IN; k++)
-    for (int c = 0; c < FF_GENERIC_NR; c++) s[c] += x[k] * ff_bf16_value_generic(w[(size_t)k * FF_GENERIC_NR + c]);
-  for (int c = 0; c < FF_GENERIC_NR; c++) acc[c] = s[c];
-}
-
-static inline void ff_gemv_q8_p_generic(const int P, const float *x, int IN, const unsigned char *W,
-                                        size_t panel_bytes, float *acc) {
-  (void)P, (void)panel_bytes;
-  float s[FF_GENERIC_NR] = {0.0f};
-  for (int k0 = 0; k0 < IN; k0 += 32) {
-    const unsigned char *group = W + (size_t)(k0 / 32) * 36 * FF_GENERIC_NR;
-    const float *scale = (const float *)(const void *)group;
-    const signed char *q = (const signed char *)(group + 4 * FF_GENERIC_NR);
-    for (int r = 0; r < 32 && k0 + r < IN; r++)
-      for (int c = 0; c < FF_GENERIC_NR; c++) s[c] += x[k0 + r] * ((float)q[r * FF_GENERIC_NR + c] * scale[c]);
-  }
-  for (int c = 0; c < FF_GENERIC_NR; c++) acc[c] = s[c];
-}
-
-/* norms and activations (plain.c) */
-#define FF_PLAIN(name) ff_##name##_generic
-#line 1 "kernels/plain.c"
-/* plain.c - the kernels written in plain C, which the ISA's compiler flags
- * vectorise: LayerNorm and RMSNorm over the rows of x [T, D], and the
- * activations GELU (exact and tanh) and SwiGLU.  The libtcc engine gets the
- * host's build of them, as with the matrix kernels.  The ISA's file defines
- * FF_PLAIN(name) (ff_##name##_ISA), then includes this.
- *
- * Norms: in float only (no double, no libm: a Cortex-M4F has a float unit
- * and nothing else), as accurate as the runtime's double sums to a few float
- * roundings.  LayerNorm is the corrected two-pass algorithm (Chan, Golub and
- * LeVeque): a first mean m, then d = x - m (exact wherever x is near m),
- * sum(d) and sum(d^2) with Kahan compensation, mean = m + sum(d)/D and
- * var = sum(d^2)/D - (sum(d)/D)^2; RMSNorm sums x^2 the same way.  Each sum
- * runs over 8 interleaved lanes: 8 independent chains of adds (which also
- * lets the compiler vectorise them), so that a row is not bound by the
- * latency of each add.  The compensation needs IEEE float adds as written:
- * build without -ffast-math / -Ofast (which would drop it; the result is
- * then a plain float sum).  1/sqrt is Newton's iteration (ff_rsqrt), within
- * 2 ulp.  y may be x (in place).
- *
- * Activations: erf and tanh as odd rational functions on a clamped range
- * (the approximations Eigen and XLA use for float), with no libm call and no
- * branch, so that a loop of them vectorises: at most 4.3e-7 from erf and
- * 4e-7 from tanh (measured over [-20, 20] in steps of 1e-5 against double
- * precision; libm's erff: 5e-8); SiLU is g/2 (1 + tanh(g/2)).  Beyond the
- * clamps they are exactly +-1 whether or not the compiler contracts the
- * polynomials into FMAs, so that -inf (1 + erf) is NaN as in PyTorch (gelu,
- * silu of -inf) and large negative inputs give 0; NaN passes through (the
- * comparisons are false for it). */
-/* 8 interleaved Kahan sums: sum[l] + the lost low part -comp[l] */
-typedef struct {
-  float sum[8], comp[8];
-} ff_kahan8;
-
-static inline void ff_kahan8_add(ff_kahan8 *k, int l, float v) {
-  const float y = v - k->comp[l], t = k->sum[l] + y;
-  k->comp[l] = (t - k->sum[l]) - y;
-  k->sum[l] = t;
-}
-
-/* the sum of 8 lanes, in a fixed order */
-static inline float ff_sum8(const float s[8]) {
-  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-/* the lanes' compensated total */
-static inline float ff_kahan8_total(const ff_kahan8 *k) { return ff_sum8(k->sum) - ff_sum8(k->comp); }
-
-/* 1 / sqrt(v) for v > 0, +inf (0) or NaN (NaN): a first guess from the
- * exponent bits, then Newton's y (3 - v y^2) / 2, which doubles the correct
- * bits each time: 4 steps reach float precision (within 2 ulp, measured
- * against double over every exponent).  Subnormal v is scaled by 2^64. */
-static inline float ff_rsqrt(float v) {
-  float scale = 1.0f;
-  if (v > 3.40282347e38f) return 0.0f;
-  if (v < 1.17549435e-38f) v *= 18446744073709551616.0f, scale = 4294967296.0f; /* 2^64, 2^32 */
-  union {
-    float f;
-    uint32_t u;
-  } b;
-  b.f = v;
-  b.u = 0x5f375a86u - (b.u >> 1);
-  float y = b.f;
-  for (int i = 0; i < 4; i++) y = y * (1.5f - 0.5f * v * y * y);
-  return y * scale;
-}
-
-/* y = (x - mean) / sqrt(var + eps) * gamma + beta, biased var */
-FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, float eps,
-                                   float *y) {
-  const int D8 = D - D % 8;
-  for (int t = 0; t < T; t++) {
-    const float *xt = x + (size_t)t * D;
-    float *yt = y + (size_t)t * D;
-    float s[8] = {0};
-    for (int i = 0; i < D8; i += 8)
-      for (int l = 0; l < 8; l++) s[l] += xt[i + l];
-    for (int i = D8; i < D; i++) s[i - D8] += xt[i];
-    const float m = ff_sum8(s) / (float)D;
-    ff_kahan8 sd = {{0}, {0}}, sq = {{0}, {0}};
-    for (int i = 0; i < D; i++) {
-      const float d = xt[i] - m;
-      ff_kahan8_add(&sd, i % 8, d);
-      ff_kahan8_add(&sq, i % 8, d * d);
-    }
-    const float e = ff_kahan8_total(&sd) / (float)D; /* mean = m + e */
-    const float rstd = ff_rsqrt(ff_kahan8_total(&sq) / (float)D - e * e + eps);
-    for (int i = 0; i < D; i++) yt[i] = ((xt[i] - m) - e) * rstd * gamma[i] + beta[i];
-  }
-}
-
-/* y = x / sqrt(mean(x^2) + eps) * gamma */
-FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y) {
-  for (int t = 0; t < T; t++) {
-    const float *xt = x + (size_t)t * D;
-    float *yt = y + (size_t)t * D;
-    ff_kahan8 sq = {{0}, {0}};
-    for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
-    float ss = ff_kahan8_total(&sq);
-    if (ss != ss) { /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
-      ss = 0.0f;
-      for (int i = 0; i < D; i++) ss += xt[i] * xt[i]; /* NaN, or inf: y = x 0 */
-    }
-    const float rstd = ff_rsqrt(ss / (float)D + eps);
-    for (int i = 0; i < D; i++) yt[i] = xt[i] * rstd * gamma[i];
-  }
-}
-
-/* erf(x): x P(x^2) / Q(x^2) on [-4, 4], where float erf is +-1 beyond */
-static inline float ff_erf(float a) {
-  const float x = a > 4.0f ? 4.0f : a < -4.0f ? -4.0f : a, x2 = x * x;
-  float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f, q;
-  p = x2 * p - 2.10102402082508e-06f;
-  p = x2 * p - 5.69250639462346e-05f;
-  p = x2 * p - 7.34990630326855e-04f;
-  p = x2 * p - 2.95459980854025e-03f;
-  p = x2 * p - 1.60960333262415e-02f;
-  q = x2 * -1.45660718464996e-05f - 2.13374055278905e-04f;
-  q = x2 * q - 1.68282697438203e-03f;
-  q = x2 * q - 7.37332916720468e-03f;
-  q = x2 * q - 1.42647390514189e-02f;
-  return a >= 4.0f ? 1.0f : a <= -4.0f ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
-}
-
-/* tanh(x): x P(x^2) / Q(x^2) on [-7.9053, 7.9053], where float tanh is +-1 beyond */
-static inline float ff_tanh(float a) {
-  const float c = 7.90531110763549805f, x = a > c ? c : a < -c ? -c : a, x2 = x * x;
-  float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f, q;
-  p = x2 * p - 8.60467152213735e-11f;
-  p = x2 * p + 5.12229709037114e-08f;
-  p = x2 * p + 1.48572235717979e-05f;
-  p = x2 * p + 6.37261928875436e-04f;
-  p = x2 * p + 4.89352455891786e-03f;
-  q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
-  q = x2 * q + 2.26843463243900e-03f;
-  q = x2 * q + 4.89352518554385e-03f;
-  return a >= c ? 1.0f : a <= -c ? -1.0f : x * p / q; /* exactly +-1 beyond (below) */
-}
-
-/* h = h/2 (1 + erf(h / sqrt 2)) over n floats (nn.GELU) */
-FF_KERNEL void FF_PLAIN(gelu)(float *h, size_t n) {
-  for (size_t i = 0; i < n; i++) h[i] = 0.5f * h[i] * (1.0f + ff_erf(h[i] * 0.70710678118654752f));
-}
-
-/* h = h/2 (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3))) over n floats (approximate='tanh') */
-FF_KERNEL void FF_PLAIN(gelu_tanh)(float *h, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    const float x = h[i];
-    h[i] = 0.5f * x * (1.0f + ff_tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-  }
-}
-
-/* a [T, N] = silu(gate) * up for h [T, 2N] = gate | up */
-FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *restrict a) {
-  for (int t = 0; t < T; t++) {
-    const float *gate = h + (size_t)t * 2 * N, *up = gate + N;
-    float *at = a + (size_t)t * N;
-    for (int i = 0; i < N; i++) at[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
-  }
-}
-#line 122 "kernels/gemm_generic.c"
-
-/* scaled dot-product attention on these kernels (sdpa.c) */
-#define FF_SDPA ff_sdpa_generic
-#define FF_SDPA_MR FF_GENERIC_MR
-#define FF_SDPA_MATMUL ff_matmul_generic
-#line 1 "kernels/sdpa.c"
-/* sdpa.c - scaled dot-product attention on top of one ISA's matrix
- * kernels; the ISA's file defines, then includes this (emitted code gets the
- * text in place of the #include):
- *   FF_SDPA              the function's name, ff_sdpa_ISA
- *   FF_SDPA_MR           query rows per block (the tile's rows, at most 8)
- *   FF_SDPA_MATMUL       the ISA's ff_matmul_ISA
- *   FF_SDPA_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
- *                       place, the row max subtracted; row[visible .. n) = 0
- *                       (if not defined: the scalar one below, with expf)
- *   FF_SDPA_DOT, FF_SDPA_AXPY  a . b and y += p x over n floats (optional:
- *                       plain C below)
- *
- * Every head h0 .. h1-1: out [Tq, heads*dk] = softmax(scale Q K^T + mask) V.
- * q rows every ldq floats (head h at columns h*dk); k rows every ldk with
- * kv_heads heads, v = k + kv_heads*dk with the same stride: query head h
- * reads K/V head h / (heads / kv_heads) (grouped-query attention; the heads
- * of a group share one gathered K^T).  Key j is masked when j >= key_len, or
- * (causal) j > q_pos0 + t for query row t.  Per head, K^T is gathered once,
- * then for each block of FF_SDPA_MR query rows the scores S = scale Q K^T over
- * the keys the block sees, a softmax row by row and O = P V are tile
- * products: at most FF_SDPA_MR rows of the T x T scores exist at a time.
- * A masked key is absent for its row (its score and value are not used), so
- * a NaN in a later or padded position does not reach the row.
- * scratch: (dk + 8) * pad16(key_len) floats (threads take a head range and
- * scratch each). */
-
-/* The scratch is K^T (dk rows) and one block of score rows: the plan
- * (gen/plan.lua) sizes it (dk + 8) x pad16(key_len), so a block may have at
- * most 8 rows.  A wider tile fails to compile here (C99: no _Static_assert). */
-typedef char ff_sdpa_scratch_holds_the_block[(FF_SDPA_MR) <= 8 ? 1 : -1];
-#ifndef FF_SDPA_SOFTMAX_ROW
-static void ff_softmax_row_scalar(float *row, int visible, int n) {
-  float max = -3.402823466e+38f, sum = 0.0f;
-  for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
-  for (int j = 0; j < visible; j++) sum += row[j] = expf(row[j] - max);
-  for (int j = 0; j < visible; j++) row[j] *= 1.0f / sum;
-  for (int j = visible; j < n; j++) row[j] = 0.0f;
-}
-#define FF_SDPA_SOFTMAX_ROW ff_softmax_row_scalar
-#endif
-#ifndef FF_SDPA_DOT
-/* a . b over n floats, in 8 interleaved partial sums (vectorised at -O3) */
-static float ff_sdpa_dot_scalar(const float *a, const float *b, int n) {
-  float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; l++) s[l] += a[i + l] * b[i + l];
-  for (; i < n; i++) s[0] += a[i] * b[i];
-  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-}
-#define FF_SDPA_DOT ff_sdpa_dot_scalar
-#endif
-#ifndef FF_SDPA_AXPY
-/* y += p x over n floats */
-static void ff_sdpa_axpy_scalar(float *y, float p, const float *x, int n) {
-  for (int i = 0; i < n; i++) y[i] += p * x[i];
-}
-#define FF_SDPA_AXPY ff_sdpa_axpy_scalar
-#endif
-
-#define FF_SDPA_AHEAD 2 /* rows: measured 2, 4, 8 and 12 on avx512 (110M's shape), 2 as good as any */
-#if defined(__GNUC__) && !defined(__TINYC__)
-/* asks for n floats at p, FF_SDPA_AHEAD rows ahead (past the cache: a hint, never a fault) */
-#define FF_SDPA_PREFETCH(p, n)                                                                                          \
-  do {                                                                                                                  \
-    for (int l_ = 0; l_ < (n); l_ += 16) __builtin_prefetch((p) + l_);                                                  \
-  } while (0)
-#else
-#define FF_SDPA_PREFETCH(p, n) ((void)0)
-#endif
-
-/* One query row (decoding, T = 1), heads h0 .. h1-1, without gathering K^T
- * (that copy costs more than the row's own work): the scores are dot products
- * with K's rows where they lie, then O = sum_j P_j V_j in key order.  Key j
- * of every head is read in one pass along the cache's row j, so the reads
- * go forward through memory; at most dk + 8 heads at a time (the scratch's
- * score rows, pad16(key_len) apart). */
-static void ff_sdpa_row(const float *q, const float *k, int ldk, int key_len, int heads, int kv_heads, int dk,
-                        int h0, int h1, int causal, int q_pos0, float scale, float *s, float *out) {
-  const int group = heads / kv_heads, ld = (key_len + 15) & ~15, most = dk + 8;
-  int nv = key_len; /* the keys the row sees */
-  if (causal && q_pos0 + 1 < nv) nv = q_pos0 + 1;
-  for (int hb = h0; hb < h1; hb += most) {
-    const int he = h1 - hb < most ? h1 : hb + most;
-    for (int i = hb * dk; i < he * dk; i++) out[i] = 0.0f;
-    if (nv <= 0) continue; /* every key masked: 0, as the reference */
-    /* the K/V heads hb .. he-1 read: columns k0 .. k0+kn of K's (and V's) rows */
-    const int k0 = hb / group * dk, kn = ((he - 1) / group + 1) * dk - k0;
-    for (int j = 0; j < nv; j++) { /* S [heads, nv] = scale Q K^T */
-      const float *kj = k + (size_t)j * ldk;
-      if (j + FF_SDPA_AHEAD < nv) FF_SDPA_PREFETCH(kj + FF_SDPA_AHEAD * (size_t)ldk + k0, kn);
-      for (int h = hb, kh = hb / group, g = hb % group; h < he; h++, g = g + 1 < group ? g + 1 : (kh++, 0))
-        s[(size_t)(h - hb) * ld + j] = scale * FF_SDPA_DOT(q + h * dk, kj + kh * dk, dk);
-    }
-    for (int h = hb; h < he; h++) FF_SDPA_SOFTMAX_ROW(s + (size_t)(h - hb) * ld, nv, nv);
-    for (int j = 0; j < nv; j++) { /* O [heads, dk] += P_j V_j */
-      const float *vj = k + (size_t)j * ldk + kv_heads * dk;
-      if (j + FF_SDPA_AHEAD < nv) FF_SDPA_PREFETCH(vj + FF_SDPA_AHEAD * (size_t)ldk + k0, kn);
-      for (int h = hb, kh = hb / group, g = hb % group; h < he; h++, g = g + 1 < group ? g + 1 : (kh++, 0))
-        FF_SDPA_AXPY(out + h * dk, s[(size_t)(h - hb) * ld + j], vj + kh * dk, dk);
-    }
-  }
-}
-
-FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads,
-                       int kv_heads, int dk, int h0, int h1, int causal, int q_pos0, float scale, float *scratch,
-                       float *out) {
-  if (Tq == 1) {
-    ff_sdpa_row(q, k, ldk, key_len, heads, kv_heads, dk, h0, h1, causal, q_pos0, scale, scratch, out);
-    return;
-  }
-  const int d = heads * dk, group = heads / kv_heads, ld = (key_len + 15) & ~15;
-  float *kt = scratch, *s = scratch + (size_t)dk * ld;
-  for (int h = h0; h < h1; h++) {
-    const int kh = h / group;             /* the K/V head this query head reads */
-    const float *v = k + (kv_heads + kh) * dk;
-    if (h == h0 || (h - 1) / group != kh) /* K^T [dk, key_len] of the K/V head, once per group */
-      for (int j = 0; j < key_len; j++)
-        for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + kh * dk + i];
-    for (int t0 = 0; t0 < Tq; t0 += FF_SDPA_MR) {
-      const int mb = Tq - t0 < FF_SDPA_MR ? Tq - t0 : FF_SDPA_MR;
-      int nv = key_len; /* keys any row of the block sees */
-      if (causal && q_pos0 + t0 + mb < nv) nv = q_pos0 + t0 + mb;
-      if (nv <= 0) { /* every key masked: 0, as the reference */
-        for (int t = t0; t < t0 + mb; t++)
-          for (int i = 0; i < dk; i++) out[(size_t)t * d + h * dk + i] = 0.0f;
-        continue;
-      }
-      FF_SDPA_MATMUL(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
-      for (int r = 0; r < mb; r++) /* each row sees keys up to its own position */
-        FF_SDPA_SOFTMAX_ROW(s + (size_t)r * ld, causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv, nv);
-      /* O = P V over the keys every row of the block sees, then each row's
-       * further keys (causal: fewer than FF_SDPA_MR) one by one, in key order:
-       * a key masked for a row is not read for it, so that a NaN or inf in a
-       * later position's value reaches no earlier row (0 * NaN would) */
-      const int v0 = causal && q_pos0 + t0 + 1 < nv ? q_pos0 + t0 + 1 : nv;
-      float *o = out + (size_t)t0 * d + h * dk;
-      FF_SDPA_MATMUL(mb, dk, v0, s, ld, v, ldk, o, d, NULL, 1.0f, 0);
-      for (int r = 1; r < mb && v0 < nv; r++)
-        for (int j = v0; j < nv && j < q_pos0 + t0 + r + 1; j++) {
-          const float p = s[(size_t)r * ld + j], *vj = v + (size_t)j * ldk;
-          for (int i = 0; i < dk; i++) o[(size_t)r * d + i] += p * vj[i];
-        }
-    }
-  }
-}
-#line 128 "kernels/gemm_generic.c"
-#endif
-
-#line 137 "templates/model.c.in"
+#line 162 "templates/model.c.in"
 /* ---- the parallel helpers of the kernels: linear and attention on the state's threads ---- */
 typedef struct {
   const float *x, *W, *b;
@@ -915,9 +279,9 @@ static void linear_task(void *arg, int i) { /* the i-th of n ranges of panels */
  * (a thread held up takes fewer); one thread below a million multiply-adds,
  * unless W has 64K weights or more (decoding, T = 1: reading W from memory is
  * the work, tens of microseconds against a microsecond to start the tasks). */
-static void linear(const float *a, const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
-    int flags) {
-  const parallel_t p = parallel_of(a);
+static void linear(const float *state, const float *x, int T, int IN, const float *W, const float *b, int OUT,
+    float *y, int flags) {
+  const parallel_t p = parallel_of(state);
   const int panels = (OUT + 16 - 1) / 16;
   linear_job job;
   job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
@@ -945,9 +309,9 @@ static void attend_task(void *arg, int i) { /* the i-th of n ranges of heads, wi
  * 8 tasks (the scratch slots), a range of heads each, which the threads
  * take in turn; one thread below a million multiply-adds, unless the keys
  * hold 16K floats or more (and as many values: decoding reads them from memory). */
-static void attend_heads(const float *a, const float *q, int ldq, const float *k, int ldk, int Tq, int key_len,
-    int heads, int kv_heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
-  const parallel_t p = parallel_of(a);
+static void attend_heads(const float *state, const float *q, int ldq, const float *k, int ldk, int Tq,
+    int key_len, int heads, int kv_heads, int dk, int causal, int q_pos0, float scale, float *scratch, float *out) {
+  const parallel_t p = parallel_of(state);
   attend_job job;
   job.q = q, job.k = k, job.scratch = scratch, job.out = out, job.ldq = ldq, job.ldk = ldk, job.Tq = Tq;
   job.key_len = key_len, job.heads = heads, job.kv_heads = kv_heads, job.dk = dk, job.causal = causal;
@@ -997,8 +361,8 @@ static void sinusoidal_64_s64(float *restrict x, int T, const float *restrict PE
 /* linear_64x192: y [T, 192] = x W^T + b, x [T, 64]
  * W^T [64, 192] packed in 12 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
-static void linear_64x192(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(a, x, T, 64, W, b, 192, y, 0);
+static void linear_64x192(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(state, x, T, 64, W, b, 192, y, 0);
 }
 
 
@@ -1008,9 +372,9 @@ static void linear_64x192(const float *a, const float *x, int T, const float *W,
  * Masked: keys j >= key_len (padding); masked scores are -inf
  * and the row max is subtracted (ff_sdpa_generic, heads split over the
  * state's threads, each with (16 + 8) x pad16(key_len) floats of scratch). */
-static void attention_h4x16_q192_kv192(const float *a, const float *q, const float *k, int Tq, int key_len, int q_pos0, float *scratch,
-                  float *out) {
-  attend_heads(a, q, 192, k, 192, Tq, key_len, 4, 4, 16, 0, q_pos0, 0.25f, scratch, out);
+static void attention_h4x16_q192_kv192(const float *state, const float *q, const float *k, int Tq, int key_len, int q_pos0,
+                  float *scratch, float *out) {
+  attend_heads(state, q, 192, k, 192, Tq, key_len, 4, 4, 16, 0, q_pos0, 0.25f, scratch, out);
 }
 
 
@@ -1018,8 +382,8 @@ static void attention_h4x16_q192_kv192(const float *a, const float *q, const flo
 /* linear_64x64_add: y [T, 64] += x W^T + b, x [T, 64]
  * W^T [64, 64] packed in 4 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
-static void linear_64x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(a, x, T, 64, W, b, 64, y, FF_ACC);
+static void linear_64x64_add(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(state, x, T, 64, W, b, 64, y, FF_ACC);
 }
 
 
@@ -1035,8 +399,8 @@ static void layernorm_64(const float *x, int T, const float *gamma, const float 
 /* linear_64x256_relu: y [T, 256] = max(0, x W^T + b), x [T, 64]
  * W^T [64, 256] packed in 16 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
-static void linear_64x256_relu(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(a, x, T, 64, W, b, 256, y, FF_RELU);
+static void linear_64x256_relu(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(state, x, T, 64, W, b, 256, y, FF_RELU);
 }
 
 
@@ -1044,8 +408,8 @@ static void linear_64x256_relu(const float *a, const float *x, int T, const floa
 /* linear_256x64_add: y [T, 64] += x W^T + b, x [T, 256]
  * W^T [256, 64] packed in 4 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
-static void linear_256x64_add(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(a, x, T, 256, W, b, 64, y, FF_ACC);
+static void linear_256x64_add(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(state, x, T, 256, W, b, 64, y, FF_ACC);
 }
 
 
@@ -1053,6 +417,6 @@ static void linear_256x64_add(const float *a, const float *x, int T, const float
 /* linear_64x128_nobias: y [T, 128] = x W^T, x [T, 64]
  * W^T [64, 128] packed in 8 panels of 16 columns (ff_linear_generic),
  * split over the state's threads. */
-static void linear_64x128_nobias(const float *a, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(a, x, T, 64, W, b, 128, y, 0);
+static void linear_64x128_nobias(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
+  linear(state, x, T, 64, W, b, 128, y, 0);
 }
