@@ -64,6 +64,21 @@ static int check_isa_target(const char *isa, const char *target, ff_error *err) 
   return ff_fail(err, CLI_EUSAGE, "--isa %s: the target %s runs %s", isa, target, runs);
 }
 
+/* NAME_weights.c, written as it is formatted into the temporary that
+ * ff_write_files_atomic_streamed renames: its text is never held whole. */
+typedef struct {
+  ff_model *m;
+  const char *weights, *path;
+  size_t bytes;
+} weights_file;
+
+static int write_weights(void *ctx, int fd, ff_error *err) {
+  weights_file *w = ctx;
+  int rc = ff_model_weights_write(w->m, w->weights, fd, &w->bytes, err);
+  if (rc == FF_EIO) ff_fail(err, rc, "%s: %s", w->path, err->msg);
+  return rc;
+}
+
 static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
   const char *dir, *weights = cli_value(flags, "--weights"), *target = cli_value(flags, "--target");
   int embed = cli_value(flags, "--embed") != NULL, with_main = cli_value(flags, "--with-main") != NULL, rc;
@@ -95,20 +110,23 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
     return ff_fail(err, CLI_EUSAGE, "--embed needs --weights W.safetensors");
   }
   const char *header, *source, *kernels;
-  char *text = NULL, *driver = NULL;
+  char *driver = NULL;
   if ((weights && (rc = cli_load_weights(m, flags, weights, err))) ||
       (rc = ff_model_generate(m, command, &header, &source, err)) || (rc = ff_model_kernel_source(m, &kernels, err)))
     goto done;
-  /* everything is rendered before the first file is written, and written all or none */
-  if (weights && embed && (rc = ff_model_weights_source(m, weights, &text, err))) goto done;
+  /* everything is rendered before the first file is written (the weights' text as it is written), and
+   * written all or none */
   if (with_main && (rc = ff_model_driver_source(m, embed, &driver, err))) goto done;
   ff_file_out files[6];
+  ff_file_stream streams[6] = {{0}};
+  weights_file embedded = {m, weights, NULL, 0};
   int n_files = 0;
   files[n_files++] = (ff_file_out){out_path(dir, c->name, ".h"), header, strlen(header)};
   files[n_files++] = (ff_file_out){out_path(dir, c->name, ".c"), source, strlen(source)};
   files[n_files++] = (ff_file_out){out_path(dir, c->name, "_kernels.c"), kernels, strlen(kernels)};
   if (weights && embed) {
-    files[n_files++] = (ff_file_out){out_path(dir, c->name, "_weights.c"), text, strlen(text)};
+    streams[n_files] = (ff_file_stream){write_weights, &embedded};
+    files[n_files++] = (ff_file_out){embedded.path = out_path(dir, c->name, "_weights.c"), NULL, 0};
   } else if (weights) {
     const void *blob;
     size_t bytes;
@@ -134,16 +152,16 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
     rc = ff_fail(err, FF_EIO, "%s is not a directory", dir);
     goto written;
   }
-  if ((rc = ff_write_files_atomic(files, n_files, err))) {
+  if ((rc = ff_write_files_atomic_streamed(files, streams, n_files, err))) {
     if (made) rmdir(dir); /* ours, and empty: ff_write_files_atomic left nothing */
     goto written;
   }
-  for (int i = 0; i < n_files; i++) printf("wrote %s (%zu bytes)\n", files[i].path, files[i].len);
+  for (int i = 0; i < n_files; i++)
+    printf("wrote %s (%zu bytes)\n", files[i].path, streams[i].write ? embedded.bytes : files[i].len);
 written:
   for (int i = 0; i < n_files; i++) free((void *)files[i].path);
 done:
   free(driver);
-  free(text);
   ff_model_close(m);
   return rc;
 }
