@@ -285,6 +285,8 @@ static void nulls(void) {
   NULL_ERR(ff_model_weights_source(NULL, good, &text, err), "weights_source(NULL model)");
   NULL_ERR(ff_model_weights_source(m, NULL, &text, err), "weights_source(NULL path)");
   NULL_ERR(ff_model_weights_source(m, good, NULL, err), "weights_source(NULL text)");
+  NULL_ERR(ff_model_weights_write(NULL, good, 1, NULL, err), "weights_write(NULL model)");
+  NULL_ERR(ff_model_weights_write(m, NULL, 1, NULL, err), "weights_write(NULL path)");
   CHECK(ff_engine_parse(NULL) == -1, "engine_parse(NULL)");
   CHECK(forward(m, out, NULL) == 0, "the model works after all that");
   ff_model_close(NULL);
@@ -323,6 +325,15 @@ static void clones(void) {
   if (!rc) rc = ff_model_driver_source(m, 1, &d2, &err);
   if (!rc) rc = ff_model_weights_source(m, good, &w2, &err);
   CHECK(rc == 0 && strcmp(w1, wc), "a clone with another ISA: %d (%s)", rc, err.msg);
+  FILE *f = rc ? NULL : tmpfile(); /* the streamed text is the text */
+  size_t wrote = 0, n = rc ? 0 : strlen(w1);
+  char *back = f ? malloc(n + 1) : NULL;
+  if (back) rc = ff_model_weights_write(m, good, fileno(f), &wrote, &err);
+  CHECK(back && rc == 0 && wrote == n && !fseek(f, 0, SEEK_SET) && fread(back, 1, n + 1, f) == n &&
+            !memcmp(back, w1, n), "weights_write wrote %zu bytes of %zu, other than weights_source's: %d (%s)", wrote,
+        n, rc, err.msg);
+  free(back);
+  if (f) fclose(f);
   CHECK(rc == 0 && !strcmp(d1, d2) && !strcmp(w1, w2), "the original's files changed after its clone generated");
   free(d1), free(d2), free(w1), free(w2), free(wc);
   ff_model_close(c);
