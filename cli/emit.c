@@ -64,17 +64,20 @@ static int check_isa_target(const char *isa, const char *target, ff_error *err) 
   return ff_fail(err, CLI_EUSAGE, "--isa %s: the target %s runs %s", isa, target, runs);
 }
 
-/* NAME_weights.c, written as it is formatted into the temporary that
- * ff_write_files_atomic_streamed renames: its text is never held whole. */
+/* NAME_weights.c (embed) or NAME.weights, written as they are packed into
+ * the temporary that ff_write_files_atomic_streamed renames: neither the
+ * text nor the blob is held whole. */
 typedef struct {
   ff_model *m;
   const char *weights, *path;
+  int embed;
   size_t bytes;
 } weights_file;
 
 static int write_weights(void *ctx, int fd, ff_error *err) {
   weights_file *w = ctx;
-  int rc = ff_model_weights_write(w->m, w->weights, fd, &w->bytes, err);
+  int rc = w->embed ? ff_model_weights_write(w->m, w->weights, fd, &w->bytes, err)
+                    : ff_model_weight_blob_write(w->m, fd, &w->bytes, err);
   if (rc == FF_EIO) ff_fail(err, rc, "%s: %s", w->path, err->msg);
   return rc;
 }
@@ -114,24 +117,19 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
   if ((weights && (rc = cli_load_weights(m, flags, weights, err))) ||
       (rc = ff_model_generate(m, command, &header, &source, err)) || (rc = ff_model_kernel_source(m, &kernels, err)))
     goto done;
-  /* everything is rendered before the first file is written (the weights' text as it is written), and
+  /* everything is rendered before the first file is written (the weights as they are written), and
    * written all or none */
   if (with_main && (rc = ff_model_driver_source(m, embed, &driver, err))) goto done;
   ff_file_out files[6];
   ff_file_stream streams[6] = {{0}};
-  weights_file embedded = {m, weights, NULL, 0};
+  weights_file packed = {m, weights, NULL, embed, 0};
   int n_files = 0;
   files[n_files++] = (ff_file_out){out_path(dir, c->name, ".h"), header, strlen(header)};
   files[n_files++] = (ff_file_out){out_path(dir, c->name, ".c"), source, strlen(source)};
   files[n_files++] = (ff_file_out){out_path(dir, c->name, "_kernels.c"), kernels, strlen(kernels)};
-  if (weights && embed) {
-    streams[n_files] = (ff_file_stream){write_weights, &embedded};
-    files[n_files++] = (ff_file_out){embedded.path = out_path(dir, c->name, "_weights.c"), NULL, 0};
-  } else if (weights) {
-    const void *blob;
-    size_t bytes;
-    if ((rc = ff_model_weight_blob(m, &blob, &bytes, err))) goto written;
-    files[n_files++] = (ff_file_out){out_path(dir, c->name, ".weights"), blob, bytes};
+  if (weights) {
+    streams[n_files] = (ff_file_stream){write_weights, &packed};
+    files[n_files++] = (ff_file_out){packed.path = out_path(dir, c->name, embed ? "_weights.c" : ".weights"), NULL, 0};
   }
   if (driver) files[n_files++] = (ff_file_out){out_path(dir, c->name, "_main.c"), driver, strlen(driver)};
   for (int i = 0; i < n_files; i++)
@@ -157,7 +155,7 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
     goto written;
   }
   for (int i = 0; i < n_files; i++)
-    printf("wrote %s (%zu bytes)\n", files[i].path, streams[i].write ? embedded.bytes : files[i].len);
+    printf("wrote %s (%zu bytes)\n", files[i].path, streams[i].write ? packed.bytes : files[i].len);
 written:
   for (int i = 0; i < n_files; i++) free((void *)files[i].path);
 done:

@@ -612,6 +612,29 @@ static int to_fd(void *ctx, const char *s, size_t n, ff_error *err) {
   return 0;
 }
 
+static int words_to_fd(void *ctx, const float *x, size_t n, ff_error *err) {
+  return to_fd(ctx, (const char *)x, n * sizeof *x, err);
+}
+
+int ff_model_weight_blob_write(ff_model *m, int fd, size_t *bytes, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_weight_blob_write", "the model");
+  fd_out o = {fd, 0};
+  lock(m);
+  int rc = m->w ? generate_locked(m, "fixformer", err) : ff_fail(err, FF_EINVAL, "no weights: load them before packing");
+  if (!rc) { /* the blob ff_model_weight_blob holds, packed piece by piece as it is written */
+    unsigned char header[FF_BLOB_HEADER];
+    ff_blob_header(&m->prog->program, header);
+    weights_fill(m->w);
+    step(m, "pack weights", 0);
+    if (!(rc = to_fd(&o, (const char *)header, sizeof header, err)))
+      rc = ff_pack_stream(&m->prog->program, &m->w->rt.file, words_to_fd, &o, err);
+    step(m, "pack weights", 1);
+  }
+  unlock(m);
+  if (bytes) *bytes = o.bytes;
+  return rc;
+}
+
 int ff_model_weights_write(ff_model *m, const char *weights_path, int fd, size_t *bytes, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_weights_write", "the model");
   if (!weights_path) return null_arg(err, "ff_model_weights_write", "weights_path");

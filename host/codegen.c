@@ -445,6 +445,14 @@ static void pack_entry_rows(const ff_layout_entry *e, const float *src, int r0, 
   else pack_panels_f32(src, rows, cols, e->panel, dst);
 }
 
+void ff_blob_header(const ff_program *p, unsigned char h[FF_BLOB_HEADER]) {
+  memset(h, 0, FF_BLOB_HEADER);
+  memcpy(h, "FFWEIGHT", 8);
+  put_u64(h + 8, 1 | (uint64_t)FF_BLOB_HEADER << 32); /* u32 version, u32 header bytes */
+  put_u64(h + 16, p->layout_hash);
+  put_u64(h + 24, (uint64_t)p->weight_floats * sizeof(float)); /* (ff_generate checked the size) */
+}
+
 int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err) {
   size_t data_bytes, total;
   *blob = NULL;
@@ -453,10 +461,7 @@ int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, s
   unsigned char *b = NULL;
   if (posix_memalign((void **)&b, 64, total ? total : 64)) return ff_fail(err, FF_ENOMEM, "out of memory for weights");
   memset(b, 0, total);
-  memcpy(b, "FFWEIGHT", 8);
-  put_u64(b + 8, 1 | (uint64_t)FF_BLOB_HEADER << 32); /* u32 version, u32 header bytes */
-  put_u64(b + 16, p->layout_hash);
-  put_u64(b + 24, data_bytes);
+  ff_blob_header(p, b);
   float *data = (float *)(void *)(b + FF_BLOB_HEADER);
   for (int i = 0; i < p->n_layout; i++) {
     const ff_layout_entry *e = &p->layout[i];

@@ -121,6 +121,8 @@ int ff_render_kernels(ff_lua *h, const char *list, char **text, ff_error *err);
  * bytes ("FFWEIGHT", version 1, header size, layout hash, data bytes) and the
  * floats, 64-byte aligned.  Free with free(). */
 int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err);
+/* That blob's header. */
+void ff_blob_header(const ff_program *p, unsigned char h[FF_BLOB_HEADER]);
 
 /* The same words (the blob's data, without its header) handed to sink in
  * order, piece by piece as they are packed (about 1 MiB a piece; the gaps
