@@ -51,6 +51,18 @@ M.schema = {
   -- files that go with the description, relative to its folder
   { key = "weights", kind = "string", maxlen = 256 },
   { key = "vocabulary", kind = "string", maxlen = 256 },
+  -- `fixformer train`'s defaults for this model (docs/training.md), keyed by its flags' names
+  { key = "train", kind = "table" },
+}
+
+-- The keys of a train block and their kinds; the C side (train/options.c) reads
+-- the values as the flags' text and checks their ranges.
+M.train_keys = {
+  steps = "int", batch = "int", micro_batch = "int", warmup = "int", decay_steps = "int", seed = "int",
+  threads = "int", seq = "int", holdout = "int", eval_every = "int", eval_exact = "int", save_every = "int",
+  log_every = "int", lr = "number", eps = "number", weight_decay = "number", min_lr = "number", clip = "number",
+  label_smoothing = "number", dropout = "number", betas = "pair", no_decay = "names", schedule = "string",
+  engine = "string", format = "string",
 }
 
 local by_key = {}
@@ -103,6 +115,8 @@ local function check_value(path, s, v)
     elseif #v > s.maxlen or v:find("[\0-\31\127\"\\]") or v:find("/*", 1, true) or v:find("*/", 1, true) then
       fail(path, k, "%s: at most %d printable characters, no quotes, backslashes, /* or */", show(v), s.maxlen)
     end
+  elseif s.kind == "table" then
+    return M.check_train(path, k, v)
   elseif s.kind == "enum" then
     for _, allowed in ipairs(s.values) do
       if v == allowed then return v end
@@ -110,6 +124,47 @@ local function check_value(path, s, v)
     fail(path, k, "%s is not one of %s", show(v), table.concat(s.values, ", "))
   end
   return v
+end
+
+-- train = {...}: known keys, each of its kind; a copy.
+function M.check_train(path, k, v)
+  if type(v) ~= "table" then fail(path, k, "expected a table of training options, got %s", type(v)) end
+  local out = {}
+  for name, x in pairs(v) do
+    local kind = type(name) == "string" and M.train_keys[name]
+    if not kind then fail(path, k, "unknown training option %s", show(name)) end
+    local key = k .. "." .. name
+    if kind == "int" then
+      if math.type(x) ~= "integer" and not (type(x) == "number" and x == math.floor(x) and math.tointeger(x)) then
+        fail(path, key, "expected an integer, got %s", type(x) == "number" and show(x) or type(x))
+      end
+      x = math.tointeger(x)
+    elseif kind == "number" then
+      if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
+        fail(path, key, "expected a finite number, got %s", type(x) == "number" and show(x) or type(x))
+      end
+    elseif kind == "pair" then
+      if type(x) ~= "table" or #x ~= 2 or type(x[1]) ~= "number" or type(x[2]) ~= "number" then
+        fail(path, key, "expected two numbers, e.g. { 0.9, 0.98 }")
+      end
+      x = { x[1], x[2] }
+    elseif kind == "names" then
+      if type(x) == "table" then
+        local names = {}
+        for i, n in ipairs(x) do
+          if type(n) ~= "string" then fail(path, key, "expected names, e.g. { \"bias\", \"norm\" }") end
+          names[i] = n
+        end
+        x = names
+      elseif type(x) ~= "string" then
+        fail(path, key, "expected a list of names or \"none\", got %s", type(x))
+      end
+    elseif type(x) ~= "string" then
+      fail(path, key, "expected a string, got %s", type(x))
+    end
+    out[name] = x
+  end
+  return out
 end
 
 -- The output head and embedding keys that only mean something with others.
