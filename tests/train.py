@@ -462,9 +462,12 @@ def check_resume(env):
               "--dropout", 0.1, "--schedule", "cosine", "--warmup", 3, "--decay-steps", 20, "--threads", 2,
               "--seed", 11, "-q"]
     env.train(desc, "-o", env.path("r20.safetensors"), "--steps", 20, *common)
-    env.train(desc, "-o", env.path("r10.safetensors"), "--steps", 10, *common)
+    env.train(desc, "-o", env.path("r10.safetensors"), "--steps", 10, "--log", env.path("r.csv"), *common)
     env.train(desc, "-o", env.path("r10b.safetensors"), "--steps", 20, "--resume", env.path("r10.ckpt.safetensors"),
-              *common)
+              "--log", env.path("r.csv"), *common)
+    rows = read_log(env.path("r.csv"))  # a resumed run appends its rows
+    assert [int(r["step"]) for r in rows] == list(range(1, 21)), [r["step"] for r in rows]
+    assert [r["step"] for r in rows if r["valid_loss"]] == ["5", "10", "15", "20"], rows
     for a, b in (("r20.safetensors", "r10b.safetensors"), ("r20.ckpt.safetensors", "r10b.ckpt.safetensors")):
         assert sha(env.path(a)) == sha(env.path(b)), "%s and %s differ: resume is not exact" % (a, b)
     # SIGTERM mid-run: the checkpoint of the last completed step, and from it the same bytes
@@ -508,6 +511,7 @@ def check_errors(env):
         env.write("errors/" + name, text)
     np.array([5, 6, V, 7], "<u2").tofile(os.path.join(d, "range.u16"))
     np.array([5, 6, 7], "<u2").tofile(os.path.join(d, "ok.u16"))
+    np.zeros(1024, "<u2").tofile(os.path.join(d, "zeros.u16"))
     header = np.zeros(256, "<i4")
     header[:3] = [20240520, 1, 100]
     with open(os.path.join(d, "short.bin"), "wb") as f:
@@ -537,6 +541,8 @@ def check_errors(env):
         ("too few tokens", ddesc, ["--data", P("ok.u16"), "--seq", 4] + out, "fewer than one sample of seq + 1 = 5"),
         ("truncated llm.c file", ddesc, ["--data", P("short.bin")] + out,
          "the header counts 100 tokens but 20 bytes follow it (truncated)"),
+        ("not an llm.c file", ddesc, ["--data", P("zeros.u16"), "--format", "llmc"] + out,
+         "zeros.u16: not an llm.c token file (magic 0, not 20240520)"),
         ("another model's checkpoint", desc, ["--data", env.pairs_path, "--resume", P("other.ckpt.safetensors")] + out,
          "a checkpoint of another model ('err_other'"),
         ("truncated checkpoint", desc, ["--data", env.pairs_path, "--resume", P("cut.ckpt.safetensors")] + out,

@@ -160,7 +160,9 @@ static int read_stream(train_data *d, const ff_config *c, const char *path, cons
   if (d->format == FF_DATA_LLMC) {
     if (d->raw_len < LLMC_HEADER)
       return ff_fail(err, FF_EFORMAT, "%s: %zu bytes, shorter than llm.c's 1024-byte header", path, d->raw_len);
-    uint32_t version = le32(d->raw + 4), count = le32(d->raw + 8);
+    uint32_t magic = le32(d->raw), version = le32(d->raw + 4), count = le32(d->raw + 8);
+    if (magic != LLMC_MAGIC)
+      return ff_fail(err, FF_EFORMAT, "%s: not an llm.c token file (magic %u, not %d)", path, magic, LLMC_MAGIC);
     if (version != 1)
       return ff_fail(err, FF_EFORMAT, "%s: llm.c token file version %u (version 1, uint16 ids, is read)", path, version);
     if ((d->raw_len - LLMC_HEADER) / 2 != count || (d->raw_len - LLMC_HEADER) % 2)

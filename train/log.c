@@ -36,7 +36,7 @@ ff_train_log *ff_train_log_open(const char *path, int append, ff_error *err) {
     free(l->path), free(l);
     return NULL;
   }
-  if (!l->json && ftell(l->f) == 0)
+  if (!l->json && !fseek(l->f, 0, SEEK_END) && ftell(l->f) == 0) /* a new or empty file: the header */
     fprintf(l->f, "step,loss,lr,grad_norm,tokens,seconds,tokens_per_s,valid_loss,valid_exact\n");
   return l;
 }
