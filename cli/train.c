@@ -130,6 +130,8 @@ static int run_steps(ff_trainer *t, const ff_train_options *o, const train_files
   int rc = ff_trainer_run(t, &run, err);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  if (rc && p.live && !p.quiet && ff_trainer_steps_done(t) > p.first_step)
+    fputc('\n', stderr); /* the error's line after the live one, not on it */
   if (rc == FF_EINTR)
     rc = ff_fail(err, FF_EINTR, "interrupted by %s: %s (continue with --resume %s)",
                  stop_signal == SIGINT ? "SIGINT" : "SIGTERM", err->msg, f->checkpoint);
