@@ -133,7 +133,8 @@ class Env:
     def train(self, desc, *flags, check=True, **kw):
         p = subprocess.run([self.ff, "train", desc] + [str(f) for f in flags], capture_output=True, text=True, **kw)
         if check and p.returncode:
-            raise AssertionError("fixformer train %s: exit %d: %s" % (" ".join(map(str, flags)), p.returncode, p.stderr))
+            raise AssertionError("fixformer train %s: exit %d: %s" % (" ".join(map(str, flags)), p.returncode,
+                                                                      p.stderr))
         return p
 
     def check(self, *argv):
@@ -216,7 +217,8 @@ def check_schedules(env):
             if sched:
                 sched.step()
         # ("%.17g" reads back as the same double: equal means to the last bit)
-        assert len(got) == 1000 and got == want, (o, [(i, a, b) for i, (a, b) in enumerate(zip(got, want)) if a != b][:3])
+        assert len(got) == 1000 and got == want, (o, [(i, a, b) for i, (a, b) in enumerate(zip(got, want))
+                                                      if a != b][:3])
     print("  schedules: %d x 1000 steps equal torch's schedulers to the last bit" % len(cases))
 
 
@@ -475,8 +477,8 @@ def check_resume(env):
     flags = ["--data", env.pairs_path, "--batch", 24, "--steps", 150, "--seed", 2, "-q"]
     env.train(bdesc, "-o", env.path("s_full.safetensors"), *flags)
     log = env.path("s.csv")
-    p = subprocess.Popen([env.ff, "train", bdesc, "-o", env.path("s.safetensors"), "--log", log] + [str(f) for f in flags],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([env.ff, "train", bdesc, "-o", env.path("s.safetensors"), "--log", log] +
+                         [str(f) for f in flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline and (not os.path.exists(log) or len(read_log(log)) < 20):
         time.sleep(0.01)
@@ -531,7 +533,8 @@ def check_errors(env):
     cases = [
         ("over-long target", desc, ["--data", P("long.tsv")] + out,
          "long.tsv:2: the target is more than 11 tokens after tokenizing (max_seq 12, less one for BOS or EOS)"),
-        ("over-long source", desc, ["--data", P("longsrc.tsv")] + out, "longsrc.tsv:1: the source is more than 12 tokens after tokenizing (max_seq 12)"),
+        ("over-long source", desc, ["--data", P("longsrc.tsv")] + out,
+         "longsrc.tsv:1: the source is more than 12 tokens after tokenizing (max_seq 12)"),
         ("empty file", desc, ["--data", P("empty.tsv")] + out, "empty.tsv: no samples (an empty file)"),
         ("blank lines", desc, ["--data", P("blank.tsv")] + out, "no samples (only blank lines)"),
         ("no TAB", desc, ["--data", P("notab.tsv")] + out, "notab.tsv:2: no TAB between source and target"),
@@ -567,8 +570,8 @@ def check_errors(env):
                   "bad_block.lua: train: unknown training option \"learning_rate\""))
     # another data file for a resume: a file the checkpoint was not trained on
     env.write("errors/other.tsv", "ab\tba\ncd\tdc\n")
-    cases.append(("resume on other data", desc, ["--data", P("other.tsv"), "--resume", P("mine.ckpt.safetensors")] + out,
-                  "trained on other data"))
+    cases.append(("resume on other data", desc,
+                  ["--data", P("other.tsv"), "--resume", P("mine.ckpt.safetensors")] + out, "trained on other data"))
     for what, model, flags, want in cases:
         before = snapshot(d), snapshot(env.root)
         p = env.train(model, *flags, check=False)

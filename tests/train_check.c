@@ -62,7 +62,9 @@ static int file_grad(void *ctx, const float *params, const ff_train_batch *b, co
   return 0;
 }
 
-static void report_norm(void *ctx, const ff_train_report *r) { fprintf(((file_engine *)ctx)->norms, "%.9g\n", r->grad_norm); }
+static void report_norm(void *ctx, const ff_train_report *r) {
+  fprintf(((file_engine *)ctx)->norms, "%.9g\n", r->grad_norm);
+}
 
 static int optimizer(int argc, char **argv, ff_error *err) {
   ff_train_options o;
@@ -111,7 +113,8 @@ static int order(int argc, char **argv, ff_error *err) {
   ff_trainer_samples(t, &n_train, &n_held);
   for (int64_t i = 0; i < n_held; i++) printf("%s%lld", i ? " " : "", (long long)ff_trainer_held_out_index(t, i));
   printf("\n");
-  for (int64_t i = 0, n = atoll(argv[2]); i < n; i++) printf("%s%lld", i ? " " : "", (long long)ff_trainer_stream_index(t, i));
+  for (int64_t i = 0, n = atoll(argv[2]); i < n; i++)
+    printf("%s%lld", i ? " " : "", (long long)ff_trainer_stream_index(t, i));
   printf("\n");
   ff_trainer_free(t);
   ff_model_close(m);

@@ -117,7 +117,8 @@ def main():
         trainer_exact = float(rows[-1][-1])
         # the held-out numbers, as the trainer split them (its seed and holdout), decoded on their own
         split = subprocess.run([args.tool, "order", desc, os.path.join(d, "numbers.tsv"), "0", "--holdout",
-                                str(holdout), "--seed", str(recipe["seed"])], capture_output=True, text=True, check=True)
+                                str(holdout), "--seed", str(recipe["seed"])], capture_output=True, text=True,
+                               check=True)
         held = [int(x) for x in split.stdout.split("\n")[0].split()]
         with open(os.path.join(d, "held.txt"), "w", encoding="utf-8") as f:
             f.write("".join(pairs[i][0] + "\n" for i in held))

@@ -2,7 +2,7 @@
  * atomically: the weights under their PyTorch names, AdamW's moments, the
  * loss history, and in __metadata__ what to continue with and what it must
  * match (docs/training.md, "Checkpoints").  The generators are counters
- * (ff_dropout.h, train_shuffle): seed, step and the samples consumed are
+ * (ff_dropout.h, ff_train_shuffle): seed, step and the samples consumed are
  * their whole state. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 /* The model's identity: its tensors (name, shape) and the settings that
  * change what they compute; max_seq, paths and the description's name
  * aside. */
-void train_layout_hash(const ff_rt_params *p, char hex[65]) {
+void ff_train_layout_hash(const ff_rt_params *p, char hex[65]) {
   const ff_config *c = &p->cfg;
   size_t n = 256 + (size_t)p->count * (FF_TENSOR_NAME_MAX + 48), at = 0;
   char *text = malloc(n);
@@ -75,7 +75,7 @@ int ff_trainer_save_checkpoint(ff_trainer *t, const char *path, ff_error *err) {
     views[count++] = (ff_tensor_view){"history.train", 2, {t->step, 4}, t->history};
   if (t->n_valid > 0)
     views[count++] = (ff_tensor_view){"history.valid", 2, {t->n_valid, 3}, (const float *)t->valid};
-  train_layout_hash(&t->p, layout);
+  ff_train_layout_hash(&t->p, layout);
   snprintf(num[0], sizeof num[0], "%lld", (long long)t->step);
   snprintf(num[1], sizeof num[1], "%lld", (long long)t->consumed);
   snprintf(num[2], sizeof num[2], "%lld", (long long)t->data.count);
@@ -111,7 +111,8 @@ static int meta_count(const checkpoint *k, const char *path, const char *key, in
   const char *s = meta_text(k, key);
   char *end;
   long long v = s ? strtoll(s, &end, 10) : -1;
-  if (!s || *end || end == s || v < 0) return ff_fail(err, FF_EFORMAT, "%s: __metadata__ %s is missing or not a count", path, key);
+  if (!s || *end || end == s || v < 0)
+    return ff_fail(err, FF_EFORMAT, "%s: __metadata__ %s is missing or not a count", path, key);
   *out = v;
   return 0;
 }
@@ -183,12 +184,15 @@ int ff_trainer_resume(ff_trainer *t, const char *path, ff_error *err) {
   int64_t step = 0, consumed = 0, samples = 0;
   int rc = checkpoint_read(path, &k, err);
   if (rc) return rc;
-  train_layout_hash(&t->p, layout);
-  const char *model = meta_text(&k, "model"), *hash = meta_text(&k, "model_sha256"), *data = meta_text(&k, "data_sha256");
+  ff_train_layout_hash(&t->p, layout);
+  const char *model = meta_text(&k, "model"), *hash = meta_text(&k, "model_sha256");
+  const char *data = meta_text(&k, "data_sha256");
   if (!hash || strcmp(hash, layout))
-    rc = ff_fail(err, FF_EINVAL, "%s: a checkpoint of another model ('%.64s': other tensors, shapes or settings than %s's)",
-                 path, model ? model : "?", t->c->name);
-  else if ((rc = meta_count(&k, path, "step", &step, err)) || (rc = meta_count(&k, path, "samples_consumed", &consumed, err)) ||
+    rc = ff_fail(err, FF_EINVAL,
+                 "%s: a checkpoint of another model ('%.64s': other tensors, shapes or settings than %s's)", path,
+                 model ? model : "?", t->c->name);
+  else if ((rc = meta_count(&k, path, "step", &step, err)) ||
+           (rc = meta_count(&k, path, "samples_consumed", &consumed, err)) ||
            (rc = meta_count(&k, path, "data_samples", &samples, err)))
     ;
   else if (!data || strcmp(data, t->data.sha256) || samples != t->data.count)
@@ -203,18 +207,21 @@ int ff_trainer_resume(ff_trainer *t, const char *path, ff_error *err) {
   for (int i = 0; !rc && i < 3 * t->p.count; i++) {
     const ff_rt_param *q = &t->p.tensors[i % t->p.count];
     int kind = i / t->p.count;
-    snprintf(name, sizeof name, "%s%s", kind == 0 ? "" : kind == 1 ? "optimizer.exp_avg." : "optimizer.exp_avg_sq.", q->name);
+    snprintf(name, sizeof name, "%s%s", kind == 0 ? "" : kind == 1 ? "optimizer.exp_avg." : "optimizer.exp_avg_sq.",
+             q->name);
     if (!(src[i] = tensor(&k, path, name, q->rank, q->shape[0], q->shape[1], err))) rc = err ? err->code : FF_EFORMAT;
   }
   const float *hist = NULL, *valid = NULL;
   int64_t n_valid = 0;
   if (!rc && step > 0 && !(hist = tensor(&k, path, "history.train", 2, step, 4, err))) rc = FF_EFORMAT;
   const ff_tensor *v = rc ? NULL : ff_tensor_file_find(&k.file, "history.valid");
-  if (v && (n_valid = v->shape[0]) > 0 && !(valid = tensor(&k, path, "history.valid", 2, n_valid, 3, err))) rc = FF_EFORMAT;
+  if (v && (n_valid = v->shape[0]) > 0 && !(valid = tensor(&k, path, "history.valid", 2, n_valid, 3, err)))
+    rc = FF_EFORMAT;
   int64_t rows = step > t->o.steps ? step : t->o.steps;
-  if (!rc) rc = train_history_reserve(t, rows, err);
-  valid_point *points = NULL;
-  if (!rc && n_valid && !(points = malloc((size_t)n_valid * sizeof *points))) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  if (!rc) rc = ff_train_history_reserve(t, rows, err);
+  ff_train_valid_point *points = NULL;
+  if (!rc && n_valid && !(points = malloc((size_t)n_valid * sizeof *points)))
+    rc = ff_fail(err, FF_ENOMEM, "out of memory");
   if (!rc) { /* all checked: now the trainer changes */
     float *dst[3] = {t->p.data, t->exp_avg, t->exp_avg_sq};
     for (int i = 0; i < 3 * t->p.count; i++) {

@@ -13,14 +13,16 @@
 #define LLMC_HEADER 1024 /* 256 int32 */
 #define IGNORE (-100)
 
-static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 static int ends_with(const char *s, const char *tail) {
   size_t n = strlen(s), k = strlen(tail);
   return n >= k && !strcmp(s + n - k, tail);
 }
 
-void train_data_free(train_data *d) {
+void ff_train_data_free(ff_train_data *d) {
   free(d->ids);
   free(d->off);
   free(d->src_n);
@@ -32,7 +34,7 @@ void train_data_free(train_data *d) {
 /* ---- lines: pairs and text ---------------------------------------------------------- */
 
 typedef struct {
-  train_data *d;
+  ff_train_data *d;
   const ff_config *c;
   const char *path;
   ff_tokenizer *tok;
@@ -42,7 +44,7 @@ typedef struct {
 } lines;
 
 static int grow(lines *L, int64_t more_ids, ff_error *err) {
-  train_data *d = L->d;
+  ff_train_data *d = L->d;
   if (L->n_ids + more_ids > L->cap_ids) {
     int64_t cap = L->cap_ids ? L->cap_ids * 2 : 4096;
     while (cap < L->n_ids + more_ids) cap *= 2;
@@ -78,10 +80,13 @@ static int encode(lines *L, const char *text, long line, const char *what, int c
 
 /* "source<TAB>target": the source, then the target's ids (BOS and EOS are the batch's) */
 static int pair_line(lines *L, char *s, long line, ff_error *err) {
-  train_data *d = L->d;
+  ff_train_data *d = L->d;
   char *tab = strchr(s, '\t');
-  if (!tab) return ff_fail(err, FF_EFORMAT, "%s:%ld: no TAB between source and target (lines are source<TAB>target)", L->path, line);
-  if (strchr(tab + 1, '\t')) return ff_fail(err, FF_EFORMAT, "%s:%ld: more than one TAB (lines are source<TAB>target)", L->path, line);
+  if (!tab)
+    return ff_fail(err, FF_EFORMAT, "%s:%ld: no TAB between source and target (lines are source<TAB>target)", L->path,
+                   line);
+  if (strchr(tab + 1, '\t'))
+    return ff_fail(err, FF_EFORMAT, "%s:%ld: more than one TAB (lines are source<TAB>target)", L->path, line);
   *tab = 0;
   int ns, nt, rc = encode(L, s, line, "source", L->c->max_seq, "", &ns, err);
   if (rc || (rc = grow(L, ns + L->c->max_seq, err))) return rc;
@@ -98,9 +103,10 @@ static int pair_line(lines *L, char *s, long line, ff_error *err) {
 
 /* one sequence: [BOS] ids [EOS]; the model reads all but the last, predicts all but the first */
 static int text_line(lines *L, const char *s, long line, ff_error *err) {
-  train_data *d = L->d;
+  ff_train_data *d = L->d;
   int bos = L->add_bos && d->bos >= 0, eos = d->eos >= 0, n;
-  int rc = encode(L, s, line, "line", L->c->max_seq + 1 - bos - eos, bos + eos ? ", with its BOS/EOS, less one" : ", less one", &n, err);
+  int rc = encode(L, s, line, "line", L->c->max_seq + 1 - bos - eos,
+                  bos + eos ? ", with its BOS/EOS, less one" : ", less one", &n, err);
   if (rc || (rc = grow(L, n + 2, err))) return rc;
   if (bos + n + eos < 2)
     return ff_fail(err, FF_ELENGTH, "%s:%ld: one token and no BOS or EOS: nothing to predict", L->path, line);
@@ -115,7 +121,7 @@ static int text_line(lines *L, const char *s, long line, ff_error *err) {
   return 0;
 }
 
-static int read_lines(train_data *d, const ff_config *c, const char *path, ff_error *err) {
+static int read_lines(ff_train_data *d, const ff_config *c, const char *path, ff_error *err) {
   if (!c->vocabulary[0])
     return ff_fail(err, FF_EINVAL, "%s: text data needs the description's vocabulary (a tokenizer); %s names none",
                    path, c->name);
@@ -149,12 +155,13 @@ static int read_lines(train_data *d, const ff_config *c, const char *path, ff_er
 
 /* ---- token streams ------------------------------------------------------------------ */
 
-static uint32_t stream_id(const train_data *d, int64_t i) {
+static uint32_t stream_id(const ff_train_data *d, int64_t i) {
   const uint8_t *p = d->raw + d->data_at + (size_t)i * (size_t)d->width;
   return d->width == 2 ? (uint32_t)(p[0] | p[1] << 8) : le32(p);
 }
 
-static int read_stream(train_data *d, const ff_config *c, const char *path, const ff_train_options *o, ff_error *err) {
+static int read_stream(ff_train_data *d, const ff_config *c, const char *path, const ff_train_options *o,
+                       ff_error *err) {
   int64_t n;
   d->width = d->format == FF_DATA_U32 ? 4 : 2;
   if (d->format == FF_DATA_LLMC) {
@@ -164,7 +171,8 @@ static int read_stream(train_data *d, const ff_config *c, const char *path, cons
     if (magic != LLMC_MAGIC)
       return ff_fail(err, FF_EFORMAT, "%s: not an llm.c token file (magic %u, not %d)", path, magic, LLMC_MAGIC);
     if (version != 1)
-      return ff_fail(err, FF_EFORMAT, "%s: llm.c token file version %u (version 1, uint16 ids, is read)", path, version);
+      return ff_fail(err, FF_EFORMAT, "%s: llm.c token file version %u (version 1, uint16 ids, is read)", path,
+                     version);
     if ((d->raw_len - LLMC_HEADER) / 2 != count || (d->raw_len - LLMC_HEADER) % 2)
       return ff_fail(err, FF_EFORMAT, "%s: the header counts %u tokens but %zu bytes follow it (%s)", path, count,
                      d->raw_len - LLMC_HEADER, (d->raw_len - LLMC_HEADER) / 2 < count ? "truncated" : "trailing bytes");
@@ -194,7 +202,8 @@ static int read_stream(train_data *d, const ff_config *c, const char *path, cons
 
 /* ---- the file ------------------------------------------------------------------------ */
 
-static int resolve_format(train_data *d, const ff_config *c, const char *path, enum ff_data_format f, ff_error *err) {
+static int resolve_format(ff_train_data *d, const ff_config *c, const char *path, enum ff_data_format f,
+                          ff_error *err) {
   if (f == FF_DATA_AUTO) {
     if (d->raw_len >= LLMC_HEADER && le32(d->raw) == LLMC_MAGIC) f = FF_DATA_LLMC;
     else if (ends_with(path, ".u16")) f = FF_DATA_U16;
@@ -207,12 +216,14 @@ static int resolve_format(train_data *d, const ff_config *c, const char *path, e
                    "decoder-only models (text or token ids)", c->name);
   if ((f == FF_DATA_PAIRS) != (c->arch == FF_ARCH_ENCODER_DECODER))
     return ff_fail(err, FF_EINVAL, "%s: %s data is for %s models; %s is %s", path,
-                   f == FF_DATA_PAIRS ? "pairs" : "text and token", f == FF_DATA_PAIRS ? "encoder-decoder" : "decoder-only",
+                   f == FF_DATA_PAIRS ? "pairs" : "text and token",
+                   f == FF_DATA_PAIRS ? "encoder-decoder" : "decoder-only",
                    c->name, c->arch == FF_ARCH_ENCODER_DECODER ? "encoder-decoder" : "decoder-only");
   return 0;
 }
 
-int train_data_load(train_data *d, const ff_config *c, const char *path, const ff_train_options *o, ff_error *err) {
+int ff_train_data_load(ff_train_data *d, const ff_config *c, const char *path, const ff_train_options *o,
+                       ff_error *err) {
   memset(d, 0, sizeof *d);
   d->bos = d->eos = d->pad = -1;
   if (!ff_config_has_head(c))
@@ -222,7 +233,7 @@ int train_data_load(train_data *d, const ff_config *c, const char *path, const f
   if (rc) return rc;
   uint8_t *r = realloc(d->raw, d->raw_len + 1); /* a NUL after the last line */
   if (!r) {
-    train_data_free(d);
+    ff_train_data_free(d);
     return ff_fail(err, FF_ENOMEM, "%s: out of memory", path);
   }
   d->raw = r, d->raw[d->raw_len] = 0;
@@ -239,13 +250,13 @@ int train_data_load(train_data *d, const ff_config *c, const char *path, const f
     rc = ff_fail(err, FF_ELENGTH, "%s: no samples (%s)", path, d->raw_len ? "only blank lines" : "an empty file");
   if (!rc) return 0;
 fail:
-  train_data_free(d);
+  ff_train_data_free(d);
   return rc;
 }
 
 /* ---- batches --------------------------------------------------------------------------- */
 
-int batch_buf_init(batch_buf *bb, const train_data *d, int B, ff_error *err) {
+int ff_train_batch_buf_init(ff_train_batch_buf *bb, const ff_train_data *d, int B, ff_error *err) {
   size_t rows = (size_t)(d->max_src > d->max_tgt ? d->max_src : d->max_tgt) + 1, n = (size_t)B * rows;
   memset(bb, 0, sizeof *bb);
   bb->src = malloc(n * sizeof *bb->src);
@@ -254,13 +265,13 @@ int batch_buf_init(batch_buf *bb, const train_data *d, int B, ff_error *err) {
   bb->lengths = malloc(((size_t)B + 1) * sizeof *bb->lengths);
   bb->cap = B;
   if (!bb->src || !bb->tgt || !bb->labels || !bb->lengths) {
-    batch_buf_free(bb);
+    ff_train_batch_buf_free(bb);
     return ff_fail(err, FF_ENOMEM, "out of memory for a batch of %d", B);
   }
   return 0;
 }
 
-void batch_buf_free(batch_buf *bb) {
+void ff_train_batch_buf_free(ff_train_batch_buf *bb) {
   free(bb->src);
   free(bb->tgt);
   free(bb->labels);
@@ -268,13 +279,14 @@ void batch_buf_free(batch_buf *bb) {
   memset(bb, 0, sizeof *bb);
 }
 
-void train_data_pair(const train_data *d, int64_t i, const int32_t **src, int *src_n, const int32_t **tgt,
+void ff_train_data_pair(const ff_train_data *d, int64_t i, const int32_t **src, int *src_n, const int32_t **tgt,
                      int *tgt_n) {
   *src = d->ids + d->off[i], *src_n = d->src_n[i];
   *tgt = *src + *src_n, *tgt_n = d->tgt_n[i];
 }
 
-void train_data_batch(const train_data *d, const int64_t *idx, int n, int first, batch_buf *bb, ff_train_batch *b) {
+void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int first, ff_train_batch_buf *bb,
+                         ff_train_batch *b) {
   int pad = d->pad >= 0 ? d->pad : 0, S = 0, T = 0;
   memset(b, 0, sizeof *b);
   b->batch = n, b->first = first;
@@ -287,7 +299,7 @@ void train_data_batch(const train_data *d, const int64_t *idx, int n, int first,
     for (int k = 0; k < n; k++) {
       const int32_t *src, *tgt;
       int ns, nt;
-      train_data_pair(d, idx[k], &src, &ns, &tgt, &nt);
+      ff_train_data_pair(d, idx[k], &src, &ns, &tgt, &nt);
       int32_t *s = bb->src + (size_t)k * S, *t = bb->tgt + (size_t)k * T, *y = bb->labels + (size_t)k * T;
       for (int j = 0; j < S; j++) s[j] = j < ns ? src[j] : pad;
       for (int j = 0; j < T; j++) { /* decoder input BOS + target, labels target + EOS */
@@ -329,7 +341,7 @@ void train_data_batch(const train_data *d, const int64_t *idx, int n, int first,
 
 static uint64_t mix(uint64_t z) { return ff_dropout_mix(z); }
 
-void train_shuffle(int64_t *perm, int64_t n, uint64_t seed, uint64_t tag, uint64_t epoch) {
+void ff_train_shuffle(int64_t *perm, int64_t n, uint64_t seed, uint64_t tag, uint64_t epoch) {
   uint64_t s = mix(mix(mix(seed + FF_DROPOUT_GOLDEN) ^ (tag + FF_DROPOUT_GOLDEN)) ^ (epoch + FF_DROPOUT_GOLDEN));
   for (int64_t i = 0; i < n; i++) perm[i] = i;
   for (int64_t i = n - 1; i > 0; i--) {

@@ -25,17 +25,17 @@ static int by_value(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-int train_history_reserve(ff_trainer *t, int64_t steps, ff_error *err) {
+int ff_train_history_reserve(ff_trainer *t, int64_t steps, ff_error *err) {
   float *h = realloc(t->history, ((size_t)steps + 1) * 4 * sizeof *h);
   if (!h) return ff_fail(err, FF_ENOMEM, "out of memory for the loss history");
   t->history = h;
   return 0;
 }
 
-int train_valid_add(ff_trainer *t, valid_point v, ff_error *err) {
+int ff_train_valid_add(ff_trainer *t, ff_train_valid_point v, ff_error *err) {
   if (t->n_valid == t->cap_valid) {
     int cap = t->cap_valid ? 2 * t->cap_valid : 16;
-    valid_point *p = realloc(t->valid, (size_t)cap * sizeof *p);
+    ff_train_valid_point *p = realloc(t->valid, (size_t)cap * sizeof *p);
     if (!p) return ff_fail(err, FF_ENOMEM, "out of memory");
     t->valid = p, t->cap_valid = cap;
   }
@@ -49,9 +49,9 @@ void ff_trainer_free(ff_trainer *t) {
   ff_rt_model_free(&t->eval);
   ff_rt_params_free(&t->p);
   free(t->grad), free(t->exp_avg), free(t->exp_avg_sq), free(t->decay);
-  train_data_free(&t->data);
+  ff_train_data_free(&t->data);
   free(t->train_idx), free(t->held_idx), free(t->epoch_perm), free(t->step_idx);
-  batch_buf_free(&t->bb);
+  ff_train_batch_buf_free(&t->bb);
   free(t->history), free(t->valid);
   free(t);
 }
@@ -81,7 +81,7 @@ static int split(ff_trainer *t, const char *path, ff_error *err) {
     free(perm);
     return ff_fail(err, FF_ENOMEM, "out of memory for %lld samples", (long long)n);
   }
-  train_shuffle(perm, n, t->o.seed, TAG_SPLIT, 0);
+  ff_train_shuffle(perm, n, t->o.seed, TAG_SPLIT, 0);
   memcpy(t->held_idx, perm, (size_t)h * sizeof *perm);
   memcpy(t->train_idx, perm + h, (size_t)(n - h) * sizeof *perm);
   free(perm);
@@ -111,11 +111,11 @@ ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_op
   int B = o->batch, micro = o->micro_batch ? o->micro_batch : B;
   int rc = ff_train_engine_open(t->c, o, &t->engine, err);
   if (!rc) rc = ff_rt_params_layout(&t->p, t->c, err);
-  if (!rc) rc = train_data_load(&t->data, t->c, data_path, o, err);
+  if (!rc) rc = ff_train_data_load(&t->data, t->c, data_path, o, err);
   if (!rc) rc = split(t, data_path, err);
-  if (!rc) rc = batch_buf_init(&t->bb, &t->data, micro, err);
+  if (!rc) rc = ff_train_batch_buf_init(&t->bb, &t->data, micro, err);
   if (!rc) rc = ff_rt_params_bind(&t->p, &t->eval, err);
-  if (!rc) rc = train_history_reserve(t, o->steps, err);
+  if (!rc) rc = ff_train_history_reserve(t, o->steps, err);
   if (!rc) {
     size_t n = t->p.numel + 1;
     t->grad = calloc(n, sizeof *t->grad);
@@ -161,7 +161,7 @@ void ff_trainer_samples(const ff_trainer *t, int64_t *train, int64_t *held_out) 
 int64_t ff_trainer_stream_index(ff_trainer *t, int64_t i) {
   int64_t epoch = i / t->n_train;
   if (epoch != t->perm_epoch) {
-    train_shuffle(t->epoch_perm, t->n_train, t->o.seed, TAG_EPOCH, (uint64_t)epoch);
+    ff_train_shuffle(t->epoch_perm, t->n_train, t->o.seed, TAG_EPOCH, (uint64_t)epoch);
     t->perm_epoch = epoch;
   }
   return t->train_idx[t->epoch_perm[i % t->n_train]];
@@ -192,7 +192,7 @@ static int pass(ff_trainer *t, const int64_t *idx, int64_t n, const ff_train_ste
     ff_train_batch b;
     double l;
     int64_t c;
-    train_data_batch(&t->data, idx + first, k, grad ? (int)first : 0, &t->bb, &b);
+    ff_train_data_batch(&t->data, idx + first, k, grad ? (int)first : 0, &t->bb, &b);
     int rc = t->engine.loss_and_grad(t->engine.ctx, t->p.data, &b, so, grad, &l, &c, err);
     if (rc) return rc;
     *loss += l, *tokens += c;
@@ -201,7 +201,8 @@ static int pass(ff_trainer *t, const int64_t *idx, int64_t n, const ff_train_ste
 }
 
 int ff_trainer_step(ff_trainer *t, ff_train_report *r, ff_error *err) {
-  if (!t->initialized) return ff_fail(err, FF_EINVAL, "ff_trainer_step: no weights yet (ff_trainer_init or ff_trainer_resume)");
+  if (!t->initialized)
+    return ff_fail(err, FF_EINVAL, "ff_trainer_step: no weights yet (ff_trainer_init or ff_trainer_resume)");
   double start = now_s(), loss;
   int64_t tokens, B = t->o.batch;
   for (int64_t k = 0; k < B; k++) t->step_idx[k] = ff_trainer_stream_index(t, t->consumed + k);
@@ -209,13 +210,15 @@ int ff_trainer_step(ff_trainer *t, ff_train_report *r, ff_error *err) {
   ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, (float)t->o.dropout, t->o.seed, (uint64_t)t->step};
   int rc = pass(t, t->step_idx, B, &so, t->grad, &loss, &tokens, err);
   if (rc) return rc == FF_EINTR ? ff_fail(err, FF_EINTR, "stopped") : rc;
-  if (tokens == 0) return ff_fail(err, FF_EINVAL, "step %lld: the batch has no labelled tokens", (long long)t->step + 1);
+  if (tokens == 0)
+    return ff_fail(err, FF_EINVAL, "step %lld: the batch has no labelled tokens", (long long)t->step + 1);
   /* the mean over the step's tokens, as CrossEntropyLoss(reduction='mean') over the whole batch */
   float scale = (float)(1.0 / (double)tokens);
   for (size_t i = 0; i < t->p.numel; i++) t->grad[i] *= scale;
   double norm = ff_clip_grad_norm(t->grad, t->p.numel, t->o.clip);
   if (!isfinite(norm) || !isfinite(loss))
-    return ff_fail(err, FF_EINVAL, "step %lld: the %s is not finite (lr %g too high?); the weights are as after step %lld",
+    return ff_fail(err, FF_EINVAL,
+                   "step %lld: the %s is not finite (lr %g too high?); the weights are as after step %lld",
                    (long long)t->step + 1, isfinite(loss) ? "gradient" : "loss", t->sched.lr, (long long)t->step);
   double lr = t->sched.lr;
   for (int i = 0; i < t->p.count; i++) {
@@ -250,7 +253,7 @@ static int argmax(const float *x, int n) {
 static int decode_exact(ff_trainer *t, ff_rt_state *s, float *logits, int64_t i, int *exact, ff_error *err) {
   const int32_t *src, *tgt;
   int ns, nt, rc = 0;
-  train_data_pair(&t->data, i, &src, &ns, &tgt, &nt);
+  ff_train_data_pair(&t->data, i, &src, &ns, &tgt, &nt);
   if ((rc = ff_rt_begin(s, src, NULL, ns, ns, err))) return rc;
   int32_t tok = t->data.bos;
   *exact = 0;
@@ -301,7 +304,7 @@ int ff_trainer_run(ff_trainer *t, const ff_train_run *run, ff_error *err) {
   int rc = 0;
   t->stop = run ? run->stop : NULL;
   const char *ckpt = run ? run->checkpoint : NULL;
-  if (t->o.steps > t->step && (rc = train_history_reserve(t, t->o.steps, err))) return rc;
+  if (t->o.steps > t->step && (rc = ff_train_history_reserve(t, t->o.steps, err))) return rc;
   while (!rc && t->step < t->o.steps) {
     ff_train_report r;
     if (stopped(t)) {
@@ -312,7 +315,8 @@ int ff_trainer_run(ff_trainer *t, const ff_train_run *run, ff_error *err) {
     if (evaluate_now(t)) {
       if ((rc = ff_trainer_evaluate(t, &r.valid_loss, &r.valid_exact, err))) break;
       r.evaluated = 1;
-      rc = train_valid_add(t, (valid_point){(float)t->step, (float)r.valid_loss, (float)r.valid_exact}, err);
+      ff_train_valid_point v = {(float)t->step, (float)r.valid_loss, (float)r.valid_exact};
+      rc = ff_train_valid_add(t, v, err);
     }
     if (run && run->report) run->report(run->ctx, &r);
     if (!rc && ckpt && t->o.save_every && t->step % t->o.save_every == 0 && t->step < t->o.steps)

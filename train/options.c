@@ -188,7 +188,8 @@ int ff_train_options_parse_text(ff_train_options *o, const char *text, const cha
   char line[256];
   for (const char *p = text; *p;) {
     size_t n = strcspn(p, "\n");
-    if (n >= sizeof line) return ff_fail(err, FF_EFORMAT, "%s: an option line longer than %zu bytes", where, sizeof line);
+    if (n >= sizeof line)
+      return ff_fail(err, FF_EFORMAT, "%s: an option line longer than %zu bytes", where, sizeof line);
     memcpy(line, p, n);
     line[n] = 0;
     p += n + (p[n] == '\n');
@@ -222,7 +223,8 @@ int ff_train_options_check(const ff_train_options *o, ff_error *err) {
   if (o->micro_batch > o->batch)
     return ff_fail(err, FF_EINVAL, "micro_batch: %d is more than batch %d", o->micro_batch, o->batch);
   if (o->schedule == FF_SCHEDULE_NOAM && o->warmup < 1)
-    return ff_fail(err, FF_EINVAL, "warmup: the noam schedule needs at least 1 warm-up step (it divides by warmup^1.5)");
+    return ff_fail(err, FF_EINVAL,
+                   "warmup: the noam schedule needs at least 1 warm-up step (it divides by warmup^1.5)");
   if (o->schedule == FF_SCHEDULE_COSINE) {
     int total = o->decay_steps ? o->decay_steps : o->steps;
     if (total <= o->warmup)

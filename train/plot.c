@@ -79,7 +79,8 @@ static void axes(text *t, const frame *f, const char *title) {
     put(t, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%.1f\" "
            "font-size=\"11\" text-anchor=\"end\">%g</text>\n", LEFT, py(f, y), W - RIGHT, py(f, y), LEFT - 6,
         py(f, y) + 4, fabs(y) < 1e-12 * sy ? 0.0 : y);
-  put(t, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">step</text>\n", (LEFT + W - RIGHT) / 2, H - 12);
+  put(t, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">step</text>\n", (LEFT + W - RIGHT) / 2,
+      H - 12);
   put(t, "<text x=\"16\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 16 %d)\">loss"
          "</text>\n", (TOP + H - BOTTOM) / 2, (TOP + H - BOTTOM) / 2);
 }

@@ -18,7 +18,7 @@ int ff_train_options_parse_text(ff_train_options *o, const char *text, const cha
 /* ---- data.c ---------------------------------------------------------------------- */
 
 /* A data file, read, tokenized and checked. */
-typedef struct train_data {
+typedef struct ff_train_data {
   enum ff_data_format format; /* resolved: never FF_DATA_AUTO */
   int64_t count;              /* samples */
   /* pairs and text: sample i's ids at ids + off[i]: pairs the source (src_n)
@@ -35,38 +35,40 @@ typedef struct train_data {
   int bos, eos, pad;          /* -1: none */
   int max_src, max_tgt;       /* the longest sample's rows (what a batch needs at most) */
   char sha256[65];            /* of the file's bytes */
-} train_data;
+} ff_train_data;
 
-int train_data_load(train_data *d, const ff_config *c, const char *path, const ff_train_options *o, ff_error *err);
-void train_data_free(train_data *d);
+int ff_train_data_load(ff_train_data *d, const ff_config *c, const char *path, const ff_train_options *o,
+                       ff_error *err);
+void ff_train_data_free(ff_train_data *d);
 
 /* Room for a batch of up to B samples of d. */
-typedef struct batch_buf {
+typedef struct ff_train_batch_buf {
   int32_t *src, *lengths, *tgt, *labels;
   int cap;
-} batch_buf;
+} ff_train_batch_buf;
 
-int batch_buf_init(batch_buf *bb, const train_data *d, int B, ff_error *err);
-void batch_buf_free(batch_buf *bb);
+int ff_train_batch_buf_init(ff_train_batch_buf *bb, const ff_train_data *d, int B, ff_error *err);
+void ff_train_batch_buf_free(ff_train_batch_buf *bb);
 /* The batch of samples idx[0..n) (first: its first sequence's place in the
  * step), right-padded to its longest sample, labels of padding -100. */
-void train_data_batch(const train_data *d, const int64_t *idx, int n, int first, batch_buf *bb, ff_train_batch *b);
+void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int first, ff_train_batch_buf *bb,
+                         ff_train_batch *b);
 /* Sample i's source ids (pairs: the source; text, streams: the input) and
  * the target the model should produce (pairs: target ids, no EOS). */
-void train_data_pair(const train_data *d, int64_t i, const int32_t **src, int *src_n, const int32_t **tgt,
+void ff_train_data_pair(const ff_train_data *d, int64_t i, const int32_t **src, int *src_n, const int32_t **tgt,
                      int *tgt_n);
 
 /* ---- shuffling: a counter-based generator ------------------------------------------- */
 
 /* A permutation of 0..n-1 into perm by Fisher-Yates from splitmix64 seeded
  * with key(seed, tag, epoch): the same for the same three, nothing kept. */
-void train_shuffle(int64_t *perm, int64_t n, uint64_t seed, uint64_t tag, uint64_t epoch);
+void ff_train_shuffle(int64_t *perm, int64_t n, uint64_t seed, uint64_t tag, uint64_t epoch);
 
 /* ---- the trainer (loop.c) --------------------------------------------------------------- */
 
-typedef struct valid_point {
+typedef struct ff_train_valid_point {
   float step, loss, exact;
-} valid_point;
+} ff_train_valid_point;
 
 struct ff_trainer {
   ff_model *model;
@@ -77,25 +79,25 @@ struct ff_trainer {
   unsigned char *decay;        /* per tensor: 1 if weight decay applies */
   ff_train_engine engine;
   ff_rt_model eval;            /* bound to p.data: greedy decoding of the held-out pairs */
-  train_data data;
+  ff_train_data data;
   int64_t n_train, n_held;
   int64_t *train_idx, *held_idx; /* file indices */
   int64_t *epoch_perm, perm_epoch; /* the current epoch's order of train_idx (perm_epoch -1: none) */
-  batch_buf bb;
+  ff_train_batch_buf bb;
   int64_t *step_idx;           /* the step's samples */
   ff_lr_schedule sched;
   int64_t step, consumed;      /* optimizer steps done; training samples taken */
   float *history;              /* [step][4]: loss, lr, grad norm, tokens */
-  valid_point *valid;
+  ff_train_valid_point *valid;
   int n_valid, cap_valid;
   int initialized;             /* weights set (init or resume) */
   volatile sig_atomic_t *stop;
 };
 
 /* layout's identity: sha256 of every tensor's name and shape */
-void train_layout_hash(const ff_rt_params *p, char hex[65]);
+void ff_train_layout_hash(const ff_rt_params *p, char hex[65]);
 /* history rows up to steps (grown as needed) */
-int train_history_reserve(ff_trainer *t, int64_t steps, ff_error *err);
-int train_valid_add(ff_trainer *t, valid_point v, ff_error *err);
+int ff_train_history_reserve(ff_trainer *t, int64_t steps, ff_error *err);
+int ff_train_valid_add(ff_trainer *t, ff_train_valid_point v, ff_error *err);
 
 #endif
