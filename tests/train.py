@@ -491,7 +491,28 @@ def check_resume(env):
     assert not os.path.exists(env.path("s.safetensors")), "weights written by an interrupted run"
     env.train(bdesc, "-o", env.path("s.safetensors"), "--resume", env.path("s.ckpt.safetensors"), *flags)
     assert sha(env.path("s.safetensors")) == sha(env.path("s_full.safetensors")), "SIGTERM + resume is not exact"
-    print("  resume: 10 + 10 steps = 20 steps byte for byte; SIGTERM after step %d resumed to the same bytes" % step)
+    # SIGKILL: no handler runs; the last --save-every checkpoint is whole (written to a temporary, renamed)
+    log = env.path("k.jsonl")
+    p = subprocess.Popen([env.ff, "train", bdesc, "-o", env.path("k.safetensors"), "--log", log, "--save-every", "10",
+                          "--checkpoint", env.path("k.ckpt")] + [str(f) for f in flags])
+    deadline = time.time() + 60
+    while time.time() < deadline and (not os.path.exists(log) or len(open(log).readlines()) < 25):
+        time.sleep(0.01)
+    p.kill()
+    p.wait()
+    rows = [json.loads(line) for line in open(log).read().splitlines()[:-1]]  # (the last may be cut)
+    assert [r["step"] for r in rows] == list(range(1, len(rows) + 1)) and "grad_norm" in rows[0], rows[:2]
+    killed = int(read_metadata(env.path("k.ckpt"))["step"])
+    assert killed % 10 == 0 and 20 <= killed < 150, killed
+    env.train(bdesc, "-o", env.path("k.safetensors"), "--resume", env.path("k.ckpt"), "--checkpoint",
+              env.path("k.ckpt"), "--plot", env.path("k.svg"), *flags)
+    assert sha(env.path("k.safetensors")) == sha(env.path("s_full.safetensors")), "SIGKILL + resume is not exact"
+    import xml.etree.ElementTree as ET
+    svg = ET.parse(env.path("k.svg")).getroot()
+    lines = [e for e in svg.iter() if e.tag.endswith("polyline")]
+    assert len(lines) == 1 and len(lines[0].get("points").split()) == 150, "the plot lacks the steps before resume"
+    print("  resume: 10 + 10 steps = 20 steps byte for byte; SIGTERM after step %d and SIGKILL after the checkpoint "
+          "of step %d resumed to the same bytes" % (step, killed))
 
 
 # ---- bad input ----------------------------------------------------------------------------------------
