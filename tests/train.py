@@ -26,8 +26,10 @@ against PyTorch 1.13's optimizer and schedulers, as a user would write them.
               order), the held-out split disjoint from training.
   resume      10 steps + resume + 10 steps = 20 steps, checkpoint and weights
               byte for byte (dropout, held-out evaluation, cosine, 2 threads,
-              micro-batches); SIGTERM mid-run writes a checkpoint that
-              resumes to the same bytes.
+              micro-batches; the log appended); SIGTERM mid-run writes a
+              checkpoint that resumes to the same bytes, and so does the last
+              --save-every one of a run killed by SIGKILL (its JSON-lines log
+              parses, the plot after the resume has every step).
   errors      every bad input is one line on stderr, a non-zero exit, and
               the folder exactly as before (over-long line, empty file, ids
               out of range, no TAB, another model's checkpoint, a truncated
