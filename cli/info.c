@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fixformer_train.h"
 
 static int print_weight(void *ctx, const ff_weight_spec *s) {
   (void)ctx;
@@ -159,6 +160,31 @@ static int print_isas(void) {
   return 0;
 }
 
+/* info --train: what training takes, before anything runs */
+static void mb(const char *what, size_t bytes) { printf("--   %-16s %14zu bytes  %10.2f MB\n", what, bytes, bytes / 1e6); }
+
+static int print_train_memory(const ff_config *c, const cli_flag *flags, ff_error *err) {
+  int B, S, threads, rc;
+  if ((rc = cli_int(flags, "--batch", 32, &B, err)) || (rc = cli_int(flags, "--seq", c->max_seq, &S, err)) ||
+      (rc = cli_int(flags, "--threads", 1, &threads, err)))
+    return rc;
+  ff_train_memory mem;
+  if ((rc = ff_train_memory_estimate(c, B, S, S, threads, &mem, err))) return rc;
+  size_t params, tensors;
+  ff_rt_count_weights(c, &tensors, &params);
+  printf("-- training %s: %zu parameters, batch %d x %d positions%s, %d thread%s, the runtime engine\n", c->name,
+         params, B, S, c->arch == FF_ARCH_ENCODER_DECODER ? " (source and target)" : "", threads,
+         threads > 1 ? "s" : "");
+  mb("parameters", mem.params);
+  mb("gradients", mem.grads);
+  mb("AdamW moments", mem.optimizer);
+  mb("activations", mem.activations);
+  mb("batch", mem.batch);
+  mb("total", mem.params + mem.grads + mem.optimizer + mem.activations + mem.batch);
+  printf("-- assumes %s\n", mem.assumes);
+  return 0;
+}
+
 static int run_info(const char *path, cli_flag *flags, ff_error *err) {
   if (cli_value(flags, "--schema") || cli_value(flags, "--markdown")) {
     if (path || cli_value(flags, "--weights") || cli_value(flags, "--isas") || !cli_value(flags, "--schema"))
@@ -175,6 +201,15 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
   ff_model_set_progress(m, NULL, NULL);
   const ff_config *c = ff_model_config(m);
   const char *weights = cli_value(flags, "--weights");
+  if (!cli_value(flags, "--train") && (cli_value(flags, "--batch") || cli_value(flags, "--seq"))) {
+    ff_model_close(m);
+    return ff_fail(err, CLI_EUSAGE, "--batch and --seq go with --train");
+  }
+  if (cli_value(flags, "--train")) {
+    int rc = weights ? ff_fail(err, CLI_EUSAGE, "--train takes no --weights") : print_train_memory(c, flags, err);
+    ff_model_close(m);
+    return rc;
+  }
   if (weights) { /* the check only: the description itself is what plain `info` shows */
     int rc = check_checkpoint(c, weights, err);
     ff_model_close(m);
@@ -198,11 +233,13 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
 
 static cli_flag flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {"--isas", NULL, NULL, 0},
                            {"--dtype", NULL, NULL, 1},  {"--schema", NULL, NULL, 0},  {"--markdown", NULL, NULL, 0},
-                           {NULL, NULL, NULL, 0}};
+                           {"--train", NULL, NULL, 0},  {"--batch", NULL, NULL, 1},   {"--seq", NULL, NULL, 1},
+                           {"--threads", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
 
 const cli_command cli_info = {
     "info", "the resolved description, weights, parameters and FLOPs",
      "usage: fixformer info MODEL.lua [--weights W.safetensors]\n"
+     "       fixformer info MODEL.lua --train [--batch B] [--seq T] [--threads N]\n"
      "       fixformer info --isas\n"
      "       fixformer info --schema [--markdown]\n"
      "Prints the resolved description (defaults filled in), the weight tensors\n"
@@ -211,6 +248,9 @@ const cli_command cli_info = {
      "                running it (every tensor present, none extra, shapes, finite\n"
      "                values; F32, F16 and BF16 accepted) in a table; exits 1 naming\n"
      "                the first problem\n"
+     "  --train       instead: the bytes `fixformer train` takes for a batch of B (32)\n"
+     "                sequences of T positions (max_seq) on N threads (1): parameters,\n"
+     "                gradients, AdamW's moments, activations (the runtime engine's scheme)\n"
      "  --isas        instead: the ISAs of emit --isa (kernels/isas.h): register\n"
      "                tile MR x NR, whether this machine runs them, the CPU features\n"
      "                and target architectures they need, their C flags\n"

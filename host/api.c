@@ -20,6 +20,7 @@
 #include "codegen.h"
 #include "ff_runtime.h"
 #include "fixformer.h"
+#include "fixformer_train.h"
 #include "host.h"
 
 /* NAME_run of the generated code: the uniform entry point (templates/model.h.in) */
@@ -1143,4 +1144,12 @@ int ff_engine_parse(const char *name) {
   for (int i = 0; name && i < (int)(sizeof engine_names / sizeof *engine_names); i++)
     if (!strcmp(name, engine_names[i])) return i;
   return -1;
+}
+
+int ff_model_train_block(const ff_model *m, ff_train_key_fn fn, void *ctx, ff_error *err) {
+  if (!m || !fn) return null_arg(err, "ff_model_train_block", m ? "fn" : "m");
+  pthread_mutex_lock(&m->desc->lock); /* the description's Lua state, shared by clones */
+  int rc = ff_lua_train_block(m->desc->lua, fn, ctx, err);
+  pthread_mutex_unlock(&m->desc->lock);
+  return rc;
 }

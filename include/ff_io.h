@@ -82,10 +82,20 @@ typedef struct ff_tensor_view {
 
 /* Writes F32 tensors (in the given order) atomically to path. */
 int ff_safetensors_write(const char *path, const ff_tensor_view *tensors, int count, ff_error *err);
+/* A __metadata__ entry: text to text, as the format allows. */
+typedef struct ff_metadata {
+  const char *key, *value;
+} ff_metadata;
+/* ff_safetensors_write with n_meta __metadata__ entries first (meta may be
+ * NULL when n_meta is 0). */
+int ff_safetensors_write_meta(const char *path, const ff_tensor_view *tensors, int count, const ff_metadata *meta,
+                              int n_meta, ff_error *err);
 /* The same file image in memory (*out malloc'd, *out_len bytes), to be
  * written with others all or none; path only names it in messages. */
 int ff_safetensors_serialize(const char *path, const ff_tensor_view *tensors, int count, uint8_t **out, size_t *out_len,
                              ff_error *err);
+int ff_safetensors_serialize_meta(const char *path, const ff_tensor_view *tensors, int count, const ff_metadata *meta,
+                                  int n_meta, uint8_t **out, size_t *out_len, ff_error *err);
 
 /* ---- .npy --------------------------------------------------------------- */
 

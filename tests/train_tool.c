@@ -96,16 +96,11 @@ static int write_layout(const ff_rt_params *p, const char *out, ff_error *err) {
 /* The batch as micro-batches of a->micro sequences (0: one call). */
 static int loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const args *a, float *grad, double *loss,
                          int64_t *tokens, ff_error *err) {
-  int step = a->micro > 0 ? a->micro : b->batch, T = m->cfg.arch == FF_ARCH_ENCODER_DECODER ? b->tgt_len : b->src_len;
+  int step = a->micro > 0 ? a->micro : b->batch;
   *loss = 0.0, *tokens = 0;
   for (int i = 0; i < b->batch; i += step) {
-    ff_rt_batch mb = *b;
-    mb.batch = b->batch - i < step ? b->batch - i : step;
-    mb.src = b->src + (size_t)i * b->src_len;
-    mb.src_lengths = b->src_lengths ? b->src_lengths + i : NULL;
-    mb.tgt = b->tgt ? b->tgt + (size_t)i * b->tgt_len : NULL;
-    mb.labels = b->labels + (size_t)i * T;
-    mb.first = b->first + i;
+    ff_rt_batch mb = ff_train_batch_part(b, i, b->batch - i < step ? b->batch - i : step,
+                                         m->cfg.arch == FF_ARCH_ENCODER_DECODER);
     double l;
     int64_t k;
     int rc = ff_rt_loss_and_grad(m, &mb, &a->o, grad, &l, &k, err);
