@@ -1,19 +1,20 @@
 # fixformerModel.cmake - build-time code generation, in the manner of
 # protobuf_generate:
 #
-#   fixformer_add_model(NAME DESCRIPTION model.lua [WEIGHTS w.safetensors] [EMBED]
+#   fixformer_add_model(<target> DESCRIPTION model.lua [WEIGHTS w.safetensors] [EMBED]
 #                       [DTYPE f32|bf16|int8] [TARGET triple] [ISA native|<a row of kernels/isas.h>]
 #                       [WITH_MAIN] [EMIT_ARGS arg...])
 #
 # runs `fixformer emit` at build time (again whenever the description, the
-# weights, the arguments or the fixformer executable change) and gives NAME, a
-# static library of the emitted model.c (+ model_weights.c with EMBED) whose
-# include directory holds model.h and model_kernels.c (the kernels model.c
-# includes: a dependency, never a source); WITH_MAIN also gives the executable
-# NAME_main (the driver with the flags of `fixformer run`).  Without EMBED,
-# WEIGHTS are packed into NAME.weights, whose path is the target property
-# FIXFORMER_WEIGHTS.  The description's `name` is never repeated: the build
-# step copies the emitted files to names fixed by NAME (see fixformerEmit.cmake).
+# weights, the arguments or the fixformer executable change) and gives
+# <target>, a static library of the emitted NAME.c (+ NAME_weights.c with
+# EMBED) whose include directory holds NAME.h and NAME_kernels.c (the kernels
+# NAME.c includes: a dependency, never a source); WITH_MAIN also gives the
+# executable <target>_main (the driver with the flags of `fixformer run`).
+# Without EMBED, WEIGHTS are packed into <target>.weights, whose path is the
+# target property FIXFORMER_WEIGHTS.  The description's `name` (NAME) is never
+# repeated: the build step copies the emitted files to names fixed by <target>
+# (see fixformerEmit.cmake).
 #
 # TARGET is emit's --target; in a cross build (CMAKE_CROSSCOMPILING) it
 # defaults to a triple from CMAKE_SYSTEM_PROCESSOR and the compiler
