@@ -27,7 +27,7 @@ virt (rv32imafc); run with semihosting and checked against the host.
     asserted on them.
 
   board.py --fixformer BIN --build-dir DIR [--machine mps2-an386] [--count 50]
-           [--dtypes f32,bf16,int8] [--allow-double] [--keep DIR]
+           [--dtypes f32,bf16,int8] [--allow-double] [--no-valgrind] [--keep DIR]
 """
 import argparse
 import json
@@ -172,7 +172,7 @@ class Board:
 
     def host_instructions(self, name, gen, inputs, function):
         """Instructions executed inside `function` on the host (callgrind), or None without valgrind."""
-        if not shutil.which("valgrind"):
+        if self.args.no_valgrind or not shutil.which("valgrind"):
             return None
         exe = self.build_host(name, gen, inputs)
         out = exe + ".callgrind"
@@ -311,6 +311,8 @@ def main():
     ap.add_argument("--allow-double", action="store_true",
                     help="report double routines and libm beyond expf instead of failing")
     ap.add_argument("--keep", help="build here and keep it (default: a temporary directory)")
+    ap.add_argument("--no-valgrind", action="store_true",
+                    help="no host instruction counts (the same on every board: board_mps2 prints them)")
     args = ap.parse_args()
     try:
         need([("cmake", "cmake")] + MACHINES[args.machine][4])
