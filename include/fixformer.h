@@ -19,7 +19,11 @@
 #include "ff_config.h"        /* ff_config, ff_input: plain data */
 #include "ff_error.h"         /* ff_error, the FF_E* status codes */
 #include "ff_io.h"            /* safetensors, .npy and vocabulary files */
-#include "fixformer_version.h" /* FF_VERSION, FF_VERSION_MAJOR/MINOR/PATCH (from CMake) */
+#include "fixformer_version.h" /* FF_VERSION, FF_VERSION_MAJOR/MINOR/PATCH */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The version of the library linked in (FF_VERSION is the header's). */
 const char *ff_version(void);
@@ -207,5 +211,9 @@ enum ff_engine ff_engine_default(void);
  * if unknown or NULL. */
 const char *ff_engine_name(enum ff_engine e);
 int ff_engine_parse(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

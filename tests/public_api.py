@@ -6,7 +6,11 @@ included, needs.  One named case each:
       every public header alone in a translation unit, from the source tree
       with -Iinclude only, as C99 and as C++11 (gcc, g++, clang, clang++ where
       installed; -Wall -Wextra -Werror -pedantic): fixformer.h once needed
-      fixformer_version.h, which only the build generated.
+      fixformer_version.h, which only the build generated;
+  headers_have_c_linkage
+      a C++ program referring to a function of fixformer.h, fixformer_train.h,
+      ff_error.h and ff_io.h needs its C symbol (`nm -u`), not a mangled
+      one: each header wraps its declarations in extern "C".
 
   public_api.py --fixformer BIN [--case NAME]
 """
@@ -33,7 +37,14 @@ def headers_compile_alone(c):
     return "%d headers x %s" % (len(headers.HEADERS), ", ".join(label for label, _, _ in headers.compilers()))
 
 
-CASES = [headers_compile_alone]
+def headers_have_c_linkage(c):
+    failures = headers.c_linkage(INCLUDE, c.tmp)
+    if failures:
+        raise AssertionError("; ".join(failures))
+    return ", ".join("%s: %s" % kv for kv in sorted(headers.DECLARES.items()))
+
+
+CASES = [headers_compile_alone, headers_have_c_linkage]
 
 if __name__ == "__main__":
     sys.exit(cases.main("public_api", __doc__, CASES, Context))

@@ -36,3 +36,25 @@ def compile_alone(include_dir, tmp):
 def first_error(stderr):
     lines = stderr.strip().splitlines() or ["?"]
     return next((line for line in lines if "error" in line), lines[0])
+
+
+# a function each header declares: referenced from C++, its symbol is the C name only under extern "C"
+DECLARES = {"fixformer.h": "ff_model_open", "fixformer_train.h": "ff_trainer_new", "ff_error.h": "ff_fail",
+            "ff_io.h": "ff_npy_read"}
+
+
+def c_linkage(include_dir, tmp):
+    """[] or the headers whose functions a C++ program would call by a mangled name (no extern "C")."""
+    failures = []
+    for header, fn in sorted(DECLARES.items()):
+        src, obj = os.path.join(tmp, "link_%s.cc" % fn), os.path.join(tmp, "link_%s.o" % fn)
+        with open(src, "w") as f:
+            f.write('#include "%s"\ndecltype(&%s) ff_header_uses = &%s;\n' % (header, fn, fn))
+        p = subprocess.run(["g++", "-std=c++11"] + WARN + ["-I", include_dir, "-c", src, "-o", obj],
+                           capture_output=True, text=True)
+        undefined = subprocess.run(["nm", "-u", obj], capture_output=True, text=True).stdout.split() \
+            if p.returncode == 0 else []
+        if p.returncode or fn not in undefined:
+            failures.append("%s: C++ calls %s as %s" % (header, fn, first_error(p.stderr) if p.returncode else
+                                                        " ".join(u for u in undefined if fn in u) or "?"))
+    return failures
