@@ -51,6 +51,11 @@ int cli_quiet(const cli_flag *flags);
 
 /* ---- models (cli/common.c) ------------------------------------------------- */
 
+/* Progress lines of slow steps: on when stderr is a terminal and not --quiet;
+ * cli_progress is the ff_progress_fn that shows them ("CTX: STEP: 1.2 s"). */
+int cli_progress_on(const cli_flag *flags);
+void cli_progress(void *ctx, const char *step, int done);
+
 /* ff_model_open, then --dtype (the description's `dtype` otherwise) and,
  * when stderr is a terminal and not --quiet, a line per slow step there. */
 ff_model *cli_open_model(const char *path, const cli_flag *flags, ff_error *err);

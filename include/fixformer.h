@@ -212,6 +212,34 @@ enum ff_engine ff_engine_default(void);
 const char *ff_engine_name(enum ff_engine e);
 int ff_engine_parse(const char *name);
 
+/* ---- import: a published checkpoint -> a description + weights ----------- */
+
+/* The settings of ff_import; a zeroed struct (or NULL) takes every default. */
+typedef struct ff_import_options {
+  const char *name;      /* the model's name, a C identifier of at most 48 characters (NULL: from src) */
+  const char *tokenizer; /* the tokenizer to copy (NULL: tokenizer.json in the folder, tokenizer.bin beside a
+                            .bin, left out with a note when generate could not load it) */
+  int max_seq;           /* > 0: at most this many positions (1..the source's); 0: the source's */
+  void (*report)(void *ctx, const char *line); /* the summary, a line at a time, no newline (NULL: none) */
+  void *report_ctx;
+  ff_progress_fn progress; /* "read the checkpoint", "write the files" (NULL: none) */
+  void *progress_ctx;
+} ff_import_options;
+/* A checkpoint as it is published, src: a Hugging Face model folder
+ * (config.json + model.safetensors or the shards of
+ * model.safetensors.index.json; llama, gpt2, bert) or a llama2.c .bin,
+ * to dir/NAME.lua (the description, naming the rest), dir/NAME.safetensors
+ * and the tokenizer, written all or none (dir made if need be) and only once
+ * the description loads as every command loads it and no file written would
+ * replace one read.  The summary says what was mapped and ignored; its last
+ * line is the path of NAME.lua.  Messages name the options by the command's
+ * flags (--name, --tokenizer, --max-seq). */
+int ff_import(const char *src, const char *dir, const ff_import_options *options, ff_error *err);
+/* The folder `fixformer import` writes into without -o: src's last name,
+ * a .bin dropped, with "-fixformer" added ("model-fixformer" for "/", "."),
+ * into buf (n bytes; FF_ENOMEM when it does not fit). */
+int ff_import_default_dir(const char *src, char *buf, size_t n, ff_error *err);
+
 #ifdef __cplusplus
 }
 #endif

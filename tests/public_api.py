@@ -10,12 +10,22 @@ included, needs.  One named case each:
   headers_have_c_linkage
       a C++ program referring to a function of fixformer.h, fixformer_train.h,
       ff_error.h and ff_io.h needs its C symbol (`nm -u`), not a mangled
-      one: each header wraps its declarations in extern "C".
+      one: each header wraps its declarations in extern "C";
+  import_progress_on_terminal
+      `fixformer import` of a llama2.c checkpoint with stderr a terminal
+      shows its two slow steps ("import: read the checkpoint: 0.0 s",
+      "import: write the files: ...") as the other commands show theirs; -q,
+      or stderr a pipe, shows nothing; stdout is the same summary either way
+      (ff_import reports it through a callback; import had no progress).
 
   public_api.py --fixformer BIN [--case NAME]
 """
 import os
+import struct
+import subprocess
 import sys
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -23,6 +33,7 @@ INCLUDE = os.path.join(ROOT, "include")
 sys.path.insert(0, os.path.join(HERE, "lib"))
 import cases  # noqa: E402
 import headers  # noqa: E402
+from tools import on_terminal  # noqa: E402
 
 
 class Context:
@@ -44,7 +55,39 @@ def headers_have_c_linkage(c):
     return ", ".join("%s: %s" % kv for kv in sorted(headers.DECLARES.items()))
 
 
-CASES = [headers_compile_alone, headers_have_c_linkage]
+def write_llama2c(path, dim=16, hidden=24, layers=2, heads=2, vocab=32, seq=16):
+    """A legacy llama2.c checkpoint of random weights: 7 int32, then the tensors in run.c's order."""
+    rng, hs = np.random.default_rng(0), dim // heads
+    sizes = [vocab * dim, layers * dim] + [layers * dim * dim] * 4 + [layers * dim, layers * hidden * dim,
+                                                                      layers * dim * hidden, layers * hidden * dim,
+                                                                      dim, seq * hs // 2, seq * hs // 2]
+    with open(path, "wb") as f:
+        f.write(struct.pack("<7i", dim, hidden, layers, heads, heads, vocab, seq))  # vocab > 0: shared head
+        f.write(rng.normal(0, 0.1, sum(sizes)).astype("<f4").tobytes())
+
+
+def import_progress_on_terminal(c):
+    src = os.path.join(c.tmp, "l2c.bin")
+    write_llama2c(src)
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(c.tmp, "cache"))
+    rc, shown, steps = on_terminal([c.ff, "import", src, "-o", os.path.join(c.tmp, "tty")], env)
+    want = ["import: read the checkpoint: ", "import: write the files: "]
+    if rc or len(steps) != len(want) or not all(s.startswith(w) and s.endswith(" s\x1b[K") for s, w in zip(steps, want)):
+        raise AssertionError("on a terminal: exit %d, stderr %r" % (rc, steps))
+    rc, _, quiet = on_terminal([c.ff, "import", src, "-o", os.path.join(c.tmp, "quiet"), "-q"], env)
+    if rc or quiet:
+        raise AssertionError("-q on a terminal: exit %d, stderr %r" % (rc, quiet))
+    p = subprocess.run([c.ff, "import", src, "-o", os.path.join(c.tmp, "pipe")], capture_output=True, text=True,
+                       env=env)
+    if p.returncode or p.stderr:
+        raise AssertionError("piped: exit %d, stderr %r" % (p.returncode, p.stderr))
+    if p.stdout.replace("pipe", "tty") != shown or not shown.endswith("tty/l2c.lua\n"):
+        raise AssertionError("the summaries differ: %r vs %r" % (p.stdout, shown))
+    return "%s; -q and a pipe: none; %d summary lines" % (", ".join(s.split(":", 2)[1].strip() for s in steps),
+                                                          len(shown.splitlines()))
+
+
+CASES = [headers_compile_alone, headers_have_c_linkage, import_progress_on_terminal]
 
 if __name__ == "__main__":
     sys.exit(cases.main("public_api", __doc__, CASES, Context))

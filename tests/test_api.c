@@ -286,6 +286,14 @@ static void nulls(void) {
   NULL_ERR(ff_model_weights_source(m, NULL, &text, err), "weights_source(NULL path)");
   NULL_ERR(ff_model_weights_source(m, good, NULL, err), "weights_source(NULL text)");
   CHECK(ff_engine_parse(NULL) == -1, "engine_parse(NULL)");
+  char folder[32];
+  NULL_ERR(ff_import(NULL, dir, NULL, err), "import(NULL src)");
+  NULL_ERR(ff_import(tiny, NULL, NULL, err), "import(NULL dir)");
+  NULL_ERR(ff_import_default_dir(NULL, folder, sizeof folder, err), "import_default_dir(NULL src)");
+  NULL_ERR(ff_import_default_dir("m.bin", NULL, 0, err), "import_default_dir(NULL buf)");
+  CHECK(!ff_import_default_dir("x/stories15M.bin", folder, sizeof folder, NULL) && !strcmp(folder, "stories15M-fixformer"),
+        "import_default_dir: '%s'", folder);
+  CHECK(ff_import_default_dir("x/stories15M.bin", folder, 8, NULL) == FF_ENOMEM, "import_default_dir: a short buf");
   CHECK(forward(m, out, NULL) == 0, "the model works after all that");
   ff_model_close(NULL);
   ff_model_close(m);
