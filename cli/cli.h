@@ -7,8 +7,7 @@
 
 #include <stdint.h>
 
-#include "ff_runtime.h" /* the CLI also lists, counts and initialises weights with the runtime (linked privately) */
-#include "fixformer.h"
+#include "fixformer.h" /* the public API, all a command calls */
 
 /* A command-line flag; the command's table ends with a NULL name. */
 typedef struct {
@@ -76,11 +75,5 @@ int cli_tokens_from(const char *what, const char *path, const ff_array *a, int32
  * spaces; none longer than max_len (checked before the batch is allocated). */
 int cli_parse_token_list(const char *flagname, const char *text, int max_len, ff_array *a, int32_t **lengths,
                          ff_error *err);
-
-/* ---- the schema (cli/schema.c) ---------------------------------------------- */
-
-/* include/ff_schema.h's keys, conditions and weight kinds as JSON on stdout,
- * or (markdown) the docs' key table. */
-int cli_print_schema(int markdown);
 
 #endif

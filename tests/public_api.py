@@ -11,6 +11,12 @@ included, needs.  One named case each:
       a C++ program referring to a function of fixformer.h, fixformer_train.h,
       ff_error.h and ff_io.h needs its C symbol (`nm -u`), not a mangled
       one: each header wraps its declarations in extern "C";
+  cli_on_public_api
+      every cli/*.c compiles with -Iinclude -Icli and nothing else, and the
+      build compiles the fixformer target so (its include directories are
+      cli/ and include/: fixformer_lib's public interface): cli/cli.h once
+      included runtime/ff_runtime.h for init's weights, FLOP counts,
+      weight lists, input checks and the schema's rows;
   import_progress_on_terminal
       `fixformer import` of a llama2.c checkpoint with stderr a terminal
       shows its two slow steps ("import: read the checkpoint: 0.0 s",
@@ -55,6 +61,26 @@ def headers_have_c_linkage(c):
     return ", ".join("%s: %s" % kv for kv in sorted(headers.DECLARES.items()))
 
 
+def cli_on_public_api(c):
+    cli = os.path.join(ROOT, "cli")
+    sources = sorted(f for f in os.listdir(cli) if f.endswith(".c"))
+    failures = []
+    for f in sources:
+        p = subprocess.run(["gcc", "-std=c99", "-D_POSIX_C_SOURCE=200809L"] + headers.WARN[:-1] +
+                           ["-I", INCLUDE, "-I", cli, "-fsyntax-only", os.path.join(cli, f)],
+                           capture_output=True, text=True)
+        if p.returncode:
+            failures.append("%s: %s" % (f, headers.first_error(p.stderr)))
+    flags = os.path.join(os.path.dirname(c.ff), "CMakeFiles", "fixformer.dir", "flags.make")  # Makefile builds
+    includes = [line.split("=", 1)[1].split() for line in open(flags) if line.startswith("C_INCLUDES")][0] \
+        if os.path.exists(flags) else ["-I" + cli, "-I" + INCLUDE]
+    if sorted(includes) != sorted(["-I" + cli, "-I" + INCLUDE]):
+        failures.append("the build compiles the CLI with %s" % " ".join(includes))
+    if failures:
+        raise AssertionError("; ".join(failures))
+    return "%d files, the build's includes: %s" % (len(sources), " ".join(os.path.relpath(i[2:], ROOT) for i in includes))
+
+
 def write_llama2c(path, dim=16, hidden=24, layers=2, heads=2, vocab=32, seq=16):
     """A legacy llama2.c checkpoint of random weights: 7 int32, then the tensors in run.c's order."""
     rng, hs = np.random.default_rng(0), dim // heads
@@ -87,7 +113,7 @@ def import_progress_on_terminal(c):
                                                           len(shown.splitlines()))
 
 
-CASES = [headers_compile_alone, headers_have_c_linkage, import_progress_on_terminal]
+CASES = [headers_compile_alone, headers_have_c_linkage, cli_on_public_api, import_progress_on_terminal]
 
 if __name__ == "__main__":
     sys.exit(cases.main("public_api", __doc__, CASES, Context))
