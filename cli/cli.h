@@ -7,8 +7,7 @@
 
 #include <stdint.h>
 
-#include "ff_runtime.h" /* the CLI also lists, counts and initialises weights with the runtime (linked privately) */
-#include "fixformer.h"
+#include "fixformer.h" /* the public API, all a command calls */
 
 /* A command-line flag; the command's table ends with a NULL name. */
 typedef struct {
@@ -51,6 +50,11 @@ int cli_quiet(const cli_flag *flags);
 
 /* ---- models (cli/common.c) ------------------------------------------------- */
 
+/* Progress lines of slow steps: on when stderr is a terminal and not --quiet;
+ * cli_progress is the ff_progress_fn that shows them ("CTX: STEP: 1.2 s"). */
+int cli_progress_on(const cli_flag *flags);
+void cli_progress(void *ctx, const char *step, int done);
+
 /* ff_model_open, then --dtype (the description's `dtype` otherwise) and,
  * when stderr is a terminal and not --quiet, a line per slow step there. */
 ff_model *cli_open_model(const char *path, const cli_flag *flags, ff_error *err);
@@ -71,11 +75,5 @@ int cli_tokens_from(const char *what, const char *path, const ff_array *a, int32
  * spaces; none longer than max_len (checked before the batch is allocated). */
 int cli_parse_token_list(const char *flagname, const char *text, int max_len, ff_array *a, int32_t **lengths,
                          ff_error *err);
-
-/* ---- the schema (cli/schema.c) ---------------------------------------------- */
-
-/* include/ff_schema.h's keys, conditions and weight kinds as JSON on stdout,
- * or (markdown) the docs' key table. */
-int cli_print_schema(int markdown);
 
 #endif

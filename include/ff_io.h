@@ -10,6 +10,10 @@
 
 #include "ff_error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define FF_MAX_RANK 8
 
 enum ff_dtype { FF_F32, FF_F16, FF_BF16, FF_I32, FF_I64 };
@@ -240,5 +244,9 @@ const char *ff_shown_path(const char *path, char *buf, size_t n);
  * 9.99999975e-06); infinities and NaN as math.huge, -math.huge, 0/0, never a
  * name that a description would read as an undefined global.  Returns buf. */
 const char *ff_lua_number(double v, int float32, char buf[32]);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

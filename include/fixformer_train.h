@@ -28,6 +28,10 @@
 
 #include "fixformer.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- options ------------------------------------------------------------------ */
 
 enum ff_schedule {
@@ -259,5 +263,9 @@ typedef struct ff_train_log ff_train_log;
 ff_train_log *ff_train_log_open(const char *path, int append, ff_error *err);
 int ff_train_log_write(ff_train_log *l, const ff_train_report *r, ff_error *err);
 int ff_train_log_close(ff_train_log *l, ff_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -2,7 +2,9 @@
 """fixformer from another build, all outside the source tree (a temp dir):
 (a) `cmake --install` to a prefix, then examples/jit_model.c built against the
     installed package with find_package(fixformer CONFIG) and with pkg-config,
-    and lua_clash.c (its own static Lua 5.4 beside libfixformer's hidden one);
+    lua_clash.c (its own static Lua 5.4 beside libfixformer's hidden one),
+    cpp_model.cpp (C++ on the C API), and each installed header compiled alone
+    as C99 and C++ with C linkage;
 (b) tests/consumers/model: fixformer_add_model on models/tiny.lua with `init`
     weights (packed blob + WITH_MAIN, embedded + a program of ours), run and
     compared with `fixformer run --engine runtime`; a no-op build emits
@@ -35,6 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from isas import isa_table  # noqa: E402
 from tools import need  # noqa: E402
+import headers  # noqa: E402
 CONSUMERS = os.path.join(ROOT, "tests", "consumers")
 IDS = [5, 17, 42, 8, 99, 3]
 
@@ -103,6 +106,12 @@ def installed(c, args, tmp, weights):
     printed = run([os.path.join(b, "jit_model"), desc, weights, out] + list(map(str, IDS)))
     ok, why = close(np.load(out), ref)
     c.check("(a) find_package: jit_model", ok and printed.strip() == argmax_line(ref), why)
+    out = os.path.join(tmp, "cpp_model.npy")
+    printed = run([os.path.join(b, "cpp_model"), desc, weights, out] + list(map(str, IDS)))
+    ok, why = close(np.load(out), ref)
+    c.check("(a) C++ on the C API: cpp_model", ok and printed.strip() == argmax_line(ref), why)
+    alone = headers.compile_alone(inc, tmp) + headers.c_linkage(inc, tmp)
+    c.check("(a) installed headers alone, C/C++", not alone, "; ".join(alone))
     printed = run([os.path.join(b, "lua_clash"), desc])
     c.check("(a) own Lua + libfixformer", "app lua: Lua 5.4 42" in printed and "model tiny" in printed
             and "app lua again: okok" in printed, printed.strip().replace("\n", " | "))
