@@ -126,6 +126,7 @@ typedef struct ff_vocab {
   uint32_t *lens;
   int32_t *index;
   size_t icap, max_len;
+  unsigned char *special; /* 1 for pad, bos, eos, unk: left out of decode */
 } ff_vocab;
 
 /* Reads and checks a vocabulary; expected_size > 0 must equal its size.
