@@ -53,7 +53,10 @@ class Failed(Exception):
 
 
 def run(cmd, ok=True, **kw):
-    p = subprocess.run(cmd, capture_output=True, **kw)
+    try:
+        p = subprocess.run(cmd, capture_output=True, **kw)
+    except OSError as e:  # a program that was not built
+        raise Failed("%s: %s" % (cmd[0], e))
     if ok and p.returncode:
         raise Failed("%s: exit %d: %s" % (" ".join(map(str, cmd))[:300], p.returncode,
                                          p.stderr.decode("utf-8", "replace").strip()[-400:]))
@@ -173,21 +176,29 @@ def driver_checks(s, kind, arch, lines_path, lua, compilers):
     """the emitted driver against fixformer, built by each compiler"""
     out = os.path.join(s.tmp, kind + "_c")
     w = os.path.join(s.tmp, kind + ".safetensors")
-    s.fx("init", lua, "-o", w, "--seed", "3")
-    s.fx("emit", lua, "-o", out, "--weights", w, "--with-main")
     name = os.path.splitext(os.path.basename(lua))[0]
-    host_tok = s.fx("tokenize", lua, "--lines", lines_path).stdout
     ids = os.path.join(s.tmp, kind + ".host.ids")
-    with open(ids, "wb") as f:
-        f.write(host_tok)
-    host_detok = s.fx("detokenize", lua, "--lines", ids).stdout
     gen = write_lines(os.path.join(s.tmp, "gen.txt"), GEN_LINES)
-    if arch == "decoder":
-        host_gen = s.fx("generate", lua, "--weights", w, "--lines", gen, "--ids", "--max-new", "4",
-                        "--engine", "runtime").stdout
-    else:
-        ref = os.path.join(s.tmp, kind + ".run.npy")
-        s.fx("run", lua, "--weights", w, "--text", tk.GEN_TEXT, "--output", ref, "--engine", "runtime")
+    ref = os.path.join(s.tmp, kind + ".run.npy")
+    host = {}
+
+    def emit():  # and what fixformer prints, for the drivers to print
+        s.fx("init", lua, "-o", w, "--seed", "3")
+        s.fx("emit", lua, "-o", out, "--weights", w, "--with-main")
+        host["tok"] = s.fx("tokenize", lua, "--lines", lines_path).stdout
+        with open(ids, "wb") as f:
+            f.write(host["tok"])
+        host["detok"] = s.fx("detokenize", lua, "--lines", ids).stdout
+        if arch == "decoder":
+            host["gen"] = s.fx("generate", lua, "--weights", w, "--lines", gen, "--ids", "--max-new", "4",
+                               "--engine", "runtime").stdout
+        else:
+            s.fx("run", lua, "--weights", w, "--text", tk.GEN_TEXT, "--output", ref, "--engine", "runtime")
+        return "%s: %d bytes" % (os.path.basename(lua)[:-4] + "_main.c", os.path.getsize(os.path.join(out, name + "_main.c")))
+    s.check("driver_%s_emit" % kind, emit)
+    if "detok" not in host:
+        return
+    host_tok, host_detok, host_gen = host["tok"], host["detok"], host.get("gen")
     for cc in compilers:
         def one(cc=cc):
             exe = os.path.join(out, "%s_%s" % (name, cc))
