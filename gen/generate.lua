@@ -24,20 +24,70 @@ local UNICODE = { -- the tables of tokenizers/unicode_tables.h each kind reads
     uc_strip_map = true }, -- WordPiece: BertNormalizer, BertPreTokenizer
 }
 
+-- The core's text for one kind: its `#if` lines over FF_TOK_HAS(KIND) (and the names
+-- defined from them) evaluated, only what that kind compiles kept, so that the driver
+-- reads as that tokenizer alone; any other `#if` is kept as it is.
+local KINDS = { VOCAB = 0, LLAMA2C = 1, BYTES = 2, SP = 3, WORDPIECE = 4 }
+local DERIVED = { FF_TOK_BPE = { 1, 2, 3 }, FF_TOK_HF = { 2, 3, 4 }, FF_TOK_SP_PIECE = { 1, 3 } }
+
+local function kind_if(expr, kind) -- true/false, or nil when expr is not of FF_TOK_HAS terms
+  local any = false
+  for term in (expr .. "||"):gmatch("%s*(.-)%s*||") do
+    local name = term:match("^FF_TOK_HAS%((%u[%u%d]*)%)$")
+    if name and KINDS[name] then any = any or KINDS[name] == kind
+    elseif DERIVED[term] then
+      for _, k in ipairs(DERIVED[term]) do any = any or k == kind end
+    else return nil end
+  end
+  return any
+end
+
+local function one_kind(code, kind)
+  local out, stack = {}, {}
+  local function live()
+    for _, v in ipairs(stack) do if v == false then return false end end
+    return true
+  end
+  for line in (code .. "\n"):gmatch("([^\n]*)\n") do
+    local expr = line:match("^#if%s+(.-)%s*$")
+    local v = expr and kind_if(expr, kind)
+    if v ~= nil then
+      stack[#stack + 1] = v
+    elseif line:match("^#if") then
+      if live() then out[#out + 1] = line end
+      stack[#stack + 1] = "kept"
+    elseif line:match("^#el") then
+      assert(stack[#stack] == "kept", "tokenizers/tok_encode.c: #else under an FF_TOK_HAS #if")
+      if live() then out[#out + 1] = line end
+    elseif line:match("^#endif") then
+      local top = table.remove(stack)
+      if top == "kept" and live() then out[#out + 1] = line end
+    elseif live() and not (line:match("^#define (FF_TOK_[%u_]+)") and DERIVED[line:match("^#define (FF_TOK_[%u_]+)")]) then
+      out[#out + 1] = line -- (the names of kinds are evaluated: their #defines go)
+    end
+  end
+  local text, n = table.concat(out, "\n"):gsub("\n\n\n+", "\n\n"), 1
+  while n > 0 do -- a section heading whose section went
+    text, n = text:gsub("/%* %-%-%-%- [^\n]- %*/\n\n(/%* %-%-%-%- )", "%1")
+  end
+  return text
+end
+
 local function tokenizer_code(tk)
   local all = host.read_template("tokenizers/unicode_tables.h")
   local picked = { (all:match("^(/%*.-%*/)\n")) }
   for block, name in all:gmatch("(static const [^\n]- (uc_[%w_]+)%[[^\n]*\n.-\n};)") do
     if (UNICODE[tk.kind] or {})[name] then picked[#picked + 1] = block end
   end
-  local core = host.read_template("tokenizers/tok_encode.c")
+  local core = one_kind(host.read_template("tokenizers/tok_encode.c"), tk.kind)
   core = core:gsub('#include "tok_tables.h"[^\n]*', function()
     return (host.read_template("tokenizers/tok_tables.h"):gsub("\n+$", ""))
   end)
   core = core:gsub('#include "unicode_tables.h"[^\n]*', function() return table.concat(picked, "\n") end)
-  return string.format("#define FF_TOK_API static\n#define FF_TOK_KINDS (1 << %d) /* %s */\n%s\n%s", tk.kind,
+  return string.format("#define FF_TOK_API static\n#define FF_TOK_KINDS (1 << %d) /* %s */\n%s\n\n" ..
+    "/* the tables fixformer read from %s (tokenizers/tok_c.c writes them) */\n%s", tk.kind,
     ({ "a JSON vocabulary", "llama2.c's tokenizer.bin", "byte-level BPE", "SentencePiece-style BPE", "WordPiece" })[tk.kind + 1],
-    (core:gsub("\n+$", "")), (tk.tables:gsub("\n+$", "")))
+    (core:gsub("\n+$", "")), emit.comment_text(tk.path), (tk.tables:gsub("\n+$", "")))
 end
 
 -- section "main" of templates/main.c.in or "weights" of templates/weights.c.in, for the

@@ -65,32 +65,39 @@ static void tables(FILE *f, const ff_tok_tables *b) {
   if (b->byte_fallback) ints(f, "int32_t", "tok_byte_id", b->byte_id, 256);
 }
 
-/* the struct, by field name: every option encode reads */
+/* one option, when it is not 0 (what the struct's fields are left as) */
+static void option(FILE *f, const char *name, long v, int *col) {
+  if (!v) return;
+  *col += fprintf(f, "%s.%s = %ld,", *col > 80 ? "\n  " : " ", name, v);
+  if (*col > 80) *col = 0;
+}
+
+/* the struct, by field name: the arrays, then every option encode reads that is set */
 static void options(FILE *f, const ff_tok_tables *b) {
   static const char *const kinds[] = {"VOCAB", "LLAMA2C", "BYTES", "SP", "WORDPIECE"};
+  int col = 99;
   fprintf(f, "static const ff_tok_tables tok_tables = {\n  .kind = FF_TOK_KIND_%s, .size = %ld,\n", kinds[b->kind],
           (long)b->size);
   fputs("  .tok = tok_str, .len = tok_len, .special = tok_special, .index = tok_index,\n", f);
-  fprintf(f, "  .icap = %zu, .max_len = %zu, .unk = %ld, .lowercase = %d,\n", b->icap, b->max_len, (long)b->unk,
-          b->lowercase);
-  if (b->merges) fprintf(f, "  .merges = tok_merges, .mcap = %zu,\n", b->mcap);
-  if (b->order) fputs("  .order = tok_order,\n", f);
-  if (b->n_added) fprintf(f, "  .added = tok_added, .n_added = %d,\n", b->n_added);
-  if (b->byte_fallback) fputs("  .byte_fallback = 1, .byte_id = tok_byte_id,\n", f);
-  fprintf(f, "  .fuse_unk = %d, .ignore_merges = %d, .add_prefix_space = %d, .use_regex = %d,\n", b->fuse_unk,
-          b->ignore_merges, b->add_prefix_space, b->use_regex);
-  fprintf(f, "  .prepend = %d, .replace_space = %d, .meta = %d, .meta_scheme = %d, .meta_split = %d,\n", b->prepend,
-          b->replace_space, b->meta, b->meta_scheme, b->meta_split);
-  fprintf(f, "  .bert_clean = %d, .bert_chinese = %d, .bert_strip = %d, .bert_lower = %d,\n", b->bert_clean,
-          b->bert_chinese, b->bert_strip, b->bert_lower);
+  fprintf(f, "  .icap = %zu, .max_len = %zu, .unk = %ld,", b->icap, b->max_len, (long)b->unk);
+  if (b->merges) fprintf(f, "\n  .merges = tok_merges, .mcap = %zu,", b->mcap);
+  if (b->order) fputs("\n  .order = tok_order,", f);
+  if (b->n_added) fprintf(f, "\n  .added = tok_added, .n_added = %d,", b->n_added);
+  if (b->byte_fallback) fputs("\n  .byte_fallback = 1, .byte_id = tok_byte_id,", f);
+  const struct { const char *name; long v; } set[] = {
+      {"lowercase", b->lowercase}, {"fuse_unk", b->fuse_unk}, {"ignore_merges", b->ignore_merges},
+      {"add_prefix_space", b->add_prefix_space}, {"use_regex", b->use_regex}, {"prepend", b->prepend},
+      {"replace_space", b->replace_space}, {"meta", b->meta}, {"meta_scheme", b->meta_scheme},
+      {"meta_split", b->meta_split}, {"bert_clean", b->bert_clean}, {"bert_chinese", b->bert_chinese},
+      {"bert_strip", b->bert_strip}, {"bert_lower", b->bert_lower}, {"wp_cleanup", b->wp_cleanup}};
+  for (size_t i = 0; i < sizeof set / sizeof *set; i++) option(f, set[i].name, set[i].v, &col);
   if (b->wp_prefix) {
-    fputs("  .wp_prefix = ", f);
+    fputs("\n  .wp_prefix = ", f);
     c_string(f, b->wp_prefix, strlen(b->wp_prefix));
-    fprintf(f, ", .wp_cleanup = %d,\n", b->wp_cleanup);
+    if (b->wp_max_chars > 0xFFFFFFFFu) fputs(", .wp_max_chars = (size_t)-1, /* no limit a 32-bit size_t holds */", f);
+    else fprintf(f, ", .wp_max_chars = %lu,", (unsigned long)b->wp_max_chars);
   }
-  if (b->wp_max_chars > 0xFFFFFFFFu) fputs("  .wp_max_chars = (size_t)-1, /* no limit a 32-bit size_t holds */\n", f);
-  else fprintf(f, "  .wp_max_chars = %lu,\n", (unsigned long)b->wp_max_chars);
-  fputs("};\n", f);
+  fputs("\n};\n", f);
 }
 
 int ff_tokenizer_c_tables(const ff_tokenizer *t, char **text, ff_error *err) {
