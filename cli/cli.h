@@ -76,4 +76,25 @@ int cli_tokens_from(const char *what, const char *path, const ff_array *a, int32
 int cli_parse_token_list(const char *flagname, const char *text, int max_len, ff_array *a, int32_t **lengths,
                          ff_error *err);
 
+/* ---- tokenizers (cli/tokenize.c) ----------------------------------------------- */
+
+/* The tokenizer of tokenize and detokenize: --vocabulary FILE, else the
+ * description's (t NULL when there is none and need is 0); bos and tail the
+ * template's ids a text gets (-1: none); cap the ids a text may have (the
+ * model's max_seq, 0 without a model). */
+typedef struct {
+  ff_model *m;
+  const ff_config *c;
+  ff_tokenizer *t;
+  const char *path;
+  ff_tokenizer_info info; /* t's, or none of its ids */
+  int size, cap, bos, tail;
+} cli_tok;
+int cli_tok_open(const char *model, const cli_flag *flags, int need, cli_tok *k, ff_error *err);
+void cli_tok_close(cli_tok *k);
+/* each(ctx, line, err) for each line of path (its '\n', and a '\r' before
+ * it, taken off; a NUL byte refused); a failure's message names FILE:LINE */
+int cli_each_line(const char *path, int (*each)(void *ctx, const char *line, ff_error *err), void *ctx,
+                  ff_error *err);
+
 #endif

@@ -533,13 +533,16 @@ int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err) {
   if (!text) return null_arg(err, "ff_model_driver_source", "text");
   const ff_config *c = CFG(m);
   ff_tokenizer *tok = NULL;
+  char *tables = NULL;
   lock(m);
   int rc = generate_locked(m, "fixformer", err);
-  if (!rc && c->vocabulary[0]) rc = ff_tokenizer_load(c->vocabulary, c->vocab, &tok, err);
-  if (!rc) { /* the driver embeds a JSON vocabulary; other tokenizers: ids only (--tokens) */
-    ff_extra x = {"main", embed, NULL, NULL, NULL, tok ? ff_tokenizer_vocab(tok) : NULL};
+  if (!rc && c->vocabulary[0] && !(rc = ff_tokenizer_load(c->vocabulary, c->vocab, &tok, err)))
+    rc = ff_tokenizer_c_tables(tok, &tables, err);
+  if (!rc) { /* the driver compiles the tokenizer in: --text in, text out */
+    ff_extra x = {"main", embed, NULL, NULL, NULL, tables, c->vocabulary, tok ? ff_tokenizer_get_info(tok) : NULL};
     rc = render_locked(m, &x, text, err);
   }
+  free(tables);
   ff_tokenizer_free(tok);
   unlock(m);
   return rc;
@@ -601,7 +604,7 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
                                                : float_text(x, n, weights_path, &data, err))) {
       char hex[65];
       ff_sha256_hex(x, n * sizeof *x, hex);
-      ff_extra xw = {"weights", 1, data, weights_path, hex, NULL};
+      ff_extra xw = {"weights", 1, data, weights_path, hex, NULL, NULL, NULL};
       rc = render_locked(m, &xw, text, err);
     }
     step(m, "write the weights as C", 1);

@@ -498,24 +498,20 @@ static int render_extra(ff_lua *h, void *arg, ff_error *err) {
       lua_pushstring(L, strings[i][1]);
       lua_setfield(L, -2, strings[i][0]);
     }
-  if (x->vocab) { /* vocabulary = { tokens = {...}, pad, bos, eos, unk (-1: none), lowercase } */
-    const ff_vocab *v = x->vocab;
-    lua_createtable(L, 0, 6);
-    lua_createtable(L, v->size, 0);
-    for (int i = 0; i < v->size; i++) {
-      lua_pushstring(L, v->tokens[i]);
-      lua_rawseti(L, -2, i + 1);
-    }
-    lua_setfield(L, -2, "tokens");
-    const int ids[] = {v->pad, v->bos, v->eos, v->unk};
-    const char *const names[] = {"pad", "bos", "eos", "unk"};
-    for (int i = 0; i < 4; i++) {
+  if (x->tok_tables) { /* tokenizer = { tables = C text, path, kind, bos, eos, add_bos, tail (-1: none) } */
+    const ff_tokenizer_info *in = x->tok_info;
+    const int ids[] = {(int)in->kind, in->bos, in->eos, in->add_bos, in->tail};
+    const char *const names[] = {"kind", "bos", "eos", "add_bos", "tail"};
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, x->tok_tables);
+    lua_setfield(L, -2, "tables");
+    lua_pushstring(L, ff_shown_path(x->tok_path, shown, sizeof shown));
+    lua_setfield(L, -2, "path");
+    for (int i = 0; i < 5; i++) {
       lua_pushinteger(L, ids[i]);
       lua_setfield(L, -2, names[i]);
     }
-    lua_pushboolean(L, v->lowercase);
-    lua_setfield(L, -2, "lowercase");
-    lua_setfield(L, -2, "vocabulary");
+    lua_setfield(L, -2, "tokenizer");
   }
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) return lua_failed(h, top, err);
   return take_text(L, top, ((const render_args *)arg)->out, err);

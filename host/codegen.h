@@ -78,7 +78,10 @@ typedef struct {
   const char *data;      /* "weights": the initialiser text of the floats */
   const char *weights;   /* "weights": the safetensors file they came from */
   const char *sha256;    /* "weights": of the floats */
-  const ff_vocab *vocab; /* "main": the description's vocabulary, or NULL */
+  /* "main": the description's tokenizer (NULL: none), compiled into the driver */
+  const char *tok_tables;            /* its tables as C (ff_tokenizer_c_tables) */
+  const char *tok_path;              /* its file, as the banner shows it */
+  const ff_tokenizer_info *tok_info; /* its kind, special ids and template */
 } ff_extra;
 
 /* Renders one of those files for the last generated program (malloc'd). */

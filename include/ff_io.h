@@ -140,6 +140,7 @@ typedef struct ff_vocab {
   uint32_t *lens;
   int32_t *index;
   size_t icap, max_len;
+  unsigned char *special; /* 1 for pad, bos, eos, unk: left out of decode */
 } ff_vocab;
 
 /* Reads and checks a vocabulary; expected_size > 0 must equal its size.
@@ -190,9 +191,12 @@ int ff_tokenizer_parse(const char *path, const uint8_t *buf, size_t len, int exp
                        ff_error *err);
 void ff_tokenizer_free(ff_tokenizer *t);
 const ff_tokenizer_info *ff_tokenizer_get_info(const ff_tokenizer *t);
-/* the JSON vocabulary of an FF_TOK_VOCAB tokenizer (what the emitted driver
- * embeds), else NULL */
+/* the JSON vocabulary of an FF_TOK_VOCAB tokenizer, else NULL */
 const ff_vocab *ff_tokenizer_vocab(const ff_tokenizer *t);
+/* t's tables as C99 text (static const arrays, then `static const
+ * ff_tok_tables tok_tables`), which the emitted --with-main driver encodes
+ * with (tokenizers/tok_encode.c); *text malloc'd */
+int ff_tokenizer_c_tables(const ff_tokenizer *t, char **text, ff_error *err);
 /* text (NUL-terminated UTF-8) -> ids (at most cap), *n of them; no special
  * ids are added (bos is the caller's, see add_bos). */
 int ff_tokenizer_encode(const ff_tokenizer *t, const char *text, int32_t *ids, int cap, int *n, ff_error *err);

@@ -17,6 +17,8 @@ virt (rv32imafc); run with semihosting and checked against the host.
     libgcc's *df*) and of the C library only what expf alone pulls in (the
     example's expf_probe, linked the same way) and memcpy / memset;
     --allow-double reports instead of failing.
+  - each firmware's inputs.h is written by `fixformer tokenize --c-header` (tiny:
+    the ids as given; dates: the texts through the model's vocabulary).
   - a firmware whose call fails exits qemu non-zero (a token id out of range).
   - prints flash (text + data), RAM (data + bss, the stack not included) and the
     deepest stack use measured on the board (the start-up code paints the free
@@ -90,7 +92,7 @@ class Board:
         folder a model, configured again for each weight type and inputs."""
         b = os.path.join(self.tmp, "build_" + os.path.basename(model)[:-4])
         defs = ["CMAKE_TOOLCHAIN_FILE=" + self.toolchain, "CMAKE_PREFIX_PATH=" + self.prefix, "MODEL=" + model,
-                "WEIGHTS=" + weights, "DTYPE=" + dtype, "INPUTS=" + inputs, "FF_WERROR=ON"]
+                "WEIGHTS=" + weights, "DTYPE=" + dtype, "INPUTS=" + inputs, "MAX_NEW=%d" % MAX_NEW, "FF_WERROR=ON"]
         if self.example.endswith("mps2-an386"):
             defs.append("BOARD=" + self.args.machine)
         run(["cmake", "-S", self.example, "-B", b] + ["-D" + d for d in defs])
@@ -104,7 +106,7 @@ class Board:
         exe = os.path.join(gen, "..", name + "_host")
         common = os.path.join(EXAMPLES, "mps2-an386")
         run(["cc", "-O2", "-g", "-std=c99", "-DMODEL=" + name, "-DMODEL_UP=" + name.upper(), '-DMODEL_H="%s.h"' % name,
-             "-I" + gen, "-I" + inputs, "-I" + common, "-o", exe, os.path.join(common, "host.c"),
+             "-DINPUT_MAX_NEW=%d" % MAX_NEW, "-I" + gen, "-I" + inputs, "-I" + common, "-o", exe, os.path.join(common, "host.c"),
              os.path.join(common, "main.c"), os.path.join(gen, name + ".c"), os.path.join(gen, name + "_weights.c"),
              "-lm"])
         return exe
@@ -208,10 +210,9 @@ def check_tiny(args, board, tmp, dtype, table, ipt):
     for b, s in enumerate(TINY_BATCH):
         ids[b, :len(s)] = s
     lengths = np.array([len(s) for s in TINY_BATCH], np.int32)
-    with open(os.path.join(d, "inputs.h"), "w") as f:
-        f.write("#define INPUT_BATCH %d\n#define INPUT_T %d\n" % ids.shape)
-        f.write("static const int32_t input_tokens[] = {%s};\n" % ", ".join(map(str, ids.flatten())))
-        f.write("static const int32_t input_lengths[] = {%s};\n" % ", ".join(map(str, lengths)))
+    # the board's inputs.h, written by the command (the ids as given, a padded batch)
+    run([args.fixformer, "tokenize", model, "--tokens", ", ".join(" ".join(map(str, s)) for s in TINY_BATCH),
+         "--c-header", "input", "-o", os.path.join(d, "inputs.h")])
     np.save(os.path.join(d, "ids.npy"), ids)
     np.save(os.path.join(d, "lengths.npy"), lengths)
     run([args.fixformer, "run", model, "--weights", weights, "--input", os.path.join(d, "ids.npy"), "--lengths",
@@ -233,8 +234,8 @@ def check_tiny(args, board, tmp, dtype, table, ipt):
     ipt.append(("tiny", dtype, "forward, T = %d, batch %d" % (T, len(TINY_BATCH)), per_token(ticks, steps, hz),
                 host / steps if host else None))
     if dtype == "f32":  # a failing call must fail the run: a token id past the vocabulary
-        with open(os.path.join(d, "inputs.h")) as f:
-            bad = f.read().replace("{5, ", "{500, ")
+        with open(os.path.join(d, "inputs.h")) as f:  # (tokenize refuses such an id: edited in)
+            bad = re.sub(r"(input_tokens\[\d+\] = \{\n  )5,", r"\g<1>500,", f.read())
         os.makedirs(os.path.join(d, "bad"))
         with open(os.path.join(d, "bad", "inputs.h"), "w") as f:
             f.write(bad)
@@ -252,29 +253,16 @@ def dates_inputs(count):
     return dates_ref.make_dates(count, dates_ref.HELD_OUT_SEED)
 
 
-def tokenize(vocab, text):
-    """The dates vocabulary: one lowercased character a token, <unk> otherwise."""
-    index = {t: i for i, t in enumerate(vocab["tokens"])}
-    return [index.get(c, vocab["unk"]) for c in (text.lower() if vocab.get("lowercase") else text)]
-
-
 def check_dates(args, board, tmp, dtype, pairs, table, ipt):
     model = os.path.join(MODELS, "dates.lua")
     vocab = json.load(open(os.path.join(MODELS, "dates.vocab.json")))
     d = os.path.join(tmp, "dates_" + dtype)
     os.makedirs(d)
-    srcs = [tokenize(vocab, t) for t, _ in pairs]
-    start = [0]
-    for s in srcs:
-        start.append(start[-1] + len(s))
-    with open(os.path.join(d, "inputs.h"), "w") as f:
-        f.write("#define INPUT_COUNT %d\n#define INPUT_BOS %d\n#define INPUT_EOS %d\n#define INPUT_MAX_NEW %d\n"
-                % (len(srcs), vocab["bos"], vocab["eos"], MAX_NEW))
-        f.write("static const int input_start[] = {%s};\n" % ", ".join(map(str, start)))
-        f.write("static const int32_t input_ids[] = {%s};\n" % ", ".join(str(i) for s in srcs for i in s))
     lines = os.path.join(d, "lines.txt")
     with open(lines, "w") as f:
         f.writelines(t + "\n" for t, _ in pairs)
+    # the board's inputs.h: the dates in the model's ids, by the command (-DMAX_NEW=16 bounds the decoding)
+    run([args.fixformer, "tokenize", model, "--lines", lines, "--c-header", "input", "-o", os.path.join(d, "inputs.h")])
     host = run([args.fixformer, "generate", model, "--lines", lines, "--ids", "--max-new", str(MAX_NEW), "--engine",
                 "runtime", "--dtype", dtype]).stdout.splitlines()
     elf, gen = board.build(model, os.path.join(MODELS, "dates.safetensors"), dtype, d)
