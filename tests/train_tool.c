@@ -13,19 +13,26 @@
  * on); --masks: OUT_DIR/masks.safetensors, every dropout site's keep mask
  * over the batch (1 kept, 0 dropped, ff_rt_visit_dropout_sites's names and
  * shapes); --fd N: OUT_DIR/fd.txt, for N coordinates of every tensor "NAME
- * INDEX ANALYTIC CENTRAL_DIFFERENCE" with step E (default 1e-2). */
+ * INDEX ANALYTIC CENTRAL_DIFFERENCE" with step E (default 1e-2); --engine tcc|cc: generated
+ * training code (ff_train_engine_generated) instead of the runtime, on --threads N, made for
+ * --shape B,S,T (default: the batch's, B the micro-batch). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ff_rt_train.h"
 #include "fixformer.h"
+#include "fixformer_train.h"
 
 typedef struct {
   const char *src, *labels, *lengths, *tgt;
   ff_rt_train_opts o;
   int first, micro, masks, fd;
   float fd_eps;
+  int engine, threads;     /* the runtime, or generated code (tcc, cc) on threads */
+  const float *params;     /* the flat parameters (generated code reads them) */
+  ff_train_shape shape;    /* generated code's shapes (0: the batch's) */
+  ff_train_engine e;       /* when not the runtime */
 } args;
 
 /* an int32 or int64 array of rank `rank` as int32; shape into dims */
@@ -103,7 +110,8 @@ static int loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const args 
                                          m->cfg.arch == FF_ARCH_ENCODER_DECODER);
     double l;
     int64_t k;
-    int rc = ff_rt_loss_and_grad(m, &mb, &a->o, grad, &l, &k, err);
+    int rc = a->e.loss_and_grad ? a->e.loss_and_grad(a->e.ctx, a->params, &mb, &a->o, grad, &l, &k, err)
+                                : ff_rt_loss_and_grad(m, &mb, &a->o, grad, &l, &k, err);
     if (rc) return rc;
     *loss += l, *tokens += k;
   }
@@ -139,7 +147,7 @@ static int finite_differences(ff_rt_params *p, const ff_rt_model *m, const ff_rt
   return rc;
 }
 
-static int run(const char *desc, const char *weights, const char *out, const args *a, ff_error *err) {
+static int run(const char *desc, const char *weights, const char *out, args *a, ff_error *err) {
   ff_model *model = ff_model_open(desc, err);
   if (!model) return FF_EINVAL;
   const ff_config *c = ff_model_config(model);
@@ -162,6 +170,13 @@ static int run(const char *desc, const char *weights, const char *out, const arg
     rc = ff_fail(err, FF_ESHAPE, "the batch's arrays do not agree in shape");
   if (!rc && !(grad = calloc(p.numel + 1, sizeof *grad))) rc = ff_fail(err, FF_ENOMEM, "out of memory");
   ff_rt_batch b = {(int)sd[0], (int)sd[1], src, lengths, (int)td[1], tgt, labels, a->first};
+  args *w = a; /* the engine, made once for the batch's shapes */
+  w->params = p.data;
+  if (!rc && a->engine != FF_ENGINE_RUNTIME) {
+    ff_train_shape shape = {a->shape.batch ? a->shape.batch : (a->micro > 0 ? a->micro : b.batch),
+                            a->shape.src ? a->shape.src : b.src_len, a->shape.tgt ? a->shape.tgt : (encdec ? b.tgt_len : 0)};
+    rc = ff_train_engine_generated(model, (enum ff_engine)a->engine, &shape, a->threads, &w->e, err);
+  }
   double loss = 0.0;
   int64_t tokens = 0;
   if (!rc) rc = loss_and_grad(&m, &b, a, grad, &loss, &tokens, err);
@@ -188,6 +203,7 @@ static int run(const char *desc, const char *weights, const char *out, const arg
     snprintf(path, sizeof path, "%s/fd.txt", out);
     rc = finite_differences(&p, &m, &b, a, grad, path, err);
   }
+  if (w->e.release) w->e.release(w->e.ctx);
   free(grad), free(src), free(labels), free(lengths), free(tgt);
   ff_rt_model_free(&m);
   ff_rt_params_free(&p);
@@ -196,7 +212,7 @@ static int run(const char *desc, const char *weights, const char *out, const arg
 }
 
 int main(int argc, char **argv) {
-  args a = {.o = {.ignore_index = -100}, .fd_eps = 1e-2f};
+  args a = {.o = {.ignore_index = -100}, .fd_eps = 1e-2f, .engine = FF_ENGINE_RUNTIME, .threads = 1};
   ff_error err = {0, ""};
   if (argc < 4) return fprintf(stderr, "usage: train_tool MODEL.lua WEIGHTS OUT_DIR --src F --labels F [...]\n"), 2;
   for (int i = 4; i < argc; i++) {
@@ -217,6 +233,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(k, "--micro")) a.micro = atoi(v);
     else if (!strcmp(k, "--fd")) a.fd = atoi(v);
     else if (!strcmp(k, "--fd-eps")) a.fd_eps = strtof(v, NULL);
+    else if (!strcmp(k, "--engine") && ff_engine_parse(v) >= 0) a.engine = ff_engine_parse(v);
+    else if (!strcmp(k, "--threads")) a.threads = atoi(v);
+    else if (!strcmp(k, "--shape")) sscanf(v, "%d,%d,%d", &a.shape.batch, &a.shape.src, &a.shape.tgt);
     else return fprintf(stderr, "train_tool: unknown flag %s\n", k), 2;
     i += !flag;
   }
