@@ -65,6 +65,7 @@ static inline float ff_rsqrt(float v) {
   return y * scale;
 }
 
+/* @part layernorm: plain norm_sums */
 /* The mean (m + *e) and 1/sqrt(var + eps) of a row of D, as layernorm
  * normalises it: ((x - m) - e) rstd is x's xhat. */
 static inline float ff_layernorm_stats(const float *xt, int D, float eps, float *m_out, float *e_out) {
@@ -85,19 +86,6 @@ static inline float ff_layernorm_stats(const float *xt, int D, float eps, float 
   return ff_rsqrt(ff_kahan8_total(&sq) / (float)D - e * e + eps);
 }
 
-/* 1/sqrt(mean(x^2) + eps) of a row of D, as rmsnorm normalises it */
-static inline float ff_rmsnorm_rstd(const float *xt, int D, float eps) {
-  ff_kahan8 sq = {{0}, {0}};
-  for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
-  float ss = ff_kahan8_total(&sq);
-  if (ss != ss) { /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
-    ss = 0.0f;
-    for (int i = 0; i < D; i++) ss += xt[i] * xt[i]; /* NaN, or inf: y = x 0 */
-  }
-  return ff_rsqrt(ss / (float)D + eps);
-}
-
-/* @part layernorm: plain norm_sums */
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta, biased var */
 FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, float eps,
                                    float *y) {
@@ -110,6 +98,18 @@ FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *ga
 }
 
 /* @part rmsnorm: plain norm_sums */
+/* 1/sqrt(mean(x^2) + eps) of a row of D, as rmsnorm normalises it */
+static inline float ff_rmsnorm_rstd(const float *xt, int D, float eps) {
+  ff_kahan8 sq = {{0}, {0}};
+  for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
+  float ss = ff_kahan8_total(&sq);
+  if (ss != ss) { /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
+    ss = 0.0f;
+    for (int i = 0; i < D; i++) ss += xt[i] * xt[i]; /* NaN, or inf: y = x 0 */
+  }
+  return ff_rsqrt(ss / (float)D + eps);
+}
+
 /* y = x / sqrt(mean(x^2) + eps) * gamma */
 FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y) {
   for (int t = 0; t < T; t++) {
@@ -206,7 +206,7 @@ static inline float ff_exp_neg(float x) {
 
 /* ---- the backward passes of the norms and activations (generated training code) ---- */
 
-/* @part layernorm_backward: plain norm_sums */
+/* @part layernorm_backward: layernorm */
 /* Back through layernorm over rows of x [T, D], from dy:
  *   dx (+)= rstd (g - mean(g) - xhat mean(g xhat)),  g = dy gamma,
  *   dgamma += sum over rows of dy xhat,  dbeta += sum over rows of dy
@@ -230,7 +230,7 @@ FF_KERNEL void FF_PLAIN(layernorm_backward)(const float *x, int T, int D, const 
   }
 }
 
-/* @part rmsnorm_backward: plain norm_sums */
+/* @part rmsnorm_backward: rmsnorm */
 /* Back through rmsnorm: dx (+)= rstd (g - xhat mean(g xhat)), g = dy gamma,
  * xhat = x rstd; dgamma += sum over rows of dy xhat. */
 FF_KERNEL void FF_PLAIN(rmsnorm_backward)(const float *x, int T, int D, const float *gamma, float eps,
