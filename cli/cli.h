@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "fixformer.h" /* the public API, all a command calls */
+#include "fixformer_train.h"
 
 /* A command-line flag; the command's table ends with a NULL name. */
 typedef struct {
@@ -45,6 +46,8 @@ int cli_require(const cli_flag *flags, const char *name, const char **out, ff_er
 int cli_int(const cli_flag *flags, const char *name, int def, int *out, ff_error *err);
 /* --engine E, or the default engine (ff_engine_default: cc where a C compiler is found, else tcc). */
 int cli_engine(const cli_flag *flags, int *engine, ff_error *err);
+/* Training's shapes from --batch B (32) and --seq N or S,T (max_seq) */
+int cli_train_shape(const cli_flag *flags, const ff_config *c, ff_train_shape *shape, ff_error *err);
 /* --quiet given: no progress lines on stderr. */
 int cli_quiet(const cli_flag *flags);
 

@@ -130,7 +130,27 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
   return template.render("weights.c", "weights", v, { lines = false })
 end
 
+-- opts.train = { batch, src, tgt }: the training program at those shapes
+-- (gen/train.lua): NAME_train.h, NAME_train.c, NAME_train_kernels.c
+local function generate_train(config, opts)
+  local P = require("train").plan(config, host.weight_specs(), opts.isa, opts.train)
+  local out = emit.emit_train(P, { source = opts.source, sha256 = opts.sha256, command = opts.command,
+    lines = opts.lines })
+  local scratch = 0
+  for _, v in ipairs(P.values) do
+    if v.name == "lin_scratch" or v.name == "attn_scratch" then scratch = scratch + v.floats end
+  end
+  return {
+    header = out.header, source = out.source, kernel_source = out.kernels, kernels = library.text(P.isa),
+    state_bytes = 4 * P.arena_floats, param_floats = P.param_floats, packed_bytes = 4 * P.packed_floats,
+    scratch_bytes = 4 * scratch, arena_bytes = 4 * (P.arena_floats - P.packed_floats - scratch),
+    naive_bytes = 4 * (P.arena_naive_floats - P.packed_floats - scratch), flops = P.flops,
+    forward_flops = P.stage_by.forward.flops + P.stage_by.loss.flops, backward_flops = P.stage_by.backward.flops,
+  }
+end
+
 return function(config, opts)
+  if opts.train then return generate_train(config, opts) end
   local P = plan.plan(config, host.weight_specs(), opts.isa, opts.dtype)
   local layout_hash = host.sha256(emit.layout_text(P)):sub(1, 16)
   local out = emit.emit(P, {

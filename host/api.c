@@ -1088,6 +1088,39 @@ void ff_model_close(ff_model *m) {
   free(m);
 }
 
+/* ---- training code ----------------------------------------------------------------- */
+
+int ff_model_train_code_isa(ff_model *m, const ff_train_shape *shape, const char *command, const char *isa,
+                            ff_train_code *out, ff_error *err) {
+  memset(out, 0, sizeof *out);
+  if (!m || !shape) return null_arg(err, "ff_model_train_code", m ? "shape" : "the model");
+  const ff_config *c = CFG(m);
+  const int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  if (!ff_config_has_head(c))
+    return ff_fail(err, FF_EINVAL, "cannot train %s: the model has no output head (training needs vocab and lm_head)",
+                   c->name);
+  if (shape->batch < 1 || shape->src < 1 || shape->src > c->max_seq ||
+      (encdec && (shape->tgt < 1 || shape->tgt > c->max_seq)))
+    return ff_fail(err, FF_EINVAL, "training shapes: batch %d, %d source and %d target positions: the batch and "
+                   "the positions must be >= 1, the positions at most max_seq %d", shape->batch, shape->src,
+                   encdec ? shape->tgt : shape->src, c->max_seq);
+  lock(m);
+  shared_desc *d = m->desc;
+  ff_gen_options o = {d->path, command ? command : "fixformer", isa ? isa : m->isa, "f32", NULL, m->no_line};
+  pthread_mutex_lock(&d->lock);
+  step(m, "generate training C", 0);
+  int rc = ff_generate_train(d->lua, &d->cfg, &o, shape, out, err);
+  step(m, "generate training C", 1);
+  pthread_mutex_unlock(&d->lock);
+  unlock(m);
+  return rc;
+}
+
+int ff_model_train_code(ff_model *m, const ff_train_shape *shape, const char *command, ff_train_code *out,
+                        ff_error *err) {
+  return ff_model_train_code_isa(m, shape, command, NULL, out, err);
+}
+
 static const char *const engine_names[] = {"runtime", "tcc", "cc"};
 
 const char *ff_version(void) { return FF_VERSION; }
