@@ -70,7 +70,7 @@ function M.kernel_unit(list)
     STANDALONE = true, ENCDEC = false, DECODER = false, WSUFFIX = "" }
   parts[#parts + 1] = template.render("model.c", "state", one)
   parts[#parts + 1] = template.render("model.c", "parallel", one)
-  parts[#parts + 1] = template.render("model.c", "attend", one)
+  parts[#parts + 1] = template.render("mha.c", "attend", one)
   for i, entry in ipairs(list) do
     local kind, params = entry[1], entry[2]
     ops.key(kind, params) -- the kind exists and every param is given
@@ -233,7 +233,7 @@ function M.emit(P, opts)
   parts[#parts + 1] = section("library", kernel_vars):gsub("\n+$", "\n") ..
     library.block(P.isa, calls, '#include "' .. kernel_vars.KERNEL_FILE .. '"')
   parts[#parts + 1] = template.render("model.c", "parallel", vars(), { lines = lines }):gsub("\n+$", "") .. "\n\n" ..
-    template.render("model.c", "attend", vars(), { lines = lines })
+    template.render("mha.c", "attend", vars(), { lines = lines })
   parts[#parts + 1] = table.concat(rendered, "\n")
   for i, text in ipairs(parts) do parts[i] = text:gsub("\n+$", "") end -- one blank line between parts
   kernel_vars.TEXT = library.text(P.isa, calls, lines):gsub("\n+$", "")

@@ -292,7 +292,7 @@ static void linear(const float *state, const float *x, int T, int IN, const floa
     p.fn(p.pool, job.n, linear_task, &job);
 }
 
-#line 202 "templates/model.c.in"
+#line 16 "templates/mha.c.in"
 /* ---- attention on the state's threads ---- */
 typedef struct {
   const float *q, *k;
