@@ -5,13 +5,14 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fixformer_train.h"
 
-static int print_weight(void *ctx, const ff_weight_spec *s) {
+static int print_weight(void *ctx, const ff_weight_info *w) {
   (void)ctx;
-  if (s->rank == 2)
-    printf("--   %-56s [%d, %d]\n", s->name, s->shape[0], s->shape[1]);
+  if (w->rank == 2)
+    printf("--   %-56s [%d, %d]\n", w->name, w->shape[0], w->shape[1]);
   else
-    printf("--   %-56s [%d]\n", s->name, s->shape[0]);
+    printf("--   %-56s [%d]\n", w->name, w->shape[0]);
   return 0;
 }
 
@@ -42,7 +43,7 @@ static void check_row(checkpoint_check *k, const char *name, const char *shape, 
 }
 
 /* A described tensor: present, same shape, finite (any accepted dtype). */
-static int check_described(void *ctx, const ff_weight_spec *s) {
+static int check_described(void *ctx, const ff_weight_info *s) {
   checkpoint_check *k = ctx;
   int64_t want[2] = {s->shape[0], s->shape[1]};
   char wants[64], haves[160], problem[256];
@@ -71,7 +72,7 @@ static int check_described(void *ctx, const ff_weight_spec *s) {
 /* Every tensor the description names, then the file's others. */
 static int check_checkpoint(const ff_config *c, const char *weights, ff_error *err) {
   ff_tensor_file file = {0};
-  int rc = ff_rt_read_weights(c, weights, &file, err); /* separate q/k/v, gate/up fused, as the model sees them */
+  int rc = ff_config_read_weights(c, weights, &file, err); /* separate q/k/v, gate/up fused, as the model sees them */
   if (rc) return rc;
   checkpoint_check k = {weights, &file, calloc((size_t)file.count + 1, 1), 0, err};
   if (!k.seen) {
@@ -80,7 +81,7 @@ static int check_checkpoint(const ff_config *c, const char *weights, ff_error *e
   }
   printf("-- %s against %s: %d tensors in the file\n  %-52s %-14s %-5s %s\n", weights, c->name, file.count,
          "tensor", "shape", "dtype", "check");
-  ff_rt_visit_weights(c, NULL, check_described, &k);
+  ff_config_weights(c, check_described, &k);
   for (int i = 0; i < file.count; i++)
     if (!k.seen[i]) {
       char shape[160];
@@ -89,7 +90,7 @@ static int check_checkpoint(const ff_config *c, const char *weights, ff_error *e
                 "unexpected (not used by this description)");
     }
   size_t tensors, params;
-  ff_rt_count_weights(c, &tensors, &params);
+  ff_config_count_weights(c, &tensors, &params);
   if (k.problems)
     printf("-- %d problem%s; the first: %s\n", k.problems, k.problems > 1 ? "s" : "", err->msg);
   else
@@ -99,32 +100,12 @@ static int check_checkpoint(const ff_config *c, const char *weights, ff_error *e
   return k.problems ? FF_EINVAL : 0;
 }
 
-/* info: the resolved config, every key it has in the schema's order (those
- * whose needs it does not meet left out, so it reads back as the same model;
- * a key naming a tensor only when the model has that tensor), a few with a
- * comment. */
-static int print_config(const ff_model *m, const char *path) {
-  const ff_config *c = ff_model_config(m);
-  ff_rt_value v[FF_KEY_COUNT];
-  char d_k[32], vocab[64];
-  ff_rt_config_values(c, v);
-  snprintf(d_k, sizeof d_k, "d_k = %d", c->d_model / c->heads);
-  v[FF_KEY_heads].comment = d_k;
-  v[FF_KEY_kv_heads].number = ff_config_kv_heads(c); /* 0 in a config built in C */
-  if (ff_config_kv_heads(c) < c->heads)
-    v[FF_KEY_kv_heads].comment = "grouped-query: K/V caches of kv_heads * d_k per position";
-  if (c->arch != FF_ARCH_ENCODER_DECODER) v[FF_KEY_layers] = (ff_rt_value){.set = 1, .number = c->encoder_layers + c->decoder_layers};
-  if (!c->vocab) {
-    snprintf(vocab, sizeof vocab, "float inputs [B,T,%d]", c->d_model);
-    v[FF_KEY_vocab].literal = "nil";
-    v[FF_KEY_vocab].comment = vocab;
-  }
-  if (c->no_lm_head) v[FF_KEY_lm_head].comment = "the output is the hidden states";
-  if (c->token_types) v[FF_KEY_token_types].comment = "every position has type 0";
-  v[FF_KEY_dtype].string = ff_model_dtype(m); /* --dtype's, or the description's */
-  char *text = ff_rt_describe(v, 1); /* numbers that read back as the config's float32 */
-  if (!text) return FF_ENOMEM;
-  printf("-- %s, resolved (defaults filled in)\nreturn {\n%s}\n", path, text);
+/* info: the resolved description (ff_model_describe), defaults filled in */
+static int print_config(const ff_model *m, const char *path, ff_error *err) {
+  char *text;
+  int rc = ff_model_describe(m, &text, err);
+  if (rc) return rc;
+  printf("-- %s, resolved (defaults filled in)\n%s", path, text);
   free(text);
   return 0;
 }
@@ -159,11 +140,40 @@ static int print_isas(void) {
   return 0;
 }
 
+/* info --train: what training takes, before anything runs */
+static void mb(const char *what, size_t bytes) { printf("--   %-16s %14zu bytes  %10.2f MB\n", what, bytes, bytes / 1e6); }
+
+static int print_train_memory(const ff_config *c, const cli_flag *flags, ff_error *err) {
+  int B, S, threads, rc;
+  if ((rc = cli_int(flags, "--batch", 32, &B, err)) || (rc = cli_int(flags, "--seq", c->max_seq, &S, err)) ||
+      (rc = cli_int(flags, "--threads", 1, &threads, err)))
+    return rc;
+  ff_train_memory mem;
+  if ((rc = ff_train_memory_estimate(c, B, S, S, threads, &mem, err))) return rc;
+  size_t params, tensors;
+  ff_config_count_weights(c, &tensors, &params);
+  printf("-- training %s: %zu parameters, batch %d x %d positions%s, %d thread%s, the runtime engine\n", c->name,
+         params, B, S, c->arch == FF_ARCH_ENCODER_DECODER ? " (source and target)" : "", threads,
+         threads > 1 ? "s" : "");
+  mb("parameters", mem.params);
+  mb("gradients", mem.grads);
+  mb("AdamW moments", mem.optimizer);
+  mb("activations", mem.activations);
+  mb("batch", mem.batch);
+  mb("total", mem.params + mem.grads + mem.optimizer + mem.activations + mem.batch);
+  printf("-- assumes %s\n", mem.assumes);
+  return 0;
+}
+
 static int run_info(const char *path, cli_flag *flags, ff_error *err) {
   if (cli_value(flags, "--schema") || cli_value(flags, "--markdown")) {
     if (path || cli_value(flags, "--weights") || cli_value(flags, "--isas") || !cli_value(flags, "--schema"))
       return ff_fail(err, CLI_EUSAGE, "--schema [--markdown] takes no model, --weights or --isas");
-    return cli_print_schema(cli_value(flags, "--markdown") != NULL);
+    char *text;
+    int rc = ff_schema_text(cli_value(flags, "--markdown") ? FF_SCHEMA_MARKDOWN : FF_SCHEMA_JSON, &text, err);
+    if (!rc) fputs(text, stdout);
+    free(text);
+    return rc;
   }
   if (cli_value(flags, "--isas")) {
     if (path || cli_value(flags, "--weights")) return ff_fail(err, CLI_EUSAGE, "--isas takes no model or --weights");
@@ -175,22 +185,32 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
   ff_model_set_progress(m, NULL, NULL);
   const ff_config *c = ff_model_config(m);
   const char *weights = cli_value(flags, "--weights");
+  if (!cli_value(flags, "--train") && (cli_value(flags, "--batch") || cli_value(flags, "--seq"))) {
+    ff_model_close(m);
+    return ff_fail(err, CLI_EUSAGE, "--batch and --seq go with --train");
+  }
+  if (cli_value(flags, "--train")) {
+    int rc = weights ? ff_fail(err, CLI_EUSAGE, "--train takes no --weights") : print_train_memory(c, flags, err);
+    ff_model_close(m);
+    return rc;
+  }
   if (weights) { /* the check only: the description itself is what plain `info` shows */
     int rc = check_checkpoint(c, weights, err);
     ff_model_close(m);
     return rc;
   }
-  if (print_config(m, path)) {
+  int rc = print_config(m, path, err);
+  if (rc) {
     ff_model_close(m);
-    return ff_fail(err, FF_ENOMEM, "out of memory");
+    return rc;
   }
   size_t tensors, params;
-  ff_rt_count_weights(c, &tensors, &params);
+  ff_config_count_weights(c, &tensors, &params);
   printf("-- weights: %zu tensors, %zu parameters (%.2f MB float32)\n", tensors, params, params * 4.0 / 1e6);
-  ff_rt_visit_weights(c, NULL, print_weight, NULL);
+  ff_config_weights(c, print_weight, NULL);
   int T = c->max_seq;
   printf("-- FLOPs per token: %.0f at T = 1, %.0f averaged over T = max_seq = %d\n",
-         ff_rt_forward_flops(c, 1, 1), ff_rt_forward_flops(c, T, T) / T, T);
+         ff_config_forward_flops(c, 1, 1), ff_config_forward_flops(c, T, T) / T, T);
   printf("-- output per position: %d %s\n", ff_config_out_dim(c), ff_config_has_head(c) ? "logits" : "hidden states");
   ff_model_close(m);
   return 0;
@@ -198,11 +218,13 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
 
 static cli_flag flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {"--isas", NULL, NULL, 0},
                            {"--dtype", NULL, NULL, 1},  {"--schema", NULL, NULL, 0},  {"--markdown", NULL, NULL, 0},
-                           {NULL, NULL, NULL, 0}};
+                           {"--train", NULL, NULL, 0},  {"--batch", NULL, NULL, 1},   {"--seq", NULL, NULL, 1},
+                           {"--threads", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
 
 const cli_command cli_info = {
     "info", "the resolved description, weights, parameters and FLOPs",
      "usage: fixformer info MODEL.lua [--weights W.safetensors]\n"
+     "       fixformer info MODEL.lua --train [--batch B] [--seq T] [--threads N]\n"
      "       fixformer info --isas\n"
      "       fixformer info --schema [--markdown]\n"
      "Prints the resolved description (defaults filled in), the weight tensors\n"
@@ -211,6 +233,9 @@ const cli_command cli_info = {
      "                running it (every tensor present, none extra, shapes, finite\n"
      "                values; F32, F16 and BF16 accepted) in a table; exits 1 naming\n"
      "                the first problem\n"
+     "  --train       instead: the bytes `fixformer train` takes for a batch of B (32)\n"
+     "                sequences of T positions (max_seq) on N threads (1): parameters,\n"
+     "                gradients, AdamW's moments, activations (the runtime engine's scheme)\n"
      "  --isas        instead: the ISAs of emit --isa (kernels/isas.h): register\n"
      "                tile MR x NR, whether this machine runs them, the CPU features\n"
      "                and target architectures they need, their C flags\n"

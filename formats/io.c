@@ -703,13 +703,24 @@ void ff_tensor_file_free(ff_tensor_file *f) {
 
 int ff_safetensors_serialize(const char *path, const ff_tensor_view *tensors, int count, uint8_t **out, size_t *out_len,
                              ff_error *err) {
+  return ff_safetensors_serialize_meta(path, tensors, count, NULL, 0, out, out_len, err);
+}
+
+int ff_safetensors_serialize_meta(const char *path, const ff_tensor_view *tensors, int count, const ff_metadata *meta,
+                                  int n_meta, uint8_t **out, size_t *out_len, ff_error *err) {
   *out = NULL;
   *out_len = 0;
   cJSON *root = cJSON_CreateObject();
   size_t at = 0;
   int rc = FF_OK;
   if (!root) return ff_fail(err, FF_ENOMEM, "out of memory");
-  for (int i = 0; i < count; i++) {
+  if (n_meta > 0) { /* first, as the format's writers put it */
+    cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
+    for (int i = 0; m && i < n_meta; i++)
+      if (!cJSON_AddStringToObject(m, meta[i].key, meta[i].value)) m = NULL;
+    if (!m) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < count && !rc; i++) {
     const ff_tensor_view *t = &tensors[i];
     size_t numel = 1, bytes;
     double shape[FF_MAX_RANK];
@@ -769,9 +780,14 @@ int ff_safetensors_serialize(const char *path, const ff_tensor_view *tensors, in
 }
 
 int ff_safetensors_write(const char *path, const ff_tensor_view *tensors, int count, ff_error *err) {
+  return ff_safetensors_write_meta(path, tensors, count, NULL, 0, err);
+}
+
+int ff_safetensors_write_meta(const char *path, const ff_tensor_view *tensors, int count, const ff_metadata *meta,
+                              int n_meta, ff_error *err) {
   uint8_t *buf;
   size_t total;
-  int rc = ff_safetensors_serialize(path, tensors, count, &buf, &total, err);
+  int rc = ff_safetensors_serialize_meta(path, tensors, count, meta, n_meta, &buf, &total, err);
   if (rc) return rc;
   rc = ff_write_file_atomic(path, buf, total, err);
   free(buf);

@@ -19,6 +19,18 @@ M.schema = schema.keys
 local by_key = {}
 for _, s in ipairs(M.schema) do by_key[s.key] = s end
 
+-- `fixformer train`'s defaults for this model, a block of their own (docs/training.md): train = {...},
+-- keyed by its flags' names.  Not a key of ff_config: the trainer reads it (host/host.c ff_lua_train_block).
+-- The keys of a train block and their kinds; the C side (train/options.c) reads
+-- the values as the flags' text and checks their ranges.
+M.train_keys = {
+  steps = "int", batch = "int", micro_batch = "int", warmup = "int", decay_steps = "int", seed = "int",
+  threads = "int", seq = "int", holdout = "int", eval_every = "int", eval_exact = "int", save_every = "int",
+  log_every = "int", lr = "number", eps = "number", weight_decay = "number", min_lr = "number", clip = "number",
+  label_smoothing = "number", dropout = "number", betas = "pair", no_decay = "names", schedule = "string",
+  engine = "string", format = "string",
+}
+
 local function fail(path, key, fmt, ...)
   error(string.format("%s: %s: " .. fmt, path, key, ...), 0)
 end
@@ -77,6 +89,47 @@ local function check_value(path, s, v)
   return v
 end
 
+-- train = {...}: known keys, each of its kind; a copy.
+function M.check_train(path, k, v)
+  if type(v) ~= "table" then fail(path, k, "expected a table of training options, got %s", type(v)) end
+  local out = {}
+  for name, x in pairs(v) do
+    local kind = type(name) == "string" and M.train_keys[name]
+    if not kind then fail(path, k, "unknown training option %s", show(name)) end
+    local key = k .. "." .. name
+    if kind == "int" then
+      if math.type(x) ~= "integer" and not (type(x) == "number" and x == math.floor(x) and math.tointeger(x)) then
+        fail(path, key, "expected an integer, got %s", type(x) == "number" and show(x) or type(x))
+      end
+      x = math.tointeger(x)
+    elseif kind == "number" then
+      if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
+        fail(path, key, "expected a finite number, got %s", type(x) == "number" and show(x) or type(x))
+      end
+    elseif kind == "pair" then
+      if type(x) ~= "table" or #x ~= 2 or type(x[1]) ~= "number" or type(x[2]) ~= "number" then
+        fail(path, key, "expected two numbers, e.g. { 0.9, 0.98 }")
+      end
+      x = { x[1], x[2] }
+    elseif kind == "names" then
+      if type(x) == "table" then
+        local names = {}
+        for i, n in ipairs(x) do
+          if type(n) ~= "string" then fail(path, key, "expected names, e.g. { \"bias\", \"norm\" }") end
+          names[i] = n
+        end
+        x = names
+      elseif type(x) ~= "string" then
+        fail(path, key, "expected a list of names or \"none\", got %s", type(x))
+      end
+    elseif type(x) ~= "string" then
+      fail(path, key, "expected a string, got %s", type(x))
+    end
+    out[name] = x
+  end
+  return out
+end
+
 -- Whether condition cond (a row of schema.conditions) holds for config c.
 local function holds(cond, c)
   local v = c[cond.key]
@@ -108,7 +161,7 @@ function M.validate(desc, path)
   end
   for k in pairs(desc) do
     if type(k) ~= "string" then error(string.format("%s: key %s is not a name", path, show(k)), 0) end
-    if not by_key[k] then error(string.format("%s: unknown key '%s'", path, k), 0) end
+    if not by_key[k] and k ~= "train" then error(string.format("%s: unknown key '%s'", path, k), 0) end
   end
   local c = {}
   for _, s in ipairs(M.schema) do
@@ -116,6 +169,7 @@ function M.validate(desc, path)
     if v ~= nil then c[s.key] = check_value(path, s, v)
     elseif s.required then fail(path, s.key, "required") end
   end
+  if desc.train ~= nil then c.train = M.check_train(path, "train", desc.train) end
   for _, s in ipairs(M.schema) do -- defaults in the rows' order (a derived one: times the resolved key)
     if c[s.key] == nil and (c.arch == nil or s.arches[c.arch]) then -- (arch itself comes second)
       local v = s.default

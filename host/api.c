@@ -20,6 +20,7 @@
 #include "codegen.h"
 #include "ff_runtime.h"
 #include "fixformer.h"
+#include "fixformer_train.h"
 #include "host.h"
 
 /* NAME_run of the generated code: the uniform entry point (templates/model.h.in) */
@@ -532,13 +533,16 @@ int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err) {
   if (!text) return null_arg(err, "ff_model_driver_source", "text");
   const ff_config *c = CFG(m);
   ff_tokenizer *tok = NULL;
+  char *tables = NULL;
   lock(m);
   int rc = generate_locked(m, "fixformer", err);
-  if (!rc && c->vocabulary[0]) rc = ff_tokenizer_load(c->vocabulary, c->vocab, &tok, err);
-  if (!rc) { /* the driver embeds a JSON vocabulary; other tokenizers: ids only (--tokens) */
-    ff_extra x = {"main", embed, NULL, NULL, NULL, tok ? ff_tokenizer_vocab(tok) : NULL};
+  if (!rc && c->vocabulary[0] && !(rc = ff_tokenizer_load(c->vocabulary, c->vocab, &tok, err)))
+    rc = ff_tokenizer_c_tables(tok, &tables, err);
+  if (!rc) { /* the driver compiles the tokenizer in: --text in, text out */
+    ff_extra x = {"main", embed, NULL, NULL, NULL, tables, c->vocabulary, tok ? ff_tokenizer_get_info(tok) : NULL};
     rc = render_locked(m, &x, text, err);
   }
+  free(tables);
   ff_tokenizer_free(tok);
   unlock(m);
   return rc;
@@ -558,7 +562,7 @@ static int weights_c_locked(ff_model *m, const char *weights_path, const ff_text
   weights_fill(m->w);
   step(m, "write the weights as C", 0);
   if (!(rc = ff_embed_sha256(p, &m->w->rt.file, floats, weights_path, hex, err))) {
-    ff_extra x = {"weights", 1, FF_WEIGHT_DATA_MARK, weights_path, hex, NULL};
+    ff_extra x = {"weights", 1, FF_WEIGHT_DATA_MARK, weights_path, hex, NULL, NULL, NULL};
     if (!(rc = render_locked(m, &x, &text, err))) rc = ff_embed_write(p, &m->w->rt.file, floats, text, out, err);
   }
   step(m, "write the weights as C", 1);
@@ -1121,6 +1125,39 @@ void ff_model_close(ff_model *m) {
   free(m);
 }
 
+/* ---- training code ----------------------------------------------------------------- */
+
+int ff_model_train_code_isa(ff_model *m, const ff_train_shape *shape, const char *command, const char *isa,
+                            ff_train_code *out, ff_error *err) {
+  memset(out, 0, sizeof *out);
+  if (!m || !shape) return null_arg(err, "ff_model_train_code", m ? "shape" : "the model");
+  const ff_config *c = CFG(m);
+  const int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  if (!ff_config_has_head(c))
+    return ff_fail(err, FF_EINVAL, "cannot train %s: the model has no output head (training needs vocab and lm_head)",
+                   c->name);
+  if (shape->batch < 1 || shape->src < 1 || shape->src > c->max_seq ||
+      (encdec && (shape->tgt < 1 || shape->tgt > c->max_seq)))
+    return ff_fail(err, FF_EINVAL, "training shapes: batch %d, %d source and %d target positions: the batch and "
+                   "the positions must be >= 1, the positions at most max_seq %d", shape->batch, shape->src,
+                   encdec ? shape->tgt : shape->src, c->max_seq);
+  lock(m);
+  shared_desc *d = m->desc;
+  ff_gen_options o = {d->path, command ? command : "fixformer", isa ? isa : m->isa, "f32", NULL, m->no_line};
+  pthread_mutex_lock(&d->lock);
+  step(m, "generate training C", 0);
+  int rc = ff_generate_train(d->lua, &d->cfg, &o, shape, out, err);
+  step(m, "generate training C", 1);
+  pthread_mutex_unlock(&d->lock);
+  unlock(m);
+  return rc;
+}
+
+int ff_model_train_code(ff_model *m, const ff_train_shape *shape, const char *command, ff_train_code *out,
+                        ff_error *err) {
+  return ff_model_train_code_isa(m, shape, command, NULL, out, err);
+}
+
 static const char *const engine_names[] = {"runtime", "tcc", "cc"};
 
 const char *ff_version(void) { return FF_VERSION; }
@@ -1180,4 +1217,12 @@ int ff_engine_parse(const char *name) {
   for (int i = 0; name && i < (int)(sizeof engine_names / sizeof *engine_names); i++)
     if (!strcmp(name, engine_names[i])) return i;
   return -1;
+}
+
+int ff_model_train_block(const ff_model *m, ff_train_key_fn fn, void *ctx, ff_error *err) {
+  if (!m || !fn) return null_arg(err, "ff_model_train_block", m ? "fn" : "m");
+  pthread_mutex_lock(&m->desc->lock); /* the description's Lua state, shared by clones */
+  int rc = ff_lua_train_block(m->desc->lua, fn, ctx, err);
+  pthread_mutex_unlock(&m->desc->lock);
+  return rc;
 }

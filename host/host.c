@@ -691,3 +691,58 @@ done:
   lua_settop(L, top);
   return rc;
 }
+
+/* ---- the description's train block ------------------------------------------ */
+
+static int by_string(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* value at idx as the flags' text: integers, numbers that read back exactly,
+ * strings, and lists joined by commas; into buf[n] */
+static void train_value_text(lua_State *L, int idx, char *buf, size_t n) {
+  buf[0] = 0;
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    size_t at = 0;
+    for (lua_Integer i = 1; lua_rawgeti(L, idx, i) != LUA_TNIL && at < n; i++) {
+      char one[64];
+      train_value_text(L, lua_gettop(L), one, sizeof one);
+      at += (size_t)snprintf(buf + at, n - at, "%s%s", i > 1 ? "," : "", one);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  } else if (lua_isinteger(L, idx)) {
+    snprintf(buf, n, "%lld", (long long)lua_tointeger(L, idx));
+  } else if (lua_type(L, idx) == LUA_TNUMBER) {
+    snprintf(buf, n, "%.17g", (double)lua_tonumber(L, idx));
+  } else {
+    const char *s = lua_tostring(L, idx);
+    snprintf(buf, n, "%s", s ? s : "");
+  }
+}
+
+int ff_lua_train_block(ff_lua *h, int (*fn)(void *, const char *, const char *, ff_error *), void *ctx,
+                       ff_error *err) {
+  lua_State *L = h->L;
+  int top = lua_gettop(L), rc = 0, n = 0;
+  char *keys[64];
+  lua_getfield(L, LUA_REGISTRYINDEX, "ff.config");
+  if (lua_type(L, -1) != LUA_TTABLE || lua_getfield(L, -1, "train") != LUA_TTABLE) {
+    lua_settop(L, top);
+    return 0;
+  }
+  int t = lua_gettop(L);
+  lua_pushnil(L);
+  while (n < 64 && lua_next(L, t)) { /* validate.lua: string keys, a known few */
+    keys[n++] = (char *)lua_tostring(L, -2);
+    lua_pop(L, 1);
+  }
+  qsort(keys, (size_t)n, sizeof *keys, by_string); /* the same order every time */
+  for (int i = 0; i < n && !rc; i++) {
+    char value[512];
+    lua_getfield(L, t, keys[i]);
+    train_value_text(L, lua_gettop(L), value, sizeof value);
+    lua_pop(L, 1);
+    rc = fn(ctx, keys[i], value, err);
+  }
+  lua_settop(L, top);
+  return rc;
+}

@@ -28,6 +28,12 @@ int ff_lua_load_config(ff_lua *h, const char *path, ff_config *out, ff_error *er
 int ff_lua_load_config_text(ff_lua *h, const char *path, const char *text, size_t len, ff_config *out,
                             ff_error *err);
 
+/* The validated description's train = {...} block, key by key in sorted
+ * order, each value as a flag's text (lists joined by commas):
+ * fn(ctx, key, value, err) until it returns non-zero.  No block: nothing. */
+int ff_lua_train_block(ff_lua *h, int (*fn)(void *ctx, const char *key, const char *value, ff_error *err), void *ctx,
+                       ff_error *err);
+
 /* The generator's wall-clock limit: from ff_lua_time_limit (which reads
  * FIXFORMER_GENERATE_SECONDS, default 120; fails on a bad value) to
  * ff_lua_time_limit_end, a count hook raises an error once it has passed.

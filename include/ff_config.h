@@ -13,6 +13,10 @@
 
 #include "ff_schema.h" /* the keys, their enums, the tensors: one row each */
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The enums of the enum keys, in the order of their values' rows. */
 #define FF_ENUM_CONSTANT(constant, word) constant,
 enum ff_arch { FF_ARCH_VALUES(FF_ENUM_CONSTANT) };
@@ -61,6 +65,48 @@ typedef struct ff_input {
   const float *tgt_embeds;
 } ff_input;
 
+/* The inputs of one training step's loss and gradient (the runtime's
+ * ff_rt_loss_and_grad and generated training code: runtime/ff_rt_train.h
+ * says what each holds; fixformer_train.h's engines take it).  B sequences,
+ * shifted and padded by the data loader:
+ *   decoder-only     src [B, S] the input ids, labels [B, S] the next ids;
+ *   encoder (head)   src [B, S], labels [B, S] one per position;
+ *   encoder-decoder  src [B, S] the source (keys past src_lengths masked),
+ *                    tgt [B, T] = BOS + target (causal), labels [B, T] =
+ *                    target + EOS. */
+typedef struct ff_train_batch {
+  int batch;                  /* B */
+  int src_len;                /* S */
+  const int32_t *src;         /* [B, S] */
+  const int32_t *src_lengths; /* [B] or NULL: all S */
+  int tgt_len;                /* T, encoder-decoder only */
+  const int32_t *tgt;         /* [B, T], encoder-decoder only */
+  const int32_t *labels;      /* [B, S] or, encoder-decoder, [B, T]; ignore_index: no loss */
+  int first;                  /* this micro-batch's first sequence in the step's whole batch
+                                 (dropout counts from it); 0 when the batch is the whole step */
+} ff_train_batch;
+
+/* Sequences from .. from + n - 1 of b, a micro-batch of it (first counting on). */
+static inline ff_train_batch ff_train_batch_part(const ff_train_batch *b, int from, int n, int encoder_decoder) {
+  ff_train_batch s = *b;
+  int T = encoder_decoder ? b->tgt_len : b->src_len;
+  s.batch = n;
+  s.src = b->src + (size_t)from * b->src_len;
+  s.src_lengths = b->src_lengths ? b->src_lengths + from : NULL;
+  s.tgt = b->tgt ? b->tgt + (size_t)from * b->tgt_len : NULL;
+  s.labels = b->labels + (size_t)from * T;
+  s.first = b->first + from;
+  return s;
+}
+
+/* The settings of one training step's loss (ff_rt_train_opts). */
+typedef struct ff_train_step_opts {
+  float label_smoothing; /* s in [0, 1] */
+  int ignore_index;      /* labels equal to it have no loss (PyTorch's default -100) */
+  float dropout;         /* p in [0, 1); 0: none */
+  uint64_t seed, step;   /* the dropout mask's key (runtime/ff_dropout.h) */
+} ff_train_step_opts;
+
 /* Whether the model ends in an output head (logits over the vocabulary). */
 static inline int ff_config_has_head(const ff_config *c) { return c->vocab > 0 && !c->no_lm_head; }
 /* K/V heads: query head h reads kv head h / (heads / kv_heads). */
@@ -68,5 +114,9 @@ static inline int ff_config_kv_heads(const ff_config *c) { return c->kv_heads > 
 
 /* Width of the model output per position: logits or hidden states. */
 static inline int ff_config_out_dim(const ff_config *c) { return ff_config_has_head(c) ? c->vocab : c->d_model; }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -78,34 +78,12 @@ void ff_rt_params_free(ff_rt_params *p);
 
 /* ---- a training batch ------------------------------------------------------ */
 
-/* B sequences, as the data loader makes them (it shifts and pads; this side
- * only consumes):
- *   decoder-only     src [B, S] the input ids, labels [B, S] the next ids;
- *   encoder (head)   src [B, S], labels [B, S] one per position;
- *   encoder-decoder  src [B, S] the source (keys past src_lengths masked),
- *                    tgt [B, T] = BOS + target (causal), labels [B, T] =
- *                    target + EOS.
- * A label equal to ff_rt_train_opts.ignore_index has no loss (padding).
+/* A batch and a step's settings: the public ff_train_batch and
+ * ff_train_step_opts (ff_config.h), the contract generated training code
+ * shares.  A label equal to ignore_index has no loss (padding);
  * src_lengths (or NULL: all S) masks padding keys as ff_rt_forward does. */
-typedef struct {
-  int batch;                  /* B */
-  int src_len;                /* S */
-  const int32_t *src;         /* [B, S] */
-  const int32_t *src_lengths; /* [B] or NULL */
-  int tgt_len;                /* T, encoder-decoder only */
-  const int32_t *tgt;         /* [B, T], encoder-decoder only */
-  const int32_t *labels;      /* [B, S] or, encoder-decoder, [B, T] */
-  int first;                  /* this micro-batch's first sequence in the step's whole
-                                 batch: dropout indices count from it (ff_dropout.h);
-                                 0 when the batch is the whole step */
-} ff_rt_batch;
-
-typedef struct {
-  float label_smoothing; /* s in [0, 1] */
-  int ignore_index;      /* labels equal to it have no loss (PyTorch's default -100) */
-  float dropout;         /* p in [0, 1); 0: none */
-  uint64_t seed, step;   /* the dropout mask's (ff_dropout.h) */
-} ff_rt_train_opts;
+typedef ff_train_batch ff_rt_batch;
+typedef ff_train_step_opts ff_rt_train_opts;
 
 /* One forward and backward pass over a batch, in float32, one sequence at a
  * time.  The loss is PyTorch's CrossEntropyLoss(ignore_index, label_smoothing,
@@ -130,6 +108,15 @@ typedef struct {
  * 1..max_seq, p outside [0, 1), s outside [0, 1], first < 0. */
 int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_train_opts *o, float *grad,
                         double *loss_sum, int64_t *tokens, ff_error *err);
+
+/* ff_rt_loss_and_grad's checks of a batch and a step's settings (the errors
+ * listed above), for engines that compute the same thing. */
+int ff_rt_train_check(const ff_config *c, const ff_rt_batch *b, const ff_rt_train_opts *o, ff_error *err);
+
+/* The floats of work memory ff_rt_loss_and_grad allocates for a batch of S
+ * source and T target positions (T unused but for encoder-decoder): one
+ * sequence's activations at a time, whatever the batch size. */
+size_t ff_rt_train_work_floats(const ff_config *c, int S, int T);
 
 /* The dropout sites of a model for a batch of B sequences (S source, T
  * target positions; T unused but for encoder-decoder): fn(ctx, site, name,

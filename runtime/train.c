@@ -390,7 +390,31 @@ static size_t place(trainer *tr, stack_run *enc, stack_run *dec, int S, int T, f
   return at;
 }
 
-static int check_batch(const ff_config *c, const ff_rt_batch *b, const ff_rt_train_opts *o, ff_error *err) {
+/* The shapes of a step over S source and T target positions: the trainer's
+ * widths and the stacks (the encoder over src for encoder and
+ * encoder-decoder; the decoder over src for decoder-only, causal, or over
+ * tgt, attending to the encoder's output); pointers are the caller's. */
+static void setup(trainer *tr, stack_run *enc, stack_run *dec, const ff_config *c, int S, int T) {
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  memset(tr, 0, sizeof *tr);
+  tr->c = c, tr->d = c->d_model, tr->d_k = c->d_model / c->heads;
+  tr->kv_heads = ff_config_kv_heads(c), tr->kvd = ff_rt_kv_width(c);
+  tr->ldq = tr->d + 2 * tr->kvd;
+  tr->up = c->activation == FF_ACT_SWIGLU ? 2 * c->d_ff : c->d_ff;
+  *enc = (stack_run){.stack = FF_STACK_ENCODER, .layers = c->encoder_layers, .subs = 2 * c->encoder_layers, .T = S};
+  *dec = (stack_run){.stack = FF_STACK_DECODER, .layers = c->decoder_layers,
+                     .subs = (encdec ? 3 : 2) * c->decoder_layers, .T = T, .causal = 1, .S = S};
+}
+
+size_t ff_rt_train_work_floats(const ff_config *c, int S, int T) {
+  trainer tr;
+  stack_run enc, dec;
+  float *logits, *dlogits, *dhead;
+  setup(&tr, &enc, &dec, c, S, c->arch == FF_ARCH_ENCODER_DECODER ? T : S);
+  return place(&tr, &enc, &dec, S, c->arch == FF_ARCH_ENCODER_DECODER ? T : S, NULL, &logits, &dlogits, &dhead);
+}
+
+int ff_rt_train_check(const ff_config *c, const ff_rt_batch *b, const ff_rt_train_opts *o, ff_error *err) {
   int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
   if (!ff_config_has_head(c))
     return ff_fail(err, FF_EINVAL, "cannot train %s: the model has no output head (training needs vocab and lm_head)",
@@ -421,24 +445,20 @@ int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_
   if (!m || !b || !o || !loss_sum || !tokens)
     return ff_fail(err, FF_EINVAL, "ff_rt_loss_and_grad: m, b, o, loss_sum and tokens must not be NULL");
   const ff_config *c = &m->cfg;
-  int rc = check_batch(c, b, o, err);
+  int rc = ff_rt_train_check(c, b, o, err);
   if (rc) return rc;
-  trainer tr = {.m = m, .c = c, .o = o, .d = c->d_model, .d_k = c->d_model / c->heads,
-                .kv_heads = ff_config_kv_heads(c), .kvd = ff_rt_kv_width(c)};
-  tr.ldq = tr.d + 2 * tr.kvd;
-  tr.up = c->activation == FF_ACT_SWIGLU ? 2 * c->d_ff : c->d_ff;
+  trainer tr;
+  stack_run enc, dec;
   int encdec = c->arch == FF_ARCH_ENCODER_DECODER, S = b->src_len, T = encdec ? b->tgt_len : S;
+  setup(&tr, &enc, &dec, c, S, T);
+  tr.m = m, tr.o = o;
   ff_rt_layer_w *glayers = calloc((size_t)(c->encoder_layers + c->decoder_layers) + 1, sizeof *glayers);
   if (!glayers) return ff_fail(err, FF_ENOMEM, "out of memory");
   if (grad) ff_rt_weights_point(c, grad, &tr.g, glayers);
-  /* the stacks: the encoder over src (encoder, encoder-decoder), the decoder
-   * over src (decoder-only, causal) or over tgt, attending to the encoder's output */
-  stack_run enc = {.stack = FF_STACK_ENCODER, .layers = c->encoder_layers, .subs = 2 * c->encoder_layers, .T = S,
-                   .lw = m->w.encoder, .lg = grad ? tr.g.encoder : NULL,
-                   .final_w = c->final_norm ? &m->w.encoder_norm : NULL, .final_g = &tr.g.encoder_norm};
-  stack_run dec = {.stack = FF_STACK_DECODER, .layers = c->decoder_layers, .subs = (encdec ? 3 : 2) * c->decoder_layers,
-                   .T = T, .causal = 1, .S = S, .lw = m->w.decoder, .lg = grad ? tr.g.decoder : NULL,
-                   .final_w = c->final_norm ? &m->w.decoder_norm : NULL, .final_g = &tr.g.decoder_norm};
+  enc.lw = m->w.encoder, enc.lg = grad ? tr.g.encoder : NULL;
+  enc.final_w = c->final_norm ? &m->w.encoder_norm : NULL, enc.final_g = &tr.g.encoder_norm;
+  dec.lw = m->w.decoder, dec.lg = grad ? tr.g.decoder : NULL;
+  dec.final_w = c->final_norm ? &m->w.decoder_norm : NULL, dec.final_g = &tr.g.decoder_norm;
   float *logits, *dlogits, *dhead;
   size_t need = place(&tr, &enc, &dec, S, T, NULL, &logits, &dlogits, &dhead);
   float *buf = malloc((need + 1) * sizeof *buf);

@@ -269,7 +269,8 @@ def main():
         env = {k: v for k, v in os.environ.items() if not k.startswith("FIXFORMER_")}
         env.update(PATH=bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), HOME=home,
                    XDG_CACHE_HOME=cache, TMPDIR=tmpdir, LC_ALL="C.UTF-8", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
-                   OPENBLAS_NUM_THREADS="1")
+                   OPENBLAS_NUM_THREADS="1",
+                   QEMU_UNSET_ENV="LD_PRELOAD")  # qemu-user's guests: not the host's stdbuf library
         env.pop("CDPATH", None)
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
             jobs = [pool.submit(run_block, b, copy, build, env, tmp, i) for i, b in enumerate(blocks)]

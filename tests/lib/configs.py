@@ -98,6 +98,10 @@ def lua_value(v):
         return "true" if v else "false"
     if isinstance(v, str):
         return '"%s"' % v
+    if isinstance(v, (list, tuple)):
+        return "{ %s }" % ", ".join(lua_value(x) for x in v)
+    if isinstance(v, dict):  # a nested table, e.g. the train block
+        return "{ %s }" % ", ".join("%s = %s" % (k, lua_value(x)) for k, x in v.items())
     return repr(v)
 
 

@@ -1,0 +1,336 @@
+/* loop.c - the trainer: parameters and AdamW's state, the data split and
+ * its order, one optimizer step (micro-batches through the engine, the mean
+ * gradient, clipping, AdamW with its groups, the schedule), evaluation on
+ * the held-out samples, and the loop with its checkpoints. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "train_internal.h"
+
+#define IGNORE (-100)
+/* the generator's tags: the held-out split, then each epoch's order */
+#define TAG_SPLIT 1
+#define TAG_EPOCH 2
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int by_value(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+int ff_train_history_reserve(ff_trainer *t, int64_t steps, ff_error *err) {
+  float *h = realloc(t->history, ((size_t)steps + 1) * 4 * sizeof *h);
+  if (!h) return ff_fail(err, FF_ENOMEM, "out of memory for the loss history");
+  t->history = h;
+  return 0;
+}
+
+int ff_train_valid_add(ff_trainer *t, ff_train_valid_point v, ff_error *err) {
+  if (t->n_valid == t->cap_valid) {
+    int cap = t->cap_valid ? 2 * t->cap_valid : 16;
+    ff_train_valid_point *p = realloc(t->valid, (size_t)cap * sizeof *p);
+    if (!p) return ff_fail(err, FF_ENOMEM, "out of memory");
+    t->valid = p, t->cap_valid = cap;
+  }
+  t->valid[t->n_valid++] = v;
+  return 0;
+}
+
+void ff_trainer_free(ff_trainer *t) {
+  if (!t) return;
+  if (t->engine.release) t->engine.release(t->engine.ctx);
+  ff_rt_model_free(&t->eval);
+  ff_rt_params_free(&t->p);
+  free(t->grad), free(t->exp_avg), free(t->exp_avg_sq), free(t->decay);
+  ff_train_data_free(&t->data);
+  free(t->train_idx), free(t->held_idx), free(t->epoch_perm), free(t->step_idx);
+  ff_train_batch_buf_free(&t->bb);
+  free(t->history), free(t->valid);
+  free(t);
+}
+
+/* AdamW's groups: which tensors decay (docs/training.md, "Parameter groups") */
+static void decay_groups(ff_trainer *t) {
+  unsigned nd = t->o.no_decay;
+  for (int i = 0; i < t->p.count; i++) {
+    const ff_rt_param *q = &t->p.tensors[i];
+    t->decay[i] = !((q->is_bias && (nd & FF_NO_DECAY_BIAS)) || (q->is_norm && (nd & FF_NO_DECAY_NORM)) ||
+                    (q->is_embedding && (nd & FF_NO_DECAY_EMBEDDING)));
+  }
+}
+
+/* held out: the first holdout samples of a seeded permutation; training: the
+ * rest; both in file order (each epoch shuffles the training ones again) */
+static int split(ff_trainer *t, const char *path, ff_error *err) {
+  int64_t n = t->data.count, h = t->o.holdout;
+  if (h >= n)
+    return ff_fail(err, FF_EINVAL, "holdout: %lld of the %lld samples of %s leaves none to train on", (long long)h,
+                   (long long)n, path);
+  int64_t *perm = malloc((size_t)n * sizeof *perm);
+  t->held_idx = malloc(((size_t)h + 1) * sizeof *t->held_idx);
+  t->train_idx = malloc((size_t)(n - h) * sizeof *t->train_idx);
+  t->epoch_perm = malloc((size_t)(n - h) * sizeof *t->epoch_perm);
+  if (!perm || !t->held_idx || !t->train_idx || !t->epoch_perm) {
+    free(perm);
+    return ff_fail(err, FF_ENOMEM, "out of memory for %lld samples", (long long)n);
+  }
+  ff_train_shuffle(perm, n, t->o.seed, TAG_SPLIT, 0);
+  memcpy(t->held_idx, perm, (size_t)h * sizeof *perm);
+  memcpy(t->train_idx, perm + h, (size_t)(n - h) * sizeof *perm);
+  free(perm);
+  qsort(t->held_idx, (size_t)h, sizeof *t->held_idx, by_value);
+  qsort(t->train_idx, (size_t)(n - h), sizeof *t->train_idx, by_value);
+  t->n_held = h, t->n_train = n - h, t->perm_epoch = -1;
+  return 0;
+}
+
+ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_options *o, ff_error *err) {
+  if (!m || !data_path || !o) {
+    ff_fail(err, FF_EINVAL, "ff_trainer_new: m, data_path and o must not be NULL");
+    return NULL;
+  }
+  if (ff_train_options_check(o, err)) return NULL;
+  ff_trainer *t = calloc(1, sizeof *t);
+  if (!t) {
+    ff_fail(err, FF_ENOMEM, "out of memory");
+    return NULL;
+  }
+  t->model = m, t->c = ff_model_config(m), t->o = *o;
+  /* the schedule's settings as they act: what a checkpoint records, so that runs
+   * that act alike record alike (a cosine run's horizon is fixed when it starts) */
+  if (o->schedule != FF_SCHEDULE_COSINE) t->o.decay_steps = 0, t->o.min_lr = 0.0;
+  else if (!o->decay_steps) t->o.decay_steps = o->steps;
+  if (o->schedule == FF_SCHEDULE_CONSTANT) t->o.warmup = 0;
+  int B = o->batch, micro = o->micro_batch ? o->micro_batch : B;
+  int rc = ff_rt_params_layout(&t->p, t->c, err);
+  if (!rc) rc = ff_train_data_load(&t->data, t->c, data_path, o, err);
+  if (!rc) { /* generated code's shapes: a micro-batch of the data's longest sample */
+    ff_train_shape shape = {micro, t->data.max_src, t->data.max_tgt};
+    rc = ff_train_engine_open(m, o, &shape, &t->engine, err);
+  }
+  if (!rc) rc = split(t, data_path, err);
+  if (!rc) rc = ff_train_batch_buf_init(&t->bb, &t->data, micro, err);
+  if (!rc) rc = ff_rt_params_bind(&t->p, &t->eval, err);
+  if (!rc) rc = ff_train_history_reserve(t, o->steps, err);
+  if (!rc) {
+    size_t n = t->p.numel + 1;
+    t->grad = calloc(n, sizeof *t->grad);
+    t->exp_avg = calloc(n, sizeof *t->exp_avg);
+    t->exp_avg_sq = calloc(n, sizeof *t->exp_avg_sq);
+    t->decay = calloc((size_t)t->p.count + 1, 1);
+    t->step_idx = malloc((size_t)B * sizeof *t->step_idx);
+    if (!t->grad || !t->exp_avg || !t->exp_avg_sq || !t->decay || !t->step_idx)
+      rc = ff_fail(err, FF_ENOMEM, "out of memory for the gradient and AdamW's moments (%zu parameters)", t->p.numel);
+  }
+  if (rc) {
+    ff_trainer_free(t);
+    return NULL;
+  }
+  decay_groups(t);
+  ff_lr_schedule_init(&t->sched, o, t->c->d_model);
+  return t;
+}
+
+int ff_trainer_set_engine(ff_trainer *t, const ff_train_engine *e, ff_error *err) {
+  if (!t || !e || !e->loss_and_grad) return ff_fail(err, FF_EINVAL, "ff_trainer_set_engine: no engine");
+  if (t->engine.release) t->engine.release(t->engine.ctx);
+  t->engine = *e;
+  return 0;
+}
+
+int ff_trainer_init(ff_trainer *t, const char *weights_path, ff_error *err) {
+  if (weights_path) {
+    int rc = ff_rt_params_load(&t->p, weights_path, err);
+    if (rc) return rc;
+  } else {
+    ff_rt_params_init(&t->p, t->o.seed);
+  }
+  t->initialized = 1;
+  return 0;
+}
+
+void ff_trainer_samples(const ff_trainer *t, int64_t *train, int64_t *held_out) {
+  if (train) *train = t->n_train;
+  if (held_out) *held_out = t->n_held;
+}
+
+int64_t ff_trainer_stream_index(ff_trainer *t, int64_t i) {
+  int64_t epoch = i / t->n_train;
+  if (epoch != t->perm_epoch) {
+    ff_train_shuffle(t->epoch_perm, t->n_train, t->o.seed, TAG_EPOCH, (uint64_t)epoch);
+    t->perm_epoch = epoch;
+  }
+  return t->train_idx[t->epoch_perm[i % t->n_train]];
+}
+
+int64_t ff_trainer_held_out_index(const ff_trainer *t, int64_t i) {
+  return i >= 0 && i < t->n_held ? t->held_idx[i] : -1;
+}
+
+int64_t ff_trainer_steps_done(const ff_trainer *t) { return t->step; }
+
+float *ff_trainer_params(ff_trainer *t, size_t *numel) {
+  if (numel) *numel = t->p.numel;
+  return t->p.data;
+}
+
+static int stopped(const ff_trainer *t) { return t->stop && *t->stop; }
+
+/* Loss (and, grad not NULL, its gradient added) over samples idx[0..n) in
+ * micro-batches: sums */
+static int pass(ff_trainer *t, const int64_t *idx, int64_t n, const ff_train_step_opts *so, float *grad, double *loss,
+                int64_t *tokens, ff_error *err) {
+  int micro = t->o.micro_batch ? t->o.micro_batch : t->o.batch;
+  *loss = 0.0, *tokens = 0;
+  for (int64_t first = 0; first < n; first += micro) {
+    if (grad && stopped(t)) return FF_EINTR; /* (an evaluation, short, always ends) */
+    int k = n - first < micro ? (int)(n - first) : micro;
+    ff_train_batch b;
+    double l;
+    int64_t c;
+    ff_train_data_batch(&t->data, idx + first, k, grad ? (int)first : 0, &t->bb, &b);
+    int rc = t->engine.loss_and_grad(t->engine.ctx, t->p.data, &b, so, grad, &l, &c, err);
+    if (rc) return rc;
+    *loss += l, *tokens += c;
+  }
+  return 0;
+}
+
+int ff_trainer_step(ff_trainer *t, ff_train_report *r, ff_error *err) {
+  if (!t->initialized)
+    return ff_fail(err, FF_EINVAL, "ff_trainer_step: no weights yet (ff_trainer_init or ff_trainer_resume)");
+  double start = now_s(), loss;
+  int64_t tokens, B = t->o.batch;
+  for (int64_t k = 0; k < B; k++) t->step_idx[k] = ff_trainer_stream_index(t, t->consumed + k);
+  memset(t->grad, 0, t->p.numel * sizeof *t->grad);
+  ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, (float)t->o.dropout, t->o.seed, (uint64_t)t->step};
+  int rc = pass(t, t->step_idx, B, &so, t->grad, &loss, &tokens, err);
+  if (rc) return rc == FF_EINTR ? ff_fail(err, FF_EINTR, "stopped") : rc;
+  if (tokens == 0)
+    return ff_fail(err, FF_EINVAL, "step %lld: the batch has no labelled tokens", (long long)t->step + 1);
+  /* the mean over the step's tokens, as CrossEntropyLoss(reduction='mean') over the whole batch */
+  float scale = (float)(1.0 / (double)tokens);
+  for (size_t i = 0; i < t->p.numel; i++) t->grad[i] *= scale;
+  double norm = ff_clip_grad_norm(t->grad, t->p.numel, t->o.clip);
+  if (!isfinite(norm) || !isfinite(loss))
+    return ff_fail(err, FF_EINVAL,
+                   "step %lld: the %s is not finite (lr %g too high?); the weights are as after step %lld",
+                   (long long)t->step + 1, isfinite(loss) ? "gradient" : "loss", t->sched.lr, (long long)t->step);
+  double lr = t->sched.lr;
+  for (int i = 0; i < t->p.count; i++) {
+    const ff_rt_param *q = &t->p.tensors[i];
+    ff_adamw h = {lr, t->o.beta1, t->o.beta2, t->o.eps, t->decay[i] ? t->o.weight_decay : 0.0};
+    ff_adamw_update(t->p.data + q->offset, t->grad + q->offset, t->exp_avg + q->offset, t->exp_avg_sq + q->offset,
+                    q->numel, t->step + 1, &h);
+  }
+  ff_lr_schedule_step(&t->sched);
+  float *row = t->history + (size_t)t->step * 4;
+  row[0] = (float)(loss / (double)tokens), row[1] = (float)lr, row[2] = (float)norm, row[3] = (float)tokens;
+  t->step++;
+  t->consumed += B;
+  if (r) {
+    memset(r, 0, sizeof *r);
+    r->step = t->step, r->steps = t->o.steps, r->loss = loss / (double)tokens, r->lr = lr, r->grad_norm = norm;
+    r->tokens = tokens, r->seconds = now_s() - start, r->valid_exact = -1.0;
+  }
+  return 0;
+}
+
+/* ---- evaluation --------------------------------------------------------------------------- */
+
+static int argmax(const float *x, int n) {
+  int best = 0;
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+/* greedy decoding of held-out pair i from BOS: 1 if it gives the target and then EOS */
+static int decode_exact(ff_trainer *t, ff_rt_state *s, float *logits, int64_t i, int *exact, ff_error *err) {
+  const int32_t *src, *tgt;
+  int ns, nt, rc = 0;
+  ff_train_data_pair(&t->data, i, &src, &ns, &tgt, &nt);
+  if ((rc = ff_rt_begin(s, src, NULL, ns, ns, err))) return rc;
+  int32_t tok = t->data.bos;
+  *exact = 0;
+  for (int k = 0; k <= nt; k++) { /* position k predicts target k, or EOS after the last */
+    if ((rc = ff_rt_step(s, &tok, NULL, 1, logits, err))) return rc;
+    tok = argmax(logits, t->c->vocab);
+    if (k == nt) *exact = tok == t->data.eos;
+    if (tok != (k < nt ? tgt[k] : t->data.eos)) break;
+  }
+  return 0;
+}
+
+int ff_trainer_evaluate(ff_trainer *t, double *loss, double *exact, ff_error *err) {
+  *loss = NAN, *exact = -1.0;
+  if (!t->n_held) return ff_fail(err, FF_EINVAL, "no held-out samples to evaluate (holdout 0)");
+  ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, 0.0f, t->o.seed, (uint64_t)t->step};
+  double sum;
+  int64_t tokens;
+  int rc = pass(t, t->held_idx, t->n_held, &so, NULL, &sum, &tokens, err);
+  if (rc) return rc;
+  *loss = tokens ? sum / (double)tokens : NAN;
+  if (t->data.format != FF_DATA_PAIRS || t->o.eval_exact == 0) return 0;
+  int64_t n = t->o.eval_exact < 0 || t->o.eval_exact > t->n_held ? t->n_held : t->o.eval_exact, right = 0;
+  ff_rt_state s;
+  float *logits = malloc((size_t)t->c->vocab * sizeof *logits);
+  if (!logits) return ff_fail(err, FF_ENOMEM, "out of memory");
+  if ((rc = ff_rt_state_init(&s, &t->eval, err))) {
+    free(logits);
+    return rc;
+  }
+  for (int64_t i = 0; i < n && !rc; i++) {
+    int ok;
+    if (!(rc = decode_exact(t, &s, logits, t->held_idx[i], &ok, err))) right += ok;
+  }
+  ff_rt_state_free(&s);
+  free(logits);
+  if (!rc) *exact = (double)right / (double)n;
+  return rc;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+static int evaluate_now(const ff_trainer *t) {
+  return t->n_held && ((t->o.eval_every && t->step % t->o.eval_every == 0) || t->step == t->o.steps);
+}
+
+int ff_trainer_run(ff_trainer *t, const ff_train_run *run, ff_error *err) {
+  int rc = 0;
+  t->stop = run ? run->stop : NULL;
+  const char *ckpt = run ? run->checkpoint : NULL;
+  if (t->o.steps > t->step && (rc = ff_train_history_reserve(t, t->o.steps, err))) return rc;
+  while (!rc && t->step < t->o.steps) {
+    ff_train_report r;
+    if (stopped(t)) {
+      rc = ff_fail(err, FF_EINTR, "stopped");
+      break;
+    }
+    if ((rc = ff_trainer_step(t, &r, err))) break;
+    if (evaluate_now(t)) {
+      if ((rc = ff_trainer_evaluate(t, &r.valid_loss, &r.valid_exact, err))) break;
+      r.evaluated = 1;
+      ff_train_valid_point v = {(float)t->step, (float)r.valid_loss, (float)r.valid_exact};
+      rc = ff_train_valid_add(t, v, err);
+    }
+    if (run && run->report) run->report(run->ctx, &r);
+    if (!rc && ckpt && t->o.save_every && t->step % t->o.save_every == 0 && t->step < t->o.steps)
+      rc = ff_trainer_save_checkpoint(t, ckpt, err);
+  }
+  if (rc == FF_EINTR || !rc) { /* the last completed step, also when stopped */
+    int stop = rc == FF_EINTR;
+    if (ckpt && (rc = ff_trainer_save_checkpoint(t, ckpt, err))) return rc;
+    if (stop)
+      return ff_fail(err, FF_EINTR, "stopped after step %lld of %lld%s%s", (long long)t->step, (long long)t->o.steps,
+                     ckpt ? "; checkpoint written to " : "", ckpt ? ckpt : "");
+  }
+  return rc;
+}

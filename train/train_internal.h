@@ -1,0 +1,103 @@
+/* train_internal.h - what the files of train/ share: the data set, the
+ * trainer's state and the generator behind shuffling.  Private to train/. */
+#ifndef FF_TRAIN_INTERNAL_H
+#define FF_TRAIN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ff_rt_train.h"
+#include "fixformer_train.h"
+
+/* ---- options.c ---------------------------------------------------------------- */
+
+/* "name=value" lines (ff_train_options_text), each through ff_train_option_set;
+ * where names the text in messages. */
+int ff_train_options_parse_text(ff_train_options *o, const char *text, const char *where, ff_error *err);
+
+/* ---- data.c ---------------------------------------------------------------------- */
+
+/* A data file, read, tokenized and checked. */
+typedef struct ff_train_data {
+  enum ff_data_format format; /* resolved: never FF_DATA_AUTO */
+  int64_t count;              /* samples */
+  /* pairs and text: sample i's ids at ids + off[i]: pairs the source (src_n)
+   * then the target without BOS/EOS (tgt_n); text the whole sequence with
+   * its BOS and EOS (src_n), which the batch shifts by one */
+  int32_t *ids;
+  int64_t *off;
+  int32_t *src_n, *tgt_n;
+  /* token streams: the file, its ids from data_at, width bytes each;
+   * sample i is the window of seq + 1 ids from i (seq + 1) */
+  uint8_t *raw;
+  size_t raw_len, data_at;
+  int width, seq;
+  int bos, eos, pad;          /* -1: none */
+  int max_src, max_tgt;       /* the longest sample's rows (what a batch needs at most) */
+  char sha256[65];            /* of the file's bytes */
+} ff_train_data;
+
+int ff_train_data_load(ff_train_data *d, const ff_config *c, const char *path, const ff_train_options *o,
+                       ff_error *err);
+void ff_train_data_free(ff_train_data *d);
+
+/* Room for a batch of up to B samples of d. */
+typedef struct ff_train_batch_buf {
+  int32_t *src, *lengths, *tgt, *labels;
+  int cap;
+} ff_train_batch_buf;
+
+int ff_train_batch_buf_init(ff_train_batch_buf *bb, const ff_train_data *d, int B, ff_error *err);
+void ff_train_batch_buf_free(ff_train_batch_buf *bb);
+/* The batch of samples idx[0..n) (first: its first sequence's place in the
+ * step), right-padded to its longest sample, labels of padding -100. */
+void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int first, ff_train_batch_buf *bb,
+                         ff_train_batch *b);
+/* Sample i's source ids (pairs: the source; text, streams: the input) and
+ * the target the model should produce (pairs: target ids, no EOS). */
+void ff_train_data_pair(const ff_train_data *d, int64_t i, const int32_t **src, int *src_n, const int32_t **tgt,
+                     int *tgt_n);
+
+/* ---- shuffling: a counter-based generator ------------------------------------------- */
+
+/* A permutation of 0..n-1 into perm by Fisher-Yates from splitmix64 seeded
+ * with key(seed, tag, epoch): the same for the same three, nothing kept. */
+void ff_train_shuffle(int64_t *perm, int64_t n, uint64_t seed, uint64_t tag, uint64_t epoch);
+
+/* ---- the trainer (loop.c) --------------------------------------------------------------- */
+
+typedef struct ff_train_valid_point {
+  float step, loss, exact;
+} ff_train_valid_point;
+
+struct ff_trainer {
+  ff_model *model;
+  const ff_config *c;
+  ff_train_options o;
+  ff_rt_params p;              /* the parameters: layout and values */
+  float *grad, *exp_avg, *exp_avg_sq;
+  unsigned char *decay;        /* per tensor: 1 if weight decay applies */
+  ff_train_engine engine;
+  ff_rt_model eval;            /* bound to p.data: greedy decoding of the held-out pairs */
+  ff_train_data data;
+  int64_t n_train, n_held;
+  int64_t *train_idx, *held_idx; /* file indices */
+  int64_t *epoch_perm, perm_epoch; /* the current epoch's order of train_idx (perm_epoch -1: none) */
+  ff_train_batch_buf bb;
+  int64_t *step_idx;           /* the step's samples */
+  ff_lr_schedule sched;
+  int64_t step, consumed;      /* optimizer steps done; training samples taken */
+  float *history;              /* [step][4]: loss, lr, grad norm, tokens */
+  ff_train_valid_point *valid;
+  int n_valid, cap_valid;
+  int initialized;             /* weights set (init or resume) */
+  volatile sig_atomic_t *stop;
+};
+
+/* layout's identity: sha256 of every tensor's name and shape */
+void ff_train_layout_hash(const ff_rt_params *p, char hex[65]);
+/* history rows up to steps (grown as needed) */
+int ff_train_history_reserve(ff_trainer *t, int64_t steps, ff_error *err);
+int ff_train_valid_add(ff_trainer *t, ff_train_valid_point v, ff_error *err);
+
+#endif
