@@ -73,7 +73,7 @@ MODEL = {"arch": "encoder-decoder", "d_model": 48, "heads": 4, "d_ff": 96, "enco
          "norm": "pre", "final_norm": True, "positional": "sinusoidal", "scale_embeddings": False,
          "tie_embeddings": False, "max_seq": 32}
 RECIPE = {"steps": 600, "batch": 32, "lr": 5e-3, "schedule": "cosine", "warmup": 50, "eval_every": 100, "seed": 1,
-          "threads": 2}
+          "engine": "cc", "threads": 1}
 
 
 def main():
