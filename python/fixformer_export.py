@@ -19,7 +19,9 @@ RMSNorm; activations relu, gelu, nn.GELU(approximate="tanh") and this
 module's swiglu.  What forward() does is not visible to it, so the caller
 says it: `arch` ("decoder-only" for a causal stack), `positional`,
 `scale_embeddings`, `tie_embeddings` (forward multiplies by the embedding
-matrix), `lm_head=False` (forward returns the hidden states), `max_seq`.
+matrix), `lm_head=False` (forward returns the hidden states), `embed_norm`
+and `token_types` (BERT's embeddings: a norm of their sum, a token-type
+row 0 added), `max_seq`.
 Whatever fixformer cannot compute, and any value outside what its validator
 reads (an eps that is inf, NaN or <= 0, ...), is a ValueError naming the
 attribute or key; nothing is written then.
@@ -237,6 +239,9 @@ def _attention(path, mha, d):
         _fail(path + ".bias_k", "add_bias_kv=True (a learned extra key and value) cannot be expressed")
     if mha.add_zero_attn:
         _fail(path + ".add_zero_attn", "True (an extra zero key and value) cannot be expressed")
+    if (mha.out_proj.bias is not None) != (mha.in_proj_bias is not None):
+        _fail(path + ".out_proj.bias", "%s, but in_proj_bias is %s; fixformer's `bias` is one switch for all" % (
+            "absent" if mha.out_proj.bias is None else "present", "present" if mha.out_proj.bias is None else "absent"))
     return mha.num_heads, mha.in_proj_bias is not None
 
 
@@ -444,7 +449,8 @@ def _params_outside(module, stack_paths):
 
 
 def describe_config(module, name="model", arch=None, vocab=None, positional="none", scale_embeddings=True,
-                    tie_embeddings=None, max_seq=None, weights=None, vocabulary=None, lm_head=None):
+                    tie_embeddings=None, max_seq=None, weights=None, vocabulary=None, lm_head=None,
+                    embed_norm=None, token_types=None):
     """The description as a dict (keys in fixformer's order) and the
     tensors it names: (config, {fixformer tensor name: tensor}).
     See describe() for the arguments."""
@@ -464,10 +470,11 @@ def describe_config(module, name="model", arch=None, vocab=None, positional="non
         _fail("positional", "%r: nn.MultiheadAttention has no rotary embedding; one of none, sinusoidal, "
               "learned" % (positional,))
     tensors = _stack_tensors(module, keys, prefix, stack_paths)
-    if keys["norm_kind"] == "layernorm":
-        del keys["norm_kind"]  # the default: descriptions say it only otherwise
     outside = _params_outside(module, stack_paths)
-    cfg = _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, max_seq, lm_head)
+    _embed_norm(module, keys, stack_paths, embed_norm, tensors, outside)
+    cfg = _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, max_seq, lm_head, token_types)
+    if cfg["norm_kind"] == "layernorm":
+        del cfg["norm_kind"]  # the default: descriptions say it only otherwise
     cfg = dict([("name", name)] + list(cfg.items()))
     if cfg.get("vocab"):
         cfg["scale_embeddings"] = bool(scale_embeddings)
@@ -504,7 +511,57 @@ def _stack_tensors(module, keys, prefix, stack_paths):
     return tensors
 
 
-def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, max_seq, lm_head):
+def _embed_norm(module, keys, stack_paths, embed_norm, tensors, outside):
+    """embed_norm=True: the one norm outside the stacks is applied to the
+    summed embeddings (BERT's embeddings.LayerNorm) -> keys["embed_norm"],
+    its tensors under fixformer's names (ones and zeros where it has none);
+    taken out of outside.  Without it a norm there is refused, one without
+    parameters too (forward() would apply what the description leaves out)."""
+    if embed_norm not in (None, False, True):
+        _fail("embed_norm", "%r: True (forward() norms the summed embeddings) or None" % (embed_norm,))
+    norms = [(p, m) for p, m in module.named_modules()
+             if _norm_kind(m) and not any(_inside(p, s) for s in stack_paths)]
+    if not embed_norm:
+        if norms:
+            _fail(norms[0][0], "a %s outside the layer stack: not part of what fixformer computes (embed_norm=True "
+                  "if forward() norms the summed embeddings with it)" % type(norms[0][1]).__name__)
+        return
+    if len(norms) != 1:
+        _fail("embed_norm", "True, but the module has %s outside the layer stack%s" % (
+            "no norm" if not norms else "%d norms" % len(norms), "" if not norms else
+            " (%s); fixformer has one embedding norm" % ", ".join(p for p, _ in norms)))
+    p, m = norms[0]
+    kind, eps = _norm(p, m, keys["d_model"])
+    if kind != keys["norm_kind"]:
+        _fail(p, "%s, but the layers' norms are %s; fixformer's norms are all of one kind" % (kind, keys["norm_kind"]))
+    if eps != keys["eps"]:
+        _fail(p + ".eps", "%g differs from the layers' eps %g" % (eps, keys["eps"]))
+    weight, bias = getattr(m, "weight", None), getattr(m, "bias", None)
+    tensors["embed_norm.weight"] = weight if weight is not None else torch.ones(keys["d_model"])
+    if kind == "layernorm":
+        tensors["embed_norm.bias"] = bias if bias is not None else torch.zeros(keys["d_model"])
+    keys["embed_norm"] = True
+    outside[:] = [(q, o) for q, o in outside if o is not m]
+
+
+def _renormed(path, e, tied):
+    """e's table as its lookups leave it: a row longer than max_norm (in
+    norm_type) is scaled to max_norm, as forward() does to each row it looks
+    up (torch.embedding_renorm_), which a row already scaled passes
+    unchanged.  Refused for a table the tied head also reads: its rows then
+    depend on which tokens were looked up before."""
+    if e.max_norm is None:
+        return e.weight
+    if tied:
+        _fail(path + ".max_norm", "%g on the embedding a tied head multiplies by: forward() renormalises the rows "
+              "it looks up, so the head's matrix depends on the tokens seen before" % e.max_norm)
+    with torch.no_grad():
+        w = e.weight.detach().clone()
+        torch.embedding_renorm_(w, torch.arange(w.shape[0]), e.max_norm, e.norm_type)
+    return w
+
+
+def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, max_seq, lm_head, token_types):
     """Embeddings and head around the stack -> the remaining keys."""
     d = keys["d_model"]
     embeds = [(p, m) for p, m in outside if isinstance(m, nn.Embedding)]
@@ -512,12 +569,23 @@ def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, ma
     for p, m in outside:
         if not isinstance(m, (nn.Embedding, nn.Linear)):
             _fail(p or type(m).__name__, "a %s outside the layer stack: not part of what fixformer computes "
-                  "(token embedding, learned positions, output head)" % type(m).__name__)
+                  "(token embedding, learned positions, output head%s)" % (type(m).__name__, "; embed_norm=True "
+                  "if forward() norms the summed embeddings with it" if _norm_kind(m) else ""))
     pos = [(p, m) for p, m in embeds if "pos" in _leaf(p).lower()]
     tok = [(p, m) for p, m in embeds if (p, m) not in pos]
+    types = [(p, m) for p, m in tok if "type" in _leaf(p).lower()]
+    if token_types not in (None, False, True):
+        _fail("token_types", "%r: True (forward() adds row 0 of an nn.Embedding named *type*) or None"
+              % (token_types,))
+    if token_types:
+        if len(types) != 1 or len(tok) < 2:
+            _fail("token_types", "True, but the module has %d nn.Embedding named *type* beside a token embedding "
+                  "(%s)" % (len(types), ", ".join(p for p, _ in tok) or "none"))
+        tok = [(p, m) for p, m in tok if m is not types[0][1]]
     if len(tok) > 1:
-        _fail(tok[1][0], "a second token embedding (%s); fixformer has one, shared by source and target"
-              % ", ".join(p for p, _ in tok))
+        _fail(tok[1][0], "a second token embedding (%s); fixformer has one, shared by source and target%s"
+              % (", ".join(p for p, _ in tok), "; token_types=True if forward() adds its row 0 (BERT's "
+                                                "token_type_ids all 0)" if types else ""))
     if len(pos) > 1:
         _fail(pos[1][0], "a second position embedding")
     if len(heads) > 1:
@@ -527,8 +595,6 @@ def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, ma
     for p, m in embeds:
         if m.embedding_dim != d:
             _fail(p + ".embedding_dim", "%d differs from d_model %d" % (m.embedding_dim, d))
-        if m.max_norm is not None:
-            _fail(p + ".max_norm", "%g: renormalising rows at lookup cannot be expressed" % m.max_norm)
     if pos:
         if positional not in ("none", "learned"):
             _fail(pos[0][0], "a position embedding, but positional = %r" % positional)
@@ -538,7 +604,7 @@ def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, ma
             _fail(p + ".num_embeddings", "%d rows, but max_seq = %d" % (m.num_embeddings, max_seq))
         max_seq = m.num_embeddings
         cfg_pos = p + ".weight"
-        tensors[cfg_pos] = m.weight
+        tensors[cfg_pos] = _renormed(p, m, False)
     elif positional == "learned":
         _fail("positional", "\"learned\", but the module has no nn.Embedding named *pos*")
     if not tok:
@@ -558,10 +624,15 @@ def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, ma
         vocab = e.num_embeddings
         cfg["vocab"] = vocab
         cfg["embed_weight"] = p + ".weight"
-        tensors[p + ".weight"] = e.weight
         tied = _head(heads, e, p, vocab, d, tie_embeddings, lm_head, cfg, tensors)
+        tensors[p + ".weight"] = _renormed(p, e, tied)
         if tied is not None:
             cfg["tie_embeddings"] = tied
+        if token_types:
+            q, t = types[0]
+            cfg["token_types"] = t.num_embeddings
+            cfg["token_type_embed_weight"] = q + ".weight"
+            tensors[q + ".weight"] = _renormed(q, t, False)
     cfg["positional"] = positional
     if positional == "learned":
         cfg["pos_embed_weight"] = cfg_pos
@@ -705,7 +776,8 @@ def _lua_text(cfg, source):
 
 
 def describe(module, name="model", arch=None, vocab=None, positional="none", scale_embeddings=True,
-             tie_embeddings=None, max_seq=None, weights=None, vocabulary=None, lm_head=None):
+             tie_embeddings=None, max_seq=None, weights=None, vocabulary=None, lm_head=None, embed_norm=None,
+             token_types=None):
     """The fixformer description (.lua text) of module.
 
     name: the model's C identifier.  arch: None (from the module: an
@@ -718,12 +790,17 @@ def describe(module, name="model", arch=None, vocab=None, positional="none", sca
     (head and embedding share storage); True when there is no head module and
     forward() multiplies by the embedding matrix.  lm_head: None (from the
     module) or False: no head module, forward() returns the last hidden
-    states.  max_seq: longest sequence.  weights, vocabulary: file names the
-    description carries."""
+    states.  embed_norm: True when forward() applies the one norm outside the
+    stack to the summed embeddings before the first layer (BERT's
+    embeddings.LayerNorm).  token_types: True when forward() adds row 0 of
+    an nn.Embedding named *type* (BERT's token_type_embeddings with every
+    token_type_id 0).  max_seq: longest sequence.  weights, vocabulary: file
+    names the description carries.  An nn.Embedding with max_norm is written
+    renormalised, as its lookups leave it."""
     if not isinstance(name, str) or not name.isidentifier() or not name.isascii() or len(name) > 48:
         _fail("name", "%r is not a C identifier of at most 48 characters" % (name,))
     cfg, _ = describe_config(module, name, arch, vocab, positional, scale_embeddings, tie_embeddings, max_seq,
-                             weights, vocabulary, lm_head)
+                             weights, vocabulary, lm_head, embed_norm, token_types)
     return _lua_text(cfg, type(module).__name__)
 
 
@@ -825,6 +902,10 @@ def _arguments(argv):
                        help="no head module: forward() multiplies by the embedding matrix")
         m.add_argument("--no-lm-head", action="store_true",
                        help="no head module: forward() returns the last hidden states")
+        m.add_argument("--embed-norm", action="store_true",
+                       help="forward() norms the summed embeddings with the one norm outside the stack")
+        m.add_argument("--token-types", action="store_true",
+                       help="forward() adds row 0 of the nn.Embedding named *type* (token_type_ids all 0)")
         m.add_argument("--max-seq", type=int)
         m.add_argument("--vocabulary", metavar="FILE", help="the vocabulary file the description names")
     return p.parse_args(argv)
@@ -847,7 +928,8 @@ def main(argv=None):
             module.load_state_dict(_load_state_dict(a.state_dict))
         opts = dict(arch=a.arch, positional=a.positional, scale_embeddings=not a.no_scale_embeddings,
                     tie_embeddings=True if a.tie_embeddings else None, max_seq=a.max_seq,
-                    vocabulary=a.vocabulary, lm_head=False if a.no_lm_head else None)
+                    vocabulary=a.vocabulary, lm_head=False if a.no_lm_head else None,
+                    embed_norm=True if a.embed_norm else None, token_types=True if a.token_types else None)
         if a.command == "describe":
             sys.stdout.write(describe(module, name=a.name, **opts))
         else:

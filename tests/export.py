@@ -10,7 +10,10 @@
       the same with a head bias on the tied head; an LM of an nn.ModuleList
       `layers` + `norm` with an untied head; an LM of RMSNorm and SwiGLU
       (fixformer_export.RMSNorm, .swiglu) with biases; an embedding and a
-      stack returning hidden states (lm_head=False); an nn.Transformer
+      stack returning hidden states (lm_head=False); BERT's embeddings
+      (token with padding_idx, position and token-type tables, a LayerNorm:
+      embed_norm, token_types) around an encoder; embeddings of max_norm
+      (renormalised at lookup) with an untied head; an nn.Transformer
       wrapper with learned positions and an untied head with its bias; a
       lone layer; PyTorch's nn.Transformer tutorial model as written there,
       sequence-first) are exported with export() and run with `fixformer
@@ -23,13 +26,15 @@
       --weights` ok and `run` bit-identical to the same weights written by
       tests/lib/reference.write_safetensors (F32, F16, BF16); atomic writes.
   --check errors: what fixformer cannot express is one ExportError naming
-      the attribute; through the command line one stderr line, exit 1, no
-      file; `weights` converts a torch.save'd state_dict (a tied head once).
+      the attribute (a norm outside the stack without embed_norm, even one
+      without parameters; max_norm on a tied table); through the command line
+      one stderr line, exit 1, no file; --embed-norm and --token-types; `weights` converts a torch.save'd state_dict (a tied head once).
   --check example: docs/importing.md's python/example_lm.py and `fixformer run` agree.
 
   export.py --fixformer BIN (--engine E | --check format|errors|example)
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -137,6 +142,48 @@ class Hidden(nn.Module):
     def forward(self, ids, lengths):
         return self.encoder(self.embed(ids) * math.sqrt(self.d),
                             src_key_padding_mask=lengths_mask(lengths, ids.shape[1]))
+
+
+class BertLike(nn.Module):
+    """BERT's embeddings around an encoder (post-norm, gelu, eps 1e-12): token
+    (padding_idx 0, which changes only gradients), learned position and
+    token-type embeddings summed unscaled, every token_type_id 0, then a
+    LayerNorm; hidden states out (embed_norm, token_types, lm_head=False)."""
+
+    def __init__(self, V, d, h, ff, L, max_seq):
+        super().__init__()
+        self.word = nn.Embedding(V, d, padding_idx=0)
+        self.pos_embed = nn.Embedding(max_seq, d)
+        self.token_type = nn.Embedding(2, d)
+        self.embed_ln = nn.LayerNorm(d, eps=1e-12)
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, h, ff, 0.0, activation="gelu",
+                                                                        batch_first=True, layer_norm_eps=1e-12),
+                                             L, enable_nested_tensor=False)
+
+    def forward(self, ids, lengths):
+        T = ids.shape[1]
+        x = self.word(ids) + self.pos_embed(torch.arange(T)) + self.token_type(torch.zeros_like(ids))
+        return self.encoder(self.embed_ln(x), src_key_padding_mask=lengths_mask(lengths, T))
+
+
+class MaxNormLM(nn.Module):
+    """Decoder-only with token and learned-position embeddings of max_norm
+    (forward renormalises each row it looks up, in place; positions in the
+    3-norm), scaled, pre-norm layers, an untied head with its bias."""
+
+    def __init__(self, V, d, h, ff, L, max_seq):
+        super().__init__()
+        self.embed = nn.Embedding(V, d, max_norm=1.5)
+        self.pos_embed = nn.Embedding(max_seq, d, max_norm=0.5, norm_type=3.0)
+        self.stack = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, h, ff, 0.0, batch_first=True,
+                                                                      norm_first=True), L, enable_nested_tensor=False)
+        self.head = nn.Linear(d, V)
+        self.d = d
+
+    def forward(self, ids, lengths):
+        T = ids.shape[1]
+        x = self.embed(ids) * math.sqrt(self.d) + self.pos_embed(torch.arange(T))
+        return self.head(self.stack(x, mask=causal(T), src_key_padding_mask=lengths_mask(lengths, T)))
 
 
 def encoder_layer(*args, bias=True, **kw):
@@ -296,6 +343,16 @@ def cases():
     torch.manual_seed(13)
     out.append(("hidden_states", perturbed(Hidden(40, 16, 2, 24, 2), 13), dict(lm_head=False, max_seq=16),
                 dict(ids=ids % 40, lengths=lm_lengths), lambda m, a: m(a["ids"], a["lengths"])))
+
+    torch.manual_seed(14)
+    out.append(("bert_like", perturbed(BertLike(40, 16, 2, 24, 2, 12), 14),
+                dict(lm_head=False, scale_embeddings=False, embed_norm=True, token_types=True),
+                dict(ids=ids % 40, lengths=lm_lengths), lambda m, a: m(a["ids"], a["lengths"])))
+
+    torch.manual_seed(15)
+    # forward on a copy: the exported module's rows are as trained, not as these lookups left them
+    out.append(("max_norm_lm", perturbed(MaxNormLM(40, 16, 2, 24, 2, 12), 15), dict(arch="decoder-only"),
+                dict(ids=ids % 40, lengths=lm_lengths), lambda m, a: copy.deepcopy(m)(a["ids"], a["lengths"])))
 
     torch.manual_seed(5)
     src, tgt = torch.randint(0, 30, (3, 6), generator=gen), torch.randint(0, 30, (3, 5), generator=gen)
@@ -499,8 +556,26 @@ def check_errors(args, tmp):
     layer = nn.TransformerEncoderLayer(8, 2, 16)
     layer.self_attn = nn.MultiheadAttention(8, 2, kdim=4, vdim=4)
     expect_error(nn.TransformerEncoder(layer, 1, enable_nested_tensor=False), ["layers.0.self_attn.kdim", "4"])
+    layer = nn.TransformerEncoderLayer(8, 2, 16)
+    layer.self_attn.out_proj.register_parameter("bias", None)  # in_proj_bias stays
+    expect_error(nn.TransformerEncoder(layer, 1, enable_nested_tensor=False),
+                 ["layers.0.self_attn.out_proj.bias", "absent", "in_proj_bias"])
     expect_error(nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16), 1), ["TransformerDecoder", "encoder"])
     expect_error(WithClassifier(), ["classifier", "LayerNorm"])
+    plain = WithClassifier()  # a norm without parameters is a norm too: refused, not left out
+    plain.classifier = nn.LayerNorm(8, elementwise_affine=False)
+    expect_error(plain, ["classifier", "LayerNorm", "embed_norm=True"])
+    hidden = Hidden(10, 8, 2, 16, 1)
+    expect_error(hidden, ["embed_norm", "no norm"], lm_head=False, embed_norm=True)
+    expect_error(hidden, ["token_types", "*type*"], lm_head=False, token_types=True)
+    bert = BertLike(10, 8, 2, 16, 1, 6)
+    expect_error(bert, ["token_type", "second token embedding", "token_types=True"], lm_head=False, embed_norm=True)
+    bert.extra_ln = nn.LayerNorm(8)
+    expect_error(bert, ["embed_norm", "2 norms", "embed_ln", "extra_ln"], lm_head=False, embed_norm=True,
+                 token_types=True)
+    tied = TiedLM(20, 8, 2, 16, 1)
+    tied.embed.max_norm = 1.0  # the head reads rows as the lookups so far left them
+    expect_error(tied, ["embed.max_norm", "tied head"], arch="decoder-only", positional="sinusoidal")
     with torch.no_grad():
         head = BiasedHead()
         head.decoder.bias.fill_(0.5)
@@ -540,6 +615,17 @@ def check_errors(args, tmp):
     assert p.returncode == 1 and len(lines) == 1 and "layers.0.activation" in lines[0], (p.returncode, p.stderr)
     assert not os.path.exists(out) or not os.listdir(out), os.listdir(out)
     print("refused on the command line: %s" % lines[0])
+
+    # the options forward() decides, on the command line too
+    src = os.path.join(tmp, "bert_model.py")
+    with open(src, "w") as f:
+        f.write("import sys\nsys.path.insert(0, %r)\nimport export\n"
+                "def build():\n    return export.BertLike(10, 8, 2, 16, 1, 6)\n" % HERE)
+    p = subprocess.run([PY, EXPORTER, "describe", src + ":build", "--name", "bert", "--no-lm-head",
+                        "--no-scale-embeddings", "--embed-norm", "--token-types"], capture_output=True, text=True)
+    assert p.returncode == 0 and "embed_norm" in p.stdout and "token_types             = 2," in p.stdout and \
+        'token_type_embed_weight = "token_type.weight",' in p.stdout, (p.returncode, p.stdout, p.stderr)
+    print("described on the command line: --embed-norm --token-types")
 
     # a pickled module (not a state_dict) given to `weights`: one line, nothing written
     pt = os.path.join(tmp, "whole.pt")
