@@ -16,7 +16,7 @@
 static const char *const option_flags[] = {
     "--steps", "--batch", "--micro-batch", "--lr", "--betas", "--eps", "--weight-decay", "--no-decay",
     "--schedule", "--warmup", "--decay-steps", "--min-lr", "--clip", "--label-smoothing", "--dropout", "--seed",
-    "--engine", "--threads", "--format", "--seq", "--holdout", "--eval-every", "--eval-exact", "--save-every",
+    "--init", "--engine", "--threads", "--format", "--seq", "--holdout", "--eval-every", "--eval-exact", "--save-every",
     "--log-every", NULL};
 
 static volatile sig_atomic_t stop_signal;
@@ -185,10 +185,10 @@ static cli_flag flags[] = {
     {"--seed", NULL, NULL, 1},       {"--engine", NULL, NULL, 1},        {"--threads", NULL, NULL, 1},
     {"--format", NULL, NULL, 1},     {"--seq", NULL, NULL, 1},           {"--holdout", NULL, NULL, 1},
     {"--eval-every", NULL, NULL, 1}, {"--eval-exact", NULL, NULL, 1},    {"--save-every", NULL, NULL, 1},
-    {"--log-every", NULL, NULL, 1},  {NULL, NULL, NULL, 0}};
+    {"--log-every", NULL, NULL, 1},  {"--init", NULL, NULL, 1},          {NULL, NULL, NULL, 0}};
 
 const cli_command cli_train = {
-    "train", "train a model with AdamW on a data file (the reference runtime)",
+    "train", "train a model with AdamW on a data file",
      "usage: fixformer train MODEL.lua --data FILE -o OUT.safetensors [--weights INIT | --resume CKPT] [options]\n"
      "Trains the model with AdamW (as torch.optim.AdamW) on FILE and writes its weights, PyTorch\n"
      "names, to OUT; a checkpoint (weights, AdamW's moments, step, data position) goes beside it.\n"
@@ -201,7 +201,9 @@ const cli_command cli_train = {
      "Files:\n"
      "  --data FILE           the training data (required)\n"
      "  -o, --output OUT      the trained weights (safetensors, what every command takes)\n"
-     "  --weights INIT        start from these weights (default: init's, seeded with --seed)\n"
+     "  --weights INIT        start from these weights (default: a seeded initialisation, --init)\n"
+     "  --init S              transformer (default: as nn.Transformer, xavier-uniform matrices, a\n"
+     "                        scaled embedding N(0, d_model^-0.5)) or torch (fixformer init's)\n"
      "  --resume CKPT         continue a checkpoint exactly (same data, engine and threads)\n"
      "  --checkpoint CKPT     where checkpoints go (default: OUT with .ckpt.safetensors)\n"
      "  --log FILE            a row per step: CSV, or JSON lines for NAME.jsonl\n"

@@ -28,7 +28,7 @@ M.train_keys = {
   threads = "int", seq = "int", holdout = "int", eval_every = "int", eval_exact = "int", save_every = "int",
   log_every = "int", lr = "number", eps = "number", weight_decay = "number", min_lr = "number", clip = "number",
   label_smoothing = "number", dropout = "number", betas = "pair", no_decay = "names", schedule = "string",
-  engine = "string", format = "string",
+  engine = "string", format = "string", init = "string",
 }
 
 local function fail(path, key, fmt, ...)

@@ -40,6 +40,13 @@ enum ff_schedule {
   FF_SCHEDULE_COSINE    /* LinearLR warm-up from lr / warmup, then CosineAnnealingLR to min_lr (SequentialLR) */
 };
 
+/* How a run without --weights starts (the seeded initialisation). */
+enum ff_train_init {
+  FF_TRAIN_INIT_TRANSFORMER, /* as nn.Transformer resets itself: xavier-uniform for every matrix, the token
+                                embedding N(0, d_model^-0.5) when scaled by sqrt(d_model) (default) */
+  FF_TRAIN_INIT_TORCH        /* each module's PyTorch default: what `fixformer init --seed` writes */
+};
+
 enum ff_data_format {
   FF_DATA_AUTO,  /* llm.c's magic: llmc; NAME.u16 / NAME.u32: raw ids; else pairs for encoder-decoder, text */
   FF_DATA_PAIRS, /* lines "source<TAB>target", tokenized with the description's vocabulary */
@@ -75,6 +82,7 @@ typedef struct ff_train_options {
   double label_smoothing; /* CrossEntropyLoss's, in [0, 1] */
   double dropout;         /* in [0, 1), at PyTorch's places (runtime/ff_dropout.h) */
   uint64_t seed;          /* initialisation, shuffling, the held-out split, dropout */
+  enum ff_train_init init; /* the initialisation without --weights (default: transformer) */
   int engine;             /* enum ff_engine: the runtime (default), or generated code on tcc or cc */
   int threads;            /* runtime: sequences of a batch over this many threads; generated code: its matrix
                              products and attention (1..FF_MAX_THREADS) */

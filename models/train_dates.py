@@ -50,9 +50,12 @@ import struct
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:  # --write-data needs no PyTorch
+    torch = nn = F = None
 
 # ---- the data generator (the one generator: tests/lib/dates_ref.py imports it) --
 
@@ -255,7 +258,7 @@ def sinusoidal_table(T, d):
     return pe.float()
 
 
-class DateModel(nn.Module):
+class DateModel(nn.Module if nn else object):
     """nn.Transformer with a shared, scaled, tied embedding and sinusoidal positions."""
 
     def __init__(self, vocab, d_model, heads, d_ff, encoder_layers, decoder_layers,
@@ -448,6 +451,23 @@ def accuracy(model, vocab, pairs):
     return 1.0 - len(wrong) / len(pairs), wrong
 
 
+# ---- the data as files, for `fixformer train` ---------------------------------
+
+def write_data(folder, n_train, n_held_out):
+    """folder/train.tsv: the training stream's first n_train pairs (source<TAB>ISO, a line each);
+    folder/heldout.tsv: the first n_held_out held-out pairs, whose dates never train."""
+    os.makedirs(folder, exist_ok=True)
+    stream = training_stream(TRAIN_SEED, reserved_dates())
+    with open(os.path.join(folder, "train.tsv"), "w") as f:
+        for _ in range(n_train):
+            f.write("%s\t%s\n" % next(stream))
+    with open(os.path.join(folder, "heldout.tsv"), "w") as f:
+        f.writelines("%s\t%s\n" % p for p in make_dates(n_held_out, HELD_OUT_SEED))
+    print("wrote %s (%d pairs) and %s (%d pairs)" % (os.path.join(folder, "train.tsv"), n_train,
+                                                     os.path.join(folder, "heldout.tsv"), n_held_out))
+    return 0
+
+
 # ---- training ---------------------------------------------------------------
 
 def main(argv=None):
@@ -476,7 +496,13 @@ def main(argv=None):
     ap.add_argument("--eval-every", type=int, default=500,
                     help="greedy accuracy on --monitor dates every this many steps (0: never)")
     ap.add_argument("--monitor", type=int, default=300)
+    ap.add_argument("--write-data", metavar="DIR",
+                    help="write the data instead of training (no PyTorch needed): DIR/train.tsv, the "
+                         "--steps x --batch pairs of the training stream, and DIR/heldout.tsv, the --held-out "
+                         "pairs the accuracy is measured on, for `fixformer train` (docs/training.md)")
     args = ap.parse_args(argv)
+    if args.write_data:
+        return write_data(args.write_data, args.steps * args.batch, args.held_out)
 
     t0 = time.time()
     torch.set_num_threads(2)

@@ -54,9 +54,18 @@ typedef struct ff_rt_params {
 /* The layout of a config's parameters, data zeroed.  FF_EINVAL for a config
  * the runtime cannot compute, FF_ENOMEM. */
 int ff_rt_params_layout(ff_rt_params *p, const ff_config *c, ff_error *err);
-/* data = PyTorch's default initialisation from a seeded generator: the
- * values `fixformer init --seed` writes (ff_rt_init_weights is built on it). */
-void ff_rt_params_init(ff_rt_params *p, uint64_t seed);
+/* How parameters start (ff_rt_params_init): */
+enum ff_rt_init_scheme {
+  FF_RT_INIT_TORCH,      /* each module's PyTorch default (the schema's init column): what `fixformer init`
+                            writes; nn.Embedding N(0, 1), nn.Linear U(+-1/sqrt(fan_in)) */
+  FF_RT_INIT_TRANSFORMER /* as nn.Transformer resets itself: xavier-uniform for every matrix; and the token
+                            embedding, when scaled by sqrt(d_model), N(0, d_model^-0.5) (the paper's and
+                            fairseq's): `fixformer train`'s default */
+};
+/* data = the scheme's initialisation from a seeded generator, one generator
+ * drawn through every tensor in layout order (ff_rt_init_weights: the
+ * torch scheme). */
+void ff_rt_params_init(ff_rt_params *p, uint64_t seed, enum ff_rt_init_scheme scheme);
 /* data = the tensors of a safetensors file (ff_rt_read_weights: F16/BF16
  * converted, q/k/v and gate/up stored apart fused), strict like
  * load_state_dict: a missing, wrongly shaped or unexpected tensor is an

@@ -79,20 +79,33 @@ static float normal(uint64_t *s) { /* Box-Muller */
   return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-/* One generator drawn through every tensor in layout order. */
-void ff_rt_params_init(ff_rt_params *p, uint64_t seed) {
+/* The init of one tensor under a scheme (ff_rt_train.h); *scale: what a
+ * normal draw is multiplied by. */
+static enum ff_init scheme_init(const ff_config *c, const ff_weight_spec *s, enum ff_rt_init_scheme scheme,
+                                double *scale) {
+  *scale = 1.0;
+  if (scheme != FF_RT_INIT_TRANSFORMER) return s->init;
+  if (s->init == FF_INIT_LINEAR) return FF_INIT_XAVIER;
+  if (s->init == FF_INIT_NORMAL && !strcmp(s->role, "embed") && c->scale_embeddings)
+    *scale = 1.0 / sqrt((double)c->d_model);
+  return s->init;
+}
+
+void ff_rt_params_init(ff_rt_params *p, uint64_t seed, enum ff_rt_init_scheme scheme) {
   uint64_t rng = seed;
   for (int t = 0; t < p->count; t++) {
     const ff_weight_spec *s = &p->tensors[t].spec;
     float *x = p->data + p->tensors[t].offset;
+    double scale;
+    const enum ff_init init = scheme_init(&p->cfg, s, scheme, &scale);
     for (size_t i = 0; i < p->tensors[t].numel; i++) {
-      switch (s->init) {
+      switch (init) {
       case FF_INIT_XAVIER: /* gain 1: U(-a, a), a = sqrt(6 / (fan_in + fan_out)) */
         x[i] = uniform(&rng, sqrt(6.0 / (s->fan_in + s->fan_out)));
         break;
       case FF_INIT_LINEAR: /* kaiming_uniform_(a=sqrt 5) = U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
       case FF_INIT_LINEAR_BIAS: x[i] = uniform(&rng, 1.0 / sqrt((double)s->fan_in)); break;
-      case FF_INIT_NORMAL: x[i] = normal(&rng); break;
+      case FF_INIT_NORMAL: x[i] = (float)(scale * normal(&rng)); break;
       case FF_INIT_ZEROS: x[i] = 0.0f; break;
       case FF_INIT_ONES: x[i] = 1.0f; break;
       }
@@ -104,7 +117,7 @@ int ff_rt_init_weights(const ff_config *c, uint64_t seed, const char *path, ff_e
   ff_rt_params p;
   int rc = ff_rt_params_layout(&p, c, err);
   if (rc) return rc;
-  ff_rt_params_init(&p, seed);
+  ff_rt_params_init(&p, seed, FF_RT_INIT_TORCH);
   rc = ff_rt_params_save(&p, p.data, path, err);
   ff_rt_params_free(&p);
   return rc;

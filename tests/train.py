@@ -42,6 +42,7 @@ against PyTorch 1.13's optimizer and schedulers, as a user would write them.
 import argparse
 import hashlib
 import json
+import math
 import os
 import random
 import signal
@@ -338,7 +339,8 @@ def check_e2e(env):
     ]
     worst = 0.0
     for n, (cfg, desc, data, batch, o) in enumerate(cases):
-        o = dict(o, steps=10, batch=len(batch[0]), seed=n)  # --batch = every sample: each step sees the whole file
+        # --batch = every sample: each step sees the whole file; --init torch: start from `fixformer init`'s weights
+        o = dict(o, steps=10, batch=len(batch[0]), seed=n, init="torch")
         out = env.path("e2e%d.safetensors" % n)
         env.train(desc, "--data", data, "-o", out, "-q", "--log", env.path("e2e%d.csv" % n), *flags_of(o))
         init = env.path("e2e_init%d.safetensors" % n)
@@ -622,16 +624,54 @@ def check_memory(env):
     print("  memory: info --train's bytes follow the parameters; activations one sequence per thread")
 
 
+def check_init(env):
+    """The seeded initialisation without --weights: --init torch is `fixformer init`'s; the default,
+    transformer, draws what nn.Transformer's reset and a scaled embedding's N(0, d^-0.5) give."""
+    def initial(desc, *flags):  # the weights after one step of lr 1e-30: the initial values (zeros move by lr)
+        out = env.path("init_%d.safetensors" % len(os.listdir(env.root)))
+        env.train(desc, "--data", env.pairs_path, "-o", out, "--steps", 1, "--batch", 4, "--lr", "1e-30", *flags)
+        return read_safetensors(out)
+    cfg, desc = env.model("init_m")
+    ref = env.path("init_ref.safetensors")
+    subprocess.run([env.ff, "init", desc, "-o", ref, "--seed", "3"], check=True, capture_output=True)
+    torch_init, ref = initial(desc, "--init", "torch", "--seed", 3), read_safetensors(ref)
+    assert sorted(torch_init) == sorted(ref)
+    for k in ref:
+        assert np.abs(torch_init[k] - ref[k]).max() <= 1e-28, "--init torch: %s is not init's" % k
+    d = cfg["d_model"]
+    for scaled in (True, False):
+        cfg, desc = env.model("init_s%d" % scaled, scale_embeddings=scaled)
+        w = initial(desc)
+        for k, x in w.items():
+            if k == "embed.weight":  # the token embedding: N(0, d^-0.5) when scaled by sqrt(d), else nn.Embedding's
+                want = d ** -0.5 if scaled else 1.0
+                assert abs(x.std() / want - 1) < 0.15, "%s: std %.3f, want %.3f" % (k, x.std(), want)
+            elif x.ndim == 2:  # every matrix xavier-uniform: U(-a, a), a = sqrt(6 / (fan_in + fan_out))
+                a = math.sqrt(6.0 / sum(x.shape))
+                assert np.abs(x).max() <= a and abs(x.std() / (a / math.sqrt(3)) - 1) < 0.15, \
+                    "%s: max %.3f std %.3f, want U(-%.3f, %.3f)" % (k, np.abs(x).max(), x.std(), a, a)
+            elif "norm" in k and k.endswith(".weight"):
+                assert np.all(x == 1), k
+            elif "linear" in k:  # nn.Linear's bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as torch's scheme
+                assert np.array_equal(x, torch_init[k]) or np.abs(x).max() <= 1 / math.sqrt(d if "linear1" in k else
+                                                                                             cfg["d_ff"]), k
+            else:  # attention and norm biases 0
+                assert np.abs(x).max() <= 1e-28, k
+    print("  init: --init torch is fixformer init's; transformer: xavier-uniform matrices, the scaled embedding "
+          "N(0, d^-0.5)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fixformer", required=True)
     ap.add_argument("--tool", required=True)
-    ap.add_argument("--only", choices=["schedules", "optimizer", "e2e", "data", "order", "resume", "errors", "memory"])
+    ap.add_argument("--only", choices=["schedules", "optimizer", "e2e", "data", "order", "resume", "errors", "memory",
+                                       "init"])
     ap.add_argument("--keep", help="work in this folder (kept)")
     args = ap.parse_args()
     start = time.time()
     parts = [("schedules", check_schedules), ("optimizer", check_optimizer), ("e2e", check_e2e), ("data", check_data),
-             ("order", check_order), ("resume", check_resume), ("errors", check_errors), ("memory", check_memory)]
+             ("order", check_order), ("resume", check_resume), ("errors", check_errors), ("memory", check_memory), ("init", check_init)]
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or tmp
         os.makedirs(root, exist_ok=True)

@@ -150,7 +150,7 @@ int ff_trainer_init(ff_trainer *t, const char *weights_path, ff_error *err) {
     int rc = ff_rt_params_load(&t->p, weights_path, err);
     if (rc) return rc;
   } else {
-    ff_rt_params_init(&t->p, t->o.seed);
+    ff_rt_params_init(&t->p, t->o.seed, t->o.init == FF_TRAIN_INIT_TORCH ? FF_RT_INIT_TORCH : FF_RT_INIT_TRANSFORMER);
   }
   t->initialized = 1;
   return 0;

@@ -27,6 +27,7 @@ void ff_train_options_default(ff_train_options *o) {
 
 static const char *const schedules[] = {"constant", "noam", "cosine", NULL};
 static const char *const formats[] = {"auto", "pairs", "text", "u16", "u32", "llmc", NULL};
+static const char *const inits[] = {"transformer", "torch", NULL};
 
 /* ---- values from text ----------------------------------------------------------- */
 
@@ -140,6 +141,10 @@ int ff_train_option_set(ff_train_options *o, const char *name, const char *v, ff
     o->seed = s;
     return 0;
   }
+  if (!strcmp(k, "init")) {
+    int rc = enum_value(name, v, inits, &e, err);
+    return rc ? rc : (o->init = (enum ff_train_init)e, 0);
+  }
   if (!strcmp(k, "engine")) {
     int en = ff_engine_parse(v);
     if (en < 0) return bad(err, name, v, "one of runtime, tcc, cc");
@@ -174,11 +179,11 @@ char *ff_train_options_text(const ff_train_options *o) {
   snprintf(s, n,
            "steps=%d\nbatch=%d\nmicro_batch=%d\nlr=%.17g\nbetas=%.17g,%.17g\neps=%.17g\nweight_decay=%.17g\n"
            "no_decay=%s\nschedule=%s\nwarmup=%d\ndecay_steps=%d\nmin_lr=%.17g\nclip=%.17g\n"
-           "label_smoothing=%.17g\ndropout=%.17g\nseed=%llu\nengine=%s\nthreads=%d\nformat=%s\nseq=%d\n"
+           "label_smoothing=%.17g\ndropout=%.17g\nseed=%llu\ninit=%s\nengine=%s\nthreads=%d\nformat=%s\nseq=%d\n"
            "holdout=%d\neval_every=%d\neval_exact=%d\nsave_every=%d\nlog_every=%d\n",
            o->steps, o->batch, o->micro_batch, o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, decay,
            schedules[o->schedule], o->warmup, o->decay_steps, o->min_lr, o->clip, o->label_smoothing, o->dropout,
-           (unsigned long long)o->seed, ff_engine_name((enum ff_engine)o->engine), o->threads, formats[o->format],
+           (unsigned long long)o->seed, inits[o->init], ff_engine_name((enum ff_engine)o->engine), o->threads, formats[o->format],
            o->seq, o->holdout, o->eval_every, o->eval_exact, o->save_every, o->log_every);
   return s;
 }
