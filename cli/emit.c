@@ -64,19 +64,41 @@ static int check_isa_target(const char *isa, const char *target, ff_error *err) 
   return ff_fail(err, CLI_EUSAGE, "--isa %s: the target %s runs %s", isa, target, runs);
 }
 
+/* NAME_weights.c (embed) or NAME.weights, written as they are packed into
+ * the temporary that ff_write_files_atomic_streamed renames: neither the
+ * text nor the blob is held whole. */
+typedef struct {
+  ff_model *m;
+  const char *weights, *path;
+  int embed;
+  size_t bytes;
+} weights_file;
+
+static int write_weights(void *ctx, int fd, ff_error *err) {
+  weights_file *w = ctx;
+  int rc = w->embed ? ff_model_weights_write(w->m, w->weights, fd, &w->bytes, err)
+                    : ff_model_weight_blob_write(w->m, fd, &w->bytes, err);
+  if (rc == FF_EIO) ff_fail(err, rc, "%s: %s", w->path, err->msg);
+  return rc;
+}
+
 /* Makes dir (once there is something to put in it) and writes files there,
- * all or none: a folder made here is removed again if they fail. */
-static int write_files(const char *dir, ff_file_out *files, int n_files, ff_error *err) {
+ * all or none: a folder made here is removed again if they fail.  streams:
+ * NULL, or those files written by a weights_file. */
+static int write_files(const char *dir, ff_file_out *files, const ff_file_stream *streams, int n_files,
+                       ff_error *err) {
   struct stat st;
   int made = 0, rc;
   if (stat(dir, &st) && !(made = !mkdir(dir, 0777)) && errno != EEXIST)
     return ff_fail(err, FF_EIO, "cannot create %s: %s", dir, strerror(errno));
   if (!stat(dir, &st) && !S_ISDIR(st.st_mode)) return ff_fail(err, FF_EIO, "%s is not a directory", dir);
-  if ((rc = ff_write_files_atomic(files, n_files, err))) {
-    if (made) rmdir(dir); /* ours, and empty: ff_write_files_atomic left nothing */
+  if ((rc = ff_write_files_atomic_streamed(files, streams, n_files, err))) {
+    if (made) rmdir(dir); /* ours, and empty: ff_write_files_atomic_streamed left nothing */
     return rc;
   }
-  for (int i = 0; i < n_files; i++) printf("wrote %s (%zu bytes)\n", files[i].path, files[i].len);
+  for (int i = 0; i < n_files; i++)
+    printf("wrote %s (%zu bytes)\n", files[i].path,
+           streams && streams[i].write ? ((const weights_file *)streams[i].ctx)->bytes : files[i].len);
   return 0;
 }
 
@@ -99,7 +121,7 @@ static int emit_train(ff_model *m, const char *path, const char *dir, const char
   const char *const reads[] = {path};
   for (int i = 0; i < 3 && !rc; i++)
     rc = !files[i].path ? ff_fail(err, FF_ENOMEM, "out of memory") : ff_refuse_inputs(files[i].path, reads, 1, err);
-  if (!rc) rc = write_files(dir, files, 3, err);
+  if (!rc) rc = write_files(dir, files, NULL, 3, err);
   for (int i = 0; i < 3; i++) free((void *)files[i].path);
   ff_train_code_free(&code);
   return rc;
@@ -145,25 +167,23 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
     return ff_fail(err, CLI_EUSAGE, "--embed needs --weights W.safetensors");
   }
   const char *header, *source, *kernels;
-  char *text = NULL, *driver = NULL;
+  char *driver = NULL;
   if ((weights && (rc = cli_load_weights(m, flags, weights, err))) ||
       (rc = ff_model_generate(m, command, &header, &source, err)) || (rc = ff_model_kernel_source(m, &kernels, err)))
     goto done;
-  /* everything is rendered before the first file is written, and written all or none */
-  if (weights && embed && (rc = ff_model_weights_source(m, weights, &text, err))) goto done;
+  /* everything is rendered before the first file is written (the weights as they are written), and
+   * written all or none */
   if (with_main && (rc = ff_model_driver_source(m, embed, &driver, err))) goto done;
   ff_file_out files[6];
+  ff_file_stream streams[6] = {{0}};
+  weights_file packed = {m, weights, NULL, embed, 0};
   int n_files = 0;
   files[n_files++] = (ff_file_out){out_path(dir, c->name, ".h"), header, strlen(header)};
   files[n_files++] = (ff_file_out){out_path(dir, c->name, ".c"), source, strlen(source)};
   files[n_files++] = (ff_file_out){out_path(dir, c->name, "_kernels.c"), kernels, strlen(kernels)};
-  if (weights && embed) {
-    files[n_files++] = (ff_file_out){out_path(dir, c->name, "_weights.c"), text, strlen(text)};
-  } else if (weights) {
-    const void *blob;
-    size_t bytes;
-    if ((rc = ff_model_weight_blob(m, &blob, &bytes, err))) goto written;
-    files[n_files++] = (ff_file_out){out_path(dir, c->name, ".weights"), blob, bytes};
+  if (weights) {
+    streams[n_files] = (ff_file_stream){write_weights, &packed};
+    files[n_files++] = (ff_file_out){packed.path = out_path(dir, c->name, embed ? "_weights.c" : ".weights"), NULL, 0};
   }
   if (driver) files[n_files++] = (ff_file_out){out_path(dir, c->name, "_main.c"), driver, strlen(driver)};
   for (int i = 0; i < n_files; i++)
@@ -174,12 +194,11 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
   const char *const reads[] = {path, weights, with_main ? c->vocabulary : NULL};
   for (int i = 0; i < n_files; i++)
     if ((rc = ff_refuse_inputs(files[i].path, reads, 3, err))) goto written;
-  rc = write_files(dir, files, n_files, err);
+  rc = write_files(dir, files, streams, n_files, err);
 written:
   for (int i = 0; i < n_files; i++) free((void *)files[i].path);
 done:
   free(driver);
-  free(text);
   ff_model_close(m);
   return rc;
 }

@@ -171,9 +171,11 @@ int ff_write_all(int fd, const void *data, size_t len) {
   return 0;
 }
 
-/* A temporary beside path holding the data, with the mode a new file gets;
- * *tmp is malloc'd (NULL on failure, nothing left behind). */
-static int write_temporary(const char *path, const void *data, size_t len, char **tmp) {
+/* A temporary beside path holding the data (or what s writes: its failure
+ * in *code and err, and -1 returned), with the mode a new file gets; *tmp
+ * is malloc'd (NULL on failure, nothing left behind). */
+static int write_temporary(const char *path, const void *data, size_t len, const ff_file_stream *s, int *code,
+                           ff_error *err, char **tmp) {
   size_t n = strlen(path) + 16;
   int e = 0;
   if (!(*tmp = malloc(n))) return ENOMEM;
@@ -188,7 +190,8 @@ static int write_temporary(const char *path, const void *data, size_t len, char 
   mode_t mask = umask(0);
   umask(mask);
   fchmod(fd, 0666 & ~mask); /* mkstemp makes 0600; give the usual mode */
-  e = ff_write_all(fd, data, len);
+  if (s) e = (*code = s->write(s->ctx, fd, err)) ? -1 : 0;
+  else e = ff_write_all(fd, data, len);
   if (close(fd) && !e) e = errno;
   if (e) {
     unlink(*tmp);
@@ -225,7 +228,8 @@ int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_erro
     return e ? ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e)) : FF_OK;
   }
   char *tmp;
-  if ((e = write_temporary(path, data, len, &tmp))) return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e));
+  if ((e = write_temporary(path, data, len, NULL, NULL, NULL, &tmp)))
+    return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e));
   if (rename(tmp, path)) {
     e = errno;
     unlink(tmp);
@@ -237,6 +241,10 @@ int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_erro
 }
 
 int ff_write_files_atomic(const ff_file_out *files, int n, ff_error *err) {
+  return ff_write_files_atomic_streamed(files, NULL, n, err);
+}
+
+int ff_write_files_atomic_streamed(const ff_file_out *files, const ff_file_stream *streams, int n, ff_error *err) {
   char **tmp = calloc((size_t)n + 1, sizeof *tmp), **old = calloc((size_t)n + 1, sizeof *old);
   int rc = FF_OK, done = 0, e;
   struct stat st;
@@ -249,9 +257,12 @@ int ff_write_files_atomic(const ff_file_out *files, int n, ff_error *err) {
     if (!lstat(files[i].path, &st) && !S_ISREG(st.st_mode))
       rc = ff_fail(err, FF_EIO, "%s: cannot write: %s", files[i].path,
                    S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
-  for (int i = 0; i < n && !rc; i++) /* every file's bytes on disk before any name changes */
-    if ((e = write_temporary(files[i].path, files[i].data, files[i].len, &tmp[i])))
-      rc = ff_fail(err, FF_EIO, "%s: cannot write: %s", files[i].path, strerror(e));
+  for (int i = 0; i < n && !rc; i++) { /* every file's bytes on disk before any name changes */
+    const ff_file_stream *s = streams && streams[i].write ? &streams[i] : NULL;
+    int code = 0;
+    if ((e = write_temporary(files[i].path, files[i].data, files[i].len, s, &code, err, &tmp[i])))
+      rc = code ? code : ff_fail(err, FF_EIO, "%s: cannot write: %s", files[i].path, strerror(e));
+  }
   for (; done < n && !rc; done++) { /* the old file aside, then the new one in its place */
     const char *path = files[done].path;
     if (!lstat(path, &st)) {

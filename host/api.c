@@ -548,69 +548,106 @@ int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err) {
   return rc;
 }
 
-/* The blob's floats as C initialiser text: %.9g round-trips a float32. */
-static int float_text(const float *x, size_t n, const char *weights_path, char **out, ff_error *err) {
-  size_t cap;
-  if (ff_size_mul(n + 1, 24, &cap)) return ff_fail(err, FF_ENOMEM, "weights too large to embed");
-  char *data = malloc(cap + 64), *p = data;
-  if (!data) return ff_fail(err, FF_ENOMEM, "out of memory for the embedded weights");
-  for (size_t i = 0; i < n; i++) {
-    if (x[i] != x[i] || x[i] - x[i] != 0) {
-      free(data);
-      return ff_fail(err, FF_EINVAL,
-                     "%s: a weight is not finite; --embed cannot write it as a C literal (emit the packed blob "
-                     "without --embed)", weights_path);
-    }
-    char num[32];
-    snprintf(num, sizeof num, "%.9g", (double)x[i]);
-    p += sprintf(p, "%s%s%s%s", i % 8 ? " " : i ? "\n  " : "  ", num, strpbrk(num, ".e") ? "" : ".0",
-                 i + 1 < n ? "f," : "f");
+/* The --embed weights (NAME_weights.c) to out: packed once to hash and check
+ * them (the banner names the hash), the file rendered around a mark, then
+ * packed again and written as they are formatted.  No copy of the weights
+ * or of their text is held, and none passes through the Lua state. */
+static int weights_c_locked(ff_model *m, const char *weights_path, const ff_text_out *out, ff_error *err) {
+  if (!m->w) return ff_fail(err, FF_EINVAL, "no weights: load them before packing");
+  int rc = generate_locked(m, "fixformer", err);
+  if (rc) return rc;
+  const ff_program *p = &m->prog->program;
+  const int floats = m->weight_type == FF_WEIGHT_F32;
+  char hex[65], *text = NULL;
+  weights_fill(m->w);
+  step(m, "write the weights as C", 0);
+  if (!(rc = ff_embed_sha256(p, &m->w->rt.file, floats, weights_path, hex, err))) {
+    ff_extra x = {"weights", 1, FF_WEIGHT_DATA_MARK, weights_path, hex, NULL, NULL, NULL};
+    if (!(rc = render_locked(m, &x, &text, err))) rc = ff_embed_write(p, &m->w->rt.file, floats, text, out, err);
   }
-  if (!n) p += sprintf(p, "  0.0f");
-  *p = 0;
-  *out = data;
-  return 0;
+  step(m, "write the weights as C", 1);
+  free(text);
+  return rc;
 }
 
-/* The blob's 4-byte words as C initialiser text (bf16 and int8 weights are
- * not floats): 0x%08x, 8 to a line. */
-static int word_text(const float *x, size_t n, char **out, ff_error *err) {
-  size_t cap;
-  if (ff_size_mul(n + 1, 16, &cap)) return ff_fail(err, FF_ENOMEM, "weights too large to embed"); /* "\n  0x12345678u," */
-  char *data = malloc(cap + 64), *p = data;
-  if (!data) return ff_fail(err, FF_ENOMEM, "out of memory for the embedded weights");
-  for (size_t i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, x + i, sizeof u);
-    p += sprintf(p, "%s0x%08xu%s", i % 8 ? " " : i ? "\n  " : "  ", (unsigned)u, i + 1 < n ? "," : "");
+typedef struct {
+  char *p;
+  size_t len, cap;
+} text_buf;
+
+static int to_buf(void *ctx, const char *s, size_t n, ff_error *err) {
+  text_buf *t = ctx;
+  if (n >= t->cap - t->len) {
+    size_t cap = t->cap ? t->cap : 1 << 16;
+    while (cap <= t->len + n && cap < SIZE_MAX / 2) cap *= 2;
+    char *grown = cap > t->len + n ? realloc(t->p, cap) : NULL;
+    if (!grown) return ff_fail(err, FF_ENOMEM, "out of memory for the embedded weights' text");
+    t->p = grown, t->cap = cap;
   }
-  if (!n) p += sprintf(p, "  0u");
-  *p = 0;
-  *out = data;
+  memcpy(t->p + t->len, s, n);
+  t->len += n;
+  t->p[t->len] = 0;
   return 0;
 }
 
 int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_weights_source", "the model");
   if (!weights_path || !text) return null_arg(err, "ff_model_weights_source", text ? "weights_path" : "text");
-  char *data = NULL;
+  text_buf t = {NULL, 0, 0};
+  const ff_text_out out = {to_buf, &t};
   lock(m);
-  int rc = blob_locked(m, 0, err);
-  if (!rc) {
-    const float *x = (const float *)(const void *)((const char *)m->blob->data + FF_BLOB_HEADER);
-    size_t n = m->prog->program.weight_floats;
-    step(m, "write the weights as C", 0);
-    if (!(rc = m->weight_type != FF_WEIGHT_F32 ? word_text(x, n, &data, err)
-                                               : float_text(x, n, weights_path, &data, err))) {
-      char hex[65];
-      ff_sha256_hex(x, n * sizeof *x, hex);
-      ff_extra xw = {"weights", 1, data, weights_path, hex, NULL, NULL, NULL};
-      rc = render_locked(m, &xw, text, err);
-    }
-    step(m, "write the weights as C", 1);
+  int rc = weights_c_locked(m, weights_path, &out, err);
+  unlock(m);
+  if (rc) free(t.p);
+  *text = rc ? NULL : t.p;
+  return rc;
+}
+
+typedef struct {
+  int fd;
+  size_t bytes;
+} fd_out;
+
+static int to_fd(void *ctx, const char *s, size_t n, ff_error *err) {
+  fd_out *o = ctx;
+  int e = ff_write_all(o->fd, s, n);
+  if (e) return ff_fail(err, FF_EIO, "cannot write: %s", strerror(e));
+  o->bytes += n;
+  return 0;
+}
+
+static int words_to_fd(void *ctx, const float *x, size_t n, ff_error *err) {
+  return to_fd(ctx, (const char *)x, n * sizeof *x, err);
+}
+
+int ff_model_weight_blob_write(ff_model *m, int fd, size_t *bytes, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_weight_blob_write", "the model");
+  fd_out o = {fd, 0};
+  lock(m);
+  int rc = m->w ? generate_locked(m, "fixformer", err) : ff_fail(err, FF_EINVAL, "no weights: load them before packing");
+  if (!rc) { /* the blob ff_model_weight_blob holds, packed piece by piece as it is written */
+    unsigned char header[FF_BLOB_HEADER];
+    ff_blob_header(&m->prog->program, header);
+    weights_fill(m->w);
+    step(m, "pack weights", 0);
+    if (!(rc = to_fd(&o, (const char *)header, sizeof header, err)))
+      rc = ff_pack_stream(&m->prog->program, &m->w->rt.file, words_to_fd, &o, err);
+    step(m, "pack weights", 1);
   }
   unlock(m);
-  free(data);
+  if (bytes) *bytes = o.bytes;
+  return rc;
+}
+
+int ff_model_weights_write(ff_model *m, const char *weights_path, int fd, size_t *bytes, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_weights_write", "the model");
+  if (!weights_path) return null_arg(err, "ff_model_weights_write", "weights_path");
+  fd_out o = {fd, 0};
+  const ff_text_out out = {to_fd, &o};
+  lock(m);
+  int rc = weights_c_locked(m, weights_path, &out, err);
+  unlock(m);
+  if (bytes) *bytes = o.bytes;
   return rc;
 }
 

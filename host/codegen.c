@@ -499,6 +499,54 @@ void ff_position_table(const ff_layout_entry *e, float *dst) {
   }
 }
 
+/* The 4-byte words rows rows of cols weights of type t take (gen/plan.lua's
+ * weight_words): bf16 rows padded to whole words, int8 a scale per group. */
+static size_t weight_words(enum ff_weight_type t, size_t rows, size_t cols) {
+  if (t == FF_WEIGHT_BF16) return rows * ((cols + 1) / 2);
+  if (t == FF_WEIGHT_INT8) return rows * ((cols + FF_Q8_GROUP - 1) / FF_Q8_GROUP) * (4 + FF_Q8_GROUP) / 4;
+  return rows * cols;
+}
+
+static size_t entry_cols(const ff_layout_entry *e) { return (size_t)(e->cols > 0 ? e->cols : 1); }
+
+/* The words rows r0 .. r1 - 1 of e take (r0 a multiple of its panel width). */
+static size_t rows_words(const ff_layout_entry *e, int r0, int r1) {
+  const int P = e->panel;
+  if (e->derived) return (size_t)(r1 - r0) * entry_cols(e);
+  return weight_words(e->type, (size_t)(P ? (r1 - r0 + P - 1) / P * P : r1 - r0), entry_cols(e));
+}
+
+/* e's rows in f (from its row0), checked; int8 ones finite (a scale cannot hold NaN). */
+static int entry_source(const ff_layout_entry *e, const ff_tensor_file *f, const float **src, ff_error *err) {
+  const ff_tensor *t = ff_tensor_file_find(f, e->name);
+  size_t cols = entry_cols(e);
+  if (!t || t->numel < (size_t)(e->row0 + e->rows) * cols)
+    return ff_fail(err, FF_EMISSING, "tensor '%s' missing or of the wrong size while packing", e->name);
+  *src = t->data + (size_t)e->row0 * cols;
+  return e->type == FF_WEIGHT_INT8 ? ff_q8_check_finite(*src, (size_t)e->rows * cols, e->name, err) : 0;
+}
+
+/* Rows r0 .. r1 - 1 of e (r0 a multiple of its panel width) from its rows
+ * src into dst, zeroed, which holds rows_words(e, r0, r1): a panel of rows
+ * r .. r + NR - 1 is contiguous, so a run of whole panels packs alone. */
+static void pack_entry_rows(const ff_layout_entry *e, const float *src, int r0, int r1, float *dst) {
+  const size_t cols = entry_cols(e);
+  const int rows = r1 - r0;
+  src += (size_t)r0 * cols;
+  if (!e->panel) pack_rows(e->type, src, rows, cols, dst);
+  else if (e->type == FF_WEIGHT_BF16) pack_panels_bf16(src, rows, cols, e->panel, (uint16_t *)(void *)dst);
+  else if (e->type == FF_WEIGHT_INT8) pack_panels_q8(src, rows, cols, e->panel, (unsigned char *)dst);
+  else pack_panels_f32(src, rows, cols, e->panel, dst);
+}
+
+void ff_blob_header(const ff_program *p, unsigned char h[FF_BLOB_HEADER]) {
+  memset(h, 0, FF_BLOB_HEADER);
+  memcpy(h, "FFWEIGHT", 8);
+  put_u64(h + 8, 1 | (uint64_t)FF_BLOB_HEADER << 32); /* u32 version, u32 header bytes */
+  put_u64(h + 16, p->layout_hash);
+  put_u64(h + 24, (uint64_t)p->weight_floats * sizeof(float)); /* (ff_generate checked the size) */
+}
+
 int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err) {
   size_t data_bytes, total;
   *blob = NULL;
@@ -507,37 +555,81 @@ int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, s
   unsigned char *b = NULL;
   if (posix_memalign((void **)&b, 64, total ? total : 64)) return ff_fail(err, FF_ENOMEM, "out of memory for weights");
   memset(b, 0, total);
-  memcpy(b, "FFWEIGHT", 8);
-  put_u64(b + 8, 1 | (uint64_t)FF_BLOB_HEADER << 32); /* u32 version, u32 header bytes */
-  put_u64(b + 16, p->layout_hash);
-  put_u64(b + 24, data_bytes);
+  ff_blob_header(p, b);
   float *data = (float *)(void *)(b + FF_BLOB_HEADER);
   for (int i = 0; i < p->n_layout; i++) {
     const ff_layout_entry *e = &p->layout[i];
-    if (e->derived) {
-      ff_position_table(e, data + e->offset);
-      continue;
-    }
-    const ff_tensor *t = ff_tensor_file_find(f, e->name);
-    size_t cols = (size_t)(e->cols > 0 ? e->cols : 1), n = (size_t)e->rows * cols;
+    const float *src = NULL;
     int rc = 0;
-    if (!t || t->numel < (size_t)(e->row0 + e->rows) * cols)
-      rc = ff_fail(err, FF_EMISSING, "tensor '%s' missing or of the wrong size while packing", e->name);
-    const float *src = rc ? NULL : t->data + (size_t)e->row0 * cols;
-    if (!rc && e->type == FF_WEIGHT_INT8) rc = ff_q8_check_finite(src, n, e->name, err);
+    if (e->derived) ff_position_table(e, data + e->offset);
+    else if (!(rc = entry_source(e, f, &src, err))) pack_entry_rows(e, src, 0, e->rows, data + e->offset);
     if (rc) {
       free(b);
       return rc;
     }
-    float *dst = data + e->offset;
-    if (!e->panel) pack_rows(e->type, src, e->rows, cols, dst);
-    else if (e->type == FF_WEIGHT_BF16) pack_panels_bf16(src, e->rows, cols, e->panel, (uint16_t *)(void *)dst);
-    else if (e->type == FF_WEIGHT_INT8) pack_panels_q8(src, e->rows, cols, e->panel, (unsigned char *)dst);
-    else pack_panels_f32(src, e->rows, cols, e->panel, dst);
   }
   *blob = b;
   *bytes = total;
   return 0;
+}
+
+/* About this many words a piece of ff_pack_stream (1 MiB; a piece is at
+ * least one panel, and a derived table is one piece). */
+#define STREAM_PIECE ((size_t)1 << 18)
+
+/* Rows a piece of e takes: whole panels, at least one row or panel. */
+static int piece_rows(const ff_layout_entry *e) {
+  const int unit = e->panel ? e->panel : 1;
+  const size_t per = rows_words(e, 0, unit), n = per ? STREAM_PIECE / per : 0;
+  if (e->derived || n * (size_t)unit >= (size_t)e->rows) return e->rows > 0 ? e->rows : 1;
+  return n ? (int)n * unit : unit;
+}
+
+/* n zero words to sink, through buf (cap words). */
+static int stream_zeros(size_t n, float *buf, size_t cap, ff_pack_sink sink, void *ctx, ff_error *err) {
+  memset(buf, 0, (n < cap ? n : cap) * sizeof *buf);
+  for (size_t k; n; n -= k) {
+    k = n < cap ? n : cap;
+    int rc = sink(ctx, buf, k, err);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+int ff_pack_stream(const ff_program *p, const ff_tensor_file *f, ff_pack_sink sink, void *ctx, ff_error *err) {
+  size_t cap = STREAM_PIECE, at = 0;
+  for (int i = 0; i < p->n_layout; i++) {
+    const ff_layout_entry *e = &p->layout[i];
+    const size_t words = rows_words(e, 0, piece_rows(e) < e->rows ? piece_rows(e) : e->rows);
+    if (words > cap) cap = words;
+  }
+  float *buf = malloc(cap * sizeof *buf);
+  if (!buf) return ff_fail(err, FF_ENOMEM, "out of memory packing the weights (%zu bytes)", cap * sizeof *buf);
+  int rc = 0;
+  for (int i = 0; i < p->n_layout && !rc; i++) {
+    const ff_layout_entry *e = &p->layout[i];
+    const float *src = NULL;
+    if (e->offset < at || e->offset + rows_words(e, 0, e->rows) > p->weight_floats) {
+      rc = ff_fail(err, FF_EINVAL, "internal: weight '%s' at %zu overlaps the one before or the end", e->name,
+                   e->offset);
+      break;
+    }
+    if ((rc = stream_zeros(e->offset - at, buf, cap, sink, ctx, err)) ||
+        (!e->derived && (rc = entry_source(e, f, &src, err))))
+      break;
+    for (int r0 = 0, step = piece_rows(e); r0 < e->rows && !rc; r0 += step) {
+      const int r1 = e->rows - r0 < step ? e->rows : r0 + step;
+      const size_t n = rows_words(e, r0, r1);
+      memset(buf, 0, n * sizeof *buf);
+      if (e->derived) ff_position_table(e, buf);
+      else pack_entry_rows(e, src, r0, r1, buf);
+      rc = sink(ctx, buf, n, err);
+    }
+    at = e->offset + rows_words(e, 0, e->rows);
+  }
+  if (!rc) rc = stream_zeros(p->weight_floats - at, buf, cap, sink, ctx, err);
+  free(buf);
+  return rc;
 }
 
 /* ---- compiled code ------------------------------------------------------ */

@@ -96,6 +96,29 @@ typedef struct {
 /* Renders one of those files for the last generated program (malloc'd). */
 int ff_render_extra(ff_lua *h, const ff_extra *x, char **out, ff_error *err);
 
+/* ---- the --embed weights as C (embed.c) ---- */
+
+/* Where text goes (0, or FF_E* with err set). */
+typedef struct {
+  int (*write)(void *ctx, const char *s, size_t n, ff_error *err);
+  void *ctx;
+} ff_text_out;
+
+/* What the "weights" file is rendered with in place of its data (no value
+ * rendered into it has a control character: paths pass comment_text). */
+#define FF_WEIGHT_DATA_MARK "\001weights\001"
+
+/* The sha256 of the words the packer lays out for p from f (the blob's data)
+ * and, when they are floats (f32), that each is finite: C has no literal for
+ * NaN or an infinity (the message names weights_path). */
+int ff_embed_sha256(const ff_program *p, const ff_tensor_file *f, int floats, const char *weights_path, char hex[65],
+                    ff_error *err);
+/* text (the rendered file, FF_WEIGHT_DATA_MARK once) to out with the words
+ * as C initialisers in place of the mark, packed and written piece by
+ * piece: memory stays at a piece's, whatever the model's size. */
+int ff_embed_write(const ff_program *p, const ff_tensor_file *f, int floats, const char *text, const ff_text_out *out,
+                   ff_error *err);
+
 /* Kernels on their own (the per-kernel tests): list is a Lua array of
  * { kind, params } (kinds of gen/ops.lua), e.g.
  *   { { "linear", { IN = 5, OUT = 7, LDW = 7, BIAS = true } } }
@@ -110,6 +133,16 @@ int ff_render_kernels(ff_lua *h, const char *list, char **text, ff_error *err);
  * bytes ("FFWEIGHT", version 1, header size, layout hash, data bytes) and the
  * floats, 64-byte aligned.  Free with free(). */
 int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err);
+/* That blob's header. */
+void ff_blob_header(const ff_program *p, unsigned char h[FF_BLOB_HEADER]);
+
+/* The same words (the blob's data, without its header) handed to sink in
+ * order, piece by piece as they are packed (about 1 MiB a piece; the gaps
+ * between tensors as zeros), never all at once: what writes a model larger
+ * than memory would hold twice.  sink returns 0 or FF_E* with err set, which
+ * stops the walk. */
+typedef int (*ff_pack_sink)(void *ctx, const float *words, size_t n, ff_error *err);
+int ff_pack_stream(const ff_program *p, const ff_tensor_file *f, ff_pack_sink sink, void *ctx, ff_error *err);
 
 /* ---- threads (templates/pool.c) ------------------------------------------ */
 

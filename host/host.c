@@ -276,6 +276,10 @@ void ff_sha256_hex(const void *data, size_t len, char hex[65]) {
   unsigned char md[32];
   unsigned int n = 0;
   EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
+  ff_digest_hex(md, hex);
+}
+
+void ff_digest_hex(const unsigned char md[32], char hex[65]) {
   for (int i = 0; i < 32; i++) {
     static const char digits[] = "0123456789abcdef";
     hex[2 * i] = digits[md[i] >> 4];

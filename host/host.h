@@ -46,6 +46,8 @@ int ff_lua_generator_fail(ff_lua *h, ff_error *err);
 
 /* sha256 of data as 64 hex characters and a NUL (OpenSSL's libcrypto). */
 void ff_sha256_hex(const void *data, size_t len, char hex[65]);
+/* A sha256 digest's 32 bytes as 64 hex characters. */
+void ff_digest_hex(const unsigned char md[32], char hex[65]);
 
 /* Embedded files (the Lua modules of gen/, templates/ and kernels/), made by the build. */
 typedef struct {

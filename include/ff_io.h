@@ -225,6 +225,15 @@ typedef struct ff_file_out {
   size_t len;
 } ff_file_out;
 int ff_write_files_atomic(const ff_file_out *files, int n, ff_error *err);
+/* The same, file i's bytes written by streams[i].write (when set) in place
+ * of its data, into the temporary that is renamed: a file too large to
+ * hold in memory, all or none with the others.  write returns 0 or FF_E*
+ * with err set, whose message is kept. */
+typedef struct ff_file_stream {
+  int (*write)(void *ctx, int fd, ff_error *err);
+  void *ctx;
+} ff_file_stream;
+int ff_write_files_atomic_streamed(const ff_file_out *files, const ff_file_stream *streams, int n, ff_error *err);
 
 /* Checked size arithmetic: 0 on success, -1 on overflow. */
 int ff_size_mul(size_t a, size_t b, size_t *out);

@@ -184,10 +184,19 @@ int ff_model_set_line_directives(ff_model *m, int on, ff_error *err);
 /* The loaded weights packed into the generated code's layout: a blob with a
  * 64-byte header (magic, version, layout hash, size), owned by m. */
 int ff_model_weight_blob(ff_model *m, const void **blob, size_t *bytes, ff_error *err);
+/* The same blob written to fd as it is packed, never held whole; *bytes
+ * (may be NULL): how many were written.  A failure may leave part of it
+ * in fd: write to a temporary file (ff_write_files_atomic_streamed). */
+int ff_model_weight_blob_write(ff_model *m, int fd, size_t *bytes, ff_error *err);
 /* The --with-main driver (NAME_main.c) and the --embed weights
  * (NAME_weights.c) for the generated code; malloc'd text for the caller. */
 int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err);
 int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, ff_error *err);
+/* The same --embed text written to fd as it is formatted, never held whole
+ * (a model's text is about 4 times its float32 weights); *bytes (may be
+ * NULL): how many were written.  A failure may leave part of it in fd:
+ * write to a temporary file (ff_write_files_atomic_streamed). */
+int ff_model_weights_write(ff_model *m, const char *weights_path, int fd, size_t *bytes, ff_error *err);
 /* Frees the model (what it shares with clones when the last of them goes);
  * NULL is fine. */
 void ff_model_close(ff_model *m);

@@ -10,15 +10,21 @@ torch and numpy only (Debian's python3-torch 1.13 has no safetensors package).
 
 describe() reads what the module holds: nn.Transformer, nn.TransformerEncoder,
 nn.TransformerDecoder, their layer classes (a lone layer, or an nn.ModuleList
-named `layers` with an optional LayerNorm `norm` beside it), and a module
+named `layers` with an optional norm `norm` beside it), and a module
 wrapping one of them with an nn.Embedding (tokens; a second one whose
 attribute name contains "pos" is learned positions) and an nn.Linear output
-head.  What forward() does is not visible to it, so the caller says it:
-`arch` ("decoder-only" for a causal stack), `positional`,
+head (with or without a bias).  Norms are nn.LayerNorm (without weight or
+bias: written as ones and zeros), nn.RMSNorm (torch >= 2.4) or this module's
+RMSNorm; activations relu, gelu, nn.GELU(approximate="tanh") and this
+module's swiglu.  What forward() does is not visible to it, so the caller
+says it: `arch` ("decoder-only" for a causal stack), `positional`,
 `scale_embeddings`, `tie_embeddings` (forward multiplies by the embedding
-matrix), `max_seq`.  Whatever fixformer cannot compute, and any value
-outside what its validator reads (an eps that is inf, NaN or <= 0, ...), is
-a ValueError naming the attribute or key; nothing is written then.
+matrix), `lm_head=False` (forward returns the hidden states), `embed_norm`
+and `token_types` (BERT's embeddings: a norm of their sum, a token-type
+row 0 added), `max_seq`.
+Whatever fixformer cannot compute, and any value outside what its validator
+reads (an eps that is inf, NaN or <= 0, ...), is a ValueError naming the
+attribute or key; nothing is written then.
 
 Command line: fixformer_export.py --help
 """
@@ -37,7 +43,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["save_safetensors", "tied_aliases", "describe", "describe_config", "export", "ExportError"]
+__all__ = ["save_safetensors", "tied_aliases", "describe", "describe_config", "export", "ExportError", "RMSNorm",
+           "swiglu"]
 
 
 class ExportError(ValueError):
@@ -166,6 +173,37 @@ def save_safetensors(tensors, path, dtype="F32", metadata=None, tied="keep"):
     return path
 
 
+# ---- what fixformer computes that torch 1.13 has no module for ------------------
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight over the last dimension (LLaMA's;
+    torch >= 2.4 has nn.RMSNorm, which describe() reads too).  As norm1 /
+    norm2 (norm3) of nn.Transformer*Layer and as a stack's final norm, the
+    model exports with norm_kind = "rmsnorm"."""
+
+    fixformer_norm = "rmsnorm"  # what describe() recognises
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.normalized_shape, self.eps = (d_model,), eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def swiglu(x):
+    """SwiGLU, the activation of nn.TransformerEncoderLayer(..., dim_feedforward=2 * d_ff,
+    activation=swiglu): linear1's 2 d_ff outputs are [gate | up], this gives
+    silu(gate) * up, so linear2 takes d_ff (layer.linear2 = nn.Linear(d_ff,
+    d_model)).  Exports as activation = "swiglu" (linear1 rows gate | up)."""
+    gate, up = x.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+swiglu.fixformer_activation = "swiglu"  # what describe() recognises
+
+
 # ---- reading a module --------------------------------------------------------
 
 def _activation(path, layer):
@@ -174,12 +212,14 @@ def _activation(path, layer):
         return "relu"
     if a is F.gelu:
         return "gelu"
+    if getattr(a, "fixformer_activation", None) == "swiglu":
+        return "swiglu"
     if isinstance(a, nn.GELU):
         return {"none": "gelu", "tanh": "gelu_tanh"}.get(getattr(a, "approximate", "none"), None) or \
             _fail(_join(path, "activation"), "GELU(approximate=%r) is not one fixformer has" % a.approximate)
-    return _fail(_join(path, "activation"), "%s: fixformer computes relu, gelu (erf) and gelu_tanh "
-                 "(nn.GELU(approximate='tanh')); a custom activation cannot be expressed"
-                 % getattr(a, "__name__", type(a).__name__))
+    return _fail(_join(path, "activation"), "%s: fixformer computes relu, gelu (erf), gelu_tanh "
+                 "(nn.GELU(approximate='tanh')) and swiglu (fixformer_export.swiglu); a custom activation "
+                 "cannot be expressed" % getattr(a, "__name__", type(a).__name__))
 
 
 def _fail(where, what):
@@ -199,18 +239,36 @@ def _attention(path, mha, d):
         _fail(path + ".bias_k", "add_bias_kv=True (a learned extra key and value) cannot be expressed")
     if mha.add_zero_attn:
         _fail(path + ".add_zero_attn", "True (an extra zero key and value) cannot be expressed")
+    if (mha.out_proj.bias is not None) != (mha.in_proj_bias is not None):
+        _fail(path + ".out_proj.bias", "%s, but in_proj_bias is %s; fixformer's `bias` is one switch for all" % (
+            "absent" if mha.out_proj.bias is None else "present", "present" if mha.out_proj.bias is None else "absent"))
     return mha.num_heads, mha.in_proj_bias is not None
 
 
-def _layernorm(path, ln, d):
-    if not isinstance(ln, nn.LayerNorm):
-        _fail(path, "a %s, not nn.LayerNorm" % type(ln).__name__)
+def _norm_kind(m):
+    """"layernorm" or "rmsnorm" for a norm module fixformer computes, else None."""
+    kind = getattr(m, "fixformer_norm", None)
+    if kind in ("layernorm", "rmsnorm"):
+        return kind
+    if isinstance(m, nn.LayerNorm):
+        return "layernorm"
+    if hasattr(nn, "RMSNorm") and isinstance(m, nn.RMSNorm):  # torch >= 2.4
+        return "rmsnorm"
+    return None
+
+
+def _norm(path, ln, d):
+    """(norm_kind, eps) of a norm.  A LayerNorm without weight or bias
+    (elementwise_affine=False, torch 2's bias=False) is one of weight 1 and
+    bias 0: describe_config writes those."""
+    kind = _norm_kind(ln)
+    if kind is None:
+        _fail(path, "a %s, not nn.LayerNorm or an RMSNorm (nn.RMSNorm, fixformer_export.RMSNorm)"
+              % type(ln).__name__)
     if tuple(ln.normalized_shape) != (d,):
         _fail(path + ".normalized_shape", "%s, not (d_model,) = (%d,)" % (tuple(ln.normalized_shape), d))
-    if ln.weight is None or getattr(ln, "bias", None) is None:
-        _fail(path, "a LayerNorm without its weight and bias (elementwise_affine=False or bias=False) "
-              "cannot be expressed")
-    return float(ln.eps)
+    eps = ln.eps if ln.eps is not None else torch.finfo(torch.float32).eps  # nn.RMSNorm's eps=None
+    return kind, float(eps)
 
 
 def _layer(path, layer, cross):
@@ -229,16 +287,23 @@ def _layer(path, layer, cross):
     if (layer.linear2.bias is not None) != lin_bias or lin_bias != bias:
         _fail(_join(path, "linear1.bias"), "some projections have biases and others not; fixformer's `bias` is one "
               "switch for all")
-    if layer.linear2.in_features != layer.linear1.out_features or layer.linear2.out_features != d:
-        _fail(_join(path, "linear2"), "shape [%d,%d] does not follow linear1 [%d,%d]" % (
-            layer.linear2.out_features, layer.linear2.in_features, layer.linear1.out_features, d))
-    eps = {_layernorm(_join(path, n), getattr(layer, n), d) for n in (("norm1", "norm2", "norm3") if cross
-                                                                       else ("norm1", "norm2"))}
-    if len(eps) != 1:
-        _fail(_join(path, "norm1.eps"), "the layer's norms have different eps %s" % sorted(eps))
-    return {"d_model": d, "heads": heads, "d_ff": layer.linear1.out_features,
-            "norm": "pre" if layer.norm_first else "post", "activation": _activation(path, layer),
-            "eps": eps.pop(), "bias": bias}
+    activation = _activation(path, layer)
+    up = layer.linear1.out_features
+    d_ff = up // 2 if activation == "swiglu" else up  # swiglu: linear1 rows gate | up
+    if activation == "swiglu" and up % 2:
+        _fail(_join(path, "linear1"), "%d outputs: swiglu takes an even number (gate | up)" % up)
+    if layer.linear2.in_features != d_ff or layer.linear2.out_features != d:
+        _fail(_join(path, "linear2"), "shape [%d,%d] does not follow linear1 [%d,%d]%s" % (
+            layer.linear2.out_features, layer.linear2.in_features, up, d,
+            " (swiglu: linear2 takes half of linear1's outputs)" if activation == "swiglu" else ""))
+    norms = {_norm(_join(path, n), getattr(layer, n), d) for n in (("norm1", "norm2", "norm3") if cross
+                                                                  else ("norm1", "norm2"))}
+    if len(norms) != 1:
+        _fail(_join(path, "norm1"), "the layer's norms differ (%s); fixformer's are all of one kind and eps"
+              % ", ".join("%s eps %g" % k for k in sorted(norms)))
+    kind, eps = norms.pop()
+    return {"d_model": d, "heads": heads, "d_ff": d_ff, "norm": "pre" if layer.norm_first else "post",
+            "norm_kind": kind, "activation": activation, "eps": eps, "bias": bias}
 
 
 def _stack(path, layers, cross):
@@ -363,7 +428,10 @@ def _stack_keys(module):
     norms = [(p, n) for p, n in norms if n is not None]
     keys["final_norm"] = bool(norms)
     for p, n in norms:
-        eps = _layernorm(p, n, keys["d_model"])
+        kind, eps = _norm(p, n, keys["d_model"])
+        if kind != keys["norm_kind"]:
+            _fail(p, "%s, but the layers' norms are %s; fixformer's norms are all of one kind"
+                  % (kind, keys["norm_kind"]))
         if eps != keys["eps"]:
             _fail(p + ".eps", "%g differs from the layers' eps %g" % (eps, keys["eps"]))
     return keys, prefix, paths
@@ -381,7 +449,8 @@ def _params_outside(module, stack_paths):
 
 
 def describe_config(module, name="model", arch=None, vocab=None, positional="none", scale_embeddings=True,
-                    tie_embeddings=None, max_seq=None, weights=None, vocabulary=None):
+                    tie_embeddings=None, max_seq=None, weights=None, vocabulary=None, lm_head=None,
+                    embed_norm=None, token_types=None):
     """The description as a dict (keys in fixformer's order) and the
     tensors it names: (config, {fixformer tensor name: tensor}).
     See describe() for the arguments."""
@@ -402,7 +471,10 @@ def describe_config(module, name="model", arch=None, vocab=None, positional="non
               "learned" % (positional,))
     tensors = _stack_tensors(module, keys, prefix, stack_paths)
     outside = _params_outside(module, stack_paths)
-    cfg = _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, max_seq)
+    _embed_norm(module, keys, stack_paths, embed_norm, tensors, outside)
+    cfg = _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, max_seq, lm_head, token_types)
+    if cfg["norm_kind"] == "layernorm":
+        del cfg["norm_kind"]  # the default: descriptions say it only otherwise
     cfg = dict([("name", name)] + list(cfg.items()))
     if cfg.get("vocab"):
         cfg["scale_embeddings"] = bool(scale_embeddings)
@@ -417,18 +489,79 @@ def describe_config(module, name="model", arch=None, vocab=None, positional="non
 
 def _stack_tensors(module, keys, prefix, stack_paths):
     """{fixformer name: tensor} of the stacks: the module's own names, which
-    fixformer uses under `prefix`; a lone layer's get layers.0. before them."""
+    fixformer uses under `prefix`; a lone layer's get layers.0. before them.
+    A norm without weight (or a LayerNorm without bias) gets ones (zeros):
+    what it computes."""
     if prefix is None:  # a lone layer
         base = stack_paths[0]
         sub = module.get_submodule(base) if base else module
-        return {"layers.0." + k: v for k, v in sub.state_dict().items()}
-    sd = module.state_dict()
-    if "" in stack_paths:  # the module is the stack itself
-        return dict(sd)
-    return {k: v for k, v in sd.items() if any(k.startswith(s + ".") for s in stack_paths)}
+        tensors = {"layers.0." + k: v for k, v in sub.state_dict().items()}
+        named = [("layers.0." + p, m) for p, m in sub.named_modules() if p]
+    else:
+        sd = module.state_dict()
+        tensors = {k: v for k, v in sd.items() if "" in stack_paths or any(k.startswith(s + ".") for s in stack_paths)}
+        named = [(p, m) for p, m in module.named_modules() if any(_inside(p, s) for s in stack_paths)]
+    d = keys["d_model"]
+    for p, m in named:
+        kind = _norm_kind(m)
+        if kind and getattr(m, "weight", None) is None:
+            tensors[p + ".weight"] = torch.ones(d)
+        if kind == "layernorm" and getattr(m, "bias", None) is None:
+            tensors[p + ".bias"] = torch.zeros(d)
+    return tensors
 
 
-def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, max_seq):
+def _embed_norm(module, keys, stack_paths, embed_norm, tensors, outside):
+    """embed_norm=True: the one norm outside the stacks is applied to the
+    summed embeddings (BERT's embeddings.LayerNorm) -> keys["embed_norm"],
+    its tensors under fixformer's names (ones and zeros where it has none);
+    taken out of outside.  Without it a norm there is refused, one without
+    parameters too (forward() would apply what the description leaves out)."""
+    if embed_norm not in (None, False, True):
+        _fail("embed_norm", "%r: True (forward() norms the summed embeddings) or None" % (embed_norm,))
+    norms = [(p, m) for p, m in module.named_modules()
+             if _norm_kind(m) and not any(_inside(p, s) for s in stack_paths)]
+    if not embed_norm:
+        if norms:
+            _fail(norms[0][0], "a %s outside the layer stack: not part of what fixformer computes (embed_norm=True "
+                  "if forward() norms the summed embeddings with it)" % type(norms[0][1]).__name__)
+        return
+    if len(norms) != 1:
+        _fail("embed_norm", "True, but the module has %s outside the layer stack%s" % (
+            "no norm" if not norms else "%d norms" % len(norms), "" if not norms else
+            " (%s); fixformer has one embedding norm" % ", ".join(p for p, _ in norms)))
+    p, m = norms[0]
+    kind, eps = _norm(p, m, keys["d_model"])
+    if kind != keys["norm_kind"]:
+        _fail(p, "%s, but the layers' norms are %s; fixformer's norms are all of one kind" % (kind, keys["norm_kind"]))
+    if eps != keys["eps"]:
+        _fail(p + ".eps", "%g differs from the layers' eps %g" % (eps, keys["eps"]))
+    weight, bias = getattr(m, "weight", None), getattr(m, "bias", None)
+    tensors["embed_norm.weight"] = weight if weight is not None else torch.ones(keys["d_model"])
+    if kind == "layernorm":
+        tensors["embed_norm.bias"] = bias if bias is not None else torch.zeros(keys["d_model"])
+    keys["embed_norm"] = True
+    outside[:] = [(q, o) for q, o in outside if o is not m]
+
+
+def _renormed(path, e, tied):
+    """e's table as its lookups leave it: a row longer than max_norm (in
+    norm_type) is scaled to max_norm, as forward() does to each row it looks
+    up (torch.embedding_renorm_), which a row already scaled passes
+    unchanged.  Refused for a table the tied head also reads: its rows then
+    depend on which tokens were looked up before."""
+    if e.max_norm is None:
+        return e.weight
+    if tied:
+        _fail(path + ".max_norm", "%g on the embedding a tied head multiplies by: forward() renormalises the rows "
+              "it looks up, so the head's matrix depends on the tokens seen before" % e.max_norm)
+    with torch.no_grad():
+        w = e.weight.detach().clone()
+        torch.embedding_renorm_(w, torch.arange(w.shape[0]), e.max_norm, e.norm_type)
+    return w
+
+
+def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, max_seq, lm_head, token_types):
     """Embeddings and head around the stack -> the remaining keys."""
     d = keys["d_model"]
     embeds = [(p, m) for p, m in outside if isinstance(m, nn.Embedding)]
@@ -436,12 +569,23 @@ def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, ma
     for p, m in outside:
         if not isinstance(m, (nn.Embedding, nn.Linear)):
             _fail(p or type(m).__name__, "a %s outside the layer stack: not part of what fixformer computes "
-                  "(token embedding, learned positions, output head)" % type(m).__name__)
+                  "(token embedding, learned positions, output head%s)" % (type(m).__name__, "; embed_norm=True "
+                  "if forward() norms the summed embeddings with it" if _norm_kind(m) else ""))
     pos = [(p, m) for p, m in embeds if "pos" in _leaf(p).lower()]
     tok = [(p, m) for p, m in embeds if (p, m) not in pos]
+    types = [(p, m) for p, m in tok if "type" in _leaf(p).lower()]
+    if token_types not in (None, False, True):
+        _fail("token_types", "%r: True (forward() adds row 0 of an nn.Embedding named *type*) or None"
+              % (token_types,))
+    if token_types:
+        if len(types) != 1 or len(tok) < 2:
+            _fail("token_types", "True, but the module has %d nn.Embedding named *type* beside a token embedding "
+                  "(%s)" % (len(types), ", ".join(p for p, _ in tok) or "none"))
+        tok = [(p, m) for p, m in tok if m is not types[0][1]]
     if len(tok) > 1:
-        _fail(tok[1][0], "a second token embedding (%s); fixformer has one, shared by source and target"
-              % ", ".join(p for p, _ in tok))
+        _fail(tok[1][0], "a second token embedding (%s); fixformer has one, shared by source and target%s"
+              % (", ".join(p for p, _ in tok), "; token_types=True if forward() adds its row 0 (BERT's "
+                                                "token_type_ids all 0)" if types else ""))
     if len(pos) > 1:
         _fail(pos[1][0], "a second position embedding")
     if len(heads) > 1:
@@ -451,8 +595,6 @@ def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, ma
     for p, m in embeds:
         if m.embedding_dim != d:
             _fail(p + ".embedding_dim", "%d differs from d_model %d" % (m.embedding_dim, d))
-        if m.max_norm is not None:
-            _fail(p + ".max_norm", "%g: renormalising rows at lookup cannot be expressed" % m.max_norm)
     if pos:
         if positional not in ("none", "learned"):
             _fail(pos[0][0], "a position embedding, but positional = %r" % positional)
@@ -462,7 +604,7 @@ def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, ma
             _fail(p + ".num_embeddings", "%d rows, but max_seq = %d" % (m.num_embeddings, max_seq))
         max_seq = m.num_embeddings
         cfg_pos = p + ".weight"
-        tensors[cfg_pos] = m.weight
+        tensors[cfg_pos] = _renormed(p, m, False)
     elif positional == "learned":
         _fail("positional", "\"learned\", but the module has no nn.Embedding named *pos*")
     if not tok:
@@ -473,6 +615,8 @@ def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, ma
             _fail("vocab", "given, but the module has no nn.Embedding")
         if positional == "learned":
             _fail(pos[0][0], "learned positions need a token embedding (vocab)")
+        if lm_head is not None:
+            _fail("lm_head", "given, but the module has no nn.Embedding (no tokens, no head)")
     else:
         p, e = tok[0]
         if vocab is not None and vocab != e.num_embeddings:
@@ -480,9 +624,15 @@ def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, ma
         vocab = e.num_embeddings
         cfg["vocab"] = vocab
         cfg["embed_weight"] = p + ".weight"
-        tensors[p + ".weight"] = e.weight
-        tied = _head(heads, e, p, vocab, d, tie_embeddings, cfg, tensors)
-        cfg["tie_embeddings"] = tied
+        tied = _head(heads, e, p, vocab, d, tie_embeddings, lm_head, cfg, tensors)
+        tensors[p + ".weight"] = _renormed(p, e, tied)
+        if tied is not None:
+            cfg["tie_embeddings"] = tied
+        if token_types:
+            q, t = types[0]
+            cfg["token_types"] = t.num_embeddings
+            cfg["token_type_embed_weight"] = q + ".weight"
+            tensors[q + ".weight"] = _renormed(q, t, False)
     cfg["positional"] = positional
     if positional == "learned":
         cfg["pos_embed_weight"] = cfg_pos
@@ -491,19 +641,30 @@ def _outer(module, keys, outside, tensors, vocab, positional, tie_embeddings, ma
     return cfg
 
 
-def _head(heads, embed, embed_path, vocab, d, tie_embeddings, cfg, tensors):
+def _head(heads, embed, embed_path, vocab, d, tie_embeddings, lm_head, cfg, tensors):
     """The output head: tied to the embedding (same storage, or the caller
-    says forward() multiplies by it) or its own nn.Linear."""
+    says forward() multiplies by it) or its own nn.Linear, either with its
+    bias or without; or none (lm_head=False: forward returns the hidden
+    states).  Returns whether it is tied (None: no head)."""
+    if lm_head is False:
+        if heads:
+            _fail(heads[0][0], "an output head (nn.Linear), but lm_head=False")
+        if tie_embeddings:
+            _fail("tie_embeddings", "True, but lm_head=False: there is no head to tie")
+        cfg["lm_head"] = False
+        return None
     if not heads:
         if not tie_embeddings:
-            _fail(embed_path, "a token embedding and no output head (nn.Linear): fixformer's token models end "
-                  "in one; pass tie_embeddings=True if forward() multiplies by the embedding matrix")
+            _fail(embed_path, "a token embedding and no output head (nn.Linear): pass tie_embeddings=True if "
+                  "forward() multiplies by the embedding matrix, lm_head=False if it returns the hidden states")
         return True
     p, h = heads[0]
     if (h.out_features, h.in_features) != (vocab, d):
         _fail(p, "an output head [%d,%d], not [vocab, d_model] = [%d,%d]" % (h.out_features, h.in_features, vocab, d))
-    if h.bias is not None and bool(torch.any(h.bias.detach() != 0)):
-        _fail(p + ".bias", "an output-head bias: not expressible here (it is dropped only when all zero)")
+    if h.bias is not None:  # logits = h W^T + b, tied or not
+        cfg["head_bias"] = True
+        cfg["lm_head_bias"] = p + ".bias"
+        tensors[p + ".bias"] = h.bias
     tied = h.weight is embed.weight or (h.weight.data_ptr() == embed.weight.data_ptr()
                                         and h.weight.shape == embed.weight.shape
                                         and h.weight.stride() == embed.weight.stride())
@@ -615,7 +776,8 @@ def _lua_text(cfg, source):
 
 
 def describe(module, name="model", arch=None, vocab=None, positional="none", scale_embeddings=True,
-             tie_embeddings=None, max_seq=None, weights=None, vocabulary=None):
+             tie_embeddings=None, max_seq=None, weights=None, vocabulary=None, lm_head=None, embed_norm=None,
+             token_types=None):
     """The fixformer description (.lua text) of module.
 
     name: the model's C identifier.  arch: None (from the module: an
@@ -626,12 +788,19 @@ def describe(module, name="model", arch=None, vocab=None, positional="none", sca
     scale_embeddings: forward() multiplies token embeddings by sqrt(d_model)
     (fixformer's default).  tie_embeddings: None reads it from the module
     (head and embedding share storage); True when there is no head module and
-    forward() multiplies by the embedding matrix.  max_seq: longest sequence.
-    weights, vocabulary: file names the description carries."""
+    forward() multiplies by the embedding matrix.  lm_head: None (from the
+    module) or False: no head module, forward() returns the last hidden
+    states.  embed_norm: True when forward() applies the one norm outside the
+    stack to the summed embeddings before the first layer (BERT's
+    embeddings.LayerNorm).  token_types: True when forward() adds row 0 of
+    an nn.Embedding named *type* (BERT's token_type_embeddings with every
+    token_type_id 0).  max_seq: longest sequence.  weights, vocabulary: file
+    names the description carries.  An nn.Embedding with max_norm is written
+    renormalised, as its lookups leave it."""
     if not isinstance(name, str) or not name.isidentifier() or not name.isascii() or len(name) > 48:
         _fail("name", "%r is not a C identifier of at most 48 characters" % (name,))
     cfg, _ = describe_config(module, name, arch, vocab, positional, scale_embeddings, tie_embeddings, max_seq,
-                             weights, vocabulary)
+                             weights, vocabulary, lm_head, embed_norm, token_types)
     return _lua_text(cfg, type(module).__name__)
 
 
@@ -731,6 +900,12 @@ def _arguments(argv):
                        help="forward() does not multiply token embeddings by sqrt(d_model)")
         m.add_argument("--tie-embeddings", action="store_true",
                        help="no head module: forward() multiplies by the embedding matrix")
+        m.add_argument("--no-lm-head", action="store_true",
+                       help="no head module: forward() returns the last hidden states")
+        m.add_argument("--embed-norm", action="store_true",
+                       help="forward() norms the summed embeddings with the one norm outside the stack")
+        m.add_argument("--token-types", action="store_true",
+                       help="forward() adds row 0 of the nn.Embedding named *type* (token_type_ids all 0)")
         m.add_argument("--max-seq", type=int)
         m.add_argument("--vocabulary", metavar="FILE", help="the vocabulary file the description names")
     return p.parse_args(argv)
@@ -753,7 +928,8 @@ def main(argv=None):
             module.load_state_dict(_load_state_dict(a.state_dict))
         opts = dict(arch=a.arch, positional=a.positional, scale_embeddings=not a.no_scale_embeddings,
                     tie_embeddings=True if a.tie_embeddings else None, max_seq=a.max_seq,
-                    vocabulary=a.vocabulary)
+                    vocabulary=a.vocabulary, lm_head=False if a.no_lm_head else None,
+                    embed_norm=True if a.embed_norm else None, token_types=True if a.token_types else None)
         if a.command == "describe":
             sys.stdout.write(describe(module, name=a.name, **opts))
         else:

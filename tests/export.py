@@ -1,28 +1,40 @@
 #!/usr/bin/python3
 """python/fixformer_export.py against PyTorch and fixformer's reader.
 
-  --engine E (runtime, tcc, cc): PyTorch modules (an encoder post-norm; an
-      encoder pre-norm gelu with a final norm; a decoder-only LM wrapper with
-      tied embeddings, sinusoidal positions and a causal mask; an LM of an
-      nn.ModuleList `layers` + `norm` with an untied head; an nn.Transformer
-      wrapper with learned positions and a head whose bias is zero; a lone
-      layer; PyTorch's nn.Transformer tutorial model as written there) are exported with export() and run with `fixformer run`: the
-      output must equal the module's own forward (eval mode) within 1e-4
-      scaled error over unpadded rows; with the runtime, `info --weights`
-      says every tensor is ok.
+  --engine E (runtime, tcc, cc): PyTorch modules, one per option the
+      description expresses (an encoder post-norm; an encoder pre-norm gelu
+      with a final norm and layer_norm_eps; nn.GELU(approximate="tanh"); no
+      biases (torch 2's bias=False, or its parameters removed on 1.13); norms
+      without weight and bias (elementwise_affine=False); a decoder-only LM
+      wrapper with tied embeddings, sinusoidal positions and a causal mask;
+      the same with a head bias on the tied head; an LM of an nn.ModuleList
+      `layers` + `norm` with an untied head; an LM of RMSNorm and SwiGLU
+      (fixformer_export.RMSNorm, .swiglu) with biases; an embedding and a
+      stack returning hidden states (lm_head=False); BERT's embeddings
+      (token with padding_idx, position and token-type tables, a LayerNorm:
+      embed_norm, token_types) around an encoder; embeddings of max_norm
+      (renormalised at lookup) with an untied head; an nn.Transformer
+      wrapper with learned positions and an untied head with its bias; a
+      lone layer; PyTorch's nn.Transformer tutorial model as written there,
+      sequence-first) are exported with export() and run with `fixformer
+      run`: the output must equal the module's own forward (eval mode)
+      within 1e-4 scaled error over unpadded rows; with the runtime, `info
+      --weights` says every tensor is ok.
   --check format: save_safetensors' bytes against the format spec, read by
       an independent parser here (sorted header, 8-byte alignment, values
       bit for bit, F16/BF16 kept, metadata), then by fixformer: `info
       --weights` ok and `run` bit-identical to the same weights written by
       tests/lib/reference.write_safetensors (F32, F16, BF16); atomic writes.
   --check errors: what fixformer cannot express is one ExportError naming
-      the attribute; through the command line one stderr line, exit 1, no
-      file; `weights` converts a torch.save'd state_dict (a tied head once).
+      the attribute (a norm outside the stack without embed_norm, even one
+      without parameters; max_norm on a tied table); through the command line
+      one stderr line, exit 1, no file; --embed-norm and --token-types; `weights` converts a torch.save'd state_dict (a tied head once).
   --check example: docs/importing.md's python/example_lm.py and `fixformer run` agree.
 
   export.py --fixformer BIN (--engine E | --check format|errors|example)
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -64,15 +76,16 @@ def causal(T):
 
 class TiedLM(nn.Module):
     """Decoder-only: embedding * sqrt(d) + a sinusoidal buffer, nn.TransformerEncoder
-    with a causal mask, a head tied to the embedding (same Parameter)."""
+    with a causal mask, a head tied to the embedding (same Parameter), with a
+    bias of its own when head_bias."""
 
-    def __init__(self, V, d, h, ff, L):
+    def __init__(self, V, d, h, ff, L, head_bias=False):
         super().__init__()
         self.embed = nn.Embedding(V, d)
         self.register_buffer("pe", sinusoidal(32, d))  # a buffer: not a weight fixformer reads
         layer = nn.TransformerEncoderLayer(d, h, ff, 0.0, batch_first=True)
         self.stack = nn.TransformerEncoder(layer, L, enable_nested_tensor=False)
-        self.lm_head = nn.Linear(d, V, bias=False)
+        self.lm_head = nn.Linear(d, V, bias=head_bias)
         self.lm_head.weight = self.embed.weight
         self.d = d
 
@@ -85,14 +98,14 @@ class TiedLM(nn.Module):
 
 class ListLM(nn.Module):
     """Decoder-only: unscaled embedding, nn.ModuleList `layers` (pre-norm, gelu),
-    final `norm`, an untied head."""
+    final `norm`, an untied head; layer(d) and norm(d) make others."""
 
-    def __init__(self, V, d, h, ff, L):
+    def __init__(self, V, d, h, ff, L, layer=None, norm=nn.LayerNorm):
         super().__init__()
         self.tok = nn.Embedding(V, d)
-        self.layers = nn.ModuleList([nn.TransformerEncoderLayer(d, h, ff, 0.0, activation="gelu", batch_first=True,
-                                                                norm_first=True) for _ in range(L)])
-        self.norm = nn.LayerNorm(d)
+        self.layers = nn.ModuleList([layer(d) if layer else nn.TransformerEncoderLayer(
+            d, h, ff, 0.0, activation="gelu", batch_first=True, norm_first=True) for _ in range(L)])
+        self.norm = norm(d)
         self.head = nn.Linear(d, V, bias=False)
 
     def forward(self, ids, lengths):
@@ -103,9 +116,100 @@ class ListLM(nn.Module):
         return self.head(self.norm(x))
 
 
+def rms_swiglu_layer(h, ff):
+    """A pre-norm layer of fixformer_export.RMSNorm (eps 1e-6) and
+    fixformer_export.swiglu (linear1 [2 d_ff, d] as gate | up, linear2 [d,
+    d_ff]), with biases."""
+    def make(d):
+        layer = nn.TransformerEncoderLayer(d, h, 2 * ff, 0.0, activation=fx.swiglu, batch_first=True, norm_first=True)
+        layer.linear2 = nn.Linear(ff, d)
+        layer.norm1, layer.norm2 = fx.RMSNorm(d, eps=1e-6), fx.RMSNorm(d, eps=1e-6)
+        return layer
+    return make
+
+
+class Hidden(nn.Module):
+    """An embedding * sqrt(d) and an encoder whose forward returns the hidden
+    states, no head (BERT's encoder output): lm_head=False."""
+
+    def __init__(self, V, d, h, ff, L):
+        super().__init__()
+        self.embed = nn.Embedding(V, d)
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, h, ff, 0.0, batch_first=True), L,
+                                             enable_nested_tensor=False)
+        self.d = d
+
+    def forward(self, ids, lengths):
+        return self.encoder(self.embed(ids) * math.sqrt(self.d),
+                            src_key_padding_mask=lengths_mask(lengths, ids.shape[1]))
+
+
+class BertLike(nn.Module):
+    """BERT's embeddings around an encoder (post-norm, gelu, eps 1e-12): token
+    (padding_idx 0, which changes only gradients), learned position and
+    token-type embeddings summed unscaled, every token_type_id 0, then a
+    LayerNorm; hidden states out (embed_norm, token_types, lm_head=False)."""
+
+    def __init__(self, V, d, h, ff, L, max_seq):
+        super().__init__()
+        self.word = nn.Embedding(V, d, padding_idx=0)
+        self.pos_embed = nn.Embedding(max_seq, d)
+        self.token_type = nn.Embedding(2, d)
+        self.embed_ln = nn.LayerNorm(d, eps=1e-12)
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, h, ff, 0.0, activation="gelu",
+                                                                        batch_first=True, layer_norm_eps=1e-12),
+                                             L, enable_nested_tensor=False)
+
+    def forward(self, ids, lengths):
+        T = ids.shape[1]
+        x = self.word(ids) + self.pos_embed(torch.arange(T)) + self.token_type(torch.zeros_like(ids))
+        return self.encoder(self.embed_ln(x), src_key_padding_mask=lengths_mask(lengths, T))
+
+
+class MaxNormLM(nn.Module):
+    """Decoder-only with token and learned-position embeddings of max_norm
+    (forward renormalises each row it looks up, in place; positions in the
+    3-norm), scaled, pre-norm layers, an untied head with its bias."""
+
+    def __init__(self, V, d, h, ff, L, max_seq):
+        super().__init__()
+        self.embed = nn.Embedding(V, d, max_norm=1.5)
+        self.pos_embed = nn.Embedding(max_seq, d, max_norm=0.5, norm_type=3.0)
+        self.stack = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, h, ff, 0.0, batch_first=True,
+                                                                      norm_first=True), L, enable_nested_tensor=False)
+        self.head = nn.Linear(d, V)
+        self.d = d
+
+    def forward(self, ids, lengths):
+        T = ids.shape[1]
+        x = self.embed(ids) * math.sqrt(self.d) + self.pos_embed(torch.arange(T))
+        return self.head(self.stack(x, mask=causal(T), src_key_padding_mask=lengths_mask(lengths, T)))
+
+
+def encoder_layer(*args, bias=True, **kw):
+    """nn.TransformerEncoderLayer; bias=False: torch 2's (projections and norms without
+    biases), or on torch 1.13, which has none, the same layer with those parameters removed."""
+    if bias:
+        return nn.TransformerEncoderLayer(*args, **kw)
+    try:
+        return nn.TransformerEncoderLayer(*args, bias=False, **kw)
+    except TypeError:
+        layer = nn.TransformerEncoderLayer(*args, **kw)
+        layer.self_attn.register_parameter("in_proj_bias", None)
+        for m in (layer.self_attn.out_proj, layer.linear1, layer.linear2, layer.norm1, layer.norm2):
+            m.register_parameter("bias", None)
+        return layer
+
+
+def plain_norms(layer, d):
+    """The layer's norms as LayerNorm(elementwise_affine=False): no weight, no bias."""
+    layer.norm1, layer.norm2 = nn.LayerNorm(d, elementwise_affine=False), nn.LayerNorm(d, elementwise_affine=False)
+    return layer
+
+
 class Seq2Seq(nn.Module):
     """nn.Transformer with one shared embedding * sqrt(d) + learned positions,
-    and an nn.Linear head whose bias is zero (dropped on export)."""
+    and an nn.Linear head with its bias."""
 
     def __init__(self, V, d, h, ff, Le, Ld, max_seq):
         super().__init__()
@@ -130,7 +234,8 @@ class TutorialLM(nn.Module):
     """PyTorch's own nn.Transformer language-model tutorial, as written there:
     sequence-first, self.encoder = nn.Embedding, a PositionalEncoding module
     (dropout + a sinusoidal buffer [max_len, 1, d]), self.transformer_encoder,
-    self.decoder = nn.Linear with its bias zeroed by init_weights (untrained)."""
+    self.decoder = nn.Linear with its bias (zeroed by init_weights, perturbed
+    here as training would)."""
 
     class PositionalEncoding(nn.Module):
         def __init__(self, d, max_len=64):
@@ -165,11 +270,7 @@ class TutorialLM(nn.Module):
 
 def perturbed(module, seed):
     gen = torch.Generator().manual_seed(seed)
-    randomize(module, gen)
-    with torch.no_grad():  # the head's bias stays zero: fixformer has none to put it in
-        for name, p in module.named_parameters():
-            if name in ("out.bias", "decoder.bias"):
-                p.zero_()
+    randomize(module, gen)  # every norm and bias, the heads' too
     return module.eval()
 
 
@@ -194,6 +295,28 @@ def cases():
     out.append(("enc_pre_gelu_final", perturbed(enc, 2), {}, dict(x=x, lengths=lengths),
                 lambda m, a: m(a["x"], src_key_padding_mask=lengths_mask(a["lengths"], 6))))
 
+    # odd heads: torch 1.13's fast path of an encoder layer in eval mode reads biases these layers lack
+    torch.manual_seed(8)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(24, 3, 40, 0.0, activation=nn.GELU(approximate="tanh"),
+                                                           batch_first=True), 2, enable_nested_tensor=False)
+    x = torch.randn(3, 6, 24, generator=gen)
+    out.append(("enc_gelu_tanh", perturbed(enc, 8), {}, dict(x=x, lengths=lengths),
+                lambda m, a: m(a["x"], src_key_padding_mask=lengths_mask(a["lengths"], 6))))
+
+    torch.manual_seed(9)
+    enc = nn.TransformerEncoder(encoder_layer(24, 3, 40, 0.0, batch_first=True, norm_first=True, bias=False), 2,
+                                norm=nn.LayerNorm(24), enable_nested_tensor=False)
+    if enc.norm.bias is not None and enc.layers[0].norm1.bias is None:  # torch 1.13: as torch 2's bias=False
+        enc.norm.register_parameter("bias", None)
+    out.append(("enc_no_bias", perturbed(enc, 9), {}, dict(x=x, lengths=lengths),
+                lambda m, a: m(a["x"], src_key_padding_mask=lengths_mask(a["lengths"], 6))))
+
+    torch.manual_seed(10)
+    enc = nn.TransformerEncoder(plain_norms(nn.TransformerEncoderLayer(24, 3, 40, 0.0, batch_first=True), 24), 2,
+                                norm=nn.LayerNorm(24, elementwise_affine=False), enable_nested_tensor=False)
+    out.append(("enc_plain_norms", perturbed(enc, 10), {}, dict(x=x, lengths=lengths),
+                lambda m, a: m(a["x"], src_key_padding_mask=lengths_mask(a["lengths"], 6))))
+
     torch.manual_seed(3)
     ids = torch.randint(0, 50, (3, 7), generator=gen)
     lm_lengths = torch.tensor([7, 4, 2])
@@ -201,10 +324,35 @@ def cases():
                 dict(arch="decoder-only", positional="sinusoidal", max_seq=32),
                 dict(ids=ids, lengths=lm_lengths), lambda m, a: m(a["ids"], a["lengths"])))
 
+    torch.manual_seed(11)
+    out.append(("tied_lm_head_bias", perturbed(TiedLM(50, 24, 4, 48, 2, head_bias=True), 11),
+                dict(arch="decoder-only", positional="sinusoidal", max_seq=32),
+                dict(ids=ids, lengths=lm_lengths), lambda m, a: m(a["ids"], a["lengths"])))
+
     torch.manual_seed(4)
     out.append(("list_lm", perturbed(ListLM(40, 16, 2, 24, 2), 4),
                 dict(arch="decoder-only", scale_embeddings=False, max_seq=16),
                 dict(ids=ids % 40, lengths=lm_lengths), lambda m, a: m(a["ids"], a["lengths"])))
+
+    torch.manual_seed(12)
+    rms_lm = ListLM(40, 16, 2, 20, 2, layer=rms_swiglu_layer(2, 20), norm=lambda d: fx.RMSNorm(d, eps=1e-6))
+    out.append(("rms_swiglu_lm", perturbed(rms_lm, 12),
+                dict(arch="decoder-only", scale_embeddings=False, max_seq=16),
+                dict(ids=ids % 40, lengths=lm_lengths), lambda m, a: m(a["ids"], a["lengths"])))
+
+    torch.manual_seed(13)
+    out.append(("hidden_states", perturbed(Hidden(40, 16, 2, 24, 2), 13), dict(lm_head=False, max_seq=16),
+                dict(ids=ids % 40, lengths=lm_lengths), lambda m, a: m(a["ids"], a["lengths"])))
+
+    torch.manual_seed(14)
+    out.append(("bert_like", perturbed(BertLike(40, 16, 2, 24, 2, 12), 14),
+                dict(lm_head=False, scale_embeddings=False, embed_norm=True, token_types=True),
+                dict(ids=ids % 40, lengths=lm_lengths), lambda m, a: m(a["ids"], a["lengths"])))
+
+    torch.manual_seed(15)
+    # forward on a copy: the exported module's rows are as trained, not as these lookups left them
+    out.append(("max_norm_lm", perturbed(MaxNormLM(40, 16, 2, 24, 2, 12), 15), dict(arch="decoder-only"),
+                dict(ids=ids % 40, lengths=lm_lengths), lambda m, a: copy.deepcopy(m)(a["ids"], a["lengths"])))
 
     torch.manual_seed(5)
     src, tgt = torch.randint(0, 30, (3, 6), generator=gen), torch.randint(0, 30, (3, 5), generator=gen)
@@ -408,12 +556,32 @@ def check_errors(args, tmp):
     layer = nn.TransformerEncoderLayer(8, 2, 16)
     layer.self_attn = nn.MultiheadAttention(8, 2, kdim=4, vdim=4)
     expect_error(nn.TransformerEncoder(layer, 1, enable_nested_tensor=False), ["layers.0.self_attn.kdim", "4"])
+    layer = nn.TransformerEncoderLayer(8, 2, 16)
+    layer.self_attn.out_proj.register_parameter("bias", None)  # in_proj_bias stays
+    expect_error(nn.TransformerEncoder(layer, 1, enable_nested_tensor=False),
+                 ["layers.0.self_attn.out_proj.bias", "absent", "in_proj_bias"])
     expect_error(nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16), 1), ["TransformerDecoder", "encoder"])
     expect_error(WithClassifier(), ["classifier", "LayerNorm"])
+    plain = WithClassifier()  # a norm without parameters is a norm too: refused, not left out
+    plain.classifier = nn.LayerNorm(8, elementwise_affine=False)
+    expect_error(plain, ["classifier", "LayerNorm", "embed_norm=True"])
+    hidden = Hidden(10, 8, 2, 16, 1)
+    expect_error(hidden, ["embed_norm", "no norm"], lm_head=False, embed_norm=True)
+    expect_error(hidden, ["token_types", "*type*"], lm_head=False, token_types=True)
+    bert = BertLike(10, 8, 2, 16, 1, 6)
+    expect_error(bert, ["token_type", "second token embedding", "token_types=True"], lm_head=False, embed_norm=True)
+    bert.extra_ln = nn.LayerNorm(8)
+    expect_error(bert, ["embed_norm", "2 norms", "embed_ln", "extra_ln"], lm_head=False, embed_norm=True,
+                 token_types=True)
+    tied = TiedLM(20, 8, 2, 16, 1)
+    tied.embed.max_norm = 1.0  # the head reads rows as the lookups so far left them
+    expect_error(tied, ["embed.max_norm", "tied head"], arch="decoder-only", positional="sinusoidal")
     with torch.no_grad():
         head = BiasedHead()
         head.decoder.bias.fill_(0.5)
-    expect_error(head, ["decoder.bias", "bias"])
+    text = fx.describe(head, name="m")  # the description's head_bias (run by --engine: tied_lm_head_bias, seq2seq)
+    assert "head_bias        = true," in text and 'lm_head_bias     = "decoder.bias",' in text, text
+    expect_error(head, ["decoder", "lm_head=False"], lm_head=False)
     expect_error(nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1, enable_nested_tensor=False),
                  ["positional", "rotary"], positional="rope")
     mixed = nn.ModuleList([nn.TransformerEncoderLayer(8, 2, 16), nn.TransformerEncoderLayer(8, 2, 24)])
@@ -424,8 +592,14 @@ def check_errors(args, tmp):
     two = nn.ModuleDict({"src_embed": nn.Embedding(5, 8), "tgt_embed": nn.Embedding(5, 8),
                          "transformer": nn.Transformer(8, 2, 1, 1, 16)})
     expect_error(two, ["tgt_embed", "second token embedding"], tie_embeddings=True)
-    plain = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1, norm=nn.LayerNorm(8, elementwise_affine=False))
-    expect_error(plain, ["norm", "elementwise_affine"])
+    mixed_norms = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1, norm=fx.RMSNorm(8))
+    expect_error(mixed_norms, ["norm", "rmsnorm", "layernorm", "one kind"])
+    layer = nn.TransformerEncoderLayer(8, 2, 16)
+    layer.norm2 = nn.GroupNorm(1, 8)
+    expect_error(nn.TransformerEncoder(layer, 1, enable_nested_tensor=False),
+                 ["layers.0.norm2", "GroupNorm", "RMSNorm"])
+    expect_error(nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, activation=fx.swiglu), 1,
+                                       enable_nested_tensor=False), ["layers.0.linear2", "swiglu", "half"])
 
     # the command line: one line, exit 1, nothing written
     src = os.path.join(tmp, "bad_model.py")
@@ -441,6 +615,17 @@ def check_errors(args, tmp):
     assert p.returncode == 1 and len(lines) == 1 and "layers.0.activation" in lines[0], (p.returncode, p.stderr)
     assert not os.path.exists(out) or not os.listdir(out), os.listdir(out)
     print("refused on the command line: %s" % lines[0])
+
+    # the options forward() decides, on the command line too
+    src = os.path.join(tmp, "bert_model.py")
+    with open(src, "w") as f:
+        f.write("import sys\nsys.path.insert(0, %r)\nimport export\n"
+                "def build():\n    return export.BertLike(10, 8, 2, 16, 1, 6)\n" % HERE)
+    p = subprocess.run([PY, EXPORTER, "describe", src + ":build", "--name", "bert", "--no-lm-head",
+                        "--no-scale-embeddings", "--embed-norm", "--token-types"], capture_output=True, text=True)
+    assert p.returncode == 0 and "embed_norm" in p.stdout and "token_types             = 2," in p.stdout and \
+        'token_type_embed_weight = "token_type.weight",' in p.stdout, (p.returncode, p.stdout, p.stderr)
+    print("described on the command line: --embed-norm --token-types")
 
     # a pickled module (not a state_dict) given to `weights`: one line, nothing written
     pt = os.path.join(tmp, "whole.pt")

@@ -289,6 +289,9 @@ static void nulls(void) {
   NULL_ERR(ff_model_weights_source(NULL, good, &text, err), "weights_source(NULL model)");
   NULL_ERR(ff_model_weights_source(m, NULL, &text, err), "weights_source(NULL path)");
   NULL_ERR(ff_model_weights_source(m, good, NULL, err), "weights_source(NULL text)");
+  NULL_ERR(ff_model_weights_write(NULL, good, 1, NULL, err), "weights_write(NULL model)");
+  NULL_ERR(ff_model_weights_write(m, NULL, 1, NULL, err), "weights_write(NULL path)");
+  NULL_ERR(ff_model_weight_blob_write(NULL, 1, NULL, err), "weight_blob_write(NULL model)");
   CHECK(ff_engine_parse(NULL) == -1, "engine_parse(NULL)");
   size_t count;
   ff_tensor_file tf;
@@ -325,6 +328,42 @@ static void nulls(void) {
   ff_model_close(ed);
 }
 
+/* What ff_model_weights_write (weights_path given) or ff_model_weight_blob_write
+ * (NULL) writes to a file: malloc'd, n bytes (NULL on error, reported). */
+static char *written_by(ff_model *m, const char *weights_path, size_t *n) {
+  ff_error err = {0, ""};
+  FILE *f = tmpfile();
+  int rc = !f ? -1 : weights_path ? ff_model_weights_write(m, weights_path, fileno(f), n, &err)
+                                  : ff_model_weight_blob_write(m, fileno(f), n, &err);
+  char *back = rc ? NULL : malloc(*n + 1);
+  if (back && (fseek(f, 0, SEEK_SET) || fread(back, 1, *n + 1, f) != *n)) free(back), back = NULL;
+  CHECK(back, "writing the weights to a file: %d (%s)", rc, err.msg);
+  if (f) fclose(f);
+  return back;
+}
+
+/* the blob written piece by piece is the one packed in memory, in every weight type and panel width */
+static void streams(void) {
+  static const char *const types[] = {"f32", "bf16", "int8"}, *const isas[] = {"generic", "avx512"};
+  const char *good = weights(llama, "llama", 1);
+  ff_error err = {0, ""};
+  ff_model *m = ff_model_open(llama, &err);
+  int rc = m ? ff_model_load_weights(m, good, &err) : -1;
+  CHECK(rc == 0, "%s: %s", llama, err.msg);
+  for (int t = 0; t < 3 && !rc; t++)
+    for (int i = 0; i < 2 && !rc; i++) {
+      const void *blob = NULL;
+      size_t bytes = 0, n = 0;
+      rc = ff_model_set_dtype(m, types[t], &err) || ff_model_set_isa(m, isas[i], &err) ||
+           ff_model_weight_blob(m, &blob, &bytes, &err);
+      char *back = rc ? NULL : written_by(m, NULL, &n);
+      CHECK(back && n == bytes && !memcmp(back, blob, n), "%s %s: the blob written differs from the packed one (%s)",
+            types[t], isas[i], err.msg);
+      free(back);
+    }
+  ff_model_close(m);
+}
+
 /* clones share what is made and own what they change: new weights or
  * another ISA in a clone leave the original's numbers and files alone. */
 static void clones(void) {
@@ -355,6 +394,10 @@ static void clones(void) {
   if (!rc) rc = ff_model_driver_source(m, 1, &d2, &err);
   if (!rc) rc = ff_model_weights_source(m, good, &w2, &err);
   CHECK(rc == 0 && strcmp(w1, wc), "a clone with another ISA: %d (%s)", rc, err.msg);
+  size_t n = 0;
+  char *back = rc ? NULL : written_by(m, good, &n);
+  CHECK(back && n == strlen(w1) && !memcmp(back, w1, n), "weights_write wrote other than weights_source");
+  free(back);
   CHECK(rc == 0 && !strcmp(d1, d2) && !strcmp(w1, w2), "the original's files changed after its clone generated");
   free(d1), free(d2), free(w1), free(w2), free(wc);
   ff_model_close(c);
@@ -450,7 +493,7 @@ static int rm(const char *path, const struct stat *st, int flag, struct FTW *f) 
 int main(int argc, char **argv) {
   static const struct { const char *name; void (*fn)(void); } checks[] = {
       {"step_overflow", step_overflow}, {"bad_engine", bad_engine}, {"bad_weights", bad_weights}, {"nulls", nulls},
-      {"clones", clones}, {"isas", isas}, {"config", config}};
+      {"clones", clones}, {"streams", streams}, {"isas", isas}, {"config", config}};
   if (argc < 2) {
     fprintf(stderr, "usage: test_api MODELS_DIR [CHECK ...]\n");
     return 2;
