@@ -181,9 +181,10 @@ float *ff_trainer_params(ff_trainer *t, size_t *numel) {
 static int stopped(const ff_trainer *t) { return t->stop && *t->stop; }
 
 /* Loss (and, grad not NULL, its gradient added) over samples idx[0..n) in
- * micro-batches: sums */
-static int pass(ff_trainer *t, const int64_t *idx, int64_t n, const ff_train_step_opts *so, float *grad, double *loss,
-                int64_t *tokens, ff_error *err) {
+ * micro-batches padded to S x T (0: each its own), idx[0] sequence `base`
+ * of the step's batch: sums */
+static int pass(ff_trainer *t, const int64_t *idx, int64_t n, int64_t base, int S, int T,
+                const ff_train_step_opts *so, float *grad, double *loss, int64_t *tokens, ff_error *err) {
   int micro = t->o.micro_batch ? t->o.micro_batch : t->o.batch;
   *loss = 0.0, *tokens = 0;
   for (int64_t first = 0; first < n; first += micro) {
@@ -192,7 +193,7 @@ static int pass(ff_trainer *t, const int64_t *idx, int64_t n, const ff_train_ste
     ff_train_batch b;
     double l;
     int64_t c;
-    ff_train_data_batch(&t->data, idx + first, k, grad ? (int)first : 0, &t->bb, &b);
+    ff_train_data_batch(&t->data, idx + first, k, (int)(base + first), S, T, &t->bb, &b);
     int rc = t->engine.loss_and_grad(t->engine.ctx, t->p.data, &b, so, grad, &l, &c, err);
     if (rc) return rc;
     *loss += l, *tokens += c;
@@ -205,10 +206,13 @@ int ff_trainer_step(ff_trainer *t, ff_train_report *r, ff_error *err) {
     return ff_fail(err, FF_EINVAL, "ff_trainer_step: no weights yet (ff_trainer_init or ff_trainer_resume)");
   double start = now_s(), loss;
   int64_t tokens, B = t->o.batch;
+  int S, T;
   for (int64_t k = 0; k < B; k++) t->step_idx[k] = ff_trainer_stream_index(t, t->consumed + k);
+  /* every part padded as the whole batch: dropout's element indices count over that shape */
+  ff_train_data_shape(&t->data, t->step_idx, B, &S, &T);
   memset(t->grad, 0, t->p.numel * sizeof *t->grad);
   ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, (float)t->o.dropout, t->o.seed, (uint64_t)t->step};
-  int rc = pass(t, t->step_idx, B, &so, t->grad, &loss, &tokens, err);
+  int rc = pass(t, t->step_idx, B, 0, S, T, &so, t->grad, &loss, &tokens, err);
   if (rc) return rc == FF_EINTR ? ff_fail(err, FF_EINTR, "stopped") : rc;
   if (tokens == 0)
     return ff_fail(err, FF_EINVAL, "step %lld: the batch has no labelled tokens", (long long)t->step + 1);
@@ -272,7 +276,7 @@ int ff_trainer_evaluate(ff_trainer *t, double *loss, double *exact, ff_error *er
   ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, 0.0f, t->o.seed, (uint64_t)t->step};
   double sum;
   int64_t tokens;
-  int rc = pass(t, t->held_idx, t->n_held, &so, NULL, &sum, &tokens, err);
+  int rc = pass(t, t->held_idx, t->n_held, 0, 0, 0, &so, NULL, &sum, &tokens, err);
   if (rc) return rc;
   *loss = tokens ? sum / (double)tokens : NAN;
   if (t->data.format != FF_DATA_PAIRS || t->o.eval_exact == 0) return 0;

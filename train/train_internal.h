@@ -49,10 +49,16 @@ typedef struct ff_train_batch_buf {
 
 int ff_train_batch_buf_init(ff_train_batch_buf *bb, const ff_train_data *d, int B, ff_error *err);
 void ff_train_batch_buf_free(ff_train_batch_buf *bb);
+/* The positions a batch of samples idx[0..n) pads to: the longest source
+ * (or sequence) *S and, pairs, target with BOS *T (0 when not pairs). */
+void ff_train_data_shape(const ff_train_data *d, const int64_t *idx, int64_t n, int *S, int *T);
 /* The batch of samples idx[0..n) (first: its first sequence's place in the
- * step), right-padded to its longest sample, labels of padding -100. */
-void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int first, ff_train_batch_buf *bb,
-                         ff_train_batch *b);
+ * step), right-padded to S x T positions (ff_train_data_shape's of the
+ * whole step, so that a part of it drops out what the whole would: dropout
+ * counts elements over the padded shape; 0: its own), labels of padding
+ * -100. */
+void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int first, int S, int T,
+                         ff_train_batch_buf *bb, ff_train_batch *b);
 /* Sample i's source ids (pairs: the source; text, streams: the input) and
  * the target the model should produce (pairs: target ids, no EOS). */
 void ff_train_data_pair(const ff_train_data *d, int64_t i, const int32_t **src, int *src_n, const int32_t **tgt,
