@@ -18,8 +18,9 @@ int ff_train_mpi_begin(int *rank, int *ranks, ff_error *err) {
   *rank = 0, *ranks = 1;
   if (!joined && ff_train_launcher(&launcher_rank)) { /* no launcher: one process, MPI left alone */
     MPI_Initialized(&initialized);
-    if (!initialized && MPI_Init(NULL, NULL) != MPI_SUCCESS)
-      return ff_fail(err, FF_EINVAL, "MPI_Init failed (started by mpirun?)");
+    int provided; /* (the runtime's threads never call MPI: the main thread does) */
+    if (!initialized && MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      return ff_fail(err, FF_EINVAL, "MPI_Init_thread failed");
     started = !initialized; /* an application's MPI is its own to finalize */
     if (MPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS)
       return ff_fail(err, FF_EINVAL, "MPI_Comm_dup failed");
