@@ -86,6 +86,10 @@ class Env:
         # shared memory without CMA (a container may forbid process_vm_readv)
         self.env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none",
                         OMPI_MCA_rmaps_base_oversubscribe="1")
+        # under AddressSanitizer: Open MPI's own allocations outlive MPI_Finalize (in components it has
+        # unloaded, so no suppression can name them); leaks are checked where one process trains
+        self.mpi_env = dict(self.env, ASAN_OPTIONS=":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
+                                                                          "detect_leaks=0"])))
         with open(self.path("vocab.json"), "w") as f:
             json.dump({"tokens": TOKENS, "pad": 0, "bos": 1, "eos": 2, "unk": 3}, f)
         rng = random.Random(5)
@@ -138,10 +142,10 @@ class Env:
         cmd += (["--data", "data.tsv"] if wrap else []) + [str(f) for f in flags]
         if start:
             return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    stdin=subprocess.DEVNULL, env=self.env)
+                                    stdin=subprocess.DEVNULL, env=self.mpi_env)
         t = time.time()
         # (a failure expected: mpirun need not give ranks that have all ended 1 s to end)
-        env = self.env if check else dict(self.env, OMPI_MCA_odls_base_sigkill_timeout="0")
+        env = self.mpi_env if check else dict(self.mpi_env, OMPI_MCA_odls_base_sigkill_timeout="0")
         p = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env, timeout=LIMIT + 30)
         assert time.time() - t < LIMIT, "mpirun ran into its time limit: %s" % p.stderr
         if check and p.returncode:
