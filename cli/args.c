@@ -3,6 +3,7 @@
  * operand, integers checked, and CLI_EUSAGE (exit 2) for a line that is not
  * well formed. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +74,24 @@ int cli_int(const cli_flag *flags, const char *name, int def, int *out, ff_error
     return ff_fail(err, CLI_EUSAGE, "%s: '%s' is not a non-negative integer", name, s);
   *out = (int)v;
   return 0;
+}
+
+int cli_train_shape(const cli_flag *flags, const ff_config *c, ff_train_shape *shape, ff_error *err) {
+  const char *seq = cli_value(flags, "--seq");
+  int rc = cli_int(flags, "--batch", 32, &shape->batch, err);
+  shape->src = shape->tgt = c->max_seq;
+  if (!rc && seq) { /* N, or S,T (encoder-decoder: source and target) */
+    char extra;
+    int k = sscanf(seq, "%d,%d%c", &shape->src, &shape->tgt, &extra);
+    if (k == 1 && !strchr(seq, ',')) shape->tgt = shape->src;
+    if ((k != 1 && k != 2) || (k == 1 && strchr(seq, ',')) || strspn(seq, "0123456789,") != strlen(seq))
+      return ff_fail(err, CLI_EUSAGE, "--seq: '%s' is not N or S,T (positions)", seq);
+  }
+  if (!rc && (shape->batch < 1 || shape->src < 1 || shape->tgt < 1 || shape->src > c->max_seq ||
+              shape->tgt > c->max_seq))
+    rc = ff_fail(err, CLI_EUSAGE, "--batch %d --seq %d,%d: a batch of at least 1 and positions within 1..max_seq (%d)",
+                 shape->batch, shape->src, shape->tgt, c->max_seq);
+  return rc;
 }
 
 int cli_engine(const cli_flag *flags, int *engine, ff_error *err) {

@@ -38,7 +38,7 @@ static int bench_weights(ff_model *m, const char *given, ff_error *err) {
     return rc;
   }
   close(fd); /* init replaces it by rename, in the same private name */
-  rc = ff_rt_init_weights(ff_model_config(m), 1, path, err);
+  rc = ff_config_init_weights(ff_model_config(m), 1, path, err);
   if (!rc) rc = ff_model_load_weights(m, path, err);
   unlink(path);
   free(path);
@@ -152,8 +152,8 @@ static int bench_alloc(const ff_config *c, const bench_opts *o, bench_buffers *b
 static int bench_time(ff_model *m, const bench_opts *o, bench_buffers *b, ff_error *err) {
   const ff_config *c = ff_model_config(m);
   int encdec = c->arch == FF_ARCH_ENCODER_DECODER, T = o->T, rc = 0;
-  ff_rt_input in = {o->batch, T, c->vocab > 0 ? b->ids : NULL, c->vocab > 0 ? NULL : b->x, NULL,
-                    encdec ? T : 0, encdec && c->vocab > 0 ? b->ids : NULL, encdec && c->vocab == 0 ? b->x : NULL};
+  ff_input in = {o->batch, T, c->vocab > 0 ? b->ids : NULL, c->vocab > 0 ? NULL : b->x, NULL,
+                 encdec ? T : 0, encdec && c->vocab > 0 ? b->ids : NULL, encdec && c->vocab == 0 ? b->x : NULL};
   int32_t bos = 0;
   ff_greedy g = {encdec ? b->ids : NULL, encdec ? T : 0, encdec ? &bos : b->ids, 1, o->gen, -1};
   double warm = now_ms();
@@ -174,7 +174,7 @@ static int bench_time(ff_model *m, const bench_opts *o, bench_buffers *b, ff_err
 static void bench_report(const ff_config *c, const bench_opts *o, double *times) {
   int iters = o->iters, encdec = c->arch == FF_ARCH_ENCODER_DECODER;
   qsort(times, (size_t)iters, sizeof *times, cmp_double);
-  double med = times[iters / 2], flops = o->gen ? 0 : ff_rt_forward_flops(c, o->T, o->T) * o->batch;
+  double med = times[iters / 2], flops = o->gen ? 0 : ff_config_forward_flops(c, o->T, o->T) * o->batch;
   if (o->gen) {
     char source[48] = ""; /* encoder-decoder: the source is --seq random tokens */
     if (encdec) snprintf(source, sizeof source, " (source of %d tokens)", o->T);
@@ -198,7 +198,7 @@ static int run_bench(const char *path, cli_flag *flags, ff_error *err) {
   const ff_config *c = ff_model_config(m);
   if ((rc = bench_check(c, &o, err))) goto done;
   phase("bench %s: %s, d_model %d, %d heads, d_ff %d, %d+%d layers; engine %s, %d thread(s)", c->name,
-        ff_rt_key_string(c, FF_KEY_arch), c->d_model, c->heads, c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)o.engine),
+        ff_config_key_string(c, FF_KEY_arch), c->d_model, c->heads, c->d_ff, c->encoder_layers, c->decoder_layers, ff_engine_name((enum ff_engine)o.engine),
         o.threads);
   if ((rc = bench_alloc(c, &o, &b, err)) || (rc = bench_prepare(m, flags, &o, err)) || /* the buffers first */
       (rc = bench_time(m, &o, &b, err)))

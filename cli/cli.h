@@ -7,8 +7,8 @@
 
 #include <stdint.h>
 
-#include "ff_runtime.h" /* the CLI also lists, counts and initialises weights with the runtime (linked privately) */
-#include "fixformer.h"
+#include "fixformer.h" /* the public API, all a command calls */
+#include "fixformer_train.h"
 
 /* A command-line flag; the command's table ends with a NULL name. */
 typedef struct {
@@ -49,10 +49,17 @@ int cli_require(const cli_flag *flags, const char *name, const char **out, ff_er
 int cli_int(const cli_flag *flags, const char *name, int def, int *out, ff_error *err);
 /* --engine E, or the default engine (ff_engine_default: cc where a C compiler is found, else tcc). */
 int cli_engine(const cli_flag *flags, int *engine, ff_error *err);
+/* Training's shapes from --batch B (32) and --seq N or S,T (max_seq) */
+int cli_train_shape(const cli_flag *flags, const ff_config *c, ff_train_shape *shape, ff_error *err);
 /* --quiet given: no progress lines on stderr. */
 int cli_quiet(const cli_flag *flags);
 
 /* ---- models (cli/common.c) ------------------------------------------------- */
+
+/* Progress lines of slow steps: on when stderr is a terminal and not --quiet;
+ * cli_progress is the ff_progress_fn that shows them ("CTX: STEP: 1.2 s"). */
+int cli_progress_on(const cli_flag *flags);
+void cli_progress(void *ctx, const char *step, int done);
 
 /* ff_model_open, then --dtype (the description's `dtype` otherwise) and,
  * when stderr is a terminal and not --quiet, a line per slow step there. */
@@ -75,10 +82,25 @@ int cli_tokens_from(const char *what, const char *path, const ff_array *a, int32
 int cli_parse_token_list(const char *flagname, const char *text, int max_len, ff_array *a, int32_t **lengths,
                          ff_error *err);
 
-/* ---- the schema (cli/schema.c) ---------------------------------------------- */
+/* ---- tokenizers (cli/tokenize.c) ----------------------------------------------- */
 
-/* include/ff_schema.h's keys, conditions and weight kinds as JSON on stdout,
- * or (markdown) the docs' key table. */
-int cli_print_schema(int markdown);
+/* The tokenizer of tokenize and detokenize: --vocabulary FILE, else the
+ * description's (t NULL when there is none and need is 0); bos and tail the
+ * template's ids a text gets (-1: none); cap the ids a text may have (the
+ * model's max_seq, 0 without a model). */
+typedef struct {
+  ff_model *m;
+  const ff_config *c;
+  ff_tokenizer *t;
+  const char *path;
+  ff_tokenizer_info info; /* t's, or none of its ids */
+  int size, cap, bos, tail;
+} cli_tok;
+int cli_tok_open(const char *model, const cli_flag *flags, int need, cli_tok *k, ff_error *err);
+void cli_tok_close(cli_tok *k);
+/* each(ctx, line, err) for each line of path (its '\n', and a '\r' before
+ * it, taken off; a NUL byte refused); a failure's message names FILE:LINE */
+int cli_each_line(const char *path, int (*each)(void *ctx, const char *line, ff_error *err), void *ctx,
+                  ff_error *err);
 
 #endif

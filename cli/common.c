@@ -15,8 +15,10 @@
 /* On a terminal a step is shown when it starts and finished on the same
  * line with its time; elsewhere (a log, a pipe, a test) nothing, so that a
  * failure stays the one line on stderr.  The CLI is one process with one
- * model open at a time: one start time is enough. */
+ * slow step at a time: one start time is enough. */
 static double started;
+
+int cli_progress_on(const cli_flag *flags) { return !cli_quiet(flags) && isatty(STDERR_FILENO); }
 
 static double now_s(void) {
   struct timespec ts;
@@ -24,7 +26,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void progress(void *ctx, const char *step, int done) {
+void cli_progress(void *ctx, const char *step, int done) {
   if (!done) {
     started = now_s();
     fprintf(stderr, "%s: %s ...", (const char *)ctx, step);
@@ -43,8 +45,7 @@ ff_model *cli_open_model(const char *path, const cli_flag *flags, ff_error *err)
     ff_model_close(m);
     return NULL;
   }
-  if (m && !cli_quiet(flags) && isatty(STDERR_FILENO))
-    ff_model_set_progress(m, progress, (void *)ff_model_config(m)->name);
+  if (m && cli_progress_on(flags)) ff_model_set_progress(m, cli_progress, (void *)ff_model_config(m)->name);
   return m;
 }
 

@@ -64,6 +64,47 @@ static int check_isa_target(const char *isa, const char *target, ff_error *err) 
   return ff_fail(err, CLI_EUSAGE, "--isa %s: the target %s runs %s", isa, target, runs);
 }
 
+/* Makes dir (once there is something to put in it) and writes files there,
+ * all or none: a folder made here is removed again if they fail. */
+static int write_files(const char *dir, ff_file_out *files, int n_files, ff_error *err) {
+  struct stat st;
+  int made = 0, rc;
+  if (stat(dir, &st) && !(made = !mkdir(dir, 0777)) && errno != EEXIST)
+    return ff_fail(err, FF_EIO, "cannot create %s: %s", dir, strerror(errno));
+  if (!stat(dir, &st) && !S_ISDIR(st.st_mode)) return ff_fail(err, FF_EIO, "%s is not a directory", dir);
+  if ((rc = ff_write_files_atomic(files, n_files, err))) {
+    if (made) rmdir(dir); /* ours, and empty: ff_write_files_atomic left nothing */
+    return rc;
+  }
+  for (int i = 0; i < n_files; i++) printf("wrote %s (%zu bytes)\n", files[i].path, files[i].len);
+  return 0;
+}
+
+/* --train: NAME_train.h, NAME_train.c, NAME_train_kernels.c for the shapes of --batch and --seq */
+static int emit_train(ff_model *m, const char *path, const char *dir, const char *command, cli_flag *flags,
+                      ff_error *err) {
+  static const char *const alone[] = {"--weights", "--embed", "--with-main", "--dtype", NULL};
+  const ff_config *c = ff_model_config(m);
+  for (int i = 0; alone[i]; i++)
+    if (cli_value(flags, alone[i]))
+      return ff_fail(err, CLI_EUSAGE, "--train writes the training code alone: no %s (the parameters are a flat "
+                     "float buffer the program brings)", alone[i]);
+  ff_train_shape shape;
+  ff_train_code code;
+  int rc = cli_train_shape(flags, c, &shape, err);
+  if (rc || (rc = ff_model_train_code(m, &shape, command, &code, err))) return rc;
+  ff_file_out files[3] = {{out_path(dir, c->name, "_train.h"), code.header, strlen(code.header)},
+                          {out_path(dir, c->name, "_train.c"), code.source, strlen(code.source)},
+                          {out_path(dir, c->name, "_train_kernels.c"), code.kernels, strlen(code.kernels)}};
+  const char *const reads[] = {path};
+  for (int i = 0; i < 3 && !rc; i++)
+    rc = !files[i].path ? ff_fail(err, FF_ENOMEM, "out of memory") : ff_refuse_inputs(files[i].path, reads, 1, err);
+  if (!rc) rc = write_files(dir, files, 3, err);
+  for (int i = 0; i < 3; i++) free((void *)files[i].path);
+  ff_train_code_free(&code);
+  return rc;
+}
+
 static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
   const char *dir, *weights = cli_value(flags, "--weights"), *target = cli_value(flags, "--target");
   int embed = cli_value(flags, "--embed") != NULL, with_main = cli_value(flags, "--with-main") != NULL, rc;
@@ -89,6 +130,15 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
       (target && isa && (rc = check_isa_target(ff_model_isa(m), target, err)))) {
     ff_model_close(m);
     return rc;
+  }
+  if (cli_value(flags, "--train")) {
+    rc = emit_train(m, path, dir, command, flags, err);
+    ff_model_close(m);
+    return rc;
+  }
+  if (cli_value(flags, "--batch") || cli_value(flags, "--seq")) {
+    ff_model_close(m);
+    return ff_fail(err, CLI_EUSAGE, "--batch and --seq go with --train");
   }
   if (embed && !weights) {
     ff_model_close(m);
@@ -124,21 +174,7 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
   const char *const reads[] = {path, weights, with_main ? c->vocabulary : NULL};
   for (int i = 0; i < n_files; i++)
     if ((rc = ff_refuse_inputs(files[i].path, reads, 3, err))) goto written;
-  struct stat st; /* the folder is made only once there is something to put in it */
-  int made = 0;     /* ... and removed again if the files fail: all or none */
-  if (stat(dir, &st) && !(made = !mkdir(dir, 0777)) && errno != EEXIST) {
-    rc = ff_fail(err, FF_EIO, "cannot create %s: %s", dir, strerror(errno));
-    goto written;
-  }
-  if (!stat(dir, &st) && !S_ISDIR(st.st_mode)) {
-    rc = ff_fail(err, FF_EIO, "%s is not a directory", dir);
-    goto written;
-  }
-  if ((rc = ff_write_files_atomic(files, n_files, err))) {
-    if (made) rmdir(dir); /* ours, and empty: ff_write_files_atomic left nothing */
-    goto written;
-  }
-  for (int i = 0; i < n_files; i++) printf("wrote %s (%zu bytes)\n", files[i].path, files[i].len);
+  rc = write_files(dir, files, n_files, err);
 written:
   for (int i = 0; i < n_files; i++) free((void *)files[i].path);
 done:
@@ -153,12 +189,15 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NUL
                            {"--target", NULL, NULL, 1},  {"--with-main", NULL, NULL, 0},
                            {"--isa", NULL, NULL, 1},     {"--allow-nonfinite", NULL, NULL, 0},
                            {"--dtype", NULL, NULL, 1},   {"--quiet", "-q", NULL, 0},
-                           {"--no-line", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
+                           {"--no-line", NULL, NULL, 0}, {"--train", NULL, NULL, 0},
+                           {"--batch", NULL, NULL, 1},   {"--seq", NULL, NULL, 1},
+                           {NULL, NULL, NULL, 0}};
 
 const cli_command cli_emit = {
     "emit", "C specialised to the model (files, for any target)",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
      "                      [--isa ISA|native] [--with-main] [--dtype f32|bf16|int8] [--no-line]\n"
+     "       fixformer emit MODEL.lua -o DIR --train [--batch B] [--seq N|S,T] [--target T] [--isa I]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c, DIR/NAME.h and DIR/NAME_kernels.c\n"
      "(the kernels NAME.c calls, which it includes: build NAME.c alone).\n"
      "  -o, --output DIR the folder (made if need be)\n"
@@ -177,6 +216,10 @@ const cli_command cli_emit = {
      "  --no-line        no #line directives (they name fixformer's templates/ and kernels/)\n"
      "  --allow-nonfinite  write weights holding NaN or infinities (refused by default;\n"
      "                   the packed blob only: --embed cannot write them as C literals)\n"
+     "  --train          instead: training code, DIR/NAME_train.c, NAME_train.h and\n"
+     "                   NAME_train_kernels.c: the loss, its gradient and AdamW for batches of up\n"
+     "                   to --batch B (32) sequences of up to --seq N positions (max_seq; S,T:\n"
+     "                   source and target), the sizes as macros, no malloc\n"
      "  -q, --quiet      no progress lines on stderr\n"
      "The files appear all or none.  The same inputs give byte-identical files.  Build, e.g.:\n"
      "  cc -O2 -o NAME DIR/NAME.c DIR/NAME_main.c [DIR/NAME_weights.c] -lm\n"

@@ -1,41 +1,34 @@
-/* import.c - `fixformer import`: a published checkpoint -> a description + weights (the library: import/import.c). */
+/* import.c - `fixformer import`: a published checkpoint -> a description + weights (ff_import, import/import.c). */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
-#include "import.h"
 
-/* Without -o: SRC's last name, its .bin dropped, + "-fixformer", in the
- * current folder (never SRC itself, whose files import reads). */
-static char *default_dir(const char *src) {
-  size_t n;
-  const char *base = ff_import_basename(src, &n);
-  if (n == 0 || (n == 1 && base[0] == '.') || (n == 2 && !strncmp(base, "..", 2)) || base[0] == '/')
-    base = "model", n = 5;
-  char *dir = malloc(n + sizeof "-fixformer");
-  if (dir) snprintf(dir, n + sizeof "-fixformer", "%.*s-fixformer", (int)n, base);
-  return dir;
+/* the summary, a line at a time, on stdout */
+static void print_line(void *ctx, const char *line) {
+  (void)ctx;
+  printf("%s\n", line);
 }
 
 static int run_import(const char *src, cli_flag *flags, ff_error *err) {
   const char *dir = cli_value(flags, "-o");
-  char *made = NULL;
-  int max_seq, rc = cli_int(flags, "--max-seq", 0, &max_seq, err);
+  char made[FF_PATH_MAX];
+  ff_import_options o = {cli_value(flags, "--name"), cli_value(flags, "--tokenizer"), 0, print_line, NULL, NULL,
+                         (void *)"import"};
+  int rc = cli_int(flags, "--max-seq", 0, &o.max_seq, err);
   if (rc) return rc;
-  if (cli_value(flags, "--max-seq") && max_seq < 1) return ff_fail(err, CLI_EUSAGE, "--max-seq must be at least 1");
-  if (!dir) {
-    if (!(dir = made = default_dir(src))) return ff_fail(err, FF_ENOMEM, "out of memory");
-    fprintf(stderr, "fixformer import: no -o given: writing into %s\n", dir);
+  if (cli_value(flags, "--max-seq") && o.max_seq < 1) return ff_fail(err, CLI_EUSAGE, "--max-seq must be at least 1");
+  if (!dir) { /* SRC's name + -fixformer, in the current folder: never SRC itself, whose files import reads */
+    if ((rc = ff_import_default_dir(src, made, sizeof made, err))) return rc;
+    fprintf(stderr, "fixformer import: no -o given: writing into %s\n", dir = made);
   }
-  rc = ff_cli_import(src, dir, cli_value(flags, "--name"), cli_value(flags, "--tokenizer"), max_seq, err);
-  free(made);
-  return rc;
+  if (cli_progress_on(flags)) o.progress = cli_progress;
+  return ff_import(src, dir, &o, err);
 }
 
 static cli_flag flags[] = {{"--help", "-h", NULL, 0},        {"-o", "--output", NULL, 1},
                            {"--name", NULL, NULL, 1},        {"--tokenizer", NULL, NULL, 1},
-                           {"--max-seq", NULL, NULL, 1},     {NULL, NULL, NULL, 0}};
+                           {"--max-seq", NULL, NULL, 1},     {"--quiet", "-q", NULL, 0},
+                           {NULL, NULL, NULL, 0}};
 
 const cli_command cli_import = {
     "import", "a Hugging Face folder or a llama2.c checkpoint -> a description + weights",
@@ -54,6 +47,7 @@ const cli_command cli_import = {
      "  --max-seq N       at most N positions (1..the source's max_position_embeddings,\n"
      "                    n_positions or seq_len): smaller caches; learned positions keep\n"
      "                    their first N rows\n"
+     "  -q, --quiet       no progress lines on stderr\n"
      "Prints what it mapped and ignored; the last line is the path of NAME.lua.  Nothing is\n"
      "written when the description would not load (it is checked as every command loads it)\n"
      "or when a file written would replace one import reads (import . -o .).\n"

@@ -7,12 +7,12 @@
 #include "cli.h"
 #include "fixformer_train.h"
 
-static int print_weight(void *ctx, const ff_weight_spec *s) {
+static int print_weight(void *ctx, const ff_weight_info *w) {
   (void)ctx;
-  if (s->rank == 2)
-    printf("--   %-56s [%d, %d]\n", s->name, s->shape[0], s->shape[1]);
+  if (w->rank == 2)
+    printf("--   %-56s [%d, %d]\n", w->name, w->shape[0], w->shape[1]);
   else
-    printf("--   %-56s [%d]\n", s->name, s->shape[0]);
+    printf("--   %-56s [%d]\n", w->name, w->shape[0]);
   return 0;
 }
 
@@ -43,7 +43,7 @@ static void check_row(checkpoint_check *k, const char *name, const char *shape, 
 }
 
 /* A described tensor: present, same shape, finite (any accepted dtype). */
-static int check_described(void *ctx, const ff_weight_spec *s) {
+static int check_described(void *ctx, const ff_weight_info *s) {
   checkpoint_check *k = ctx;
   int64_t want[2] = {s->shape[0], s->shape[1]};
   char wants[64], haves[160], problem[256];
@@ -72,7 +72,7 @@ static int check_described(void *ctx, const ff_weight_spec *s) {
 /* Every tensor the description names, then the file's others. */
 static int check_checkpoint(const ff_config *c, const char *weights, ff_error *err) {
   ff_tensor_file file = {0};
-  int rc = ff_rt_read_weights(c, weights, &file, err); /* separate q/k/v, gate/up fused, as the model sees them */
+  int rc = ff_config_read_weights(c, weights, &file, err); /* separate q/k/v, gate/up fused, as the model sees them */
   if (rc) return rc;
   checkpoint_check k = {weights, &file, calloc((size_t)file.count + 1, 1), 0, err};
   if (!k.seen) {
@@ -81,7 +81,7 @@ static int check_checkpoint(const ff_config *c, const char *weights, ff_error *e
   }
   printf("-- %s against %s: %d tensors in the file\n  %-52s %-14s %-5s %s\n", weights, c->name, file.count,
          "tensor", "shape", "dtype", "check");
-  ff_rt_visit_weights(c, NULL, check_described, &k);
+  ff_config_weights(c, check_described, &k);
   for (int i = 0; i < file.count; i++)
     if (!k.seen[i]) {
       char shape[160];
@@ -90,7 +90,7 @@ static int check_checkpoint(const ff_config *c, const char *weights, ff_error *e
                 "unexpected (not used by this description)");
     }
   size_t tensors, params;
-  ff_rt_count_weights(c, &tensors, &params);
+  ff_config_count_weights(c, &tensors, &params);
   if (k.problems)
     printf("-- %d problem%s; the first: %s\n", k.problems, k.problems > 1 ? "s" : "", err->msg);
   else
@@ -100,32 +100,12 @@ static int check_checkpoint(const ff_config *c, const char *weights, ff_error *e
   return k.problems ? FF_EINVAL : 0;
 }
 
-/* info: the resolved config, every key it has in the schema's order (those
- * whose needs it does not meet left out, so it reads back as the same model;
- * a key naming a tensor only when the model has that tensor), a few with a
- * comment. */
-static int print_config(const ff_model *m, const char *path) {
-  const ff_config *c = ff_model_config(m);
-  ff_rt_value v[FF_KEY_COUNT];
-  char d_k[32], vocab[64];
-  ff_rt_config_values(c, v);
-  snprintf(d_k, sizeof d_k, "d_k = %d", c->d_model / c->heads);
-  v[FF_KEY_heads].comment = d_k;
-  v[FF_KEY_kv_heads].number = ff_config_kv_heads(c); /* 0 in a config built in C */
-  if (ff_config_kv_heads(c) < c->heads)
-    v[FF_KEY_kv_heads].comment = "grouped-query: K/V caches of kv_heads * d_k per position";
-  if (c->arch != FF_ARCH_ENCODER_DECODER) v[FF_KEY_layers] = (ff_rt_value){.set = 1, .number = c->encoder_layers + c->decoder_layers};
-  if (!c->vocab) {
-    snprintf(vocab, sizeof vocab, "float inputs [B,T,%d]", c->d_model);
-    v[FF_KEY_vocab].literal = "nil";
-    v[FF_KEY_vocab].comment = vocab;
-  }
-  if (c->no_lm_head) v[FF_KEY_lm_head].comment = "the output is the hidden states";
-  if (c->token_types) v[FF_KEY_token_types].comment = "every position has type 0";
-  v[FF_KEY_dtype].string = ff_model_dtype(m); /* --dtype's, or the description's */
-  char *text = ff_rt_describe(v, 1); /* numbers that read back as the config's float32 */
-  if (!text) return FF_ENOMEM;
-  printf("-- %s, resolved (defaults filled in)\nreturn {\n%s}\n", path, text);
+/* info: the resolved description (ff_model_describe), defaults filled in */
+static int print_config(const ff_model *m, const char *path, ff_error *err) {
+  char *text;
+  int rc = ff_model_describe(m, &text, err);
+  if (rc) return rc;
+  printf("-- %s, resolved (defaults filled in)\n%s", path, text);
   free(text);
   return 0;
 }
@@ -171,7 +151,7 @@ static int print_train_memory(const ff_config *c, const cli_flag *flags, ff_erro
   ff_train_memory mem;
   if ((rc = ff_train_memory_estimate(c, B, S, S, threads, &mem, err))) return rc;
   size_t params, tensors;
-  ff_rt_count_weights(c, &tensors, &params);
+  ff_config_count_weights(c, &tensors, &params);
   printf("-- training %s: %zu parameters, batch %d x %d positions%s, %d thread%s, the runtime engine\n", c->name,
          params, B, S, c->arch == FF_ARCH_ENCODER_DECODER ? " (source and target)" : "", threads,
          threads > 1 ? "s" : "");
@@ -189,7 +169,11 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
   if (cli_value(flags, "--schema") || cli_value(flags, "--markdown")) {
     if (path || cli_value(flags, "--weights") || cli_value(flags, "--isas") || !cli_value(flags, "--schema"))
       return ff_fail(err, CLI_EUSAGE, "--schema [--markdown] takes no model, --weights or --isas");
-    return cli_print_schema(cli_value(flags, "--markdown") != NULL);
+    char *text;
+    int rc = ff_schema_text(cli_value(flags, "--markdown") ? FF_SCHEMA_MARKDOWN : FF_SCHEMA_JSON, &text, err);
+    if (!rc) fputs(text, stdout);
+    free(text);
+    return rc;
   }
   if (cli_value(flags, "--isas")) {
     if (path || cli_value(flags, "--weights")) return ff_fail(err, CLI_EUSAGE, "--isas takes no model or --weights");
@@ -215,17 +199,18 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
     ff_model_close(m);
     return rc;
   }
-  if (print_config(m, path)) {
+  int rc = print_config(m, path, err);
+  if (rc) {
     ff_model_close(m);
-    return ff_fail(err, FF_ENOMEM, "out of memory");
+    return rc;
   }
   size_t tensors, params;
-  ff_rt_count_weights(c, &tensors, &params);
+  ff_config_count_weights(c, &tensors, &params);
   printf("-- weights: %zu tensors, %zu parameters (%.2f MB float32)\n", tensors, params, params * 4.0 / 1e6);
-  ff_rt_visit_weights(c, NULL, print_weight, NULL);
+  ff_config_weights(c, print_weight, NULL);
   int T = c->max_seq;
   printf("-- FLOPs per token: %.0f at T = 1, %.0f averaged over T = max_seq = %d\n",
-         ff_rt_forward_flops(c, 1, 1), ff_rt_forward_flops(c, T, T) / T, T);
+         ff_config_forward_flops(c, 1, 1), ff_config_forward_flops(c, T, T) / T, T);
   printf("-- output per position: %d %s\n", ff_config_out_dim(c), ff_config_has_head(c) ? "logits" : "hidden states");
   ff_model_close(m);
   return 0;

@@ -20,10 +20,10 @@ static int run_init(const char *path, cli_flag *flags, ff_error *err) {
   if ((rc = ff_refuse_inputs(out, (const char *const[]){path}, 1, err))) return rc;
   ff_model *m = ff_model_open(path, err);
   if (!m) return err->code;
-  rc = ff_rt_init_weights(ff_model_config(m), seed, out, err);
+  rc = ff_config_init_weights(ff_model_config(m), seed, out, err);
   if (!rc) {
     size_t tensors, params;
-    ff_rt_count_weights(ff_model_config(m), &tensors, &params);
+    ff_config_count_weights(ff_model_config(m), &tensors, &params);
     printf("wrote %s (%zu tensors, %zu parameters, seed %llu)\n", out, tensors, params, seed);
   }
   ff_model_close(m);

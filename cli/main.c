@@ -26,7 +26,7 @@ static void usage(FILE *to) {
           "       fixformer --version\n"
           "commands:\n",
           FF_VERSION);
-  for (int i = 0; i < N_COMMANDS; i++) fprintf(to, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
+  for (int i = 0; i < N_COMMANDS; i++) fprintf(to, "  %-11s %s\n", commands[i]->name, commands[i]->summary);
   fprintf(to,
           "Every command takes --flag value or --flag=value, and -h/--help.  Exit status: 0 done,\n"
           "1 the command failed (the one line on stderr says why), 2 the command line is wrong.\n");

@@ -85,7 +85,7 @@ static int run_reads(const char *path, const ff_config *c, const run_opts *o, ff
 typedef struct {
   ff_array src, tgt, lens;
   int32_t *src_tok, *tgt_tok, *lengths;
-  ff_rt_input in;
+  ff_input in;
 } run_inputs;
 
 static void run_inputs_free(run_inputs *r) {
@@ -216,7 +216,7 @@ static int run_run(const char *path, cli_flag *flags, ff_error *err) {
       (o.len_path && (rc = read_lengths(o.len_path, &r, err))))
     goto done;
   r.in.lengths = r.lengths;
-  if ((rc = ff_rt_check_input(c, &r.in, err)) || (rc = cli_load_weights(m, flags, o.weights, err)) ||
+  if ((rc = ff_config_check_input(c, &r.in, err)) || (rc = cli_load_weights(m, flags, o.weights, err)) ||
       (rc = cli_prepare(m, flags, o.engine, err)))
     goto done;
   rc = run_forward(m, &o, &r, err);

@@ -65,7 +65,7 @@ static int train_options(ff_model *m, cli_flag *flags, const train_files *f, ff_
     const char *v = cli_value(flags, option_flags[i]);
     if (v && ff_train_option_set(o, option_flags[i] + 2, v, err)) rc = ff_fail(err, CLI_EUSAGE, "--%s", err->msg);
   }
-  return rc; /* (the engine's default is the runtime, not FIXFORMER_ENGINE's: nothing else trains yet) */
+  return rc; /* (the engine's default is the runtime, the reference, not FIXFORMER_ENGINE's) */
 }
 
 /* ---- progress ------------------------------------------------------------------------- */
@@ -237,8 +237,8 @@ const cli_command cli_train = {
      "  --warmup N  --decay-steps N (cosine's end; default --steps)  --min-lr X (0)\n"
      "  --label-smoothing X  --dropout P  --seed N (0)\n"
      "Run:\n"
-     "  --engine runtime      the engine (runtime, the default; generated training code: not yet)\n"
-     "  --threads N           runtime: a batch's sequences over N threads (1)\n"
+     "  --engine E            runtime (the default), or generated training code on tcc or cc\n"
+     "  --threads N           runtime: a batch's sequences over N threads; tcc, cc: its products (1)\n"
      "  --holdout N           hold N samples out; evaluated every --eval-every N steps and at the\n"
      "                        end (loss; pairs: greedy exact match on --eval-exact N of them, all)\n"
      "  --save-every N        a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM)\n"

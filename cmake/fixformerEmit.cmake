@@ -4,27 +4,18 @@
 # (TARGET_model.c, ...), so CMake never needs the description's `name`.
 # NAME.h stays as it is: the user includes it by the model's name; so does
 # NAME_kernels.c, which NAME.c includes (found in emit/, the include directory).
-# Run as: cmake -DFIXFORMER=... -DDESCRIPTION=... -DDIR=... -DTARGET=...
-#   [-DWEIGHTS=...] [-DEMBED=ON] [-DISA=...] [-DWITH_MAIN=ON] -P fixformerEmit.cmake
+# emit's other arguments are DIR/TARGET.args, one a line (fixformer_add_model
+# writes it when they change).
+# Run as: cmake -DFIXFORMER=... -DDESCRIPTION=... -DDIR=... -DTARGET=... -P fixformerEmit.cmake
 cmake_minimum_required(VERSION 3.18) # -P scripts start with no policies: IN_LIST
-set(args emit "${DESCRIPTION}" -o "${DIR}/new")
-if(WEIGHTS)
-  list(APPEND args --weights "${WEIGHTS}")
-endif()
-if(EMBED)
-  list(APPEND args --embed)
-endif()
-if(ISA)
-  list(APPEND args --isa "${ISA}")
-endif()
-if(WITH_MAIN)
-  list(APPEND args --with-main)
-endif()
+file(STRINGS "${DIR}/${TARGET}.args" more)
+set(args emit "${DESCRIPTION}" -o "${DIR}/new" ${more})
 file(REMOVE_RECURSE "${DIR}/new")
 file(MAKE_DIRECTORY "${DIR}/new" "${DIR}/emit")
 execute_process(COMMAND "${FIXFORMER}" ${args} RESULT_VARIABLE rc OUTPUT_QUIET)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "fixformer_add_model(${TARGET}): fixformer emit ${DESCRIPTION} failed (${rc})")
+  string(REPLACE ";" " " shown "${more}")
+  message(FATAL_ERROR "fixformer_add_model(${TARGET}): fixformer emit ${DESCRIPTION} ${shown} failed (${rc})")
 endif()
 # into emit/ (the include directory): unchanged files keep their time, so
 # nothing including them is rebuilt; a renamed model leaves no stale header

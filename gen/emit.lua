@@ -70,6 +70,7 @@ function M.kernel_unit(list)
     STANDALONE = true, ENCDEC = false, DECODER = false, WSUFFIX = "" }
   parts[#parts + 1] = template.render("model.c", "state", one)
   parts[#parts + 1] = template.render("model.c", "parallel", one)
+  parts[#parts + 1] = template.render("model.c", "attend", one)
   for i, entry in ipairs(list) do
     local kind, params = entry[1], entry[2]
     ops.key(kind, params) -- the kind exists and every param is given
@@ -129,6 +130,17 @@ local function common_vars(P, opts)
   return v
 end
 
+-- the enum lines of the activation offsets
+local function value_enum(P)
+  local vl, width = {}, 0
+  for _, v in ipairs(P.values) do width = math.max(width, #v.macro) end
+  for _, v in ipairs(P.values) do
+    vl[#vl + 1] = string.format("  %-" .. width .. "s = %d, /* [%d, %d] %s%s */", v.macro, v.offset, v.rows, v.cols,
+      v.doc, v.persistent and "" or string.format(", ops %d..%d", v.first, v.last))
+  end
+  return table.concat(vl, "\n")
+end
+
 -- the enums of the weight and activation offsets
 local function layout_enums(P)
   local wl, width = {}, 0
@@ -142,14 +154,17 @@ local function layout_enums(P)
     if w.type ~= "f32" then shape = shape .. ", " .. w.type end
     wl[#wl + 1] = string.format("  %-" .. width .. "s = %d, /* %s %s */", w.macro, w.offset, w.name, shape)
   end
-  local vl = {}
-  width = 0
-  for _, v in ipairs(P.values) do width = math.max(width, #v.macro) end
-  for _, v in ipairs(P.values) do
-    vl[#vl + 1] = string.format("  %-" .. width .. "s = %d, /* [%d, %d] %s%s */", v.macro, v.offset, v.rows, v.cols,
-      v.doc, v.persistent and "" or string.format(", ops %d..%d", v.first, v.last))
+  return table.concat(wl, "\n"), value_enum(P)
+end
+
+-- Each distinct kernel of the program rendered from its template.
+local function render_kernels(P, lines)
+  local rendered = {}
+  for i, k in ipairs(P.kernels) do
+    local file, name = ops.template(k.kind, k.params)
+    rendered[i] = template.render(file, name, ops.vars(k.kind, k.params), { lines = lines })
   end
-  return table.concat(wl, "\n"), table.concat(vl, "\n")
+  return rendered
 end
 
 -- The op kernels' declarations (their definitions are in the kernel library
@@ -206,11 +221,7 @@ function M.emit(P, opts)
     { lines = false })
 
   local lines = opts.lines ~= false
-  local rendered = {}
-  for i, k in ipairs(P.kernels) do
-    local file, name = ops.template(k.kind, k.params)
-    rendered[i] = template.render(file, name, ops.vars(k.kind, k.params), { lines = lines })
-  end
+  local rendered = render_kernels(P, lines)
   local calls = ops.calls(P.kernels)
   local kernel_vars = { KERNEL_FILE = c.name .. "_kernels.c", KERNELS = library.names(P.isa, calls, " *   ") }
   local weight_enum, value_enum = layout_enums(P)
@@ -221,12 +232,131 @@ function M.emit(P, opts)
   if c.arch == "decoder-only" then parts[#parts + 1] = section("decode_decoder") end
   parts[#parts + 1] = section("library", kernel_vars):gsub("\n+$", "\n") ..
     library.block(P.isa, calls, '#include "' .. kernel_vars.KERNEL_FILE .. '"')
-  parts[#parts + 1] = template.render("model.c", "parallel", vars(), { lines = lines })
+  parts[#parts + 1] = template.render("model.c", "parallel", vars(), { lines = lines }):gsub("\n+$", "") .. "\n\n" ..
+    template.render("model.c", "attend", vars(), { lines = lines })
   parts[#parts + 1] = table.concat(rendered, "\n")
   for i, text in ipairs(parts) do parts[i] = text:gsub("\n+$", "") end -- one blank line between parts
   kernel_vars.TEXT = library.text(P.isa, calls, lines):gsub("\n+$", "")
   return { header = header, source = table.concat(parts, "\n\n") .. "\n",
     kernels = section("kernel_file", kernel_vars) }
+end
+
+-- ---- training code (gen/train.lua's program) -------------------------------------------
+
+-- One stage function of the training program: a call per op (a loop over
+-- the batch's sequences s for per-sequence ops), after the sizes its calls
+-- use: n sequences, their lengths S (source) and T, rows RS = n S, RT = n T.
+local SIZES = { { "n", "b->batch" }, { "S", "b->src_len" }, { "T", nil }, { "RS", "n * S", "n", "S" },
+  { "RT", "n * T", "n", "T" } }
+
+local function train_stage_text(st, P)
+  local body, used = {}, {}
+  for _, o in ipairs(st.ops) do
+    local call = o.kernel.fn .. "(" .. table.concat(o.args, ", ") .. ")"
+    if o.loop then call = "for (int s = 0; s < n; s++)\n    " .. call end
+    for word in ((o.loop and "n " or "") .. table.concat(o.args, " ")):gmatch("[%a_][%w_]*") do used[word] = true end
+    body[#body + 1] = template.render("model.c", "op",
+      { OP = o.name, SHAPE = o.shape, OPDOC = o.doc, CALL = call, FLOPS = lit.grouped(o.flops) }, { lines = false })
+  end
+  for i = #SIZES, 1, -1 do -- RS needs n and S
+    local z = SIZES[i]
+    if used[z[1]] then for j = 3, #z do used[z[j]] = true end end
+  end
+  local decl = {}
+  for _, z in ipairs(SIZES) do
+    if used[z[1]] then
+      decl[#decl + 1] = z[1] .. " = " .. (z[2] or (P.two_stacks and "b->tgt_len" or "b->src_len"))
+    end
+  end
+  local pre = {}
+  if #decl > 0 then pre[1] = "  const int " .. table.concat(decl, ", ") .. ";\n" end
+  local params = { "const float *restrict w", "float *restrict state" }
+  for p in (st.params or ""):gmatch("[^,]+") do params[#params + 1] = p:gsub("^%s+", "") end
+  for _, p in ipairs(params) do
+    local name = p:match("([%a_][%w_]*)$")
+    if not used[name] and name ~= "state" then pre[#pre + 1] = "  (void)" .. name .. ";\n" end
+  end
+  return template.render("train.c", "stage", { FN = st.name, DOC = st.doc, PARAMS = table.concat(params, ", "),
+    BODY = table.concat(pre) .. table.concat(body):gsub("\n\n$", "\n"), FLOPS = lit.grouped(st.flops) },
+    { lines = false })
+end
+
+-- P: gen/train.lua's program.  -> { header (NAME_train.h), source
+-- (NAME_train.c), kernels (NAME_train_kernels.c) }; opts as emit's.
+function M.emit_train(P, opts)
+  local c = P.config
+  local train = require("train")
+  local uname = c.name:upper()
+  local calls = ops.calls(P.kernels)
+  local encdec = P.two_stacks
+  local stage_flops = function(name) return P.stage_by[name] and P.stage_by[name].flops or 0 end
+  local scratch = 0
+  for _, v in ipairs(P.values) do
+    if v.name == "lin_scratch" or v.name == "attn_scratch" then scratch = scratch + v.floats end
+  end
+  local v = {
+    NAME = c.name, UNAME = uname, GUARD = uname .. "_TRAIN_H", VERSION = M.VERSION, SOURCE = M.comment_text(opts.source),
+    SHA256 = opts.sha256, COMMAND = M.comment_text(opts.command), SUMMARY = summary(c, P), ISA = P.isa, NR = P.nr,
+    BATCH = P.B, SRC = P.S, TGT = encdec and P.T or 0, VOCAB = c.vocab, PARAMS = P.param_floats,
+    TENSORS = #P.params, STATE_BYTES = 4 * P.arena_floats, PACKED_BYTES = 4 * P.packed_floats,
+    SCRATCH_BYTES = 4 * scratch, ARENA_BYTES = 4 * (P.arena_floats - P.packed_floats - scratch),
+    NAIVE_BYTES = 4 * (P.arena_naive_floats - P.packed_floats - scratch), MAX_THREADS = P.max_threads,
+    FLOPS = lit.grouped(P.flops), FORWARD_FLOPS = lit.grouped(stage_flops("forward")),
+    LOSS_FLOPS = lit.grouped(stage_flops("loss")), BACKWARD_FLOPS = lit.grouped(stage_flops("backward")),
+    SHAPE_DOC = encdec and string.format("%d source and %d target positions", P.S, P.T) or
+      string.format("%d positions", P.S),
+    LABELS_DOC = encdec and ": tgt_len" or "", ENCDEC = encdec, LINES = opts.lines ~= false,
+    TGT_NULL = encdec and " || !b->tgt" or "",
+    TGT_LEN_CHECK = encdec and " || b->tgt_len < 1 || b->tgt_len > " .. uname .. "_TRAIN_TGT_LEN" or "",
+    LABEL_LEN = encdec and "tgt_len" or "src_len", SLOT = P.attn_slot, SLOTS = P.max_threads,
+    STANDALONE = false, DECODER = false, WSUFFIX = "",
+  }
+  local function section(name, extra, lines)
+    local x = {}
+    for k, val in pairs(v) do x[k] = val end
+    for k, val in pairs(extra or {}) do x[k] = val end
+    return template.render("train.c", name, x, { lines = lines or false })
+  end
+  local header = section("header", { TYPES = M.types() })
+
+  local lines = opts.lines ~= false
+  local rendered = render_kernels(P, lines)
+  local pl, width = {}, 0
+  for _, t in ipairs(P.params) do width = math.max(width, #t.macro) end
+  local tensors = {}
+  for _, t in ipairs(P.params) do
+    pl[#pl + 1] = string.format("  %-" .. width .. "s = %d, /* %s [%s] */", t.macro, t.offset, t.name,
+      t.cols > 0 and t.rows .. ", " .. t.cols or t.rows)
+    tensors[#tensors + 1] = string.format('  {"%s", %s, %d, %d},', t.name, t.macro, t.numel, t.kind)
+  end
+  local kernel_file = c.name .. "_train_kernels.c"
+  local parts = { section("prelude", { LIBC = section("libc"):gsub("\n+$", "") }),
+    section("layout", { PARAM_ENUM = table.concat(pl, "\n"), VALUE_ENUM = value_enum(P),
+      TENSOR_TABLE = table.concat(tensors, "\n") }) }
+  local tab = train.position_table(P)
+  if tab then
+    parts[#parts + 1] = section("table", { TABLE_NAME = tab.name, TABLE_DOC = tab.doc, TABLE_ROWS = tab.rows,
+      TABLE_COLS = tab.cols, TABLE_FLOATS = #tab.values, TABLE_DATA = lit.table_lines(tab.values, lit.float) })
+  end
+  parts[#parts + 1] = kernel_declarations(P, rendered)
+  for _, name in ipairs({ "pack_forward", "forward", "loss", "pack_backward", "backward" }) do
+    parts[#parts + 1] = train_stage_text(P.stage_by[name], P)
+  end
+  -- the state's threads: the inference code's section, for NAME_train
+  parts[#parts + 1] = template.render("model.c", "state", { NAME = c.name .. "_train", UNAME = uname .. "_TRAIN",
+    STANDALONE = false, ENCDEC = false, DECODER = false }, { lines = false })
+  parts[#parts + 1] = section("api")
+  local kvars = { KERNEL_FILE = kernel_file, KERNELS = library.names(P.isa, calls, " *   "), NAME = c.name .. "_train",
+    ISA = P.isa, VERSION = M.VERSION, LINES = lines }
+  parts[#parts + 1] = template.render("model.c", "library", kvars, { lines = false }):gsub("\n+$", "\n") ..
+    library.block(P.isa, calls, '#include "' .. kernel_file .. '"')
+  parts[#parts + 1] = template.render("model.c", "parallel", { ISA = P.isa, NR = P.nr, WSUFFIX = "" }, { lines = lines })
+  parts[#parts + 1] = section("helpers", nil, lines)
+  parts[#parts + 1] = table.concat(rendered, "\n")
+  for i, text in ipairs(parts) do parts[i] = text:gsub("\n+$", "") end
+  kvars.TEXT = library.text(P.isa, calls, lines):gsub("\n+$", "")
+  return { header = header, source = table.concat(parts, "\n\n") .. "\n",
+    kernels = template.render("model.c", "kernel_file", kvars, { lines = false }) }
 end
 
 -- The canonical text of the weight layout; its sha256 is the layout hash.

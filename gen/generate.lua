@@ -15,6 +15,81 @@ local template = require("template")
 local library = require("library")
 local host = require("ff_host")
 
+-- The driver's tokenizer: tokenizers/tok_encode.c for one kind (FF_TOK_KINDS), with
+-- tok_tables.h and the Unicode tables that kind reads pasted where it includes them,
+-- then the tokenizer's tables as C (tk.tables, from the host).
+local UNICODE = { -- the tables of tokenizers/unicode_tables.h each kind reads
+  [2] = { uc_letter = true, uc_number = true }, -- byte-level BPE: GPT-2's pattern
+  [4] = { uc_letter = true, uc_punct = true, uc_other = true, uc_mark_nonspacing = true, uc_lower_map = true,
+    uc_strip_map = true }, -- WordPiece: BertNormalizer, BertPreTokenizer
+}
+
+-- The core's text for one kind: its `#if` lines over FF_TOK_HAS(KIND) (and the names
+-- defined from them) evaluated, only what that kind compiles kept, so that the driver
+-- reads as that tokenizer alone; any other `#if` is kept as it is.
+local KINDS = { VOCAB = 0, LLAMA2C = 1, BYTES = 2, SP = 3, WORDPIECE = 4 }
+local DERIVED = { FF_TOK_BPE = { 1, 2, 3 }, FF_TOK_HF = { 2, 3, 4 }, FF_TOK_SP_PIECE = { 1, 3 } }
+
+local function kind_if(expr, kind) -- true/false, or nil when expr is not of FF_TOK_HAS terms
+  local any = false
+  for term in (expr .. "||"):gmatch("%s*(.-)%s*||") do
+    local name = term:match("^FF_TOK_HAS%((%u[%u%d]*)%)$")
+    if name and KINDS[name] then any = any or KINDS[name] == kind
+    elseif DERIVED[term] then
+      for _, k in ipairs(DERIVED[term]) do any = any or k == kind end
+    else return nil end
+  end
+  return any
+end
+
+local function one_kind(code, kind)
+  local out, stack = {}, {}
+  local function live()
+    for _, v in ipairs(stack) do if v == false then return false end end
+    return true
+  end
+  for line in (code .. "\n"):gmatch("([^\n]*)\n") do
+    local expr = line:match("^#if%s+(.-)%s*$")
+    local v = expr and kind_if(expr, kind)
+    if v ~= nil then
+      stack[#stack + 1] = v
+    elseif line:match("^#if") then
+      if live() then out[#out + 1] = line end
+      stack[#stack + 1] = "kept"
+    elseif line:match("^#el") then
+      assert(stack[#stack] == "kept", "tokenizers/tok_encode.c: #else under an FF_TOK_HAS #if")
+      if live() then out[#out + 1] = line end
+    elseif line:match("^#endif") then
+      local top = table.remove(stack)
+      if top == "kept" and live() then out[#out + 1] = line end
+    elseif live() and not (line:match("^#define (FF_TOK_[%u_]+)") and DERIVED[line:match("^#define (FF_TOK_[%u_]+)")]) then
+      out[#out + 1] = line -- (the names of kinds are evaluated: their #defines go)
+    end
+  end
+  local text, n = table.concat(out, "\n"):gsub("\n\n\n+", "\n\n"), 1
+  while n > 0 do -- a section heading whose section went
+    text, n = text:gsub("/%* %-%-%-%- [^\n]- %*/\n\n(/%* %-%-%-%- )", "%1")
+  end
+  return text
+end
+
+local function tokenizer_code(tk)
+  local all = host.read_template("tokenizers/unicode_tables.h")
+  local picked = { (all:match("^(/%*.-%*/)\n")) }
+  for block, name in all:gmatch("(static const [^\n]- (uc_[%w_]+)%[[^\n]*\n.-\n};)") do
+    if (UNICODE[tk.kind] or {})[name] then picked[#picked + 1] = block end
+  end
+  local core = one_kind(host.read_template("tokenizers/tok_encode.c"), tk.kind)
+  core = core:gsub('#include "tok_tables.h"[^\n]*', function()
+    return (host.read_template("tokenizers/tok_tables.h"):gsub("\n+$", ""))
+  end)
+  core = core:gsub('#include "unicode_tables.h"[^\n]*', function() return table.concat(picked, "\n") end)
+  return string.format("#define FF_TOK_API static\n#define FF_TOK_KINDS (1 << %d) /* %s */\n%s\n\n" ..
+    "/* the tables fixformer read from %s (tokenizers/tok_c.c writes them) */\n%s", tk.kind,
+    ({ "a JSON vocabulary", "llama2.c's tokenizer.bin", "byte-level BPE", "SentencePiece-style BPE", "WordPiece" })[tk.kind + 1],
+    (core:gsub("\n+$", "")), emit.comment_text(tk.path), (tk.tables:gsub("\n+$", "")))
+end
+
 -- section "main" of templates/main.c.in or "weights" of templates/weights.c.in, for the
 -- program P generated from config (its layout hash, the generate options)
 local function render_extra(config, opts, P, layout_hash, section, vars)
@@ -34,28 +109,48 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
     v.POOL = host.read_template("templates/pool.c"):gsub("\n+$", "")
     v.NPY = host.read_template("templates/driver_npy.c"):gsub("\n+$", "")
     v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder" and c.lm_head -- greedy decoding needs logits
-    v.VOCABULARY = vars.vocabulary ~= nil
-    local voc = vars.vocabulary or { bos = -1, eos = -1, unk = -1, pad = -1, lowercase = false, tokens = {} }
-    v.BOS, v.EOS, v.UNK, v.LOWERCASE = voc.bos, voc.eos, voc.unk, voc.lowercase
-    v.GEN_USAGE = weights .. (v.VOCABULARY and "(--text 'TEXT' | --tokens 'IDS')" or "--tokens 'IDS'") ..
-      " [--max-new N] [--bos ID] [--eos ID] [--threads N]"
-    local specials, tokens = {}, {}
-    for _, id in ipairs({ voc.pad, voc.bos, voc.eos, voc.unk }) do
-      if id >= 0 then specials[#specials + 1] = tostring(id) end
-    end
-    v.SPECIALS = #specials > 0 and table.concat(specials, ", ") or "-1"
-    for i, t in ipairs(voc.tokens) do -- C string literals, octal escapes for anything unusual
-      tokens[i] = '"' .. t:gsub('[%c"\\\128-\255?]', function(ch) return string.format("\\%03o", ch:byte()) end) .. '"'
-    end
-    local lines = {}
-    for i = 1, #tokens, 8 do lines[#lines + 1] = "  " .. table.concat(tokens, ", ", i, math.min(i + 7, #tokens)) .. "," end
-    v.VOCAB_TOKENS = table.concat(lines, "\n")
+    local tk = vars.tokenizer
+    v.TOKENIZER = tk ~= nil
+    v.BOS, v.EOS = tk and tk.bos or -1, tk and tk.eos or -1
+    -- the template text gets: what generate --text feeds a model that decodes (decoder-only: BOS first
+    -- where the tokenizer says), what run --text feeds one that does not (an encoder: BOS, the tail)
+    local decodes = v.GENERATE and true or false
+    v.TEXT_BOS = tk ~= nil and tk.add_bos == 1 and (not decodes or c.arch == "decoder-only")
+    v.TEXT_TAIL = tk ~= nil and not decodes and tk.tail or -1
+    v.TOKENIZER_FILE = tk and emit.comment_text(tk.path) or ""
+    v.TOKENIZER_CODE = tk and tokenizer_code(tk) or ""
+    v.GEN_USAGE = weights .. (v.TOKENIZER and "(--text 'TEXT' | --lines FILE | --tokens 'IDS') [--ids]" or
+      "--tokens 'IDS'") .. " [--max-new N] [--bos ID] [--eos ID] [--threads N]"
+    v.IDS_IN = v.GENERATE or v.TOKENIZER
+    v.TEXT_FORWARD = v.TOKENIZER and not v.GENERATE and not v.ENCDEC -- run --text: an encoder's forward pass
+    v.TEXT_USAGE = v.GENERATE and "" or weights .. "--text 'TEXT' --output OUT.npy [--threads N]"
+    v.TOK_USAGE = "(--text 'TEXT' | --lines FILE) --tokenize [--no-special] | (--tokens 'IDS' | --lines FILE) --detokenize"
     return template.render("main.c", "main", v, { lines = false })
   end
   return template.render("weights.c", "weights", v, { lines = false })
 end
 
+-- opts.train = { batch, src, tgt }: the training program at those shapes
+-- (gen/train.lua): NAME_train.h, NAME_train.c, NAME_train_kernels.c
+local function generate_train(config, opts)
+  local P = require("train").plan(config, host.weight_specs(), opts.isa, opts.train)
+  local out = emit.emit_train(P, { source = opts.source, sha256 = opts.sha256, command = opts.command,
+    lines = opts.lines })
+  local scratch = 0
+  for _, v in ipairs(P.values) do
+    if v.name == "lin_scratch" or v.name == "attn_scratch" then scratch = scratch + v.floats end
+  end
+  return {
+    header = out.header, source = out.source, kernel_source = out.kernels, kernels = library.text(P.isa),
+    state_bytes = 4 * P.arena_floats, param_floats = P.param_floats, packed_bytes = 4 * P.packed_floats,
+    scratch_bytes = 4 * scratch, arena_bytes = 4 * (P.arena_floats - P.packed_floats - scratch),
+    naive_bytes = 4 * (P.arena_naive_floats - P.packed_floats - scratch), flops = P.flops,
+    forward_flops = P.stage_by.forward.flops + P.stage_by.loss.flops, backward_flops = P.stage_by.backward.flops,
+  }
+end
+
 return function(config, opts)
+  if opts.train then return generate_train(config, opts) end
   local P = plan.plan(config, host.weight_specs(), opts.isa, opts.dtype)
   local layout_hash = host.sha256(emit.layout_text(P)):sub(1, 16)
   local out = emit.emit(P, {

@@ -16,27 +16,27 @@ local host = require("ff_host")
 
 local M = {}
 
-local PART = { linear_bf16 = "quant", linear_q8 = "quant" }
+local PART = { linear_bf16 = "quant", linear_q8 = "quant", transpose = "pack", attention_backward = "attention_train" }
 
 local function lines_of(text)
   return (text:gsub("\n+$", "") .. "\n"):gmatch("([^\n]*)\n")
 end
 
--- The lines of path with each #include "X.c" replaced by kernels/X.c's, as
+-- The lines of path with each #include "X.c" (or "../runtime/X.h") replaced by that file's, as
 -- { text, file, line, part } into out; needs[part] = the parts it calls.
 local function read(path, part, out, needs)
   local n = 0
   for line in lines_of(host.read_template(path)) do
     n = n + 1
     local name, deps = line:match("^/%* @part ([%w_]+):?([%w_ ]-) %*/$")
-    local include = line:match('^#include "([%w_]+%.c)"$')
+    local include = line:match('^#include "([%w_%./]+%.[ch])"$')
     if name then
       part = name
       needs[name] = needs[name] or {}
       for d in deps:gmatch("[%w_]+") do table.insert(needs[name], d) end
     end
-    if include then
-      read("kernels/" .. include, part, out, needs)
+    if include then -- relative to kernels/ ("../runtime/ff_dropout.h": runtime/ff_dropout.h)
+      read(("kernels/" .. include):gsub("[%w_]+/%.%./", ""), part, out, needs)
     else
       out[#out + 1] = { text = line, file = path, line = n, part = part }
     end

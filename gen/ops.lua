@@ -24,6 +24,18 @@ M.KERNEL_SUFFIX = { f32 = "", bf16 = "_bf16", int8 = "_q8" }
 
 local function b(v) return v and 1 or 0 end
 
+-- RoPE's template variables; sub, add: the signs of its rotation (the
+-- backward rotates back: "+", "-")
+local function rope_vars(p, sub, add)
+  local half, d = p.DK // 2, p.HEADS * p.DK
+  local inter = p.PAIRING == "interleaved"
+  local bits, B, NH = M.position_blocks(p.MAX_SEQ, p.DK)
+  return { HALF = half, D = d, DQK = d + p.KV_HEADS * p.DK, QK_HEADS = p.HEADS + p.KV_HEADS,
+    IA = inter and "2 * i" or "i", IB = inter and "2 * i + 1" or "i + " .. half,
+    BITS = bits, B = B, MASK = B - 1, NH = NH, LO_ROW = 1 + NH, ROWS = 1 + NH + B, SUB = sub, ADD = add,
+    SIGN_DOC = sub == "-" and "" or " backward: the rotation by -A (its transpose)" }
+end
+
 -- The tables of the positions (sinusoidal, RoPE) hold two levels, not a row
 -- per position: pos = hi 2^bits + lo, 2^bits >= sqrt(max_seq), so NH =
 -- ceil(max_seq / 2^bits) rows of angles hi 2^bits w and 2^bits rows of
@@ -50,6 +62,22 @@ local function norm_kind(name, title, flops)
     calls = function() return { name } end,
   }
 end
+
+-- A norm's backward (norm.c, section `name`_backward): dx (= or +=) Norm'(x)^T dy.
+local function norm_backward_kind(name, title, flops)
+  return {
+    file = "norm.c", params = { "D", "EPS", "ISA", "ACC" },
+    fn = function(p) return string.format("%s_backward_%d%s", name, p.D, p.ACC and "_add" or "") end,
+    doc = function(p) return string.format("dx %s %s'(x)^T dy; d gamma%s += ...", p.ACC and "+=" or "=", title,
+      name == "layernorm" and ", d beta" or "") end,
+    vars = function(p) return { EPS = lit.float(p.EPS), ACC = b(p.ACC), OP = p.ACC and "+=" or "=" } end,
+    flops = function(p, T) return flops * T * p.D end,
+    calls = function() return { name .. "_backward" } end,
+  }
+end
+
+-- The training kinds' common parts: dropout's mask is a kernel of kernels/train.c.
+local function with_dropout(calls) calls[#calls + 1] = "dropout" return calls end
 
 M.kinds = {
   embed = {
@@ -127,14 +155,7 @@ M.kinds = {
         p.LDX, p.PAIRING == "interleaved" and "_interleaved" or "", p.MAX_SEQ)
     end,
     doc = function(p) return "rotary positions on q and k (" .. p.PAIRING .. " pairing)" end,
-    vars = function(p)
-      local half, d = p.DK // 2, p.HEADS * p.DK
-      local inter = p.PAIRING == "interleaved"
-      local bits, B, NH = M.position_blocks(p.MAX_SEQ, p.DK)
-      return { HALF = half, D = d, DQK = d + p.KV_HEADS * p.DK, QK_HEADS = p.HEADS + p.KV_HEADS,
-        IA = inter and "2 * i" or "i", IB = inter and "2 * i + 1" or "i + " .. half,
-        BITS = bits, B = B, MASK = B - 1, NH = NH, LO_ROW = 1 + NH, ROWS = 1 + NH + B }
-    end,
+    vars = function(p) return rope_vars(p, "-", "+") end,
     flops = function(p, T) return 3 * T * (p.HEADS + p.KV_HEADS) * p.DK + 10 * T * p.DK end,
   },
   kv_store = {
@@ -185,6 +206,119 @@ M.kinds = {
     vars = function(p) return { N2 = 2 * p.N } end,
     flops = function(p, T) return 6 * T * p.N end,
     calls = function() return { "swiglu" } end,
+  },
+
+  -- ---- training (gen/train.lua): the forward's extra kinds and every backward ----
+  pack = {
+    file = "linear.c", params = { "K", "N", "TRANS", "ISA", "NR" },
+    fn = function(p) return string.format("pack_%dx%d%s", p.K, p.N, p.TRANS and "_t" or "") end,
+    doc = function(p) return p.TRANS and "panels of W^T (the forward's)" or "panels of W (dX = dY W)" end,
+    vars = function(p)
+      return { PANELS = (p.N + p.NR - 1) // p.NR, LD = p.TRANS and p.K or p.N, TRANS_C = b(p.TRANS),
+        WHAT = p.TRANS and string.format("W^T of W [%d, %d]", p.N, p.K) or string.format("W [%d, %d]", p.K, p.N) }
+    end,
+    flops = function() return 0 end,
+    calls = function() return { "pack" } end,
+  },
+  linear_backward = {
+    file = "linear.c", params = { "IN", "OUT", "BIAS", "DX", "ISA", "NR" },
+    fn = function(p)
+      return string.format("linear_backward_%dx%d%s%s", p.IN, p.OUT, p.BIAS and "" or "_nobias",
+        p.DX == "add" and "_add" or p.DX == "none" and "_nodx" or "")
+    end,
+    doc = function(p)
+      return (p.DX == "none" and "" or p.DX == "add" and "dx += dy W, " or "dx = dy W, ") .. "dW += dy^T x" ..
+        (p.BIAS and ", db += sum dy" or "")
+    end,
+    vars = function(p)
+      return { DX_FLAGS = p.DX == "add" and "FF_ACC" or "0", DX_DOC = p.DX == "add" and "dx += dy W" or
+        p.DX == "none" and "no dx" or "dx = dy W", BIAS_DOC = p.BIAS and " + b" or "" }
+    end,
+    flops = function(p, T) return 4 * T * p.IN * p.OUT end,
+    calls = function() return { "linear", "pack", "transpose" } end,
+  },
+  dropout = {
+    file = "train.c", params = { "ISA" },
+    fn = function() return "dropout" end,
+    doc = function() return "y = x, dropped (runtime/ff_dropout.h's mask of the site)" end,
+    flops = function() return 0 end,
+    calls = function() return { "dropout" } end,
+  },
+  residual = {
+    file = "train.c", params = { "D", "ISA" },
+    fn = function(p) return string.format("residual_%d", p.D) end,
+    doc = function() return "z = x + drop(f)" end,
+    flops = function(p, T) return T * p.D end,
+    calls = function() return { "dropout" } end,
+  },
+  cross_entropy = {
+    file = "train.c", params = { "VOCAB", "ISA" },
+    fn = function(p) return string.format("cross_entropy_%d", p.VOCAB) end,
+    doc = function() return "CrossEntropyLoss(ignore_index, label_smoothing, reduction='sum')" end,
+    flops = function(p, T) return 5 * T * p.VOCAB end,
+    calls = function() return { "cross_entropy" } end,
+  },
+  attention_train = {
+    file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDQ", "LDK", "CAUSAL", "ISA" },
+    fn = function(p) return (M.kinds.attention.fn(p):gsub("^attention", "attention_train")) end,
+    doc = function(p) return "P = softmax(Q K^T / sqrt(d_k) + mask) kept, drop(P) V" ..
+      (p.CAUSAL and ", causal" or "") end,
+    vars = function(p) return M.kinds.attention.vars(p) end,
+    flops = function(p, T, Tk) return 4 * T * (Tk or T) * p.HEADS * p.DK end,
+    calls = function() return { "attention_train", "attention_backward" } end,
+  },
+  attention_backward = {
+    file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDQ", "LDK", "CAUSAL", "ISA" },
+    fn = function(p) return (M.kinds.attention.fn(p):gsub("^attention", "attention_backward")) end,
+    doc = function() return "dV = drop(P)^T dO, dS = P (dP - rowsum(P dP)), dQ = dS K, dK = dS^T Q" end,
+    vars = function(p) return M.kinds.attention.vars(p) end,
+    flops = function(p, T, Tk) return 8 * T * (Tk or T) * p.HEADS * p.DK end,
+    calls = function() return { "attention_train", "attention_backward" } end,
+  },
+  rope_backward = {
+    file = "mha.c", section = function() return "rope" end,
+    params = { "HEADS", "KV_HEADS", "DK", "LDX", "PAIRING", "MAX_SEQ" },
+    fn = function(p) return M.kinds.rope.fn(p) .. "_backward" end,
+    doc = function() return "dq, dk rotated back (the rotation's transpose)" end,
+    vars = function(p) return rope_vars(p, "+", "-") end,
+    flops = function(p, T) return M.kinds.rope.flops(p, T) end,
+  },
+  activation_train = {
+    file = "ffn.c", section = function(p) return p.ACT .. "_train" end, params = { "N", "ACT", "ISA" },
+    fn = function(p) return string.format("%s_train_%d", p.ACT, p.N) end,
+    doc = function(p) return "a = drop(" .. (p.ACT == "swiglu" and "silu(gate) * up" or p.ACT .. "(h)") .. "), h kept" end,
+    vars = function(p) return { N2 = 2 * p.N } end,
+    flops = function(p, T) return 8 * T * p.N end,
+    calls = function(p) return with_dropout(p.ACT == "relu" and {} or { p.ACT }) end,
+  },
+  activation_backward = {
+    file = "ffn.c", section = function(p) return p.ACT .. "_backward" end, params = { "N", "ACT", "ISA" },
+    fn = function(p) return string.format("%s_backward_%d", p.ACT, p.N) end,
+    doc = function(p) return "dh = " .. p.ACT .. "'(h) drop(da)" end,
+    vars = function(p) return { N2 = 2 * p.N } end,
+    flops = function(p, T) return 12 * T * p.N end,
+    calls = function(p) return with_dropout(p.ACT == "relu" and {} or { p.ACT .. "_backward" }) end,
+  },
+  layernorm_backward = norm_backward_kind("layernorm", "LayerNorm", 16),
+  rmsnorm_backward = norm_backward_kind("rmsnorm", "RMSNorm", 10),
+  embed_backward = {
+    file = "embed.c", params = { "D", "VOCAB", "SCALE" },
+    fn = function(p) return string.format("embed_backward_%dx%d", p.VOCAB, p.D) end,
+    doc = function() return "dE[token] += dx * scale" end,
+    vars = function(p) return { SCALE = lit.float(p.SCALE) } end,
+    flops = function(p, T) return 2 * T * p.D end,
+  },
+  learned_backward = {
+    file = "embed.c", params = { "D" },
+    fn = function(p) return string.format("learned_backward_%d", p.D) end,
+    doc = function() return "dP[pos] += dx of each sequence" end,
+    flops = function(p, T) return T * p.D end,
+  },
+  token_type_backward = {
+    file = "embed.c", params = { "D" },
+    fn = function(p) return string.format("token_type_backward_%d", p.D) end,
+    doc = function() return "dTT[0] += the sum of dx's rows" end,
+    flops = function(p, T) return T * p.D end,
   },
 }
 

@@ -29,9 +29,9 @@ local ALIGN = 16
 
 local function align(n) return (n + ALIGN - 1) // ALIGN * ALIGN end
 
--- "encoder", 3, "self_attn.in_proj_weight" -> "W_ENC_L03_SELF_ATTN_IN_PROJ_WEIGHT"
-local function weight_macro(two_stacks, spec)
-  local parts = { "W" }
+-- "encoder", 3, "self_attn.in_proj_weight" -> "W_ENC_L03_SELF_ATTN_IN_PROJ_WEIGHT" (prefix: "W")
+local function weight_macro(two_stacks, spec, prefix)
+  local parts = { prefix or "W" }
   if spec.stack ~= "none" and two_stacks then parts[#parts + 1] = spec.stack == "encoder" and "ENC" or "DEC" end
   if spec.layer >= 0 then parts[#parts + 1] = string.format("L%02d", spec.layer) end
   parts[#parts + 1] = spec.role:upper():gsub("[^%w]", "_")
@@ -483,7 +483,7 @@ end
 
 -- persistent values first, then first-fit over lifetimes (M.place).  Sets
 -- P.arena_floats and, for comparison, P.arena_naive_floats (no sharing).
-local function place_values(P)
+function M.place_values(P)
   local base = 0
   for _, v in ipairs(P.values) do
     if v.persistent then
@@ -538,9 +538,12 @@ function M.plan(c, specs, isa, dtype)
   if c.arch == "encoder" or c.arch == "encoder-decoder" then B:encode_stage() end
   if c.arch == "decoder-only" or c.arch == "encoder-decoder" then B:decode_stages() end
   B:head_stage()
-  place_values(P)
+  M.place_values(P)
   count_flops(P)
   return P
 end
+
+-- what the training program (train.lua) builds on
+M.builder, M.Builder, M.weight_macro, M.align = builder, Builder, weight_macro, align
 
 return M

@@ -533,13 +533,16 @@ int ff_model_driver_source(ff_model *m, int embed, char **text, ff_error *err) {
   if (!text) return null_arg(err, "ff_model_driver_source", "text");
   const ff_config *c = CFG(m);
   ff_tokenizer *tok = NULL;
+  char *tables = NULL;
   lock(m);
   int rc = generate_locked(m, "fixformer", err);
-  if (!rc && c->vocabulary[0]) rc = ff_tokenizer_load(c->vocabulary, c->vocab, &tok, err);
-  if (!rc) { /* the driver embeds a JSON vocabulary; other tokenizers: ids only (--tokens) */
-    ff_extra x = {"main", embed, NULL, NULL, NULL, tok ? ff_tokenizer_vocab(tok) : NULL};
+  if (!rc && c->vocabulary[0] && !(rc = ff_tokenizer_load(c->vocabulary, c->vocab, &tok, err)))
+    rc = ff_tokenizer_c_tables(tok, &tables, err);
+  if (!rc) { /* the driver compiles the tokenizer in: --text in, text out */
+    ff_extra x = {"main", embed, NULL, NULL, NULL, tables, c->vocabulary, tok ? ff_tokenizer_get_info(tok) : NULL};
     rc = render_locked(m, &x, text, err);
   }
+  free(tables);
   ff_tokenizer_free(tok);
   unlock(m);
   return rc;
@@ -601,7 +604,7 @@ int ff_model_weights_source(ff_model *m, const char *weights_path, char **text, 
                                                : float_text(x, n, weights_path, &data, err))) {
       char hex[65];
       ff_sha256_hex(x, n * sizeof *x, hex);
-      ff_extra xw = {"weights", 1, data, weights_path, hex, NULL};
+      ff_extra xw = {"weights", 1, data, weights_path, hex, NULL, NULL, NULL};
       rc = render_locked(m, &xw, text, err);
     }
     step(m, "write the weights as C", 1);
@@ -1083,6 +1086,39 @@ void ff_model_close(ff_model *m) {
   desc_unref(m->desc);
   pthread_mutex_destroy(&m->lock);
   free(m);
+}
+
+/* ---- training code ----------------------------------------------------------------- */
+
+int ff_model_train_code_isa(ff_model *m, const ff_train_shape *shape, const char *command, const char *isa,
+                            ff_train_code *out, ff_error *err) {
+  memset(out, 0, sizeof *out);
+  if (!m || !shape) return null_arg(err, "ff_model_train_code", m ? "shape" : "the model");
+  const ff_config *c = CFG(m);
+  const int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  if (!ff_config_has_head(c))
+    return ff_fail(err, FF_EINVAL, "cannot train %s: the model has no output head (training needs vocab and lm_head)",
+                   c->name);
+  if (shape->batch < 1 || shape->src < 1 || shape->src > c->max_seq ||
+      (encdec && (shape->tgt < 1 || shape->tgt > c->max_seq)))
+    return ff_fail(err, FF_EINVAL, "training shapes: batch %d, %d source and %d target positions: the batch and "
+                   "the positions must be >= 1, the positions at most max_seq %d", shape->batch, shape->src,
+                   encdec ? shape->tgt : shape->src, c->max_seq);
+  lock(m);
+  shared_desc *d = m->desc;
+  ff_gen_options o = {d->path, command ? command : "fixformer", isa ? isa : m->isa, "f32", NULL, m->no_line};
+  pthread_mutex_lock(&d->lock);
+  step(m, "generate training C", 0);
+  int rc = ff_generate_train(d->lua, &d->cfg, &o, shape, out, err);
+  step(m, "generate training C", 1);
+  pthread_mutex_unlock(&d->lock);
+  unlock(m);
+  return rc;
+}
+
+int ff_model_train_code(ff_model *m, const ff_train_shape *shape, const char *command, ff_train_code *out,
+                        ff_error *err) {
+  return ff_model_train_code_isa(m, shape, command, NULL, out, err);
 }
 
 static const char *const engine_names[] = {"runtime", "tcc", "cc"};

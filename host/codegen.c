@@ -57,6 +57,14 @@ static int push_spec(void *ctx, const ff_weight_spec *s) {
   lua_setfield(L, -2, "quantized");
   lua_pushboolean(L, s->matrix); /* a linear op multiplies by it: packed in panels (include/ff_schema.h) */
   lua_setfield(L, -2, "matrix");
+  static const struct {
+    const char *key;
+    unsigned bit;
+  } kinds[] = {{"bias", FF_IS_BIAS}, {"norm", FF_IS_NORM}, {"embedding", FF_IS_EMBEDDING}};
+  for (int i = 0; i < 3; i++) { /* AdamW's groups (generated training code) */
+    lua_pushboolean(L, (ff_rt_weight_kinds[s->kind].flags & kinds[i].bit) != 0);
+    lua_setfield(L, -2, kinds[i].key);
+  }
   lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
   return 0;
 }
@@ -69,6 +77,32 @@ static int l_weight_specs(lua_State *L) {
   if (!c) return luaL_error(L, "host.weight_specs: no model is being generated");
   lua_newtable(L);
   ff_rt_visit_weights(c, NULL, push_spec, L);
+  return 1;
+}
+
+/* host.position_table(kind, rows, cols, block_bits, dim, theta) -> the floats of
+ * a derived position table ("sinusoidal" or "rope"), as ff_position_table
+ * packs them (generated training code compiles them in) */
+static int l_position_table(lua_State *L) {
+  const char *kind = luaL_checkstring(L, 1);
+  ff_layout_entry e = {0};
+  e.rows = (int)luaL_checkinteger(L, 2);
+  e.cols = (int)luaL_checkinteger(L, 3);
+  e.block_bits = (int)luaL_checkinteger(L, 4);
+  e.dim = (int)luaL_checkinteger(L, 5);
+  e.theta = (float)luaL_checknumber(L, 6);
+  e.derived = !strcmp(kind, "rope") ? FF_DERIVED_ROPE : FF_DERIVED_SINUSOIDAL;
+  if (e.rows < 1 || e.cols < 1 || e.rows > (1 << 22) / e.cols || e.block_bits < 0 || e.block_bits > 20)
+    return luaL_error(L, "host.position_table: a table of %d x %d", e.rows, e.cols);
+  float *t = malloc(sizeof *t * (size_t)e.rows * (size_t)e.cols);
+  if (!t) return luaL_error(L, "host.position_table: out of memory");
+  ff_position_table(&e, t);
+  lua_createtable(L, e.rows * e.cols, 0);
+  for (int i = 0; i < e.rows * e.cols; i++) {
+    lua_pushnumber(L, t[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  free(t);
   return 1;
 }
 
@@ -109,7 +143,8 @@ static void push_isa(lua_State *L, int mr, int nr, const char *flags, const char
  * ff_host.isas kernels/isas.h (push_isa). */
 static void install_host_module(lua_State *L, const ff_config *c) {
   static const luaL_Reg fns[] = {
-      {"sha256", l_sha256}, {"read_template", l_read_template}, {"weight_specs", l_weight_specs}, {NULL, NULL}};
+      {"sha256", l_sha256},           {"read_template", l_read_template}, {"weight_specs", l_weight_specs},
+      {"position_table", l_position_table}, {NULL, NULL}};
   lua_pushlightuserdata(L, (void *)c);
   lua_setfield(L, LUA_REGISTRYINDEX, "ff.model");
   lua_getfield(L, LUA_REGISTRYINDEX, "ff.loaded");
@@ -274,8 +309,12 @@ static int timed(ff_lua *h, int (*f)(ff_lua *h, void *arg, ff_error *err), void 
 typedef struct {
   const ff_config *c;
   const ff_gen_options *o;
+  const ff_train_shape *shape; /* NULL: the model; else its training program (out_train) */
   ff_program *out;
+  ff_train_code *out_train;
 } generate_args;
+
+static int read_train_program(lua_State *L, int t, ff_train_code *out, ff_error *err);
 
 static int generate(ff_lua *h, void *arg, ff_error *err) {
   const generate_args *a = arg;
@@ -302,15 +341,70 @@ static int generate(ff_lua *h, void *arg, ff_error *err) {
   lua_setfield(L, -2, "dtype");
   lua_pushboolean(L, !o->no_line);
   lua_setfield(L, -2, "lines");
+  if (a->shape) { /* train = { batch, src, tgt } */
+    const int dims[] = {a->shape->batch, a->shape->src, a->shape->tgt};
+    const char *const names[] = {"batch", "src", "tgt"};
+    lua_createtable(L, 0, 3);
+    for (int i = 0; i < 3; i++) {
+      lua_pushinteger(L, dims[i]);
+      lua_setfield(L, -2, names[i]);
+    }
+    lua_setfield(L, -2, "train");
+  }
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) return lua_failed(h, top, err);
-  rc = read_program(L, lua_gettop(L), o, a->out, err);
+  rc = a->shape ? read_train_program(L, lua_gettop(L), a->out_train, err)
+                : read_program(L, lua_gettop(L), o, a->out, err);
   lua_settop(L, top);
-  if (rc) ff_program_free(a->out);
+  if (rc && a->shape) ff_train_code_free(a->out_train);
+  if (rc && !a->shape) ff_program_free(a->out);
   return rc;
 }
 
+/* The training program's result (gen/generate.lua's generate_train) into out */
+static int read_train_program(lua_State *L, int t, ff_train_code *out, ff_error *err) {
+  const char *const size_fields[] = {"state_bytes", "param_floats", "packed_bytes", "scratch_bytes", "arena_bytes",
+                                     "naive_bytes"};
+  size_t *sizes[] = {&out->state_bytes, &out->params, &out->packed_bytes, &out->scratch_bytes, &out->activation_bytes,
+                     &out->activation_bytes_unshared};
+  for (int i = 0; i < 6; i++) {
+    long long v = int_field(L, t, size_fields[i]);
+    if (v < 0 || (unsigned long long)v > SIZE_MAX / 2)
+      return ff_fail(err, FF_EINVAL, "the training state takes more memory than this machine addresses");
+    *sizes[i] = (size_t)v;
+  }
+  if (out->state_bytes / 4 > 0x7fffffff)
+    return ff_fail(err, FF_EINVAL, "the training state takes %zu floats: more than the generated code's offsets "
+                   "(C int constants) address", out->state_bytes / 4);
+  out->flops = num_field(L, t, "flops");
+  out->forward_flops = num_field(L, t, "forward_flops");
+  out->backward_flops = num_field(L, t, "backward_flops");
+  out->header = dup_field(L, t, "header");
+  out->source = dup_field(L, t, "source");
+  out->kernels = dup_field(L, t, "kernel_source");
+  out->library = dup_field(L, t, "kernels");
+  if (!out->header || !out->source || !out->kernels || !out->library)
+    return ff_fail(err, FF_ENOMEM, "out of memory for the generated training code");
+  return 0;
+}
+
+int ff_generate_train(ff_lua *h, const ff_config *c, const ff_gen_options *o, const ff_train_shape *shape,
+                      ff_train_code *out, ff_error *err) {
+  generate_args a = {c, o, shape, NULL, out};
+  memset(out, 0, sizeof *out);
+  return timed(h, generate, &a, err);
+}
+
+void ff_train_code_free(ff_train_code *c) {
+  if (!c) return;
+  free(c->header);
+  free(c->source);
+  free(c->kernels);
+  free(c->library);
+  memset(c, 0, sizeof *c);
+}
+
 int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err) {
-  generate_args a = {c, o, out};
+  generate_args a = {c, o, NULL, out, NULL};
   memset(out, 0, sizeof *out);
   return timed(h, generate, &a, err);
 }
@@ -498,24 +592,20 @@ static int render_extra(ff_lua *h, void *arg, ff_error *err) {
       lua_pushstring(L, strings[i][1]);
       lua_setfield(L, -2, strings[i][0]);
     }
-  if (x->vocab) { /* vocabulary = { tokens = {...}, pad, bos, eos, unk (-1: none), lowercase } */
-    const ff_vocab *v = x->vocab;
-    lua_createtable(L, 0, 6);
-    lua_createtable(L, v->size, 0);
-    for (int i = 0; i < v->size; i++) {
-      lua_pushstring(L, v->tokens[i]);
-      lua_rawseti(L, -2, i + 1);
-    }
-    lua_setfield(L, -2, "tokens");
-    const int ids[] = {v->pad, v->bos, v->eos, v->unk};
-    const char *const names[] = {"pad", "bos", "eos", "unk"};
-    for (int i = 0; i < 4; i++) {
+  if (x->tok_tables) { /* tokenizer = { tables = C text, path, kind, bos, eos, add_bos, tail (-1: none) } */
+    const ff_tokenizer_info *in = x->tok_info;
+    const int ids[] = {(int)in->kind, in->bos, in->eos, in->add_bos, in->tail};
+    const char *const names[] = {"kind", "bos", "eos", "add_bos", "tail"};
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, x->tok_tables);
+    lua_setfield(L, -2, "tables");
+    lua_pushstring(L, ff_shown_path(x->tok_path, shown, sizeof shown));
+    lua_setfield(L, -2, "path");
+    for (int i = 0; i < 5; i++) {
       lua_pushinteger(L, ids[i]);
       lua_setfield(L, -2, names[i]);
     }
-    lua_pushboolean(L, v->lowercase);
-    lua_setfield(L, -2, "lowercase");
-    lua_setfield(L, -2, "vocabulary");
+    lua_setfield(L, -2, "tokenizer");
   }
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) return lua_failed(h, top, err);
   return take_text(L, top, ((const render_args *)arg)->out, err);

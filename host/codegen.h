@@ -9,6 +9,7 @@
 #include "ff_config.h"
 #include "ff_error.h"
 #include "ff_io.h"
+#include "fixformer_train.h"
 #include "host.h"
 
 /* Tables of the positions the packer computes (gen/plan.lua, ops.position_blocks):
@@ -69,7 +70,15 @@ void ff_native_kernels(void (*add)(void *ctx, const char *name, void *fn), void 
 /* Plans and emits the loaded description (its config table is in the
  * state's registry) for config c. */
 int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_program *out, ff_error *err);
+/* The same for its training program at fixed shapes (gen/train.lua); o's
+ * dtype and target are not used (training is float32). */
+int ff_generate_train(ff_lua *h, const ff_config *c, const ff_gen_options *o, const ff_train_shape *shape,
+                      ff_train_code *out, ff_error *err);
 void ff_program_free(ff_program *p);
+/* ff_model_train_code for an ISA other than the model's (NULL: the model's):
+ * the JIT engines generate for this machine's. */
+int ff_model_train_code_isa(ff_model *m, const ff_train_shape *shape, const char *command, const char *isa,
+                            ff_train_code *out, ff_error *err);
 
 /* What the files that go with a program are rendered from. */
 typedef struct {
@@ -78,7 +87,10 @@ typedef struct {
   const char *data;      /* "weights": the initialiser text of the floats */
   const char *weights;   /* "weights": the safetensors file they came from */
   const char *sha256;    /* "weights": of the floats */
-  const ff_vocab *vocab; /* "main": the description's vocabulary, or NULL */
+  /* "main": the description's tokenizer (NULL: none), compiled into the driver */
+  const char *tok_tables;            /* its tables as C (ff_tokenizer_c_tables) */
+  const char *tok_path;              /* its file, as the banner shows it */
+  const ff_tokenizer_info *tok_info; /* its kind, special ids and template */
 } ff_extra;
 
 /* Renders one of those files for the last generated program (malloc'd). */

@@ -45,6 +45,7 @@ static int compile(const char *text, TCCState **out, ff_error *err) {
     void *fn;
   } symbols[] = {
       {"expf", (void *)expf}, /* generated code's only libm function (templates/model.c.in) */
+      {"pow", (void *)pow},     {"sqrt", (void *)sqrt}, {"sqrtf", (void *)sqrtf}, /* AdamW's (templates/train.c.in) */
       {"memcpy", (void *)memcpy}, {"memset", (void *)memset}, {"memmove", (void *)memmove},
   };
   tcc_errors errors = {""};

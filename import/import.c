@@ -1,4 +1,5 @@
-/* import.c - `fixformer import SRC -o DIR [--name NAME] [--tokenizer FILE]`.
+/* import.c - ff_import (fixformer.h), what `fixformer import SRC -o DIR
+ * [--name NAME] [--tokenizer FILE] [--max-seq N]` calls.
  *
  * Reads a checkpoint as its users have it and writes what every other
  * command takes: DIR/NAME.lua (the description, naming its weights and
@@ -11,9 +12,12 @@
  *   - a llama2.c checkpoint: the legacy .bin (7 int32 header) or version 1
  *     (magic "ak42", 256-byte header).
  * Every source tensor is mapped, or ignored for a stated reason, or the
- * import fails naming it; the files appear all or none. */
+ * import fails naming it; the files appear all or none.  What was mapped and
+ * ignored goes to the caller's report function a line at a time, never to
+ * stdout: library code does not print. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +28,9 @@
 
 #include "ff_config.h"
 #include "ff_io.h"
-#include "fixformer.h"
 #include "ff_json.h"
-#include "ff_rt_schema.h"
-#include "import.h"
+#include "ff_runtime.h" /* the schema's rows (ff_rt_schema.h), ff_rt_shape_text */
+#include "fixformer.h"
 
 /* ---- the description to write ------------------------------------------- */
 
@@ -93,11 +96,6 @@ static void out_free(outputs *o) {
   for (int i = 0; i < o->n; i++) free(o->t[i].owned);
   free(o->t);
   memset(o, 0, sizeof *o);
-}
-
-static void shape_text(char *buf, size_t n, int rank, const int64_t *shape) {
-  if (rank == 2) snprintf(buf, n, "[%lld,%lld]", (long long)shape[0], (long long)shape[1]);
-  else snprintf(buf, n, "[%lld]", (long long)shape[0]);
 }
 
 /* ---- config.json ------------------------------------------------------------ */
@@ -632,13 +630,13 @@ static int map_role(source *s, const model_desc *d, const role *r, int conv1d, c
   int64_t want[2] = {conv1d ? cols : rows, conv1d ? rows : cols};
   if (ff_rt_weight_kinds[r->kind].rows == FF_DIM_MAX_SEQ) want[0] = d->pos_rows; /* --max-seq: its first rows */
   char wants[64], haves[64];
-  shape_text(wants, sizeof wants, rank, want);
+  ff_rt_shape_text(wants, sizeof wants, rank, want);
   if (!st)
     return ff_fail(err, FF_EMISSING, "%s: missing tensor '%s' %s%s%s%s", s->what, src, wants,
                    *s->strip ? " (prefix '" : "", s->strip, *s->strip ? "' optional)" : "");
   const ff_tensor *t = st->t;
   if (t->rank != rank || t->shape[0] != want[0] || (rank == 2 && t->shape[1] != want[1])) {
-    shape_text(haves, sizeof haves, t->rank < 2 ? t->rank : 2, t->shape);
+    ff_rt_shape_text(haves, sizeof haves, t->rank < 2 ? t->rank : 2, t->shape);
     if (t->rank > 2) snprintf(haves, sizeof haves, "rank %d", t->rank);
     return ff_fail(err, FF_ESHAPE, "%s: tensor '%s': shape %s, config.json needs %s", s->paths[st->file], t->name,
                    haves, wants);
@@ -731,34 +729,61 @@ static int check_leftovers(source *s, const family *f, const model_desc *d, cons
   return 0;
 }
 
-/* ---- printing what was done --------------------------------------------------------- */
+/* ---- saying what was done --------------------------------------------------------- */
 
-static void print_model(const model_desc *d) {
-  printf("  %s, d_model %d, heads %d", d->arch, d->d_model, d->heads);
-  if (d->has_kv_heads) printf(", kv_heads %d", d->kv_heads);
-  printf(", d_ff %d, layers %d, vocab %d, max_seq %d; %s-norm %s eps %g, %s, bias %s, positions %s", d->d_ff,
-         d->layers, d->vocab, d->max_seq, d->norm, d->norm_kind, d->eps, d->activation, d->bias ? "yes" : "no",
-         d->positional);
-  if (!strcmp(d->positional, "rope")) printf(" (%s, theta %g)", d->rope_pairing, d->rope_theta);
-  printf(", %s\n", !d->lm_head ? "no output head (hidden states out)" : d->tie ? "head tied to the embedding"
-                                                                              : "own output head");
+/* One line of the summary (no newline) to the caller's report function. */
+static void say(const ff_import_options *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void say(const ff_import_options *o, const char *fmt, ...) {
+  char small[512], *line = small;
+  va_list ap;
+  if (!o->report) return;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof small && (line = malloc((size_t)n + 1))) { /* long paths */
+    va_start(ap, fmt);
+    vsnprintf(line, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+  }
+  if (line) o->report(o->report_ctx, line);
+  if (line != small) free(line);
+}
+
+/* A slow step starts (done 0) or ends (done 1). */
+static void step(const ff_import_options *o, const char *what, int done) {
+  if (o->progress) o->progress(o->progress_ctx, what, done);
+}
+
+static void print_model(const ff_import_options *o, const model_desc *d) {
+  char kv[32] = "", rope[96] = "";
+  if (d->has_kv_heads) snprintf(kv, sizeof kv, ", kv_heads %d", d->kv_heads);
+  if (!strcmp(d->positional, "rope")) snprintf(rope, sizeof rope, " (%s, theta %g)", d->rope_pairing, d->rope_theta);
+  say(o, "  %s, d_model %d, heads %d%s, d_ff %d, layers %d, vocab %d, max_seq %d; %s-norm %s eps %g, %s, bias %s, "
+      "positions %s%s, %s", d->arch, d->d_model, d->heads, kv, d->d_ff, d->layers, d->vocab, d->max_seq, d->norm,
+      d->norm_kind, d->eps, d->activation, d->bias ? "yes" : "no", d->positional, rope,
+      !d->lm_head ? "no output head (hidden states out)" : d->tie ? "head tied to the embedding" : "own output head");
 }
 
 /* One line per role: globals as they are, layer roles once with {i}. */
-static void print_roles(const family *f, const model_desc *d) {
+static void print_roles(const ff_import_options *o, const family *f, const model_desc *d) {
   char shape[64];
   int64_t sh[2];
   for (const role *r = f->globals; r->src; r++) {
     if (r->kind == FF_TENSOR_LM_HEAD && d->tie) continue;
-    shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
-    printf("    %-52s -> %-36s %s\n", r->src, role_name(r), shape);
+    ff_rt_shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
+    say(o, "    %-52s -> %-36s %s", r->src, role_name(r), shape);
   }
   for (const role *r = f->layer; r->src; r++) {
     char src[160], dst[160];
-    shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
+    ff_rt_shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
     snprintf(src, sizeof src, "%s{i}.%s", f->layer_src, r->src);
     snprintf(dst, sizeof dst, "layers.{i}.%s", role_name(r));
-    printf("    %-52s -> %-36s %s%s\n", src, dst, shape, transposed(f, r, 1) ? " (Conv1D [in,out], transposed)" : "");
+    say(o, "    %-52s -> %-36s %s%s", src, dst, shape, transposed(f, r, 1) ? " (Conv1D [in,out], transposed)" : "");
   }
 }
 
@@ -933,7 +958,9 @@ static int c_keyword(const char *name) {
 
 static int letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-const char *ff_import_basename(const char *src, size_t *n) {
+/* src's last name, less trailing slashes and a .bin: its first *n characters
+ * (the default NAME, and the default folder) */
+static const char *import_basename(const char *src, size_t *n) {
   size_t len = strlen(src);
   while (len > 1 && src[len - 1] == '/') len--;
   const char *base = src;
@@ -944,11 +971,23 @@ const char *ff_import_basename(const char *src, size_t *n) {
   return base;
 }
 
+int ff_import_default_dir(const char *src, char *buf, size_t n, ff_error *err) {
+  size_t len;
+  if (!src || !buf) return ff_fail(err, FF_EINVAL, "ff_import_default_dir: %s is NULL", src ? "buf" : "src");
+  const char *base = import_basename(src, &len);
+  if (len == 0 || (len == 1 && base[0] == '.') || (len == 2 && !strncmp(base, "..", 2)) || base[0] == '/')
+    base = "model", len = 5; /* "", ".", "..", "/" */
+  int need = snprintf(buf, n, "%.*s-fixformer", (int)len, base);
+  return need < 0 || (size_t)need >= n ? ff_fail(err, FF_ENOMEM, "%.64s...: the folder's name is longer than %zu bytes",
+                                                 src, n ? n - 1 : 0)
+                                       : 0;
+}
+
 /* A C identifier (what validate.lua accepts as name) from the source's file name:
  * no keyword, and none of C's reserved _X or __ prefixes */
 static void default_name(const char *src, char *name, size_t n) {
   size_t bl;
-  const char *base = ff_import_basename(src, &bl);
+  const char *base = import_basename(src, &bl);
   size_t k = 1, blank = 1; /* name[0] is kept for an 'm' in front */
   for (size_t i = 0; i < bl && k + 1 < n && k < 41; i++) {
     char c = base[i];
@@ -979,6 +1018,7 @@ typedef struct {
   size_t tok_len;
   const char **inputs;     /* the files the import reads: none of them is written over */
   int n_inputs, max_seq;   /* max_seq: --max-seq, or 0 */
+  const ff_import_options *opt; /* where the summary and the progress go */
   model_desc d;
   outputs o;
 } import_job;
@@ -1031,9 +1071,9 @@ static int cap_max_seq(import_job *j, ff_error *err) {
   return 0;
 }
 
-static void print_cap(const model_desc *d) {
+static void print_cap(const ff_import_options *o, const model_desc *d) {
   if (d->max_seq < d->pos_rows)
-    printf("  max_seq %d of its %s = %d (--max-seq)%s\n", d->max_seq, d->max_seq_key, d->pos_rows,
+    say(o, "  max_seq %d of its %s = %d (--max-seq)%s", d->max_seq, d->max_seq_key, d->pos_rows,
            !strcmp(d->positional, "learned") ? "; pos_embed.weight keeps the first rows" : "");
 }
 
@@ -1043,6 +1083,7 @@ static int write_all(import_job *j, ff_error *err) {
   uint8_t *tok = j->tok, *st = NULL;
   size_t tok_len = j->tok_len, st_len = 0;
   int rc = 0, made = 0;
+  step(j->opt, "write the files", 0);
   if (j->tokenizer) {
     size_t tl = strlen(j->tokenizer);
     const char *ext = tl > 5 && !strcmp(j->tokenizer + tl - 5, ".json") ? ".json"
@@ -1075,10 +1116,11 @@ static int write_all(import_job *j, ff_error *err) {
   if (!rc && !j->tokenizer) files[1] = files[2];
   if (!rc) rc = ff_write_files_atomic(files, j->tokenizer ? 3 : 2, err);
   if (rc && made) rmdir(j->dir); /* nothing half-written: not even the folder */
+  step(j->opt, "write the files", 1);
   if (!rc) {
-    printf("wrote %s (%zu tensors, %.1f MB)\n", paths[1], (size_t)j->o.n, st_len / 1e6);
-    if (j->tokenizer) printf("wrote %s (copied from %s)\n", paths[2], j->tokenizer);
-    printf("%s\n", paths[0]);
+    say(j->opt, "wrote %s (%zu tensors, %.1f MB)", paths[1], (size_t)j->o.n, st_len / 1e6);
+    if (j->tokenizer) say(j->opt, "wrote %s (copied from %s)", paths[2], j->tokenizer);
+    say(j->opt, "%s", paths[0]);
   }
   for (int i = 0; i < 3; i++) free(paths[i]);
   free(views);
@@ -1109,8 +1151,8 @@ static const family *family_of(const cJSON *root, const char *path, ff_error *er
 
 /* The summary's line on the tokenizer: none, or one left out and why. */
 static void print_tokenizer(const import_job *j, const char *note, const char *none) {
-  if (*note) printf("  tokenizer left out (generate could not load it): %s; generate takes --tokens\n", note);
-  else if (!j->tokenizer) printf("  %s (--tokenizer FILE): no vocabulary, generate takes --tokens\n", none);
+  if (*note) say(j->opt, "  tokenizer left out (generate could not load it): %s; generate takes --tokens", note);
+  else if (!j->tokenizer) say(j->opt, "  %s (--tokenizer FILE): no vocabulary, generate takes --tokens", none);
 }
 
 static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
@@ -1119,6 +1161,7 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
   size_t len;
   source s;
   memset(&s, 0, sizeof s);
+  step(j->opt, "read the checkpoint", 0);
   int rc = cfg_path ? ff_read_file(cfg_path, &text, &len, err) : ff_fail(err, FF_ENOMEM, "out of memory");
   cJSON *root = rc ? NULL : ff_json_parse((const char *)text, len, cfg_path, err);
   free(text);
@@ -1143,6 +1186,7 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
     tok_path = NULL;
   }
   if (!rc) rc = take_tokenizer(j, tokenizer, tok_path, note, sizeof note, err);
+  step(j->opt, "read the checkpoint", 1);
   /* every file read: config.json, the index, the shards, the tokenizer */
   const char **inputs = rc ? NULL : calloc((size_t)s.n_files + 3, sizeof *inputs);
   if (!rc && !inputs) rc = ff_fail(err, FF_ENOMEM, "out of memory");
@@ -1151,14 +1195,14 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
     for (int i = 0; i < s.n_files; i++) inputs[3 + i] = s.paths[i];
     j->inputs = inputs;
     j->n_inputs = s.n_files + 3;
-    printf("import %s: %s (%s, %d file%s)\n", j->src, f->model_type, s.what, s.n_files, s.n_files > 1 ? "s" : "");
-    print_model(&j->d);
-    print_cap(&j->d);
-    printf("  mapped %d tensors (%zu parameters):\n", j->o.n, j->o.params);
-    print_roles(f, &j->d);
+    say(j->opt, "import %s: %s (%s, %d file%s)", j->src, f->model_type, s.what, s.n_files, s.n_files > 1 ? "s" : "");
+    print_model(j->opt, &j->d);
+    print_cap(j->opt, &j->d);
+    say(j->opt, "  mapped %d tensors (%zu parameters):", j->o.n, j->o.params);
+    print_roles(j->opt, f, &j->d);
     for (int i = 0; f->ignore[i].text; i++)
-      if (counts[i]) printf("  ignored %d tensor%s: %s\n", counts[i], counts[i] > 1 ? "s" : "", f->ignore[i].why);
-    if (tied_head) printf("  ignored lm_head.weight: tied to the embedding (the same values)\n");
+      if (counts[i]) say(j->opt, "  ignored %d tensor%s: %s", counts[i], counts[i] > 1 ? "s" : "", f->ignore[i].why);
+    if (tied_head) say(j->opt, "  ignored lm_head.weight: tied to the embedding (the same values)");
     print_tokenizer(j, note, "no tokenizer.json");
     rc = write_all(j, err);
   }
@@ -1174,6 +1218,7 @@ static int l2c_run(import_job *j, const char *tokenizer, ff_error *err) {
   float *blob = NULL;
   char *tok_path = NULL, note[FF_ERROR_MAX];
   j->origin = j->src;
+  step(j->opt, "read the checkpoint", 0);
   int version = 0, rc = l2c_import(j->src, &j->d, &j->o, &blob, &version, err);
   if (!rc) rc = cap_max_seq(j, err);
   if (!rc && !tokenizer) { /* tokenizer.bin beside the checkpoint */
@@ -1189,19 +1234,21 @@ static int l2c_run(import_job *j, const char *tokenizer, ff_error *err) {
     }
   }
   if (!rc) rc = take_tokenizer(j, tokenizer, tok_path, note, sizeof note, err);
+  step(j->opt, "read the checkpoint", 1);
   const char *inputs[2] = {j->src, j->tokenizer};
   j->inputs = inputs;
   j->n_inputs = 2;
   if (!rc) {
-    printf("import %s: llama2.c checkpoint, %s (%s classifier)\n", j->src, version ? "version 1" : "legacy format",
-           j->d.tie ? "shared" : "own");
-    print_model(&j->d);
-    print_cap(&j->d);
-    printf("  mapped %d tensors (%zu parameters): token_embedding -> embed.weight, rms_att -> norm1, wq/wk/wv -> "
-           "q/k/v_proj, wo -> out_proj,\n    rms_ffn -> norm2, w1 -> gate_proj, w3 -> up_proj, w2 -> linear2, "
-           "rms_final -> norm%s\n", j->o.n, j->o.params, j->d.tie ? "" : ", wcls -> lm_head");
-    printf("  RoPE rotates adjacent pairs (interleaved), as llama2.c does%s\n",
-           version ? "" : "; ignored: its freq_cis_real/imag tables (recomputed from rope_theta)");
+    say(j->opt, "import %s: llama2.c checkpoint, %s (%s classifier)", j->src, version ? "version 1" : "legacy format",
+        j->d.tie ? "shared" : "own");
+    print_model(j->opt, &j->d);
+    print_cap(j->opt, &j->d);
+    say(j->opt, "  mapped %d tensors (%zu parameters): token_embedding -> embed.weight, rms_att -> norm1, wq/wk/wv -> "
+        "q/k/v_proj, wo -> out_proj,", j->o.n, j->o.params);
+    say(j->opt, "    rms_ffn -> norm2, w1 -> gate_proj, w3 -> up_proj, w2 -> linear2, rms_final -> norm%s",
+        j->d.tie ? "" : ", wcls -> lm_head");
+    say(j->opt, "  RoPE rotates adjacent pairs (interleaved), as llama2.c does%s",
+        version ? "" : "; ignored: its freq_cis_real/imag tables (recomputed from rope_theta)");
     print_tokenizer(j, note, "no tokenizer.bin beside it");
     rc = write_all(j, err);
   }
@@ -1210,20 +1257,25 @@ static int l2c_run(import_job *j, const char *tokenizer, ff_error *err) {
   return rc;
 }
 
-int ff_cli_import(const char *src, const char *dir, const char *name, const char *tokenizer, int max_seq,
-                  ff_error *err) {
+int ff_import(const char *src, const char *dir, const ff_import_options *options, ff_error *err) {
+  static const ff_import_options defaults; /* all NULL and 0 */
+  const ff_import_options *o = options ? options : &defaults;
+  const char *name = o->name, *tokenizer = o->tokenizer;
   import_job j;
   char derived[FF_NAME_MAX];
   struct stat st, ts;
   int rc;
+  if (!src || !dir) return ff_fail(err, FF_EINVAL, "ff_import: %s is NULL", src ? "dir" : "src");
+  if (o->max_seq < 0) return ff_fail(err, FF_EINVAL, "--max-seq %d: must be at least 1 (0: the source's)", o->max_seq);
   memset(&j, 0, sizeof j);
+  j.opt = o;
   if (stat(src, &st)) return ff_fail(err, FF_EIO, "%s: %s", src, strerror(errno));
   if (!name) default_name(src, derived, sizeof derived);
   if ((rc = check_name(name ? name : derived, err))) return rc;
   j.src = src;
   j.dir = dir;
   j.name = name ? name : derived;
-  j.max_seq = max_seq;
+  j.max_seq = o->max_seq;
   if (tokenizer && stat(tokenizer, &ts) == 0 && !S_ISREG(ts.st_mode))
     return ff_fail(err, FF_EIO, "--tokenizer %s: not a regular file", tokenizer);
   size_t sl = strlen(src);

@@ -13,6 +13,10 @@
 
 #include "ff_schema.h" /* the keys, their enums, the tensors: one row each */
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The enums of the enum keys, in the order of their values' rows. */
 #define FF_ENUM_CONSTANT(constant, word) constant,
 enum ff_arch { FF_ARCH_VALUES(FF_ENUM_CONSTANT) };
@@ -110,5 +114,9 @@ static inline int ff_config_kv_heads(const ff_config *c) { return c->kv_heads > 
 
 /* Width of the model output per position: logits or hidden states. */
 static inline int ff_config_out_dim(const ff_config *c) { return ff_config_has_head(c) ? c->vocab : c->d_model; }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

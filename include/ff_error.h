@@ -4,6 +4,10 @@
 #ifndef FF_ERROR_H
 #define FF_ERROR_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum {
   FF_OK = 0,
   FF_EINVAL = -1,  /* bad argument or description */
@@ -31,5 +35,9 @@ int ff_fail(ff_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 
 #include "ff_error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define FF_MAX_RANK 8
 
 enum ff_dtype { FF_F32, FF_F16, FF_BF16, FF_I32, FF_I64 };
@@ -136,6 +140,7 @@ typedef struct ff_vocab {
   uint32_t *lens;
   int32_t *index;
   size_t icap, max_len;
+  unsigned char *special; /* 1 for pad, bos, eos, unk: left out of decode */
 } ff_vocab;
 
 /* Reads and checks a vocabulary; expected_size > 0 must equal its size.
@@ -186,9 +191,12 @@ int ff_tokenizer_parse(const char *path, const uint8_t *buf, size_t len, int exp
                        ff_error *err);
 void ff_tokenizer_free(ff_tokenizer *t);
 const ff_tokenizer_info *ff_tokenizer_get_info(const ff_tokenizer *t);
-/* the JSON vocabulary of an FF_TOK_VOCAB tokenizer (what the emitted driver
- * embeds), else NULL */
+/* the JSON vocabulary of an FF_TOK_VOCAB tokenizer, else NULL */
 const ff_vocab *ff_tokenizer_vocab(const ff_tokenizer *t);
+/* t's tables as C99 text (static const arrays, then `static const
+ * ff_tok_tables tok_tables`), which the emitted --with-main driver encodes
+ * with (tokenizers/tok_encode.c); *text malloc'd */
+int ff_tokenizer_c_tables(const ff_tokenizer *t, char **text, ff_error *err);
 /* text (NUL-terminated UTF-8) -> ids (at most cap), *n of them; no special
  * ids are added (bos is the caller's, see add_bos). */
 int ff_tokenizer_encode(const ff_tokenizer *t, const char *text, int32_t *ids, int cap, int *n, ff_error *err);
@@ -240,5 +248,9 @@ const char *ff_shown_path(const char *path, char *buf, size_t n);
  * 9.99999975e-06); infinities and NaN as math.huge, -math.huge, 0/0, never a
  * name that a description would read as an undefined global.  Returns buf. */
 const char *ff_lua_number(double v, int float32, char buf[32]);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -20,6 +20,10 @@
 #ifndef FF_SCHEMA_H
 #define FF_SCHEMA_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- the values of the enum keys: V(C constant, the description's word) ---- */
 
 #define FF_ARCH_VALUES(V)                                                                                               \
@@ -306,5 +310,9 @@ enum {
 #define FF_WEIGHT_KIND_ID(id, ...) FF_TENSOR_##id,
 enum ff_tensor_kind { FF_WEIGHT_KINDS(FF_WEIGHT_KIND_ID) FF_TENSOR_COUNT };
 #undef FF_WEIGHT_KIND_ID
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

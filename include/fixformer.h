@@ -19,7 +19,11 @@
 #include "ff_config.h"        /* ff_config, ff_input: plain data */
 #include "ff_error.h"         /* ff_error, the FF_E* status codes */
 #include "ff_io.h"            /* safetensors, .npy and vocabulary files */
-#include "fixformer_version.h" /* FF_VERSION, FF_VERSION_MAJOR/MINOR/PATCH (from CMake) */
+#include "fixformer_version.h" /* FF_VERSION, FF_VERSION_MAJOR/MINOR/PATCH */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The version of the library linked in (FF_VERSION is the header's). */
 const char *ff_version(void);
@@ -207,5 +211,86 @@ enum ff_engine ff_engine_default(void);
  * if unknown or NULL. */
 const char *ff_engine_name(enum ff_engine e);
 int ff_engine_parse(const char *name);
+
+/* ---- what a description implies: tensors, FLOPs, inputs, text ------------ */
+/* c is a resolved config (ff_model_config's); a NULL c or other required
+ * pointer is FF_EINVAL, as in every call above. */
+
+/* One tensor a model has: a row of ff_schema.h's FF_WEIGHT_KINDS (kind) for
+ * one layer of one stack, named in full as PyTorch names it. */
+typedef struct ff_weight_info {
+  const char *name;        /* prefix included; valid during the call only */
+  enum ff_tensor_kind kind;
+  int layer;               /* in its stack; -1 outside the stacks */
+  int rank;                /* 1 or 2 */
+  int shape[2];            /* rank 1: shape[1] is 0 */
+} ff_weight_info;
+typedef int (*ff_weight_info_fn)(void *ctx, const ff_weight_info *w);
+/* fn for every tensor c's model has, in the order `init` draws them
+ * (embeddings, encoder, decoder, head); stops at and returns fn's first
+ * non-zero. */
+int ff_config_weights(const ff_config *c, ff_weight_info_fn fn, void *ctx);
+/* The number of tensors and of float parameters (either may be NULL). */
+int ff_config_count_weights(const ff_config *c, size_t *tensors, size_t *params);
+/* FLOPs of one sequence's forward pass, a multiply-add counting 2: S
+ * positions (encoder-decoder: S source and T target positions); 0 if c is
+ * NULL. */
+double ff_config_forward_flops(const ff_config *c, int S, int T);
+/* The first problem of an input for c, as ff_model_forward would report it
+ * (batch, lengths, the inputs the model takes, ids outside the vocabulary),
+ * before any weights are read. */
+int ff_config_check_input(const ff_config *c, const ff_input *in, ff_error *err);
+/* Writes deterministic random weights with PyTorch's default initialisation
+ * (the same seed, the same bytes) to path, atomically (`fixformer init`). */
+int ff_config_init_weights(const ff_config *c, uint64_t seed, const char *path, ff_error *err);
+/* ff_safetensors_read, then projections stored apart (q/k/v_proj,
+ * gate/up_proj) fused as c's model binds them: the tensors as the model sees
+ * them, to check before loading.  Free with ff_tensor_file_free. */
+int ff_config_read_weights(const ff_config *c, const char *path, ff_tensor_file *f, ff_error *err);
+/* c's value of a key as its description writes it: IDENTIFIER, STRING and
+ * PATH keys, the word of an ENUM ("decoder-only"); NULL for other keys, a
+ * key outside enum ff_key or c NULL. */
+const char *ff_config_key_string(const ff_config *c, enum ff_key key);
+/* m's resolved description as Lua text, "return {\n...}\n", that loads as
+ * the same model: every key it has in the schema's order, defaults filled in,
+ * a comment on a few, dtype the model's (ff_model_dtype); malloc'd. */
+int ff_model_describe(const ff_model *m, char **text, ff_error *err);
+/* The schema of descriptions (include/ff_schema.h: keys, conditions, shapes,
+ * weight kinds) as JSON, what python/fixformer_schema.json holds, or the key
+ * table of docs/model-description.md in Markdown; malloc'd. */
+enum ff_schema_format { FF_SCHEMA_JSON, FF_SCHEMA_MARKDOWN };
+int ff_schema_text(enum ff_schema_format format, char **text, ff_error *err);
+
+/* ---- import: a published checkpoint -> a description + weights ----------- */
+
+/* The settings of ff_import; a zeroed struct (or NULL) takes every default. */
+typedef struct ff_import_options {
+  const char *name;      /* the model's name, a C identifier of at most 48 characters (NULL: from src) */
+  const char *tokenizer; /* the tokenizer to copy (NULL: tokenizer.json in the folder, tokenizer.bin beside a
+                            .bin, left out with a note when generate could not load it) */
+  int max_seq;           /* > 0: at most this many positions (1..the source's); 0: the source's */
+  void (*report)(void *ctx, const char *line); /* the summary, a line at a time, no newline (NULL: none) */
+  void *report_ctx;
+  ff_progress_fn progress; /* "read the checkpoint", "write the files" (NULL: none) */
+  void *progress_ctx;
+} ff_import_options;
+/* A checkpoint as it is published, src: a Hugging Face model folder
+ * (config.json + model.safetensors or the shards of
+ * model.safetensors.index.json; llama, gpt2, bert) or a llama2.c .bin,
+ * to dir/NAME.lua (the description, naming the rest), dir/NAME.safetensors
+ * and the tokenizer, written all or none (dir made if need be) and only once
+ * the description loads as every command loads it and no file written would
+ * replace one read.  The summary says what was mapped and ignored; its last
+ * line is the path of NAME.lua.  Messages name the options by the command's
+ * flags (--name, --tokenizer, --max-seq). */
+int ff_import(const char *src, const char *dir, const ff_import_options *options, ff_error *err);
+/* The folder `fixformer import` writes into without -o: src's last name,
+ * a .bin dropped, with "-fixformer" added ("model-fixformer" for "/", "."),
+ * into buf (n bytes; FF_ENOMEM when it does not fit). */
+int ff_import_default_dir(const char *src, char *buf, size_t n, ff_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

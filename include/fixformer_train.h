@@ -17,8 +17,8 @@
  * contract is the reference runtime's ff_rt_loss_and_grad: flat parameters,
  * a batch (ff_train_batch, ff_config.h) and the step's settings in; the
  * summed loss, the labelled-token count and the gradient added into a flat
- * buffer out.  The runtime is the one engine today; generated training code
- * plugs in behind the same function. */
+ * buffer out.  The engines: the runtime, and generated training code (tcc,
+ * cc) behind the same function. */
 #ifndef FIXFORMER_TRAIN_H
 #define FIXFORMER_TRAIN_H
 
@@ -27,6 +27,10 @@
 #include <stdint.h>
 
 #include "fixformer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- options ------------------------------------------------------------------ */
 
@@ -71,8 +75,9 @@ typedef struct ff_train_options {
   double label_smoothing; /* CrossEntropyLoss's, in [0, 1] */
   double dropout;         /* in [0, 1), at PyTorch's places (runtime/ff_dropout.h) */
   uint64_t seed;          /* initialisation, shuffling, the held-out split, dropout */
-  int engine;             /* enum ff_engine: only FF_ENGINE_RUNTIME trains today */
-  int threads;            /* runtime: sequences of a batch over this many threads (1..FF_MAX_THREADS) */
+  int engine;             /* enum ff_engine: the runtime (default), or generated code on tcc or cc */
+  int threads;            /* runtime: sequences of a batch over this many threads; generated code: its matrix
+                             products and attention (1..FF_MAX_THREADS) */
   enum ff_data_format format;
   int seq;                /* token streams: positions per sample; 0: max_seq */
   int holdout;            /* samples held out of training for evaluation (default 0) */
@@ -150,13 +155,52 @@ typedef struct ff_train_engine {
   void (*release)(void *ctx); /* frees ctx (NULL: nothing to free) */
 } ff_train_engine;
 
+/* The largest batch a call of generated training code takes, its fixed
+ * shapes: batch sequences of src positions (the source of an
+ * encoder-decoder, else the sequence) and tgt target positions
+ * (encoder-decoder; else unused). */
+typedef struct ff_train_shape {
+  int batch, src, tgt;
+} ff_train_shape;
+
 /* The reference runtime as an engine: ff_rt_loss_and_grad, the sequences of
  * a batch split over threads (each its own gradient, summed in thread order:
  * the same bytes for the same thread count). */
 int ff_train_engine_runtime(const ff_config *c, int threads, ff_train_engine *e, ff_error *err);
-/* The engine named by o->engine; tcc and cc: FF_EINVAL "not yet" (generated
- * training code does not exist yet). */
-int ff_train_engine_open(const ff_config *c, const ff_train_options *o, ff_train_engine *e, ff_error *err);
+/* Generated training code as an engine (engine FF_ENGINE_TCC or
+ * FF_ENGINE_CC): m's training code at shape for this machine's best ISA,
+ * compiled (cc: or taken from the cache), its matrix products and attention
+ * split over threads (the same results for every count).  It takes any
+ * batch whose lengths are within shape (a larger batch in parts of
+ * shape->batch sequences, first counting on) and gives the runtime's loss
+ * and gradient for it, to float reassociation. */
+int ff_train_engine_generated(ff_model *m, enum ff_engine engine, const ff_train_shape *shape, int threads,
+                              ff_train_engine *e, ff_error *err);
+/* The engine named by o->engine (threads o->threads): the runtime, or
+ * generated code at shape (the trainer's: its micro-batch and its data's
+ * longest sample). */
+int ff_train_engine_open(ff_model *m, const ff_train_options *o, const ff_train_shape *shape, ff_train_engine *e,
+                         ff_error *err);
+
+/* ---- generated training code --------------------------------------------------------- */
+
+/* m's training code at shape (gen/train.lua) for m's ISA (ff_model_set_isa):
+ * the text `fixformer emit --train` writes and what it takes. */
+typedef struct ff_train_code {
+  char *header, *source, *kernels; /* NAME_train.h, NAME_train.c, NAME_train_kernels.c */
+  char *library;                   /* the ISA's whole kernel library (the cc engine builds it apart) */
+  size_t params;                   /* floats of the parameters (and of the gradient, each AdamW moment) */
+  size_t state_bytes;              /* NAME_TRAIN_STATE_BYTES: the next four */
+  size_t packed_bytes;             /* the weights in panels, both orientations, packed each step */
+  size_t activation_bytes;         /* kept activations and gradients, lifetimes overlapped */
+  size_t activation_bytes_unshared; /* ... without sharing */
+  size_t scratch_bytes;            /* linear_backward's and attention's (a slot per thread) */
+  double flops, forward_flops, backward_flops; /* a step at shape (forward: with the loss) */
+} ff_train_code;
+/* command: the command line the banner records (NULL: "fixformer"). */
+int ff_model_train_code(ff_model *m, const ff_train_shape *shape, const char *command, ff_train_code *out,
+                        ff_error *err);
+void ff_train_code_free(ff_train_code *c);
 
 /* ---- memory ------------------------------------------------------------------------ */
 
@@ -282,5 +326,9 @@ typedef struct ff_train_log ff_train_log;
 ff_train_log *ff_train_log_open(const char *path, int append, ff_error *err);
 int ff_train_log_write(ff_train_log *l, const ff_train_report *r, ff_error *err);
 int ff_train_log_close(ff_train_log *l, ff_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -286,3 +286,9 @@ static inline void ff_axpy_avx2(float *y, float p, const float *x, int n) {
 #define FF_SDPA_MATMUL ff_matmul_avx2
 #define FF_SDPA_SOFTMAX_ROW ff_softmax_row_avx2
 #include "sdpa.c"
+
+/* @part train_isa */
+/* the kernels of generated training code (train.c) on these */
+#define FF_TRAIN(name) ff_##name##_avx2
+#define FF_TRAIN_NR FF_AVX2_NR
+#include "train.c"

@@ -131,3 +131,9 @@ static inline void ff_gemv_q8_p_generic(const int P, const float *x, int IN, con
 #define FF_SDPA_MR FF_GENERIC_MR
 #define FF_SDPA_MATMUL ff_matmul_generic
 #include "sdpa.c"
+
+/* @part train_isa */
+/* the kernels of generated training code (train.c) on these */
+#define FF_TRAIN(name) ff_##name##_generic
+#define FF_TRAIN_NR FF_GENERIC_NR
+#include "train.c"

@@ -191,3 +191,9 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_neon(const int P,
 #define FF_SDPA_MR FF_NEON_MR
 #define FF_SDPA_MATMUL ff_matmul_neon
 #include "sdpa.c"
+
+/* @part train_isa */
+/* the kernels of generated training code (train.c) on these */
+#define FF_TRAIN(name) ff_##name##_neon
+#define FF_TRAIN_NR FF_NEON_NR
+#include "train.c"

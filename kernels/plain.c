@@ -66,44 +66,56 @@ static inline float ff_rsqrt(float v) {
 }
 
 /* @part layernorm: plain norm_sums */
+/* The mean (m + *e) and 1/sqrt(var + eps) of a row of D, as layernorm
+ * normalises it: ((x - m) - e) rstd is x's xhat. */
+static inline float ff_layernorm_stats(const float *xt, int D, float eps, float *m_out, float *e_out) {
+  const int D8 = D - D % 8;
+  float s[8] = {0};
+  for (int i = 0; i < D8; i += 8)
+    for (int l = 0; l < 8; l++) s[l] += xt[i + l];
+  for (int i = D8; i < D; i++) s[i - D8] += xt[i];
+  const float m = ff_sum8(s) / (float)D;
+  ff_kahan8 sd = {{0}, {0}}, sq = {{0}, {0}};
+  for (int i = 0; i < D; i++) {
+    const float d = xt[i] - m;
+    ff_kahan8_add(&sd, i % 8, d);
+    ff_kahan8_add(&sq, i % 8, d * d);
+  }
+  const float e = ff_kahan8_total(&sd) / (float)D; /* mean = m + e */
+  *m_out = m, *e_out = e;
+  return ff_rsqrt(ff_kahan8_total(&sq) / (float)D - e * e + eps);
+}
+
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta, biased var */
 FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, float eps,
                                    float *y) {
-  const int D8 = D - D % 8;
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * D;
-    float *yt = y + (size_t)t * D;
-    float s[8] = {0};
-    for (int i = 0; i < D8; i += 8)
-      for (int l = 0; l < 8; l++) s[l] += xt[i + l];
-    for (int i = D8; i < D; i++) s[i - D8] += xt[i];
-    const float m = ff_sum8(s) / (float)D;
-    ff_kahan8 sd = {{0}, {0}}, sq = {{0}, {0}};
-    for (int i = 0; i < D; i++) {
-      const float d = xt[i] - m;
-      ff_kahan8_add(&sd, i % 8, d);
-      ff_kahan8_add(&sq, i % 8, d * d);
-    }
-    const float e = ff_kahan8_total(&sd) / (float)D; /* mean = m + e */
-    const float rstd = ff_rsqrt(ff_kahan8_total(&sq) / (float)D - e * e + eps);
+    float *yt = y + (size_t)t * D, m, e;
+    const float rstd = ff_layernorm_stats(xt, D, eps, &m, &e);
     for (int i = 0; i < D; i++) yt[i] = ((xt[i] - m) - e) * rstd * gamma[i] + beta[i];
   }
 }
 
 /* @part rmsnorm: plain norm_sums */
+/* 1/sqrt(mean(x^2) + eps) of a row of D, as rmsnorm normalises it */
+static inline float ff_rmsnorm_rstd(const float *xt, int D, float eps) {
+  ff_kahan8 sq = {{0}, {0}};
+  for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
+  float ss = ff_kahan8_total(&sq);
+  if (ss != ss) { /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
+    ss = 0.0f;
+    for (int i = 0; i < D; i++) ss += xt[i] * xt[i]; /* NaN, or inf: y = x 0 */
+  }
+  return ff_rsqrt(ss / (float)D + eps);
+}
+
 /* y = x / sqrt(mean(x^2) + eps) * gamma */
 FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y) {
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * D;
     float *yt = y + (size_t)t * D;
-    ff_kahan8 sq = {{0}, {0}};
-    for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
-    float ss = ff_kahan8_total(&sq);
-    if (ss != ss) { /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
-      ss = 0.0f;
-      for (int i = 0; i < D; i++) ss += xt[i] * xt[i]; /* NaN, or inf: y = x 0 */
-    }
-    const float rstd = ff_rsqrt(ss / (float)D + eps);
+    const float rstd = ff_rmsnorm_rstd(xt, D, eps);
     for (int i = 0; i < D; i++) yt[i] = xt[i] * rstd * gamma[i];
   }
 }
@@ -163,5 +175,116 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
     const float *gate = h + (size_t)t * 2 * N, *up = gate + N;
     float *yt = y + (size_t)t * N;
     for (int i = 0; i < N; i++) yt[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
+  }
+}
+
+/* @part exp */
+/* e^x for x <= 0: x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' degree-6
+ * polynomial, 2^n from the exponent bits (about 1 ulp); below -87.3: 0.
+ * Float arithmetic with no branch or libm call, so that a loop of it
+ * vectorises; n is rounded by adding and taking away 1.5 * 2^23 (C99 rounds
+ * each float assignment). */
+static inline float ff_exp_neg(float x) {
+  const float xc = x < -87.33654f ? -87.33654f : x;
+  const float big = 12582912.0f, t = xc * 1.44269504088896341f + big, n = t - big;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + (r + 1.0f);
+  union {
+    uint32_t u;
+    float f;
+  } two_n;
+  two_n.u = (uint32_t)((int32_t)n + 127) << 23;
+  return x < -87.33654f ? 0.0f : p * two_n.f;
+}
+
+/* ---- the backward passes of the norms and activations (generated training code) ---- */
+
+/* @part layernorm_backward: layernorm */
+/* Back through layernorm over rows of x [T, D], from dy:
+ *   dx (+)= rstd (g - mean(g) - xhat mean(g xhat)),  g = dy gamma,
+ *   dgamma += sum over rows of dy xhat,  dbeta += sum over rows of dy
+ * (dx = with acc 0, += with 1; it may be dy). */
+FF_KERNEL void FF_PLAIN(layernorm_backward)(const float *x, int T, int D, const float *gamma, float eps,
+                                            const float *dy, float *dx, int acc, float *dgamma, float *dbeta) {
+  for (int t = 0; t < T; t++) {
+    const float *xt = x + (size_t)t * D, *dyt = dy + (size_t)t * D;
+    float *dxt = dx + (size_t)t * D, m, e, sg[8] = {0}, sgx[8] = {0};
+    const float rstd = ff_layernorm_stats(xt, D, eps, &m, &e);
+    for (int i = 0; i < D; i++) {
+      const float xhat = ((xt[i] - m) - e) * rstd, g = dyt[i] * gamma[i];
+      sg[i % 8] += g, sgx[i % 8] += g * xhat;
+      dgamma[i] += dyt[i] * xhat, dbeta[i] += dyt[i];
+    }
+    const float mg = ff_sum8(sg) / (float)D, mgx = ff_sum8(sgx) / (float)D;
+    for (int i = 0; i < D; i++) {
+      const float xhat = ((xt[i] - m) - e) * rstd, v = rstd * (dyt[i] * gamma[i] - mg - xhat * mgx);
+      dxt[i] = acc ? dxt[i] + v : v;
+    }
+  }
+}
+
+/* @part rmsnorm_backward: rmsnorm */
+/* Back through rmsnorm: dx (+)= rstd (g - xhat mean(g xhat)), g = dy gamma,
+ * xhat = x rstd; dgamma += sum over rows of dy xhat. */
+FF_KERNEL void FF_PLAIN(rmsnorm_backward)(const float *x, int T, int D, const float *gamma, float eps,
+                                          const float *dy, float *dx, int acc, float *dgamma) {
+  for (int t = 0; t < T; t++) {
+    const float *xt = x + (size_t)t * D, *dyt = dy + (size_t)t * D;
+    float *dxt = dx + (size_t)t * D, sgx[8] = {0};
+    const float rstd = ff_rmsnorm_rstd(xt, D, eps);
+    for (int i = 0; i < D; i++) {
+      const float xhat = xt[i] * rstd;
+      sgx[i % 8] += dyt[i] * gamma[i] * xhat;
+      dgamma[i] += dyt[i] * xhat;
+    }
+    const float mgx = ff_sum8(sgx) / (float)D;
+    for (int i = 0; i < D; i++) {
+      const float v = rstd * (dyt[i] * gamma[i] - xt[i] * rstd * mgx);
+      dxt[i] = acc ? dxt[i] + v : v;
+    }
+  }
+}
+
+/* @part gelu_backward: plain gelu exp */
+/* dh = dy gelu'(h), gelu'(h) = Phi(h) + h phi(h) over n floats */
+FF_KERNEL void FF_PLAIN(gelu_backward)(const float *h, const float *dy, float *dh, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const float v = h[i];
+    dh[i] = dy[i] * (0.5f * (1.0f + ff_erf(v * 0.70710678118654752f)) +
+                     v * 0.39894228040143268f * ff_exp_neg(-0.5f * v * v));
+  }
+}
+
+/* @part gelu_tanh_backward: plain tanh */
+/* dh = dy gelu_tanh'(h) = dy ((1 + t)/2 + h/2 (1 - t^2) k (1 + 3 c h^2)),
+ * t = tanh(k (h + c h^3)), k = sqrt(2/pi), c = 0.044715 */
+FF_KERNEL void FF_PLAIN(gelu_tanh_backward)(const float *h, const float *dy, float *dh, size_t n) {
+  const float k = 0.79788456080286536f, c = 0.044715f;
+  for (size_t i = 0; i < n; i++) {
+    const float v = h[i], t = ff_tanh(k * (v + c * v * v * v));
+    dh[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v));
+  }
+}
+
+/* @part swiglu_backward: plain tanh */
+/* Back through y = silu(gate) up, h [T, 2N] = gate | up, s = sigmoid(gate)
+ * = (1 + tanh(gate/2)) / 2:  dup = dy gate s,  dgate = dy up s (1 + gate (1 - s))
+ * into dh [T, 2N] (set) */
+FF_KERNEL void FF_PLAIN(swiglu_backward)(const float *h, int T, int N, const float *dy, float *dh) {
+  for (int t = 0; t < T; t++) {
+    const float *gate = h + (size_t)t * 2 * N, *up = gate + N, *dyt = dy + (size_t)t * N;
+    float *dgate = dh + (size_t)t * 2 * N, *dup = dgate + N;
+    for (int i = 0; i < N; i++) {
+      const float s = 0.5f * (1.0f + ff_tanh(0.5f * gate[i]));
+      dup[i] = dyt[i] * gate[i] * s;
+      dgate[i] = dyt[i] * up[i] * s * (1.0f + gate[i] * (1.0f - s));
+    }
   }
 }

@@ -7,6 +7,7 @@
  * declarations an emitted model sees under FIXFORMER_JIT or FF_EXTERN_KERNELS).
  * The declarations are the lines from the first "void" to the last ";". */
 #include <stddef.h>
+#include <stdint.h>
 #ifndef FF_SUFFIX
 #error "define FF_SUFFIX to the ISA before including prototypes.h"
 #endif
@@ -29,6 +30,26 @@ void FF_ISA(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps
 void FF_ISA(gelu)(float *h, size_t n);
 void FF_ISA(gelu_tanh)(float *h, size_t n);
 void FF_ISA(swiglu)(const float *h, int T, int N, float *y);
+/* generated training code's (kernels/train.c, plain.c) */
+void FF_ISA(pack)(const float *src, int ld, int K, int N, int trans, int n0, int n1, float *dst);
+void FF_ISA(transpose)(const float *src, int rows, int cols, int ld, float *dst);
+void FF_ISA(dropout)(const float *x, float *y, size_t n, uint64_t seed, uint64_t step, uint32_t site, uint64_t index0,
+    float p);
+void FF_ISA(cross_entropy)(float *logits, int n, int V, const int32_t *labels, int ignore, float smoothing, int grad,
+    double *loss, int64_t *count);
+void FF_ISA(attention_train)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk, int key_len, int heads,
+    int kv_heads, int dk, int g0, int g1, int causal, float scale, float p, uint64_t seed, uint64_t step,
+    uint32_t site, uint64_t index0, float *probs, float *scratch, float *out);
+void FF_ISA(attention_backward)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk, int heads,
+    int kv_heads, int dk, int g0, int g1, float scale, float p, uint64_t seed, uint64_t step, uint32_t site,
+    uint64_t index0, const float *probs, const float *dout, float *dq, float *dkv, float *scratch);
+void FF_ISA(layernorm_backward)(const float *x, int T, int D, const float *gamma, float eps, const float *dy,
+    float *dx, int acc, float *dgamma, float *dbeta);
+void FF_ISA(rmsnorm_backward)(const float *x, int T, int D, const float *gamma, float eps, const float *dy,
+    float *dx, int acc, float *dgamma);
+void FF_ISA(gelu_backward)(const float *h, const float *dy, float *dh, size_t n);
+void FF_ISA(gelu_tanh_backward)(const float *h, const float *dy, float *dh, size_t n);
+void FF_ISA(swiglu_backward)(const float *h, int T, int N, const float *dy, float *dh);
 #undef FF_ISA
 #undef FF_ISA_PASTE
 #undef FF_ISA_PASTE_

@@ -109,6 +109,10 @@ typedef ff_train_step_opts ff_rt_train_opts;
 int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_train_opts *o, float *grad,
                         double *loss_sum, int64_t *tokens, ff_error *err);
 
+/* ff_rt_loss_and_grad's checks of a batch and a step's settings (the errors
+ * listed above), for engines that compute the same thing. */
+int ff_rt_train_check(const ff_config *c, const ff_rt_batch *b, const ff_rt_train_opts *o, ff_error *err);
+
 /* The floats of work memory ff_rt_loss_and_grad allocates for a batch of S
  * source and T target positions (T unused but for encoder-decoder): one
  * sequence's activations at a time, whatever the batch size. */

@@ -414,7 +414,7 @@ size_t ff_rt_train_work_floats(const ff_config *c, int S, int T) {
   return place(&tr, &enc, &dec, S, c->arch == FF_ARCH_ENCODER_DECODER ? T : S, NULL, &logits, &dlogits, &dhead);
 }
 
-static int check_batch(const ff_config *c, const ff_rt_batch *b, const ff_rt_train_opts *o, ff_error *err) {
+int ff_rt_train_check(const ff_config *c, const ff_rt_batch *b, const ff_rt_train_opts *o, ff_error *err) {
   int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
   if (!ff_config_has_head(c))
     return ff_fail(err, FF_EINVAL, "cannot train %s: the model has no output head (training needs vocab and lm_head)",
@@ -445,7 +445,7 @@ int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_
   if (!m || !b || !o || !loss_sum || !tokens)
     return ff_fail(err, FF_EINVAL, "ff_rt_loss_and_grad: m, b, o, loss_sum and tokens must not be NULL");
   const ff_config *c = &m->cfg;
-  int rc = check_batch(c, b, o, err);
+  int rc = ff_rt_train_check(c, b, o, err);
   if (rc) return rc;
   trainer tr;
   stack_run enc, dec;

@@ -10,7 +10,7 @@
  * Each thread feeds its own input; every output must equal, bit for bit, the
  * single-threaded result of the same model and engine, and no call may fail.
  * The generated engines run with a pool of 2 threads.  Models: tiny.lua
- * (forward) and llama_tiny.lua (greedy), weights from ff_rt_init_weights in
+ * (forward) and llama_tiny.lua (greedy), weights from ff_config_init_weights in
  * a private temporary directory, which is also the cc engine's cache. */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ff_runtime.h" /* ff_rt_*: the runtime, beside the public API */
 #include "fixformer.h"
 
 #define THREADS 4
@@ -53,7 +52,7 @@ static ff_model *ready(const char *model, const char *w, ff_error *err) {
 }
 
 static int forward(ff_model *m, const int32_t *ids, float *out, ff_error *err) {
-  ff_rt_input in = {0};
+  ff_input in = {0};
   in.batch = 1;
   in.src_len = T;
   in.src_tokens = ids;
@@ -97,7 +96,7 @@ static int rm(const char *path, const struct stat *st, int flag, struct FTW *f) 
 
 static int weights(const char *model, const char *path, ff_error *err) {
   ff_model *m = ff_model_open(model, err);
-  int rc = m ? ff_rt_init_weights(ff_model_config(m), 1, path, err) : FF_EINVAL;
+  int rc = m ? ff_config_init_weights(ff_model_config(m), 1, path, err) : FF_EINVAL;
   ff_model_close(m);
   return rc;
 }

@@ -269,7 +269,8 @@ def main():
         env = {k: v for k, v in os.environ.items() if not k.startswith("FIXFORMER_")}
         env.update(PATH=bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"), HOME=home,
                    XDG_CACHE_HOME=cache, TMPDIR=tmpdir, LC_ALL="C.UTF-8", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
-                   OPENBLAS_NUM_THREADS="1")
+                   OPENBLAS_NUM_THREADS="1",
+                   QEMU_UNSET_ENV="LD_PRELOAD")  # qemu-user's guests: not the host's stdbuf library
         env.pop("CDPATH", None)
         if os.geteuid() == 0:  # (CI runs as root, which Open MPI's mpirun refuses unless told)
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

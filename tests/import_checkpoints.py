@@ -29,7 +29,8 @@ pairing or a head order mixed up shows.  Families:
            independent tokenizer (@huggingface/tokenizers by node, run.c's encode in Python) = the
            PyTorch greedy ids; run on those ids within 1e-4 of PyTorch (BERT: [CLS] ids [SEP], the
            hidden states); emit --with-main (packed weights) + cc -O2 -std=c99 within 1e-5 of the
-           runtime
+           runtime, its --tokens decode the PyTorch ids and its --text (the tokenizer compiled in)
+           what generate --text prints (BERT: the bytes of the ids' output)
 
   import_checkpoints.py --fixformer BIN --family F [--engines runtime,tcc,cc]
   import_checkpoints.py --write-e2e DIR     only write the e2e checkpoints (docs/importing.md runs them)
@@ -632,9 +633,11 @@ def e2e_run(c, name, lua, text, ids, fw):
     return inp
 
 
-def e2e_emitted(c, name, lua, inp, prompt=None, want=None):
+def e2e_emitted(c, name, lua, inp, text, prompt=None, want=None):
     """emit --with-main (packed weights), cc -O2 -std=c99, run on the ids: within 1e-5 of the runtime;
-    a decoder's driver given --tokens prompt decodes want (PyTorch's greedy ids)."""
+    a decoder's driver given --tokens prompt decodes want (PyTorch's greedy ids), and given --text
+    (its tokenizer compiled in) prints what generate --text prints; an encoder's driver given --text
+    writes the bytes it writes for the ids."""
     out_dir, model = os.path.join(c.tmp, name + "_emit"), os.path.basename(lua)[:-4]
     ref_out, got = os.path.join(c.tmp, name + "_rt.npy"), os.path.join(out_dir, "out.npy")
     exe = os.path.join(out_dir, model)
@@ -653,6 +656,13 @@ def e2e_emitted(c, name, lua, inp, prompt=None, want=None):
     if not err <= 1e-5:
         c.fail("e2e %s emitted: scaled error %.3e (shape %s, runtime %s)" % (name, err, a.shape, b.shape))
     if prompt is None:
+        by_text = os.path.join(out_dir, "text.npy")
+        p = run([exe, "--weights", exe + ".weights", "--text", text, "--output", by_text], c.env)
+        if p.returncode or open(by_text, "rb").read() != open(got, "rb").read():
+            c.fail("e2e %s emitted: --text (exit %d: %s) differs from the ids' output" % (name, p.returncode,
+                                                                                       p.stderr.strip()))
+        else:
+            print("%-8s emitted  --text: the same bytes as on the reference tokenizer's ids" % name)
         return
     p = subprocess.run([exe, "--weights", exe + ".weights", "--tokens", " ".join(map(str, prompt)), "--max-new",
                         str(E2E_NEW)], capture_output=True, env=c.env)
@@ -660,6 +670,14 @@ def e2e_emitted(c, name, lua, inp, prompt=None, want=None):
         c.fail("e2e %s emitted: --tokens gave %r (%r), PyTorch %s" % (name, p.stdout, p.stderr, want))
     else:
         print("%-8s emitted  --tokens (greedy, key/value cache) = PyTorch: %s" % (name, p.stdout.decode().strip()))
+    common = ["--text", text, "--max-new", str(E2E_NEW), "--ids"]
+    p = subprocess.run([exe, "--weights", exe + ".weights"] + common, capture_output=True, env=c.env)
+    g = subprocess.run([c.ff, "generate", lua, "--engine", "runtime"] + common, capture_output=True, env=c.env)
+    if p.returncode or p.stdout != g.stdout or p.stdout.split(b"\t")[0].split() != [b"%d" % i for i in want]:
+        c.fail("e2e %s emitted: --text gave %r (%r), generate --text %r, PyTorch %s" % (name, p.stdout, p.stderr,
+                                                                                      g.stdout, want))
+    else:
+        print("%-8s emitted  --text = generate --text: %s" % (name, p.stdout.decode("utf-8", "replace").strip()))
 
 
 def family_e2e(c):
@@ -677,7 +695,7 @@ def family_e2e(c):
         print("%-8s %d prompt ids of %r (reference tokenizer): %s" % (name, len(ids), text, " ".join(map(str, ids))))
         want = e2e_generate(c, name, lua, text, ids, fw, eos) if eos is not None else None
         inp = e2e_run(c, name, lua, text, ids, fw)
-        e2e_emitted(c, name, lua, inp, ids if want else None, want)
+        e2e_emitted(c, name, lua, inp, text, ids if want else None, want)
 
 
 FAMILIES = {"gpt2": family_gpt2, "llama": family_llama, "bert": family_bert, "llama2c": family_llama2c,

@@ -8,7 +8,6 @@ and leaves no output file.  Also: every --help exits 0.
 """
 import argparse
 import os
-import pty
 import re
 import struct
 import subprocess
@@ -19,6 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from reference import read_safetensors, split_projections, write_safetensors  # noqa: E402
+from tools import on_terminal  # noqa: E402
 
 GOOD = """return {
   name = "m", arch = "encoder", d_model = 16, heads = 2, d_ff = 24, layers = 1,
@@ -376,29 +376,15 @@ def main():
         failures += not ok
         print("%-26s %s" % ("bench phase lines", "ok" if ok else "FAIL: %r %s" % (p.stdout, p.stderr)))
         # the slow steps are shown on a terminal (stderr a pty), one finished line each, and nothing on a pipe
-        master, slave = pty.openpty()
         env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "xdg-tty"))
-        proc = subprocess.Popen([ff] + run_cmd(good, "--engine", "cc"), stdout=subprocess.DEVNULL, stderr=slave,
-                                env=env)
-        os.close(slave)
-        said = b""
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:  # EIO: the last writer closed the terminal
-                break
-            if not chunk:
-                break
-            said += chunk
-        os.close(master)
+        status, _, steps = on_terminal([ff] + run_cmd(good, "--engine", "cc"), env)  # a finished line a step
         piped = subprocess.run([ff] + run_cmd(good, "--engine", "cc"), capture_output=True, text=True, env=env)
-        steps = [line.rstrip("\r").split("\r")[-1] for line in said.decode().strip().split("\n")]  # a finished line a step
         want = ["m: read weights: ", "m: generate C: ", "m: pack weights: ", "m: compile with cc: "]
-        ok = (proc.wait() == 0 and len(steps) == len(want) and all(s.startswith(w) and s.endswith(" s\x1b[K")
-                                                                    for s, w in zip(steps, want)) and
+        ok = (status == 0 and len(steps) == len(want) and all(s.startswith(w) and s.endswith(" s\x1b[K")
+                                                               for s, w in zip(steps, want)) and
               piped.returncode == 0 and piped.stderr == "")
         failures += not ok
-        print("%-26s %s" % ("cc compile, on a terminal", "ok" if ok else "FAIL: %r %r" % (said, piped.stderr)))
+        print("%-26s %s" % ("cc compile, on a terminal", "ok" if ok else "FAIL: %r %r" % (steps, piped.stderr)))
         for triple, isa in (("thumbv7em-none-eabihf", "generic"), ("thumbv6m-none-eabi", "generic"),
                             ("arm-none-eabi", "generic"), ("aarch64-linux-gnu", "neon"), ("i686-linux-gnu", "generic")):
             p = subprocess.run([ff, "emit", good, "-o", os.path.join(tmp, triple), "--target", triple],

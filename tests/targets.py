@@ -20,8 +20,8 @@ models call outside themselves: no double arithmetic, no libm beyond expf
 (gcc's call graph, every target).  A missing toolchain
 fails, naming the Debian packages (scripts/deps test installs them).  The
 32-bit builds that run under qemu-user (armhf, i686) are checked against the
-runtime by `emitted.py --check cross32`; rv32imafc with picolibc is
-bare-metal (no qemu-user): compiled only.
+runtime by `emitted.py --check cross32`; the Cortex-M and rv32imafc
+builds run bare-metal under qemu-system-* in tests/board.py.
 """
 import argparse
 import os

@@ -1,7 +1,8 @@
 /* test_api.c - the public API's argument checks (include/fixformer.h).
  *
  *   test_api MODELS_DIR [CHECK ...]   CHECK: step_overflow bad_engine
- *                                     bad_weights nulls clones (default: all)
+ *                                     bad_weights nulls clones isas config
+ *                                     (default: all)
  *
  * step_overflow: a step of T = INT_MAX after some positions is FF_ELENGTH
  *   (no signed overflow in the bound, no read past the caller's ids).
@@ -14,7 +15,11 @@
  *   a message when err is given), never crashes.
  * clones: new weights or another ISA in a clone change neither the
  *   original's numbers nor its generated files; closing in any order.
- * Weights come from ff_rt_init_weights in a private temporary directory,
+ * config: what a description implies (ff_config_*, ff_model_describe,
+ *   ff_schema_text): the tensors listed are those counted and those init
+ *   writes; the description's text loads as the same model and prints the
+ *   same again; the schema as JSON and Markdown.
+ * Weights come from ff_config_init_weights in a private temporary directory,
  * which is also the cc engine's cache (XDG_CACHE_HOME). */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
@@ -25,7 +30,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ff_runtime.h" /* ff_rt_*: the runtime, beside the public API */
 #include "fixformer.h"
 
 static int failures;
@@ -51,7 +55,7 @@ static const char *weights(const char *model, const char *name, int seed) {
   ff_error err = {0, ""};
   snprintf(p, PATH_MAX, "%s/%s-%d.safetensors", dir, name, seed);
   ff_model *m = ff_model_open(model, &err);
-  if (!m || ff_rt_init_weights(ff_model_config(m), (uint64_t)seed, p, &err)) {
+  if (!m || ff_config_init_weights(ff_model_config(m), (uint64_t)seed, p, &err)) {
     fprintf(stderr, "test_api: cannot make weights for %s: %s\n", model, err.msg);
     exit(1);
   }
@@ -75,7 +79,7 @@ static const int32_t ids[8] = {1, 5, 9, 2, 7, 3, 11, 4};
 
 /* tiny's forward over ids into out [8, vocab]; the status. */
 static int forward(ff_model *m, float *out, ff_error *err) {
-  ff_rt_input in = {0};
+  ff_input in = {0};
   in.batch = 1;
   in.src_len = 8;
   in.src_tokens = ids;
@@ -226,7 +230,7 @@ static void nulls(void) {
   const void *blob;
   size_t bytes;
   char *text;
-  ff_rt_input in = {0};
+  ff_input in = {0};
   in.batch = 1;
   in.src_len = 8;
   in.src_tokens = ids;
@@ -286,6 +290,34 @@ static void nulls(void) {
   NULL_ERR(ff_model_weights_source(m, NULL, &text, err), "weights_source(NULL path)");
   NULL_ERR(ff_model_weights_source(m, good, NULL, err), "weights_source(NULL text)");
   CHECK(ff_engine_parse(NULL) == -1, "engine_parse(NULL)");
+  size_t count;
+  ff_tensor_file tf;
+  CHECK(ff_config_weights(NULL, NULL, NULL) == FF_EINVAL, "config_weights(NULL)");
+  CHECK(ff_config_count_weights(NULL, &count, &count) == FF_EINVAL, "config_count_weights(NULL)");
+  CHECK(ff_config_count_weights(ff_model_config(m), NULL, NULL) == 0, "config_count_weights(c, NULL, NULL) is fine");
+  CHECK(ff_config_forward_flops(NULL, 1, 1) == 0, "config_forward_flops(NULL)");
+  NULL_ERR(ff_config_check_input(NULL, &in, err), "config_check_input(NULL c)");
+  NULL_ERR(ff_config_check_input(ff_model_config(m), NULL, err), "config_check_input(NULL in)");
+  NULL_ERR(ff_config_init_weights(NULL, 1, good, err), "config_init_weights(NULL c)");
+  NULL_ERR(ff_config_init_weights(ff_model_config(m), 1, NULL, err), "config_init_weights(NULL path)");
+  NULL_ERR(ff_config_read_weights(NULL, good, &tf, err), "config_read_weights(NULL c)");
+  NULL_ERR(ff_config_read_weights(ff_model_config(m), NULL, &tf, err), "config_read_weights(NULL path)");
+  NULL_ERR(ff_config_read_weights(ff_model_config(m), good, NULL, err), "config_read_weights(NULL f)");
+  CHECK(!ff_config_key_string(NULL, FF_KEY_arch) && !ff_config_key_string(ff_model_config(m), FF_KEY_COUNT) &&
+            !ff_config_key_string(ff_model_config(m), FF_KEY_d_model),
+        "config_key_string: NULL c, no such key, a number");
+  NULL_ERR(ff_model_describe(NULL, &text, err), "describe(NULL model)");
+  NULL_ERR(ff_model_describe(m, NULL, err), "describe(NULL text)");
+  NULL_ERR(ff_schema_text(FF_SCHEMA_JSON, NULL, err), "schema_text(NULL text)");
+  NULL_ERR(ff_schema_text((enum ff_schema_format)7, &text, err), "schema_text(format 7)");
+  char folder[32];
+  NULL_ERR(ff_import(NULL, dir, NULL, err), "import(NULL src)");
+  NULL_ERR(ff_import(tiny, NULL, NULL, err), "import(NULL dir)");
+  NULL_ERR(ff_import_default_dir(NULL, folder, sizeof folder, err), "import_default_dir(NULL src)");
+  NULL_ERR(ff_import_default_dir("m.bin", NULL, 0, err), "import_default_dir(NULL buf)");
+  CHECK(!ff_import_default_dir("x/stories15M.bin", folder, sizeof folder, NULL) && !strcmp(folder, "stories15M-fixformer"),
+        "import_default_dir: '%s'", folder);
+  CHECK(ff_import_default_dir("x/stories15M.bin", folder, 8, NULL) == FF_ENOMEM, "import_default_dir: a short buf");
   CHECK(forward(m, out, NULL) == 0, "the model works after all that");
   ff_model_close(NULL);
   ff_model_close(m);
@@ -349,6 +381,67 @@ static void isas(void) {
   ff_model_close(m);
 }
 
+/* a tensor listed: counted, and in the file init wrote with its shape */
+typedef struct {
+  const ff_tensor_file *file;
+  size_t tensors, params;
+  int bad;
+} listed;
+
+static int list_one(void *ctx, const ff_weight_info *w) {
+  listed *l = ctx;
+  const ff_tensor *t = ff_tensor_file_find(l->file, w->name);
+  l->tensors++;
+  l->params += (size_t)w->shape[0] * (size_t)(w->rank == 2 ? w->shape[1] : 1);
+  if (!t || t->rank != w->rank || t->shape[0] != w->shape[0] || (w->rank == 2 && t->shape[1] != w->shape[1])) {
+    if (!l->bad++) fprintf(stderr, "FAIL: %s is not in init's file with its shape\n", w->name);
+  }
+  return 0;
+}
+
+static void config(void) {
+  ff_error err = {0, ""};
+  const char *models[] = {tiny, llama, dates};
+  for (int i = 0; i < 3; i++) {
+    ff_model *m = ff_model_open(models[i], &err), *again = NULL;
+    CHECK(m != NULL, "cannot open %s: %s", models[i], err.msg);
+    if (!m) continue;
+    const ff_config *c = ff_model_config(m);
+    const char *w = weights(models[i], c->name, 3); /* ff_config_init_weights */
+    ff_tensor_file f = {0};
+    size_t tensors = 0, params = 0;
+    CHECK(ff_config_read_weights(c, w, &f, &err) == 0, "%s: read_weights: %s", c->name, err.msg);
+    listed l = {&f, 0, 0, 0};
+    CHECK(ff_config_weights(c, list_one, &l) == 0 && !l.bad, "%s: config_weights", c->name);
+    ff_config_count_weights(c, &tensors, &params);
+    CHECK(l.tensors == tensors && l.params == params && (int)tensors == f.count, "%s: %zu tensors listed, %zu counted, %d in the file",
+          c->name, l.tensors, tensors, f.count);
+    ff_tensor_file_free(&f);
+    CHECK(ff_config_forward_flops(c, 4, 4) > ff_config_forward_flops(c, 1, 1), "%s: FLOPs grow with T", c->name);
+    CHECK(!strcmp(ff_config_key_string(c, FF_KEY_name), c->name), "%s: key_string(name)", c->name);
+    char *text = NULL, *text2 = NULL;
+    CHECK(ff_model_describe(m, &text, &err) == 0 && !strncmp(text, "return {\n", 9), "%s: describe: %s", c->name,
+          err.msg);
+    if (text) again = ff_model_open_text("described.lua", text, strlen(text), &err); /* paths as resolved: from here */
+    CHECK(again && ff_model_describe(again, &text2, &err) == 0 && !strcmp(text, text2),
+          "%s: the description's text does not read back the same: %s", c->name, err.msg);
+    CHECK(again && !memcmp(ff_model_config(again), c, sizeof *c), "%s: the text loads another config", c->name);
+    free(text);
+    free(text2);
+    ff_model_close(again);
+    ff_model_close(m);
+  }
+  char *json = NULL, *md = NULL;
+  CHECK(ff_schema_text(FF_SCHEMA_JSON, &json, &err) == 0 && !strncmp(json, "{\n  \"keys\": [", 12) &&
+            strstr(json, "\"key\": \"d_model\""),
+        "schema_text(JSON): %.40s", json ? json : err.msg);
+  CHECK(ff_schema_text(FF_SCHEMA_MARKDOWN, &md, &err) == 0 && !strncmp(md, "| key | default |", 17) &&
+            strstr(md, "| `d_model` | required |"),
+        "schema_text(Markdown): %.40s", md ? md : err.msg);
+  free(json);
+  free(md);
+}
+
 static int rm(const char *path, const struct stat *st, int flag, struct FTW *f) {
   (void)st, (void)flag, (void)f;
   return remove(path);
@@ -357,7 +450,7 @@ static int rm(const char *path, const struct stat *st, int flag, struct FTW *f) 
 int main(int argc, char **argv) {
   static const struct { const char *name; void (*fn)(void); } checks[] = {
       {"step_overflow", step_overflow}, {"bad_engine", bad_engine}, {"bad_weights", bad_weights}, {"nulls", nulls},
-      {"clones", clones}, {"isas", isas}};
+      {"clones", clones}, {"isas", isas}, {"config", config}};
   if (argc < 2) {
     fprintf(stderr, "usage: test_api MODELS_DIR [CHECK ...]\n");
     return 2;

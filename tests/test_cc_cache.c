@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "codegen.h"
-#include "ff_runtime.h" /* ff_rt_*: the runtime, beside the public API */
 #include "fixformer.h"
 
 #define THREADS 6
@@ -34,7 +33,7 @@ typedef struct {
 /* one forward pass of ids on a fresh model with engine e into out */
 static int forward(enum ff_engine e, float *out, ff_error *err) {
   ff_model *m = ff_model_open(model_path, err);
-  ff_rt_input in = {0};
+  ff_input in = {0};
   in.batch = 1;
   in.src_len = T;
   in.src_tokens = ids;

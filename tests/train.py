@@ -579,8 +579,6 @@ def check_errors(env):
          "nothing.ckpt.safetensors"),
         ("pairs for a decoder", ddesc, ["--data", env.pairs_path, "--format", "pairs"] + out,
          "pairs data is for encoder-decoder models"),
-        ("engine tcc", desc, ["--data", env.pairs_path, "--engine", "tcc"] + out,
-         "--engine tcc: generated training code does not exist yet"),
         ("holdout too large", desc, ["--data", env.pairs_path, "--holdout", 24] + out, "leaves none to train on"),
         ("output over the data", desc, ["--data", env.pairs_path, "-o", env.pairs_path], "pairs.tsv"),
         ("bad value", desc, ["--data", env.pairs_path, "--betas", "0.9"] + out, "--betas: '0.9' is not two numbers"),

@@ -13,19 +13,30 @@
  * on); --masks: OUT_DIR/masks.safetensors, every dropout site's keep mask
  * over the batch (1 kept, 0 dropped, ff_rt_visit_dropout_sites's names and
  * shapes); --fd N: OUT_DIR/fd.txt, for N coordinates of every tensor "NAME
- * INDEX ANALYTIC CENTRAL_DIFFERENCE" with step E (default 1e-2). */
+ * INDEX ANALYTIC CENTRAL_DIFFERENCE" with step E (default 1e-2); --engine tcc|cc: generated
+ * training code (ff_train_engine_generated) instead of the runtime, on --threads N, made for
+ * --shape B,S,T (default: the batch's, B the micro-batch); --steps N [--lr X] [--weight-decay X]
+ * [--clip X]: N AdamW steps on the batch as the trainer takes them, OUT_DIR/params.safetensors the
+ * parameters after them (grad.safetensors and loss.txt: the last step's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ff_rt_train.h"
 #include "fixformer.h"
+#include "fixformer_train.h"
 
 typedef struct {
   const char *src, *labels, *lengths, *tgt;
   ff_rt_train_opts o;
   int first, micro, masks, fd;
   float fd_eps;
+  int engine, threads;     /* the runtime, or generated code (tcc, cc) on threads */
+  const float *params;     /* the flat parameters (generated code reads them) */
+  ff_train_shape shape;    /* generated code's shapes (0: the batch's) */
+  ff_train_engine e;       /* when not the runtime */
+  int steps;               /* AdamW steps on the batch (0: none) */
+  double lr, weight_decay, clip;
 } args;
 
 /* an int32 or int64 array of rank `rank` as int32; shape into dims */
@@ -103,7 +114,8 @@ static int loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const args 
                                          m->cfg.arch == FF_ARCH_ENCODER_DECODER);
     double l;
     int64_t k;
-    int rc = ff_rt_loss_and_grad(m, &mb, &a->o, grad, &l, &k, err);
+    int rc = a->e.loss_and_grad ? a->e.loss_and_grad(a->e.ctx, a->params, &mb, &a->o, grad, &l, &k, err)
+                                : ff_rt_loss_and_grad(m, &mb, &a->o, grad, &l, &k, err);
     if (rc) return rc;
     *loss += l, *tokens += k;
   }
@@ -139,7 +151,34 @@ static int finite_differences(ff_rt_params *p, const ff_rt_model *m, const ff_rt
   return rc;
 }
 
-static int run(const char *desc, const char *weights, const char *out, const args *a, ff_error *err) {
+/* a->steps AdamW steps on the batch as the trainer takes them (the mean gradient, clipping, AdamW with
+ * no decay for biases, norms and embeddings, step counting from 1, dropout's step from a->o.step):
+ * p->data is updated, grad holds the last step's, loss and tokens its */
+static int adamw_steps(ff_rt_params *p, const ff_rt_model *m, const ff_rt_batch *b, args *a, float *grad,
+                       double *loss, int64_t *tokens, ff_error *err) {
+  float *mo = calloc(p->numel + 1, sizeof *mo), *vo = calloc(p->numel + 1, sizeof *vo);
+  int rc = mo && vo ? 0 : ff_fail(err, FF_ENOMEM, "out of memory");
+  const uint64_t step0 = a->o.step;
+  for (int s = 1; s <= a->steps && !rc; s++) {
+    memset(grad, 0, p->numel * sizeof *grad);
+    a->o.step = step0 + (uint64_t)s - 1;
+    if ((rc = loss_and_grad(m, b, a, grad, loss, tokens, err))) break;
+    if (!*tokens) rc = ff_fail(err, FF_EINVAL, "the batch has no labelled tokens");
+    const float scale = (float)(1.0 / (double)*tokens);
+    for (size_t i = 0; !rc && i < p->numel; i++) grad[i] *= scale;
+    ff_clip_grad_norm(grad, p->numel, a->clip);
+    for (int t = 0; !rc && t < p->count; t++) {
+      const ff_rt_param *q = &p->tensors[t];
+      const ff_adamw h = {a->lr, 0.9, 0.999, 1e-8, q->is_bias || q->is_norm || q->is_embedding ? 0.0 : a->weight_decay};
+      ff_adamw_update(p->data + q->offset, grad + q->offset, mo + q->offset, vo + q->offset, q->numel, s, &h);
+    }
+  }
+  a->o.step = step0;
+  free(mo), free(vo);
+  return rc;
+}
+
+static int run(const char *desc, const char *weights, const char *out, args *a, ff_error *err) {
   ff_model *model = ff_model_open(desc, err);
   if (!model) return FF_EINVAL;
   const ff_config *c = ff_model_config(model);
@@ -162,9 +201,17 @@ static int run(const char *desc, const char *weights, const char *out, const arg
     rc = ff_fail(err, FF_ESHAPE, "the batch's arrays do not agree in shape");
   if (!rc && !(grad = calloc(p.numel + 1, sizeof *grad))) rc = ff_fail(err, FF_ENOMEM, "out of memory");
   ff_rt_batch b = {(int)sd[0], (int)sd[1], src, lengths, (int)td[1], tgt, labels, a->first};
+  args *w = a; /* the engine, made once for the batch's shapes */
+  w->params = p.data;
+  if (!rc && a->engine != FF_ENGINE_RUNTIME) {
+    ff_train_shape shape = {a->shape.batch ? a->shape.batch : (a->micro > 0 ? a->micro : b.batch),
+                            a->shape.src ? a->shape.src : b.src_len, a->shape.tgt ? a->shape.tgt : (encdec ? b.tgt_len : 0)};
+    rc = ff_train_engine_generated(model, (enum ff_engine)a->engine, &shape, a->threads, &w->e, err);
+  }
   double loss = 0.0;
   int64_t tokens = 0;
-  if (!rc) rc = loss_and_grad(&m, &b, a, grad, &loss, &tokens, err);
+  if (!rc) rc = a->steps ? adamw_steps(&p, &m, &b, a, grad, &loss, &tokens, err)
+                         : loss_and_grad(&m, &b, a, grad, &loss, &tokens, err);
   if (!rc) {
     snprintf(path, sizeof path, "%s/grad.safetensors", out);
     rc = ff_rt_params_save(&p, grad, path, err);
@@ -188,6 +235,7 @@ static int run(const char *desc, const char *weights, const char *out, const arg
     snprintf(path, sizeof path, "%s/fd.txt", out);
     rc = finite_differences(&p, &m, &b, a, grad, path, err);
   }
+  if (w->e.release) w->e.release(w->e.ctx);
   free(grad), free(src), free(labels), free(lengths), free(tgt);
   ff_rt_model_free(&m);
   ff_rt_params_free(&p);
@@ -196,7 +244,7 @@ static int run(const char *desc, const char *weights, const char *out, const arg
 }
 
 int main(int argc, char **argv) {
-  args a = {.o = {.ignore_index = -100}, .fd_eps = 1e-2f};
+  args a = {.o = {.ignore_index = -100}, .fd_eps = 1e-2f, .engine = FF_ENGINE_RUNTIME, .threads = 1, .lr = 1e-3};
   ff_error err = {0, ""};
   if (argc < 4) return fprintf(stderr, "usage: train_tool MODEL.lua WEIGHTS OUT_DIR --src F --labels F [...]\n"), 2;
   for (int i = 4; i < argc; i++) {
@@ -217,6 +265,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(k, "--micro")) a.micro = atoi(v);
     else if (!strcmp(k, "--fd")) a.fd = atoi(v);
     else if (!strcmp(k, "--fd-eps")) a.fd_eps = strtof(v, NULL);
+    else if (!strcmp(k, "--engine") && ff_engine_parse(v) >= 0) a.engine = ff_engine_parse(v);
+    else if (!strcmp(k, "--threads")) a.threads = atoi(v);
+    else if (!strcmp(k, "--shape")) sscanf(v, "%d,%d,%d", &a.shape.batch, &a.shape.src, &a.shape.tgt);
+    else if (!strcmp(k, "--steps")) a.steps = atoi(v);
+    else if (!strcmp(k, "--lr")) a.lr = strtod(v, NULL);
+    else if (!strcmp(k, "--weight-decay")) a.weight_decay = strtod(v, NULL);
+    else if (!strcmp(k, "--clip")) a.clip = strtod(v, NULL);
     else return fprintf(stderr, "train_tool: unknown flag %s\n", k), 2;
     i += !flag;
   }

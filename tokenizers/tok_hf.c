@@ -113,7 +113,8 @@ static int hf_tokens(hf_ctx *c, const cJSON *vocab, const cJSON *added, int expe
   qsort(order, (size_t)n, sizeof *order, longer_first);
   if (!rc && !(c->t->added = malloc(sizeof *c->t->added * ((size_t)n + 1)))) rc = ff_fail(c->err, FF_ENOMEM, "out of memory");
   for (int i = 0; !rc && i < n; i++) c->t->added[i] = order[i].id;
-  c->t->n_added = rc ? 0 : n;
+  c->t->tab.added = c->t->added;
+  c->t->tab.n_added = rc ? 0 : n;
   free(order);
   int dup;
   return rc ? rc : ff_tok_index(c->t, &dup, c->err);
@@ -174,13 +175,13 @@ static int hf_normalizer1(hf_ctx *c, const cJSON *n) {
   const char *ty = type_of(n);
   ff_tokenizer *t = c->t;
   int wp = t->info.kind == FF_TOK_WORDPIECE;
-  if (!strcmp(ty, "Prepend") && !wp && str_is(n, "prepend", SP)) t->prepend = 1;
+  if (!strcmp(ty, "Prepend") && !wp && str_is(n, "prepend", SP)) t->tab.prepend = 1;
   else if (!strcmp(ty, "Replace") && !wp && cJSON_IsObject(GET(n, "pattern")) &&
            str_is(GET(n, "pattern"), "String", " ") && str_is(n, "content", SP))
-    t->replace_space = 1;
+    t->tab.replace_space = 1;
   else if (!strcmp(ty, "BertNormalizer") && wp) {
-    t->bert_clean = flag(n, "clean_text", 1), t->bert_chinese = flag(n, "handle_chinese_chars", 1);
-    t->bert_lower = flag(n, "lowercase", 1), t->bert_strip = flag(n, "strip_accents", t->bert_lower);
+    t->tab.bert_clean = flag(n, "clean_text", 1), t->tab.bert_chinese = flag(n, "handle_chinese_chars", 1);
+    t->tab.bert_lower = flag(n, "lowercase", 1), t->tab.bert_strip = flag(n, "strip_accents", t->tab.bert_lower);
   } else return unsupported(c, "normalizer", ty[0] ? ty : "(no type)");
   return 0;
 }
@@ -203,16 +204,16 @@ static int hf_pre(hf_ctx *c, const cJSON *p) {
   if (!strcmp(ty, "Sequence") && cJSON_GetArraySize(GET(p, "pretokenizers")) == 1)
     return hf_pre(c, GET(p, "pretokenizers")->child);
   if (!strcmp(ty, "null") && bpe) return 0;
-  if (!strcmp(ty, "ByteLevel") && bpe && !t->prepend && !t->replace_space) {
+  if (!strcmp(ty, "ByteLevel") && bpe && !t->tab.prepend && !t->tab.replace_space) {
     t->info.kind = FF_TOK_BPE_BYTES;
-    t->add_prefix_space = flag(p, "add_prefix_space", 0), t->use_regex = flag(p, "use_regex", 1);
+    t->tab.add_prefix_space = flag(p, "add_prefix_space", 0), t->tab.use_regex = flag(p, "use_regex", 1);
   } else if (!strcmp(ty, "Metaspace") && bpe && str_is(p, "replacement", SP)) {
     const cJSON *scheme = GET(p, "prepend_scheme");
-    t->meta = 1, t->meta_split = flag(p, "split", 1);
-    t->meta_scheme = flag(p, "add_prefix_space", 1) ? META_ALWAYS : META_NEVER;
+    t->tab.meta = 1, t->tab.meta_split = flag(p, "split", 1);
+    t->tab.meta_scheme = flag(p, "add_prefix_space", 1) ? FF_TOK_META_ALWAYS : FF_TOK_META_NEVER;
     if (cJSON_IsString(scheme))
-      t->meta_scheme = !strcmp(scheme->valuestring, "first") ? META_FIRST
-                       : !strcmp(scheme->valuestring, "never") ? META_NEVER : META_ALWAYS;
+      t->tab.meta_scheme = !strcmp(scheme->valuestring, "first") ? FF_TOK_META_FIRST
+                       : !strcmp(scheme->valuestring, "never") ? FF_TOK_META_NEVER : FF_TOK_META_ALWAYS;
   } else if (!strcmp(ty, "BertPreTokenizer") && !bpe) {
     t->bert_pre = 1;
   } else return unsupported(c, "pre_tokenizer", ty[0] ? ty : "(no type)");
@@ -263,7 +264,7 @@ static int wp_max_chars(hf_ctx *c, const cJSON *j) {
   if (!j || cJSON_IsNull(j)) d = 100;
   if (!(d >= 0) || d != floor(d))
     return ff_fail(c->err, FF_EFORMAT, "%s: model.max_input_chars_per_word must be a whole number >= 0", c->path);
-  c->t->wp_max_chars = d < (double)SIZE_MAX ? (size_t)d : SIZE_MAX;
+  c->t->tab.wp_max_chars = d < (double)SIZE_MAX ? (size_t)d : SIZE_MAX;
   return 0;
 }
 
@@ -279,13 +280,14 @@ static int hf_model(hf_ctx *c, const cJSON *m) {
     const char *p = cJSON_IsString(pre) ? pre->valuestring : "##";
     if (strlen(p) >= sizeof t->wp_prefix) return unsupported(c, "continuing_subword_prefix", p);
     strcpy(t->wp_prefix, p);
+    t->tab.wp_prefix = t->wp_prefix;
     return wp_max_chars(c, maxc);
   }
   if ((cJSON_IsString(pre) && pre->valuestring[0]) || (cJSON_IsString(suf) && suf->valuestring[0]))
     return unsupported(c, "BPE with a subword prefix or suffix", cJSON_IsString(pre) ? pre->valuestring : suf->valuestring);
   if (cJSON_IsNumber(drop) && drop->valuedouble > 0) return unsupported(c, "BPE dropout", "> 0");
-  t->byte_fallback = flag(m, "byte_fallback", 0), t->fuse_unk = flag(m, "fuse_unk", 0);
-  t->ignore_merges = flag(m, "ignore_merges", 0);
+  t->tab.byte_fallback = flag(m, "byte_fallback", 0), t->tab.fuse_unk = flag(m, "fuse_unk", 0);
+  t->tab.ignore_merges = flag(m, "ignore_merges", 0);
   return hf_merges(c, GET(m, "merges"));
 }
 
@@ -305,14 +307,14 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
   if (t->info.kind == FF_TOK_WORDPIECE && !t->bert_pre) return unsupported(c, "pre_tokenizer", "null (WordPiece)");
   hf_post(c, GET(root, "post_processor"));
   const cJSON *dec = GET(root, "decoder");
-  t->wp_cleanup = !strcmp(type_of(dec), "WordPiece") && flag(dec, "cleanup", 1);
+  t->tab.wp_cleanup = !strcmp(type_of(dec), "WordPiece") && flag(dec, "cleanup", 1);
   static const char *const eos[] = {"</s>", "<|endoftext|>", "<|end_of_text|>", "[SEP]", NULL};
   static const char *const pad[] = {"<pad>", "[PAD]", "<|padding|>", NULL};
   t->info.eos = named(t, eos), t->info.pad = named(t, pad);
   int bytes = ff_tok_byte_ids(t);
-  if (t->info.kind != FF_TOK_BPE_SP) t->byte_fallback = 0; /* only SentencePiece-style BPE falls back to bytes */
+  if (t->info.kind != FF_TOK_BPE_SP) t->tab.byte_fallback = 0; /* only SentencePiece-style BPE falls back to bytes */
   /* Metaspace leaves out a space it finds first (HF's decoder strips one that was there) */
-  t->info.round_trip = t->info.kind == FF_TOK_BPE_BYTES || (t->byte_fallback && bytes == 256 && !t->meta);
+  t->info.round_trip = t->info.kind == FF_TOK_BPE_BYTES || (t->tab.byte_fallback && bytes == 256 && !t->tab.meta);
   return 0;
 }
 

@@ -1,5 +1,5 @@
 /* vocab.c - a token vocabulary read from JSON (cJSON): text to ids by
- * longest match, ids to text. */
+ * longest match, ids to text (tok_encode.c, on the tables it builds). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +14,7 @@
 
 void ff_vocab_free(ff_vocab *v) {
   for (int i = 0; v->tokens && i < v->size; i++) free(v->tokens[i]);
-  free(v->tokens), free(v->lens), free(v->index);
+  free(v->tokens), free(v->lens), free(v->index), free(v->special);
   memset(v, 0, sizeof *v);
 }
 
@@ -71,10 +71,11 @@ static int vocab_index(ff_vocab *v, ff_error *err) {
   v->icap = ff_tok_index_cap((size_t)v->size);
   v->lens = malloc(sizeof *v->lens * (size_t)v->size);
   v->index = calloc(v->icap, sizeof *v->index);
-  if (!v->lens || !v->index) return ff_fail(err, FF_ENOMEM, "out of memory");
+  v->special = calloc((size_t)v->size, 1);
+  if (!v->lens || !v->index || !v->special) return ff_fail(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < v->size; i++) {
     v->lens[i] = (uint32_t)strlen(v->tokens[i]);
-    if (is_special(v, i)) continue;
+    if ((v->special[i] = (unsigned char)is_special(v, i))) continue;
     ff_tok_insert(v->index, v->icap, v->tokens, v->lens, i);
     if (v->lens[i] > v->max_len) v->max_len = v->lens[i];
   }
@@ -126,54 +127,21 @@ int ff_vocab_load(const char *path, int expected_size, ff_vocab *v, ff_error *er
   return rc;
 }
 
+ff_tok_tables ff_vocab_tables(const ff_vocab *v) {
+  ff_tok_tables t;
+  memset(&t, 0, sizeof t);
+  t.kind = FF_TOK_KIND_VOCAB, t.size = v->size, t.tok = (const char *const *)v->tokens, t.len = v->lens;
+  t.special = v->special, t.index = v->index, t.icap = v->icap, t.max_len = v->max_len, t.unk = v->unk;
+  t.lowercase = v->lowercase;
+  return t;
+}
+
 int ff_vocab_encode(const ff_vocab *v, const char *text, int32_t *ids, int cap, int *n, ff_error *err) {
-  size_t len = strlen(text);
-  char *s = malloc(len + 1);
-  if (!s) return ff_fail(err, FF_ENOMEM, "out of memory");
-  for (size_t i = 0; i <= len; i++) /* ASCII lowercase: multi-byte UTF-8 is left alone */
-    s[i] = (char)(v->lowercase && text[i] >= 'A' && text[i] <= 'Z' ? text[i] - 'A' + 'a' : text[i]);
-  int count = 0, rc = 0;
-  for (size_t at = 0; at < len;) {
-    int best = -1;
-    size_t best_len = 0;
-    uint64_t h = TOK_HASH0;
-    for (size_t k = 1; k <= v->max_len && k <= len - at; k++) { /* longest match, the lowest id among equals */
-      h = ff_tok_hash(h, s + at + k - 1, 1);
-      int id = ff_tok_find(v->index, v->icap, v->tokens, v->lens, h, s + at, k, "", 0);
-      if (id >= 0) best = id, best_len = k;
-    }
-    if (best < 0) {
-      size_t skip = 1; /* one UTF-8 character */
-      while (at + skip < len && ((unsigned char)s[at + skip] & 0xC0) == 0x80) skip++;
-      if (v->unk < 0) {
-        rc = ff_fail(err, FF_ETOKEN, "text: '%.*s' at byte %zu is not in the vocabulary", (int)skip, s + at, at);
-        break;
-      }
-      best = v->unk, best_len = skip;
-    }
-    if (count == cap) {
-      rc = ff_fail(err, FF_ELENGTH, "text: more than %d tokens", cap);
-      break;
-    }
-    ids[count++] = best;
-    at += best_len;
-  }
-  free(s);
-  *n = count;
-  return rc;
+  ff_tok_tables t = ff_vocab_tables(v);
+  return ff_tok_encode_text(&t, text, ids, cap, n, err);
 }
 
 size_t ff_vocab_decode(const ff_vocab *v, const int32_t *ids, int n, char *text, size_t cap) {
-  size_t need = 0, copied = 0;
-  for (int i = 0; i < n; i++) {
-    if (ids[i] < 0 || ids[i] >= v->size || is_special(v, ids[i])) continue;
-    size_t tl = v->lens[ids[i]];
-    if (copied == need && need + tl < cap) { /* whole tokens only */
-      memcpy(text + need, v->tokens[ids[i]], tl);
-      copied += tl;
-    }
-    need += tl;
-  }
-  if (cap) text[copied] = 0;
-  return need;
+  ff_tok_tables t = ff_vocab_tables(v);
+  return ff_tok_decode(&t, ids, n, text, cap);
 }

@@ -1,7 +1,7 @@
 /* engine.c - the engines a trainer computes its loss and gradient with:
- * the reference runtime today (ff_rt_loss_and_grad, a batch's sequences over
- * threads), generated training code later behind the same function; and the
- * memory a run takes. */
+ * the reference runtime (ff_rt_loss_and_grad, a batch's sequences over
+ * threads) or generated training code (host/train_engine.c) behind the same
+ * function; and the memory a run takes on the runtime. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,11 +100,10 @@ int ff_train_engine_runtime(const ff_config *c, int threads, ff_train_engine *ou
   return 0;
 }
 
-int ff_train_engine_open(const ff_config *c, const ff_train_options *o, ff_train_engine *e, ff_error *err) {
-  if (o->engine != FF_ENGINE_RUNTIME)
-    return ff_fail(err, FF_EINVAL, "--engine %s: generated training code does not exist yet; train runs on the "
-                   "runtime (--engine runtime, the default)", ff_engine_name((enum ff_engine)o->engine));
-  return ff_train_engine_runtime(c, o->threads, e, err);
+int ff_train_engine_open(ff_model *m, const ff_train_options *o, const ff_train_shape *shape, ff_train_engine *e,
+                         ff_error *err) {
+  if (o->engine == FF_ENGINE_RUNTIME) return ff_train_engine_runtime(ff_model_config(m), o->threads, e, err);
+  return ff_train_engine_generated(m, (enum ff_engine)o->engine, shape, o->threads, e, err);
 }
 
 /* ---- memory ------------------------------------------------------------------------- */

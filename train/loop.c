@@ -111,9 +111,12 @@ ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_op
   else if (!o->decay_steps) t->o.decay_steps = o->steps;
   if (o->schedule == FF_SCHEDULE_CONSTANT) t->o.warmup = 0;
   int B = o->batch, micro = o->micro_batch ? o->micro_batch : B;
-  int rc = ff_train_engine_open(t->c, o, &t->engine, err);
-  if (!rc) rc = ff_rt_params_layout(&t->p, t->c, err);
+  int rc = ff_rt_params_layout(&t->p, t->c, err);
   if (!rc) rc = ff_train_data_load(&t->data, t->c, data_path, o, err);
+  if (!rc) { /* generated code's shapes: a micro-batch of the data's longest sample */
+    ff_train_shape shape = {micro, t->data.max_src, t->data.max_tgt};
+    rc = ff_train_engine_open(m, o, &shape, &t->engine, err);
+  }
   if (!rc) rc = split(t, data_path, err);
   if (!rc) rc = ff_train_batch_buf_init(&t->bb, &t->data, micro, err);
   if (!rc) rc = ff_rt_params_bind(&t->p, &t->eval, err);

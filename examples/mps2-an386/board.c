@@ -1,10 +1,8 @@
-/* board.c - the MPS2-AN386 side of board.h: output and exit through Arm
+/* board.c - the MPS2 / MPS3 side of board.h: output and exit through Arm
  * semihosting (bkpt 0xAB; qemu needs -semihosting-config enable=on), ticks
- * from timer 1 of the CMSDK APB dual timer (25 MHz, the board's SYSCLK), and
- * the fault report. */
+ * of the core's clock from SysTick (the same on every Cortex-M; BOARD_HZ, the
+ * board's SYSCLK, from CMakeLists.txt), and the fault report. */
 #include "board.h"
-
-#include <string.h>
 
 #define SYS_WRITEC 0x03
 #define SYS_WRITE0 0x04
@@ -12,10 +10,14 @@
 #define ADP_STOPPED_APPLICATION_EXIT 0x20026 /* qemu exits 0 */
 #define ADP_STOPPED_RUNTIME_ERROR 0x20023    /* any other reason: qemu exits 1 */
 
-#define DUALTIMER1_LOAD (*(volatile uint32_t *)0x40002000u)
-#define DUALTIMER1_VALUE (*(volatile uint32_t *)0x40002004u)
-#define DUALTIMER1_CONTROL (*(volatile uint32_t *)0x40002008u)
-#define SYSCLK_HZ 25000000u
+#define SYST_CSR (*(volatile uint32_t *)0xE000E010u) /* SysTick: control and status */
+#define SYST_RVR (*(volatile uint32_t *)0xE000E014u) /* reload value */
+#define SYST_CVR (*(volatile uint32_t *)0xE000E018u) /* current value, counting down */
+#define SCB_ICSR (*(volatile uint32_t *)0xE000ED04u)
+#define ICSR_PENDSTSET (1u << 26)                    /* a SysTick wrap not yet counted */
+#ifndef BOARD_HZ
+#error "BOARD_HZ: the board's core clock (CMakeLists.txt's board table sets it)"
+#endif
 
 static int semihost(int op, const void *arg) {
   register int r0 __asm__("r0") = op;
@@ -26,47 +28,31 @@ static int semihost(int op, const void *arg) {
 
 void board_puts(const char *s) { semihost(SYS_WRITE0, s); }
 
-void board_put_u32_hex(uint32_t v) {
-  char buf[9];
-  for (int i = 7; i >= 0; i--, v >>= 4) buf[i] = "0123456789abcdef"[v & 15];
-  buf[8] = 0;
-  board_puts(buf);
-}
+/* SysTick's 24 bits count down at the core's clock, from 0 (as started) to
+ * 0xffffff, 0xfffffe, ... 1, 0: reaching 0 ends a period of 2^24 ticks and
+ * interrupts, counted here; the ticks are (periods, 2^24 - value). */
+static volatile uint32_t wraps;
 
-void board_put_int(long v) {
-  char buf[24], *p = buf + sizeof buf - 1;
-  unsigned long u = v < 0 ? 0ul - (unsigned long)v : (unsigned long)v;
-  *p = 0;
-  do *--p = (char)('0' + u % 10); while (u /= 10);
-  if (v < 0) *--p = '-';
-  board_puts(p);
-}
+void systick_handler(void) { wraps++; }
 
-void board_put_float_bits(float f) {
-  uint32_t bits;
-  memcpy(&bits, &f, sizeof bits);
-  board_put_u32_hex(bits);
-}
-
-/* Timer 1 free-running from 0xffffffff down, 32 bits, no prescale, no interrupt. */
 void board_timer_start(void) {
-  DUALTIMER1_CONTROL = 0;
-  DUALTIMER1_LOAD = 0xffffffffu;
-  DUALTIMER1_CONTROL = 0x82; /* enable | 32-bit */
+  SYST_CSR = 0;
+  SYST_RVR = 0xffffffu;
+  SYST_CVR = 0;
+  wraps = 0;
+  SYST_CSR = 7; /* enable | interrupt on wrap | the core's clock */
 }
 
-uint32_t board_ticks(void) { return 0xffffffffu - DUALTIMER1_VALUE; }
-
-uint32_t board_tick_hz(void) { return SYSCLK_HZ; }
-
-/* startup.S painted RAM from _ebss up to the initial sp: the first word
- * changed from below is as deep as the stack has been. */
-unsigned long board_stack_used(void) {
-  extern uint32_t _ebss[], _estack[];
-  const uint32_t *p = _ebss;
-  while (p < _estack && *p == 0x5AC5AC5Au) p++;
-  return (unsigned long)((const char *)_estack - (const char *)p);
+uint32_t board_ticks(void) {
+  uint32_t w, v;
+  do { /* again if a wrap came between the two reads, or is pending */
+    w = wraps;
+    v = SYST_CVR;
+  } while (w != wraps || (SCB_ICSR & ICSR_PENDSTSET));
+  return (w << 24) + ((0x1000000u - v) & 0xffffffu);
 }
+
+uint32_t board_tick_hz(void) { return BOARD_HZ; }
 
 void board_exit(int status) {
   semihost(SYS_EXIT, (const void *)(status == 0 ? ADP_STOPPED_APPLICATION_EXIT : ADP_STOPPED_RUNTIME_ERROR));

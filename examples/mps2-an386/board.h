@@ -1,7 +1,9 @@
 /* board.h - what main.c needs from the board: text output, a tick counter
- * and the exit.  board.c implements it on the MPS2 (semihosting, the CMSDK
- * dual timer); host.c on a hosted C library, so the same main.c also runs
- * natively (to count the host's instructions under valgrind). */
+ * and the exit.  board.c implements it on the MPS2 / MPS3 boards
+ * (semihosting, SysTick), ../riscv32-virt/board.c on qemu's RISC-V virt
+ * board, both with board_common.c (the number formatting, the stack measure);
+ * host.c on a hosted C library, so the same main.c also runs natively (to
+ * count the host's instructions under valgrind). */
 #ifndef BOARD_H
 #define BOARD_H
 

@@ -5,11 +5,13 @@
  * An encoder-decoder model translates each source of inputs.h greedily with
  * the key/value cache (MODEL_encode once, MODEL_decode a token at a time) and
  * prints the ids; any other model runs one forward pass (MODEL_run) over the
- * batch of inputs.h and prints the outputs.  inputs.h defines
+ * batch of inputs.h and prints the outputs.  inputs.h, as `fixformer tokenize
+ * MODEL.lua (--lines FILE | --tokens "ids") --c-header input` writes it, defines
  *   INPUT_BATCH, INPUT_T, input_tokens[INPUT_BATCH * INPUT_T], input_lengths[INPUT_BATCH]
- * or, for greedy decoding,
+ * and, for greedy decoding,
  *   INPUT_COUNT, input_start[INPUT_COUNT + 1] (source i is input_ids[start[i] ..
- *   start[i + 1])), input_ids[], INPUT_BOS, INPUT_EOS, INPUT_MAX_NEW. */
+ *   start[i + 1])), input_ids[], INPUT_BOS, INPUT_EOS;
+ * INPUT_MAX_NEW (cmake -DMAX_NEW=N) bounds the ids decoded, MAX_SEQ by default. */
 #include MODEL_H
 #include "board.h"
 #include "inputs.h"
@@ -18,6 +20,9 @@
 #define CAT(a, b) CAT_(a, b)
 #define FN(name) CAT(MODEL, name)     /* FN(run): tiny_run */
 #define MAC(name) CAT(MODEL_UP, name) /* MAC(VOCAB): TINY_VOCAB */
+#ifndef INPUT_MAX_NEW
+#define INPUT_MAX_NEW MAC(MAX_SEQ)
+#endif
 
 /* Every activation and cache of a call: one static buffer in RAM. */
 static unsigned char state[MAC(STATE_BYTES)] __attribute__((aligned(16)));

@@ -1,13 +1,14 @@
-/* startup.S - vector table and reset handler for a Cortex-M4F, no OS.
- * Reset: enable the FPU (CPACR CP10/CP11 full access) before any C code runs,
- * since gcc may use the FPU anywhere with -mfloat-abi=hard; copy .data from
+/* startup.S - vector table and reset handler for a Cortex-M with an FPU
+ * (M4F, M7, M33, M55: the core is the compiler's -mcpu), no OS.
+ * Reset: enable the FPU (CPACR CP10/CP11 full access; on the M55 also MVE)
+ * before any C code runs, since gcc may use it anywhere with
+ * -mfloat-abi=hard; copy .data from
  * flash, zero .bss, paint the rest of RAM up to sp (board_stack_used reads
  * the stack's high-water mark from it), call main, and leave through
- * semihosting with main's return value.  Every other exception and interrupt
- * goes to fault_handler (board.c's board_fault), which reports and exits. */
+ * semihosting with main's return value.  SysTick counts board.c's timer's
+ * wraps; every other exception and interrupt goes to fault_handler
+ * (board.c's board_fault), which reports and exits. */
   .syntax unified
-  .cpu cortex-m4
-  .fpu fpv4-sp-d16
   .thumb
 
   .section .vectors, "a"
@@ -16,10 +17,11 @@
 vectors:
   .word _estack          /* initial stack pointer */
   .word reset_handler    /* reset */
-  .rept 14               /* NMI, HardFault, MemManage, BusFault, UsageFault, ... SysTick */
+  .rept 13               /* NMI, HardFault, MemManage, BusFault, UsageFault, ... PendSV */
   .word fault_handler
   .endr
-  .rept 32               /* the 32 external interrupts AN386 wires up (none enabled) */
+  .word systick_handler  /* SysTick: board.c's timer */
+  .rept 32               /* the first 32 external interrupts (none enabled) */
   .word fault_handler
   .endr
 

@@ -253,7 +253,7 @@ void ff_layernorm_generic(const float *x, int T, int D, const float *gamma, cons
 #endif
 
 #line 162 "templates/model.c.in"
-/* ---- the parallel helpers of the kernels: linear and attention on the state's threads ---- */
+/* ---- the parallel helpers of the kernels: linear on the state's threads ---- */
 typedef struct {
   const float *x, *W, *b;
   float *y;
@@ -292,6 +292,8 @@ static void linear(const float *state, const float *x, int T, int IN, const floa
     p.fn(p.pool, job.n, linear_task, &job);
 }
 
+#line 202 "templates/model.c.in"
+/* ---- attention on the state's threads ---- */
 typedef struct {
   const float *q, *k;
   float *scratch, *out;

@@ -24,6 +24,7 @@ typedef signed char int8_t;     /* int8 weights */
 typedef unsigned short uint16_t; /* bfloat16 weights */
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t; /* RoPE: the rounding of a float product */
+typedef long long int64_t;           /* training: counts of tokens */
 #define NULL ((void *)0)
 #else
 #include <stddef.h>

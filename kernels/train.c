@@ -1,0 +1,196 @@
+/* train.c - the kernels of generated training code on one ISA's matrix
+ * kernels; the ISA's file defines, then includes this (emitted code gets the
+ * text in place of the #include):
+ *   FF_TRAIN(name)   the functions' names, ff_##name##_ISA
+ *   FF_TRAIN_NR      the panel width of its matrix kernels (ff_linear_ISA)
+ * and, from its sdpa part, FF_SDPA_MATMUL (ff_matmul_ISA) and
+ * FF_SDPA_SOFTMAX_ROW.  The libtcc engine gets the host's build of them.
+ *
+ * A training step's matrix products are all ff_linear_ISA on panels that
+ * ff_pack_ISA writes each step (the weights change every step):
+ *   forward   Y [R, out] = X W^T + b   panels of W^T: pack(W, in, in, out, trans 1)
+ *   dX        dX [R, in] = dY W         panels of W:   pack(W, in, out, in, trans 0)
+ *   dW        dW [out, in] += dY^T X    dY^T (transpose) times panels of X: pack(X, in, R, in, 0)
+ * so every product runs on the ISA's register tile, sums over k in k order.
+ * Attention (per sequence, per K/V head group) runs its products on
+ * ff_matmul_ISA.  Dropout is runtime/ff_dropout.h's mask, computed again
+ * where it is needed (never stored). */
+#include <math.h>
+
+#include "../runtime/ff_dropout.h"
+
+/* @part pack: train_isa */
+/* B [K, N] into panels of NR columns, columns n0 .. n1-1 (n0 a multiple of
+ * NR; n1 a multiple of NR or N): panel p holds B[:, NR p .. NR p + NR-1] as
+ * K rows of NR floats, zero past N: the layout ff_linear_ISA multiplies by.
+ * B(k, n) = src[n ld + k] (trans: B = S^T of a row-major S [N, ld]) or
+ * src[k ld + n] (B = S [K, ld]). */
+FF_KERNEL void FF_TRAIN(pack)(const float *src, int ld, int K, int N, int trans, int n0, int n1, float *dst) {
+  for (int j = n0; j < n1; j += FF_TRAIN_NR) {
+    float *panel = dst + (size_t)(j / FF_TRAIN_NR) * K * FF_TRAIN_NR;
+    const int w = N - j < FF_TRAIN_NR ? N - j : FF_TRAIN_NR;
+    if (trans) {
+      for (int k0 = 0; k0 < K; k0 += 64) { /* 64 k of every column: the reads stay in a few lines each */
+        const int k1 = K - k0 < 64 ? K : k0 + 64;
+        for (int c = 0; c < FF_TRAIN_NR; c++) {
+          const float *s = src + (size_t)(j + c) * ld;
+          for (int k = k0; k < k1; k++) panel[(size_t)k * FF_TRAIN_NR + c] = c < w ? s[k] : 0.0f;
+        }
+      }
+    } else {
+      for (int k = 0; k < K; k++) {
+        const float *s = src + (size_t)k * ld + j;
+        float *row = panel + (size_t)k * FF_TRAIN_NR;
+        for (int c = 0; c < w; c++) row[c] = s[c];
+        for (int c = w; c < FF_TRAIN_NR; c++) row[c] = 0.0f;
+      }
+    }
+  }
+}
+
+/* dst [cols, rows] = src [rows, cols]^T, src rows every ld floats; in blocks
+ * of 16 x 16, so that both sides are read and written a few lines at a time */
+FF_KERNEL void FF_TRAIN(transpose)(const float *src, int rows, int cols, int ld, float *dst) {
+  for (int r0 = 0; r0 < rows; r0 += 16)
+    for (int c0 = 0; c0 < cols; c0 += 16) {
+      const int r1 = rows - r0 < 16 ? rows : r0 + 16, c1 = cols - c0 < 16 ? cols : c0 + 16;
+      for (int c = c0; c < c1; c++)
+        for (int r = r0; r < r1; r++) dst[(size_t)c * rows + r] = src[(size_t)r * ld + c];
+    }
+}
+
+/* @part dropout: train_isa */
+/* y = x with runtime/ff_dropout.h's mask of site in (seed, step), elements
+ * index0 .. index0 + n-1 of the site's tensor: kept ones scaled by 1/(1-p);
+ * p <= 0 copies (y may be x). */
+FF_KERNEL void FF_TRAIN(dropout)(const float *x, float *y, size_t n, uint64_t seed, uint64_t step, uint32_t site,
+                                 uint64_t index0, float p) {
+  if (!(p > 0.0f)) {
+    for (size_t i = 0; y != x && i < n; i++) y[i] = x[i];
+    return;
+  }
+  const uint64_t key = ff_dropout_key(seed, step, site);
+  const uint32_t threshold = ff_dropout_threshold(p);
+  const float scale = 1.0f / (1.0f - p);
+  for (size_t i = 0; i < n; i++) y[i] = ff_dropout_bits(key, index0 + i) >= threshold ? x[i] * scale : 0.0f;
+}
+
+/* @part cross_entropy: train_isa exp */
+/* PyTorch's CrossEntropyLoss(ignore_index, label_smoothing = s,
+ * reduction='sum') of logits [n, V] against labels [n]:
+ *   loss = (1 - s)(lse - l_y) + s mean_k (lse - l_k),  lse = log sum_k e^(l_k),
+ * summed (in double) into *loss over the rows whose label is not ignore,
+ * counted in *count; with grad, logits are replaced by d loss / d logits =
+ * softmax - (1 - s) onehot - s / V (0 on ignored rows).  Labels are checked
+ * by the caller. */
+FF_KERNEL void FF_TRAIN(cross_entropy)(float *logits, int n, int V, const int32_t *labels, int ignore,
+                                       float smoothing, int grad, double *loss, int64_t *count) {
+  double total = 0.0;
+  int64_t k = 0;
+  for (int r = 0; r < n; r++) {
+    float *l = logits + (size_t)r * V;
+    const int32_t y = labels[r];
+    if (y == ignore) {
+      for (int j = 0; grad && j < V; j++) l[j] = 0.0f;
+      continue;
+    }
+    float max = l[0], sum = 0.0f, all = 0.0f;
+    for (int j = 1; j < V; j++) max = l[j] > max ? l[j] : max;
+    for (int j = 0; j < V; j++) sum += ff_exp_neg(l[j] - max), all += l[j];
+    const float lse = max + logf(sum);
+    total += (1.0 - smoothing) * (double)(lse - l[y]) + smoothing * ((double)lse - (double)all / V);
+    k++;
+    if (!grad) continue;
+    const float off = smoothing / (float)V, hit = 1.0f - smoothing;
+    for (int j = 0; j < V; j++) l[j] = ff_exp_neg(l[j] - lse) - off;
+    l[y] -= hit;
+  }
+  *loss = total;
+  *count = k;
+}
+
+/* @part attention_train: train_isa sdpa pack dropout */
+/* The softmax weights of heads of K/V groups g0 .. g1-1 of one sequence,
+ * kept for the backward pass, and their output:
+ *   probs [heads, Tq, Tk] = softmax(scale Q K^T + mask)   (masked keys 0)
+ *   out [Tq, heads dk]    = drop(probs) V
+ * q rows every ldq floats (head h at h dk); k rows every ldk with kv_heads
+ * heads, v = k + kv_heads dk (query head h reads K/V head h / (heads /
+ * kv_heads)).  Key j is masked for query row t when j >= key_len, or
+ * (causal) j > t.  Dropout (p > 0) is site's mask in (seed, step) at
+ * index0 + (h Tq + t) Tk + j.  scratch: (dk + Tq) Tk floats. */
+FF_KERNEL void FF_TRAIN(attention_train)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk,
+                                         int key_len, int heads, int kv_heads, int dk, int g0, int g1, int causal,
+                                         float scale, float p, uint64_t seed, uint64_t step, uint32_t site,
+                                         uint64_t index0, float *probs, float *scratch, float *out) {
+  const int group = heads / kv_heads, d = heads * dk;
+  const size_t hw = (size_t)Tq * Tk;
+  float *kt = scratch, *pd = scratch + (size_t)dk * Tk;
+  for (int g = g0; g < g1; g++) {
+    const float *kg = k + g * dk, *vg = k + (kv_heads + g) * dk;
+    for (int j = 0; j < Tk; j++) /* K^T [dk, Tk] of the group */
+      for (int i = 0; i < dk; i++) kt[(size_t)i * Tk + j] = kg[(size_t)j * ldk + i];
+    for (int h = g * group; h < (g + 1) * group; h++) {
+      float *P = probs + (size_t)h * hw;
+      FF_SDPA_MATMUL(Tq, Tk, dk, q + h * dk, ldq, kt, Tk, P, Tk, NULL, scale, 0);
+      for (int t = 0; t < Tq; t++)
+        FF_SDPA_SOFTMAX_ROW(P + (size_t)t * Tk, causal && t + 1 < key_len ? t + 1 : key_len, Tk);
+      const float *use = P;
+      if (p > 0.0f) {
+        FF_TRAIN(dropout)(P, pd, hw, seed, step, site, index0 + (size_t)h * hw, p);
+        use = pd;
+      }
+      FF_SDPA_MATMUL(Tq, dk, Tk, use, Tk, vg, ldk, out + h * dk, d, NULL, 1.0f, 0);
+    }
+  }
+}
+
+/* Back through attention_train for heads of K/V groups g0 .. g1-1 of one
+ * sequence, from probs and dout [Tq, heads dk]:
+ *   dV_g  = sum over the group's heads of drop(P)^T dO
+ *   dP    = drop(dO V^T)           (the forward's mask)
+ *   dS    = P (dP - rowsum(P dP)) scale
+ *   dQ    = dS K_g,   dK_g = sum over the group's heads of dS^T Q
+ * dq [Tq, .] like q (rows every ldq), dkv like k: dK of group g at g dk, dV
+ * at (kv_heads + g) dk of rows every ldk; every row of them is written (set).
+ * scratch: (dk + 2 Tq) Tk floats. */
+FF_KERNEL void FF_TRAIN(attention_backward)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk,
+                                            int heads, int kv_heads, int dk, int g0, int g1, float scale, float p,
+                                            uint64_t seed, uint64_t step, uint32_t site, uint64_t index0,
+                                            const float *probs, const float *dout, float *dq, float *dkv,
+                                            float *scratch) {
+  const int group = heads / kv_heads, d = heads * dk;
+  const size_t hw = (size_t)Tq * Tk;
+  const uint64_t key = ff_dropout_key(seed, step, site);
+  const uint32_t threshold = ff_dropout_threshold(p > 0.0f ? p : 0.0f);
+  const float keep = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
+  float *vt = scratch, *dp = scratch + (size_t)dk * Tk, *tr = dp + hw;
+  for (int g = g0; g < g1; g++) {
+    const float *kg = k + g * dk, *vg = k + (kv_heads + g) * dk;
+    float *dkg = dkv + g * dk, *dvg = dkv + (kv_heads + g) * dk;
+    for (int j = 0; j < Tk; j++) /* V^T [dk, Tk] of the group */
+      for (int i = 0; i < dk; i++) vt[(size_t)i * Tk + j] = vg[(size_t)j * ldk + i];
+    for (int h = g * group; h < (g + 1) * group; h++) {
+      const float *P = probs + (size_t)h * hw, *dO = dout + h * dk;
+      const uint64_t at = index0 + (size_t)h * hw;
+      const int flags = h == g * group ? 0 : FF_ACC;
+      for (int t = 0; t < Tq; t++) /* drop(P)^T [Tk, Tq] */
+        for (int j = 0; j < Tk; j++) {
+          const size_t e = (size_t)t * Tk + j;
+          tr[(size_t)j * Tq + t] = p > 0.0f && ff_dropout_bits(key, at + e) < threshold ? 0.0f : P[e] * keep;
+        }
+      FF_SDPA_MATMUL(Tk, dk, Tq, tr, Tq, dO, d, dvg, ldk, NULL, 1.0f, flags);
+      FF_SDPA_MATMUL(Tq, Tk, dk, dO, d, vt, Tk, dp, Tk, NULL, 1.0f, 0);
+      if (p > 0.0f) FF_TRAIN(dropout)(dp, dp, hw, seed, step, site, at, p);
+      for (int t = 0; t < Tq; t++) {
+        const float *pt = P + (size_t)t * Tk;
+        float *dt = dp + (size_t)t * Tk, dot = 0.0f;
+        for (int j = 0; j < Tk; j++) dot += pt[j] * dt[j];
+        for (int j = 0; j < Tk; j++) dt[j] = pt[j] * (dt[j] - dot) * scale;
+      }
+      FF_SDPA_MATMUL(Tq, dk, Tk, dp, Tk, kg, ldk, dq + h * dk, ldq, NULL, 1.0f, 0);
+      FF_TRAIN(transpose)(dp, Tq, Tk, Tk, tr);
+      FF_SDPA_MATMUL(Tk, dk, Tq, tr, Tq, q + h * dk, ldq, dkg, ldk, NULL, 1.0f, flags);
+    }
+  }
+}

@@ -1,0 +1,887 @@
+/* tok_encode.c - the tokenizers' encoders and decoders over the flat tables
+ * of tok_tables.h: fixformer's JSON vocabulary, llama2.c's run.c, Hugging
+ * Face's BPE (byte-level, SentencePiece-style) and WordPiece.  The host
+ * compiles it (tokenizer.c builds the tables from the files); `fixformer
+ * emit --with-main` pastes this text, with tok_tables.h, the Unicode tables
+ * its kind needs and the tables as C arrays, into NAME_main.c: the emitted
+ * program encodes with this code on the host's tables.  Plain C99 and
+ * <string.h>: no malloc (encode works in scratch of ff_tok_work_bytes that
+ * the caller gives), no floating point; linear in the text (n log n for
+ * BPE's heap).  FF_TOK_KINDS picks the kinds compiled in. */
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tok_tables.h"
+
+#define FF_TOK_BPE (FF_TOK_HAS(LLAMA2C) || FF_TOK_HAS(BYTES) || FF_TOK_HAS(SP))
+#define FF_TOK_HF (FF_TOK_HAS(BYTES) || FF_TOK_HAS(SP) || FF_TOK_HAS(WORDPIECE))
+#define FF_TOK_SP_PIECE (FF_TOK_HAS(LLAMA2C) || FF_TOK_HAS(SP))
+#define FF_TOK_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* ---- Unicode ----------------------------------------------------------------- */
+
+#if FF_TOK_HAS(BYTES) || FF_TOK_HAS(WORDPIECE)
+#include "unicode_tables.h" /* emit pastes the tables its kind reads */
+#define FF_UC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+#endif
+
+#if FF_TOK_HF
+/* the code point at s (len bytes left) and its length in *n; a byte that is
+ * not valid UTF-8 is one character of its own, code point 0x110000 + byte */
+static uint32_t ff_uc_next(const char *s, size_t len, size_t *n) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t k = u[0] < 0x80 ? 1 : u[0] >= 0xC2 && u[0] < 0xE0 ? 2 : u[0] >= 0xE0 && u[0] < 0xF0 ? 3
+                                                    : u[0] >= 0xF0 && u[0] < 0xF5 ? 4 : 0;
+  uint32_t cp = k == 1 ? u[0] : k == 2 ? u[0] & 0x1Fu : k == 3 ? u[0] & 0x0Fu : u[0] & 0x07u;
+  for (size_t i = 1; k > 1 && i < k; i++) {
+    if (i >= len || (u[i] & 0xC0) != 0x80) { k = 0; break; }
+    cp = cp << 6 | (u[i] & 0x3Fu);
+  }
+  /* overlong, surrogate or above U+10FFFF: not UTF-8 */
+  if (k == 0 || (k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000))) || (k == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
+    *n = 1;
+    return 0x110000u + u[0];
+  }
+  *n = k;
+  return cp;
+}
+
+#endif
+
+#if FF_TOK_HAS(BYTES) || FF_TOK_HAS(WORDPIECE)
+/* Unicode's White_Space property (Rust's char::is_whitespace, regex \s) */
+static int ff_uc_space_p(uint32_t cp) {
+  return (cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
+}
+
+static size_t ff_uc_put(uint32_t cp, char *o) {
+  if (cp < 0x80) return o[0] = (char)cp, 1;
+  if (cp < 0x800) return o[0] = (char)(0xC0 | cp >> 6), o[1] = (char)(0x80 | (cp & 0x3F)), 2;
+  if (cp < 0x10000)
+    return o[0] = (char)(0xE0 | cp >> 12), o[1] = (char)(0x80 | (cp >> 6 & 0x3F)), o[2] = (char)(0x80 | (cp & 0x3F)), 3;
+  o[0] = (char)(0xF0 | cp >> 18), o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+  o[2] = (char)(0x80 | (cp >> 6 & 0x3F)), o[3] = (char)(0x80 | (cp & 0x3F));
+  return 4;
+}
+
+static int ff_uc_in_ranges(const uint32_t (*r)[2], size_t n, uint32_t cp) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (cp < r[mid][0]) hi = mid;
+    else if (cp > r[mid][1]) lo = mid + 1;
+    else return 1;
+  }
+  return 0;
+}
+
+static int ff_uc_letter_p(uint32_t cp) { return ff_uc_in_ranges(uc_letter, FF_UC_COUNT(uc_letter), cp); }
+#endif
+
+#if FF_TOK_HAS(BYTES)
+static int ff_uc_number_p(uint32_t cp) { return ff_uc_in_ranges(uc_number, FF_UC_COUNT(uc_number), cp); }
+#endif
+
+#if FF_TOK_HAS(WORDPIECE)
+static int ff_uc_punct_p(uint32_t cp) { return ff_uc_in_ranges(uc_punct, FF_UC_COUNT(uc_punct), cp); }
+static int ff_uc_other_p(uint32_t cp) { return cp < 0x110000 && ff_uc_in_ranges(uc_other, FF_UC_COUNT(uc_other), cp); }
+static int ff_uc_mn_p(uint32_t cp) {
+  return ff_uc_in_ranges(uc_mark_nonspacing, FF_UC_COUNT(uc_mark_nonspacing), cp);
+}
+
+/* BERT's _is_chinese_char: the CJK Unified Ideographs blocks */
+static int ff_uc_cjk_p(uint32_t cp) {
+  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
+         (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
+         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+static const char *ff_uc_in_map(const ff_umap *m, size_t n, uint32_t cp) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (cp < m[mid].cp) hi = mid;
+    else if (cp > m[mid].cp) lo = mid + 1;
+    else return m[mid].s;
+  }
+  return NULL;
+}
+
+/* lowercase / accent-stripped (NFD without Mn) form, or NULL when itself */
+static const char *ff_uc_lower(uint32_t cp) {
+  return cp < 0x80 ? NULL : ff_uc_in_map(uc_lower_map, FF_UC_COUNT(uc_lower_map), cp);
+}
+
+static const char *ff_uc_strip(uint32_t cp, char buf[16]) {
+  if (cp >= 0xAC00 && cp <= 0xD7A3) { /* Hangul syllable -> L V (T) jamo, by Unicode's formula */
+    uint32_t s = cp - 0xAC00, l = 0x1100 + s / 588, v = 0x1161 + s % 588 / 28, tt = s % 28;
+    size_t k = ff_uc_put(l, buf);
+    k += ff_uc_put(v, buf + k);
+    if (tt) k += ff_uc_put(0x11A7 + tt, buf + k);
+    buf[k] = 0;
+    return buf;
+  }
+  return cp < 0xC0 ? NULL : ff_uc_in_map(uc_strip_map, FF_UC_COUNT(uc_strip_map), cp);
+}
+#endif
+
+/* ---- lookups ------------------------------------------------------------------ */
+
+/* FNV-1a continues from a hash, so the candidates a, a b, a b c ... of a
+ * longest match cost one byte each, not one string each */
+FF_TOK_API uint64_t ff_tok_hash(uint64_t h, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+
+/* the id whose string (strs/lens) is a then b, of hash h, in index (cap
+ * slots of id + 1); -1 when none */
+FF_TOK_API int ff_tok_find(const int32_t *index, size_t cap, const char *const *strs, const uint32_t *lens, uint64_t h,
+                           const char *a, size_t la, const char *b, size_t lb) {
+  if (!cap) return -1;
+  for (size_t i = (size_t)h & (cap - 1);; i = (i + 1) & (cap - 1)) {
+    int32_t e = index[i] - 1;
+    if (e < 0) return -1;
+    if (lens[e] == la + lb && !memcmp(strs[e], a, la) && !memcmp(strs[e] + la, b, lb)) return e;
+  }
+}
+
+#if FF_TOK_HAS(LLAMA2C) || FF_TOK_HF
+static int tok_lookup2(const ff_tok_tables *t, uint64_t h, const char *a, size_t la, const char *b, size_t lb) {
+  return ff_tok_find(t->index, t->icap, t->tok, t->len, h, a, la, b, lb);
+}
+#endif
+
+#if FF_TOK_BPE
+static int tok_lookup(const ff_tok_tables *t, const char *s, size_t len) {
+  return tok_lookup2(t, ff_tok_hash(FF_TOK_HASH0, s, len), s, len, "", 0);
+}
+#endif
+
+#if FF_TOK_HAS(BYTES) || FF_TOK_HAS(SP)
+/* the slot of merge (a, b) in merges (cap slots): its own, or the empty one
+ * where it would go */
+FF_TOK_API size_t ff_tok_merge_slot(const ff_tok_merge *m, size_t cap, int32_t a, int32_t b) {
+  uint64_t k = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) * 0x9E3779B97F4A7C15ull;
+  size_t i = (size_t)(k >> 20) & (cap - 1);
+  while (m[i].id >= 0 && (m[i].a != a || m[i].b != b)) i = (i + 1) & (cap - 1);
+  return i;
+}
+
+static const ff_tok_merge *tok_merge_of(const ff_tok_tables *t, int32_t a, int32_t b) {
+  const ff_tok_merge *m = t->mcap ? &t->merges[ff_tok_merge_slot(t->merges, t->mcap, a, b)] : NULL;
+  return m && m->id >= 0 ? m : NULL;
+}
+#endif
+
+/* ---- encoding: the output and the scratch -------------------------------------- */
+
+typedef struct {
+  int32_t *ids;
+  int cap, n;
+  ff_tok_why *why;
+  unsigned char *work; /* scratch: taken from the front, given back by restoring work/left */
+  size_t left;
+} tok_out;
+
+/* bytes of scratch (8-aligned), or NULL when the bound was wrong */
+static void *tok_take(tok_out *o, size_t bytes) {
+  void *p = o->work;
+  bytes = (bytes + 7) & ~(size_t)7;
+  if (bytes > o->left) return NULL;
+  o->work += bytes, o->left -= bytes;
+  return p;
+}
+
+static int tok_push(tok_out *o, int32_t id) {
+  if (o->n == o->cap) return FF_TOK_EFULL;
+  o->ids[o->n++] = id;
+  return 0;
+}
+
+#if FF_TOK_BPE || FF_TOK_HAS(WORDPIECE)
+static int tok_push_all(tok_out *o, const int32_t *sym, int m) {
+  int rc = 0;
+  for (int i = 0; i < m && !rc; i++) rc = tok_push(o, sym[i]);
+  return rc;
+}
+#endif
+
+#if FF_TOK_HAS(VOCAB) || FF_TOK_HF
+static int tok_unknown(tok_out *o, const char *s, size_t n, size_t at) {
+  o->why->piece = s, o->why->len = n, o->why->at = at;
+  return FF_TOK_EUNKNOWN;
+}
+#endif
+
+/* ---- BPE: merging pairs -------------------------------------------------------- */
+
+#if FF_TOK_BPE
+/* a pair that may merge: a b at position pos into id (a heap ordered by
+ * key, then position: Hugging Face's rank, or llama2.c's order) */
+typedef struct {
+  uint32_t key;
+  int pos;
+  int32_t a, b, id;
+} tok_cand;
+
+static int tok_cand_before(const tok_cand *x, const tok_cand *y) {
+  return x->key != y->key ? x->key < y->key : x->pos < y->pos;
+}
+
+static void tok_heap_push(tok_cand *h, int *n, tok_cand c) {
+  int i = (*n)++;
+  for (; i > 0 && tok_cand_before(&c, &h[(i - 1) / 2]); i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+  h[i] = c;
+}
+
+static tok_cand tok_heap_pop(tok_cand *h, int *n) {
+  tok_cand top = h[0], last = h[--(*n)];
+  int i = 0;
+  for (int c; (c = 2 * i + 1) < *n; i = c) {
+    if (c + 1 < *n && tok_cand_before(&h[c + 1], &h[c])) c++;
+    if (!tok_cand_before(&h[c], &last)) break;
+    h[i] = h[c];
+  }
+  h[i] = last;
+  return top;
+}
+
+/* the pair at i, j if it merges: by the merges list (Hugging Face), or when
+ * its concatenation is a token that merges (llama2.c's run.c) */
+static void tok_cand_add(const ff_tok_tables *t, tok_cand *h, int *n, const int32_t *sym, int i, int j) {
+  if (i < 0 || j < 0) return;
+#if FF_TOK_HAS(BYTES) || FF_TOK_HAS(SP)
+  if (t->kind != FF_TOK_KIND_LLAMA2C) {
+    const ff_tok_merge *g = tok_merge_of(t, sym[i], sym[j]);
+    tok_cand c = {0, i, 0, 0, 0};
+    if (!g) return;
+    c.key = g->rank, c.a = sym[i], c.b = sym[j], c.id = g->id;
+    tok_heap_push(h, n, c);
+    return;
+  }
+#endif
+#if FF_TOK_HAS(LLAMA2C)
+  {
+    const char *a = t->tok[sym[i]], *b = t->tok[sym[j]];
+    size_t la = t->len[sym[i]], lb = t->len[sym[j]];
+    int id = la + lb > t->max_len ? -1 : tok_lookup2(t, ff_tok_hash(ff_tok_hash(FF_TOK_HASH0, a, la), b, lb), a, la, b, lb);
+    tok_cand c = {0, i, 0, 0, 0};
+    if (id < 0 || t->order[id] == FF_TOK_NEVER) return;
+    c.key = t->order[id], c.a = sym[i], c.b = sym[j], c.id = id;
+    tok_heap_push(h, n, c);
+  }
+#endif
+}
+
+/* the scratch of n symbols: sym[n] (ids), then what merging them needs */
+typedef struct {
+  int32_t *sym, *next, *prev;
+  tok_cand *heap; /* n - 1 pairs, then at most 2 a merge */
+} tok_bpe;
+
+static size_t tok_bpe_bytes(size_t n) { return n * (3 * sizeof(tok_cand) + 3 * sizeof(int32_t)) + 32; }
+
+static int tok_bpe_get(tok_out *o, size_t n, tok_bpe *w) {
+  w->heap = tok_take(o, 3 * n * sizeof *w->heap);
+  w->sym = tok_take(o, 3 * n * sizeof(int32_t));
+  if (!w->heap || !w->sym) return FF_TOK_EWORK;
+  w->next = w->sym + n, w->prev = w->next + n;
+  return 0;
+}
+
+/* merges the best pair (the leftmost of equals) until no pair merges, as
+ * Hugging Face's BPE and llama2.c's run.c do, in O(n log n): a popped pair
+ * that changed since it was pushed is skipped */
+static void tok_merge_pairs(const ff_tok_tables *t, const tok_bpe *w, int *m) {
+  int n = *m, hn = 0;
+  int32_t *sym = w->sym, *next = w->next, *prev = w->prev;
+  tok_cand *h = w->heap;
+  if (n < 2) return;
+  for (int i = 0; i < n; i++) next[i] = i + 1 < n ? i + 1 : -1, prev[i] = i - 1;
+  for (int i = 0; i + 1 < n; i++) tok_cand_add(t, h, &hn, sym, i, i + 1);
+  while (hn) {
+    tok_cand c = tok_heap_pop(h, &hn);
+    int j = next[c.pos];
+    if (sym[c.pos] != c.a || j < 0 || sym[j] != c.b) continue;
+    sym[c.pos] = c.id, sym[j] = -1;
+    next[c.pos] = next[j];
+    if (next[j] >= 0) prev[next[j]] = c.pos;
+    tok_cand_add(t, h, &hn, sym, prev[c.pos], c.pos);
+    tok_cand_add(t, h, &hn, sym, c.pos, next[c.pos]);
+  }
+  *m = 0;
+  for (int i = 0; i < n; i++)
+    if (sym[i] >= 0) sym[(*m)++] = sym[i];
+}
+
+#endif
+
+/* ---- fixformer's JSON vocabulary --------------------------------------------------- */
+
+#if FF_TOK_HAS(VOCAB)
+/* longest match (the lowest id among equals) after ASCII lowercasing when
+ * the vocabulary says; a piece no token matches is one UTF-8 character, unk */
+static int tok_vocab_encode(const ff_tok_tables *t, const char *text, size_t len, tok_out *o) {
+  char *s = tok_take(o, len + 1);
+  int rc = 0;
+  if (!s) return FF_TOK_EWORK;
+  for (size_t i = 0; i < len; i++) /* multi-byte UTF-8 is left alone */
+    s[i] = (char)(t->lowercase && text[i] >= 'A' && text[i] <= 'Z' ? text[i] - 'A' + 'a' : text[i]);
+  for (size_t at = 0; !rc && at < len;) {
+    int best = -1;
+    size_t best_len = 0;
+    uint64_t h = FF_TOK_HASH0;
+    for (size_t k = 1; k <= t->max_len && k <= len - at; k++) {
+      h = ff_tok_hash(h, s + at + k - 1, 1);
+      int id = ff_tok_find(t->index, t->icap, t->tok, t->len, h, s + at, k, "", 0);
+      if (id >= 0) best = id, best_len = k;
+    }
+    if (best < 0) {
+      size_t skip = 1; /* one UTF-8 character */
+      while (at + skip < len && ((unsigned char)s[at + skip] & 0xC0) == 0x80) skip++;
+      if (t->unk < 0) return tok_unknown(o, s + at, skip, at);
+      best = t->unk, best_len = skip;
+    }
+    rc = tok_push(o, best);
+    at += best_len;
+  }
+  return rc;
+}
+#endif
+
+/* ---- llama2.c's tokenizer.bin -------------------------------------------------------- */
+
+#if FF_TOK_HAS(LLAMA2C)
+/* one character's token, or its bytes as ids byte + 3 */
+static int tok_llama2c_char(const ff_tok_tables *t, const char *s, size_t k, int32_t *sym, int *m, tok_out *o) {
+  int id = tok_lookup(t, s, k);
+  if (id >= 0) return sym[(*m)++] = id, 0;
+  for (size_t b = 0; b < k; b++) {
+    int bid = (unsigned char)s[b] + 3;
+    if (bid >= t->size) return o->why->byte = (unsigned char)s[b], FF_TOK_EBYTE;
+    sym[(*m)++] = bid;
+  }
+  return 0;
+}
+
+/* run.c's encode: a dummy " " first, each UTF-8 character its token or its
+ * bytes, then merges by score */
+static int tok_llama2c_encode(const ff_tok_tables *t, const char *text, size_t len, tok_out *o) {
+  tok_bpe w;
+  int m = 0, rc;
+  if (!len) return 0;
+  if ((rc = tok_bpe_get(o, len + 1, &w))) return rc;
+  rc = tok_llama2c_char(t, " ", 1, w.sym, &m, o);
+  for (size_t at = 0, k; !rc && at < len; at += k) {
+    k = 1; /* run.c: a lead byte and at most 3 continuation bytes */
+    while (k < 4 && at + k < len && ((unsigned char)text[at + k] & 0xC0) == 0x80) k++;
+    rc = tok_llama2c_char(t, text + at, k, w.sym, &m, o);
+  }
+  if (!rc) tok_merge_pairs(t, &w, &m);
+  return rc ? rc : tok_push_all(o, w.sym, m);
+}
+#endif
+
+/* ---- Hugging Face's BPE ------------------------------------------------------------ */
+
+#if FF_TOK_HAS(BYTES) || FF_TOK_HAS(SP)
+/* a word: each character its token, else its <0xXX> bytes (byte_fallback),
+ * else unk (runs of unknowns fused into one by fuse_unk); then merges by
+ * rank.  A symbol a byte at most: the scratch of len symbols */
+static int tok_bpe_word(const ff_tok_tables *t, const char *w, size_t len, tok_out *o) {
+  int id, m = 0, rc, last_unk = 0;
+  unsigned char *work = o->work;
+  size_t left = o->left;
+  tok_bpe bw;
+  if (!len) return 0;
+  if (t->ignore_merges && (id = tok_lookup(t, w, len)) >= 0) return tok_push(o, id);
+  if ((rc = tok_bpe_get(o, len, &bw))) return rc;
+  for (size_t at = 0, k, b; !rc && at < len; at += k) {
+    ff_uc_next(w + at, len - at, &k);
+    if ((id = tok_lookup(t, w + at, k)) >= 0) {
+      bw.sym[m++] = id, last_unk = 0;
+      continue;
+    }
+    for (b = 0; t->byte_fallback && b < k && t->byte_id[(unsigned char)w[at + b]] >= 0; b++) {}
+    if (t->byte_fallback && b == k) {
+      for (b = 0; b < k; b++) bw.sym[m++] = t->byte_id[(unsigned char)w[at + b]];
+      last_unk = 0;
+    } else if (t->unk < 0) {
+      rc = tok_unknown(o, w + at, k, 0);
+    } else if (!(t->fuse_unk && last_unk)) {
+      bw.sym[m++] = t->unk, last_unk = 1;
+    }
+  }
+  if (!rc) tok_merge_pairs(t, &bw, &m);
+  if (!rc) rc = tok_push_all(o, bw.sym, m);
+  o->work = work, o->left = left;
+  return rc;
+}
+#endif
+
+#if FF_TOK_HAS(BYTES)
+/* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the
+ * others for 256, 257, ... in byte order */
+static uint32_t tok_byte_cp(int b) {
+  if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return (uint32_t)b;
+  return (uint32_t)(b <= 32 ? 256 + b : b <= 160 ? 289 + b - 127 : 323);
+}
+
+static int tok_cp_byte(uint32_t cp) {
+  if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255)) return (int)cp;
+  return cp >= 256 && cp <= 288 ? (int)cp - 256 : cp >= 289 && cp <= 322 ? (int)cp - 289 + 127 : cp == 323 ? 173 : -1;
+}
+
+enum { TOK_C_SPACE, TOK_C_LETTER, TOK_C_NUMBER, TOK_C_OTHER };
+
+static int tok_char_class(const char *s, size_t len, size_t *k) {
+  uint32_t cp = ff_uc_next(s, len, k);
+  return ff_uc_space_p(cp) ? TOK_C_SPACE : ff_uc_letter_p(cp) ? TOK_C_LETTER : ff_uc_number_p(cp) ? TOK_C_NUMBER
+                                                                                              : TOK_C_OTHER;
+}
+
+/* the length of the match of GPT-2's pattern at s:
+ * 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static size_t tok_gpt2_match(const char *s, size_t len) {
+  static const char *const tails[] = {"s", "t", "re", "ve", "m", "ll", "d"};
+  for (int i = 0; s[0] == '\'' && i < 7; i++)
+    if (strlen(tails[i]) < len && !memcmp(s + 1, tails[i], strlen(tails[i]))) return 1 + strlen(tails[i]);
+  size_t k, k1, at = 0, last = 0;
+  int c = tok_char_class(s, len, &k);
+  if (s[0] == ' ' && len > 1 && tok_char_class(s + 1, len - 1, &k1) != TOK_C_SPACE)
+    at = 1, c = tok_char_class(s + 1, len - 1, &k1);
+  if (c != TOK_C_SPACE) {
+    while (at < len && tok_char_class(s + at, len - at, &k) == c) at += k;
+    return at;
+  }
+  while (at < len && tok_char_class(s + at, len - at, &k) == TOK_C_SPACE) last = at, at += k;
+  return at == len || last == 0 ? at : last; /* \s+(?!\S) leaves the last space to the word after it */
+}
+
+/* byte-level BPE: the pattern's pieces, their bytes as characters */
+static int tok_bytes_segment(const ff_tok_tables *t, const char *s, size_t len, tok_out *o) {
+  unsigned char *work = o->work;
+  size_t left = o->left;
+  int rc = 0;
+  char *w;
+  if (t->add_prefix_space && s[0] != ' ') {
+    char *pre = tok_take(o, len + 1);
+    if (!pre) return FF_TOK_EWORK;
+    pre[0] = ' ', memcpy(pre + 1, s, len);
+    s = pre, len++;
+  }
+  if (!(w = tok_take(o, 2 * len))) return FF_TOK_EWORK; /* a byte's character has 1 or 2 bytes */
+  for (size_t at = 0, n; !rc && at < len; at += n) {
+    size_t wn = 0;
+    n = !t->use_regex ? len - at : tok_gpt2_match(s + at, len - at);
+    for (size_t i = 0; i < n; i++) wn += ff_uc_put(tok_byte_cp((unsigned char)s[at + i]), w + wn);
+    rc = tok_bpe_word(t, w, wn, o);
+  }
+  o->work = work, o->left = left;
+  return rc;
+}
+#endif
+
+#if FF_TOK_HAS(SP)
+/* SentencePiece-style BPE: "\u2581" for spaces (the Prepend and Replace
+ * normalizers, or the Metaspace pre-tokenizer), words split before each
+ * "\u2581" when Metaspace splits */
+static int tok_sp_segment(const ff_tok_tables *t, const char *s, size_t len, int first, tok_out *o) {
+  unsigned char *work = o->work;
+  size_t left = o->left, n = 3;
+  char *w = tok_take(o, 3 * len + 6); /* room for "\u2581" first, put there when it goes */
+  int rc = 0;
+  if (!w) return FF_TOK_EWORK;
+  if (t->prepend) memcpy(w + n, FF_TOK_SPACE, 3), n += 3;
+  for (size_t i = 0; i < len; i++)
+    if (s[i] == ' ' && (t->replace_space || t->meta)) memcpy(w + n, FF_TOK_SPACE, 3), n += 3;
+    else w[n++] = s[i];
+  int lead = n >= 6 && !memcmp(w + 3, FF_TOK_SPACE, 3);
+  if (t->meta && !lead && (t->meta_scheme == FF_TOK_META_ALWAYS || (t->meta_scheme == FF_TOK_META_FIRST && first)))
+    memcpy(w, FF_TOK_SPACE, 3);
+  else w += 3, n -= 3;
+  for (size_t at = 0, end; !rc && at < n; at = end) {
+    end = t->meta_split ? at + 3 * (n - at >= 3 && !memcmp(w + at, FF_TOK_SPACE, 3)) : n;
+    while (end < n && !(n - end >= 3 && !memcmp(w + end, FF_TOK_SPACE, 3))) end++;
+    rc = tok_bpe_word(t, w + at, end - at, o);
+  }
+  o->work = work, o->left = left;
+  return rc;
+}
+#endif
+
+/* ---- WordPiece ------------------------------------------------------------------------ */
+
+#if FF_TOK_HAS(WORDPIECE)
+/* BertNormalizer's output: bytes out per byte in, at most (a Hangul syllable
+ * of 3 bytes becomes 3 jamo of 3) */
+#define TOK_BERT_GROWTH 3
+
+typedef struct {
+  char *p;
+  size_t n, cap;
+  int over; /* more than cap: the growth bound is wrong */
+} tok_buf;
+
+static void tok_buf_put(tok_buf *b, const char *s, size_t n) {
+  if (n > b->cap - b->n) {
+    b->over = 1;
+    return;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+/* Unicode's Final_Sigma: capital sigma lowercases to final sigma after a
+ * letter and before none (nonspacing marks skipped) */
+static int tok_final_sigma(const tok_buf *out, const char *rest, size_t len) {
+  size_t b = out->n, k;
+  if (!b--) return 0;
+  while (b > 0 && ((unsigned char)out->p[b] & 0xC0) == 0x80) b--; /* the last character written */
+  if (!ff_uc_letter_p(ff_uc_next(out->p + b, out->n - b, &k))) return 0;
+  for (size_t at = 0; at < len; at += k) {
+    uint32_t cp = ff_uc_next(rest + at, len - at, &k);
+    if (!ff_uc_mn_p(cp)) return !ff_uc_letter_p(cp);
+  }
+  return 1;
+}
+
+/* BertNormalizer: control characters out, whitespace to " ", spaces around
+ * CJK ideographs, accents stripped (NFD without Mn), lowercase */
+static void tok_bert_normalize(const ff_tok_tables *t, const char *s, size_t len, tok_buf *out) {
+  for (size_t at = 0, k; at < len; at += k) {
+    uint32_t cp = ff_uc_next(s + at, len - at, &k);
+    int ctl = cp == 0 || cp == 0xFFFD || (ff_uc_other_p(cp) && cp != '\t' && cp != '\n' && cp != '\r');
+    if (t->bert_clean && ctl) continue;
+    if (t->bert_clean && ff_uc_space_p(cp)) {
+      tok_buf_put(out, " ", 1);
+      continue;
+    }
+    if (t->bert_chinese && ff_uc_cjk_p(cp)) {
+      tok_buf_put(out, " ", 1), tok_buf_put(out, s + at, k), tok_buf_put(out, " ", 1);
+      continue;
+    }
+    if (t->bert_strip && ff_uc_mn_p(cp)) continue;
+    char buf[16];
+    const char *p = t->bert_strip && cp < 0x110000 ? ff_uc_strip(cp, buf) : NULL;
+    size_t n = p ? strlen(p) : k;
+    if (!p) p = s + at;
+    for (size_t j = 0, kk; j < n; j += kk) {
+      uint32_t c = ff_uc_next(p + j, n - j, &kk);
+      const char *l = t->bert_lower && c < 0x110000 ? ff_uc_lower(c) : NULL;
+      if (l && c == 0x3A3 && tok_final_sigma(out, s + at + k, len - at - k)) l = "\xcf\x82";
+      char a = (char)(c + 32);
+      if (t->bert_lower && c >= 'A' && c <= 'Z') tok_buf_put(out, &a, 1);
+      else if (l) tok_buf_put(out, l, strlen(l));
+      else tok_buf_put(out, p + j, kk);
+    }
+  }
+}
+
+static int tok_bert_punct(uint32_t cp) {
+  return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126) ||
+         ff_uc_punct_p(cp);
+}
+
+/* greedy longest match first, as Hugging Face's WordPiece: the pieces of w
+ * in sub, their count, or -1 when some start has none.  From each start only
+ * candidates up to the longest token are tried, hashed a character at a
+ * time (hash, ends: room for a word's characters): O(characters x longest
+ * token), not O(characters^3) */
+static int tok_wordpiece_split(const ff_tok_tables *t, const char *w, size_t len, uint64_t *hash, size_t *ends,
+                               int32_t *sub) {
+  size_t plen = strlen(t->wp_prefix), k;
+  uint64_t h0 = ff_tok_hash(FF_TOK_HASH0, t->wp_prefix, plen);
+  int m = 0;
+  for (size_t start = 0; start < len;) {
+    size_t pre = start ? plen : 0, n = 0; /* the prefix goes before every piece but the first */
+    uint64_t h = start ? h0 : FF_TOK_HASH0;
+    for (size_t end = start; end < len; n++) {
+      ff_uc_next(w + end, len - end, &k);
+      if (pre + end + k - start > t->max_len) break;
+      h = ff_tok_hash(h, w + end, k), end += k;
+      hash[n] = h, ends[n] = end;
+    }
+    int id = -1;
+    while (n > 0 && (id = tok_lookup2(t, hash[n - 1], t->wp_prefix, pre, w + start, ends[n - 1] - start)) < 0) n--;
+    if (id < 0) return -1;
+    sub[m++] = id, start = ends[n - 1];
+  }
+  return m;
+}
+
+/* a word of more than max_input_chars_per_word characters, or with no
+ * split, is unk */
+static int tok_wordpiece_word(const ff_tok_tables *t, const char *w, size_t len, tok_out *o) {
+  unsigned char *work = o->work;
+  size_t left = o->left, chars = 0, k;
+  int rc = 0, m = -1;
+  for (size_t at = 0; at < len; at += k, chars++) ff_uc_next(w + at, len - at, &k);
+  if (chars <= t->wp_max_chars) {
+    uint64_t *hash = tok_take(o, chars * sizeof *hash);
+    size_t *ends = tok_take(o, chars * sizeof *ends);
+    int32_t *sub = tok_take(o, chars * sizeof *sub);
+    if (!hash || !ends || !sub) return FF_TOK_EWORK;
+    if ((m = tok_wordpiece_split(t, w, len, hash, ends, sub)) >= 0) rc = tok_push_all(o, sub, m);
+  }
+  o->work = work, o->left = left;
+  if (m >= 0) return rc;
+  return t->unk < 0 ? tok_unknown(o, w, len, 0) : tok_push(o, t->unk);
+}
+
+/* BertPreTokenizer: words between whitespace, each punctuation mark a word */
+static int tok_wordpiece_segment(const ff_tok_tables *t, const char *s, size_t len, tok_out *o) {
+  tok_buf n = {NULL, 0, TOK_BERT_GROWTH * len, 0};
+  int rc = 0;
+  size_t word = 0, at = 0, k;
+  if (!(n.p = tok_take(o, n.cap))) return FF_TOK_EWORK;
+  tok_bert_normalize(t, s, len, &n);
+  if (n.over) return FF_TOK_EWORK;
+  for (; !rc && at < n.n; at += k) {
+    uint32_t cp = ff_uc_next(n.p + at, n.n - at, &k);
+    int space = ff_uc_space_p(cp), punct = !space && tok_bert_punct(cp);
+    if (!space && !punct) continue;
+    if (at > word) rc = tok_wordpiece_word(t, n.p + word, at - word, o);
+    if (!rc && punct) rc = tok_wordpiece_word(t, n.p + at, k, o);
+    word = at + k;
+  }
+  if (!rc && at > word) rc = tok_wordpiece_word(t, n.p + word, at - word, o);
+  return rc; /* the normalized text stays taken: an unknown piece's message points into it */
+}
+#endif
+
+/* ---- Hugging Face: added tokens, then the model's segments --------------------------------- */
+
+#if FF_TOK_HF
+static int tok_hf_segment(const ff_tok_tables *t, const char *s, size_t len, int first, tok_out *o) {
+  (void)first;
+  if (!len) return 0;
+#if FF_TOK_HAS(BYTES)
+  if (t->kind == FF_TOK_KIND_BYTES) return tok_bytes_segment(t, s, len, o);
+#endif
+#if FF_TOK_HAS(SP)
+  if (t->kind == FF_TOK_KIND_SP) return tok_sp_segment(t, s, len, first, o);
+#endif
+#if FF_TOK_HAS(WORDPIECE)
+  if (t->kind == FF_TOK_KIND_WORDPIECE) return tok_wordpiece_segment(t, s, len, o);
+#endif
+  return 0;
+}
+
+/* the added token at s (the longest), or -1 */
+static int tok_added_at(const ff_tok_tables *t, const char *s, size_t len) {
+  for (int i = 0; i < t->n_added; i++) {
+    int id = t->added[i];
+    if (t->len[id] <= len && !memcmp(s, t->tok[id], t->len[id])) return id;
+  }
+  return -1;
+}
+
+/* added tokens split the text; each piece between them is encoded on its own */
+static int tok_hf_encode(const ff_tok_tables *t, const char *text, size_t len, tok_out *o) {
+  size_t seg = 0;
+  int rc = 0;
+  for (size_t at = 0; !rc && at < len;) {
+    int id = tok_added_at(t, text + at, len - at);
+    if (id < 0) {
+      at++;
+      continue;
+    }
+    if (!(rc = tok_hf_segment(t, text + seg, at - seg, seg == 0, o))) rc = tok_push(o, id);
+    at += t->len[id], seg = at;
+  }
+  return rc ? rc : tok_hf_segment(t, text + seg, len - seg, seg == 0, o);
+}
+#endif
+
+/* ---- encode --------------------------------------------------------------------------------- */
+
+/* the longest text encode takes: positions are ints, scratch a size_t */
+FF_TOK_API size_t ff_tok_max_text(void) {
+  size_t a = (size_t)INT_MAX / 8, b = (size_t)-1 / 256;
+  return a < b ? a : b;
+}
+
+/* the scratch encode needs for a text of len bytes; (size_t)-1 past
+ * ff_tok_max_text() */
+FF_TOK_API size_t ff_tok_work_bytes(const ff_tok_tables *t, size_t len) {
+  size_t n = 64;
+  if (len > ff_tok_max_text()) return (size_t)-1;
+  switch (t->kind) {
+#if FF_TOK_HAS(VOCAB)
+  case FF_TOK_KIND_VOCAB: n += len + 8; break;
+#endif
+#if FF_TOK_HAS(LLAMA2C)
+  case FF_TOK_KIND_LLAMA2C: n += tok_bpe_bytes(len + 1); break;
+#endif
+#if FF_TOK_HAS(BYTES)
+  case FF_TOK_KIND_BYTES: n += (len + 9) + (2 * len + 10) + tok_bpe_bytes(2 * len + 2); break;
+#endif
+#if FF_TOK_HAS(SP)
+  case FF_TOK_KIND_SP: n += (3 * len + 14) + tok_bpe_bytes(3 * len + 6); break;
+#endif
+#if FF_TOK_HAS(WORDPIECE)
+  case FF_TOK_KIND_WORDPIECE:
+    n += TOK_BERT_GROWTH * len + 8 + TOK_BERT_GROWTH * len * (sizeof(uint64_t) + sizeof(size_t) + sizeof(int32_t)) + 24;
+    break;
+#endif
+  default: break;
+  }
+  return n;
+}
+
+/* text (len bytes) -> ids, at most cap of them: their count, or FF_TOK_E*
+ * with *why set.  No special id is added (BOS and the template's tail are
+ * the caller's).  work: work_bytes of scratch, at least ff_tok_work_bytes(t,
+ * len), 8-byte aligned. */
+FF_TOK_API int ff_tok_encode(const ff_tok_tables *t, const char *text, size_t len, void *work, size_t work_bytes,
+                             int32_t *ids, int cap, ff_tok_why *why) {
+  tok_out o = {ids, cap, 0, why, (unsigned char *)work, work_bytes};
+  int rc = FF_TOK_EWORK;
+  why->piece = NULL, why->len = why->at = 0, why->byte = 0;
+  if (len > ff_tok_max_text()) return FF_TOK_ELONG;
+  if (work_bytes < ff_tok_work_bytes(t, len)) return FF_TOK_EWORK;
+  switch (t->kind) {
+#if FF_TOK_HAS(VOCAB)
+  case FF_TOK_KIND_VOCAB: rc = tok_vocab_encode(t, text, len, &o); break;
+#endif
+#if FF_TOK_HAS(LLAMA2C)
+  case FF_TOK_KIND_LLAMA2C: rc = tok_llama2c_encode(t, text, len, &o); break;
+#endif
+#if FF_TOK_HF
+  case FF_TOK_KIND_BYTES:
+  case FF_TOK_KIND_SP:
+  case FF_TOK_KIND_WORDPIECE: rc = tok_hf_encode(t, text, len, &o); break;
+#endif
+  default: break;
+  }
+  return rc ? rc : o.n;
+}
+
+/* ---- decode --------------------------------------------------------------------------------- */
+
+typedef struct {
+  char *text;
+  size_t cap, need, copied;
+  int first; /* nothing put yet */
+} tok_sink;
+
+/* where a piece of n bytes goes, or NULL when it does not fit whole (nor
+ * does anything after a piece that did not) */
+static char *tok_room(tok_sink *k, size_t n) {
+  char *at = k->copied == k->need && k->need + n < k->cap ? k->text + k->copied : NULL;
+  if (at) k->copied += n;
+  k->need += n;
+  return at;
+}
+
+static void tok_sink_put(tok_sink *k, const char *p, size_t n) {
+  char *at = tok_room(k, n);
+  if (at) memcpy(at, p, n);
+}
+
+#if FF_TOK_SP_PIECE
+/* <0xXX> -> XX, or -1 */
+static int tok_byte_token(const char *s, size_t n) {
+  static const char hex[] = "0123456789ABCDEF";
+  const char *h = n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' ? strchr(hex, s[3]) : NULL;
+  const char *l = h && s[4] ? strchr(hex, s[4]) : NULL;
+  return h && l && s[3] && s[4] ? (int)((h - hex) * 16 + (l - hex)) : -1;
+}
+
+/* one SentencePiece-style or llama2.c token: "\u2581" is a space, <0xXX> a
+ * byte, the first leading space of the text is the dummy prefix */
+static void tok_sp_piece(const ff_tok_tables *t, const char *s, size_t n, tok_sink *k) {
+  int b = t->byte_fallback || t->kind == FF_TOK_KIND_LLAMA2C ? tok_byte_token(s, n) : -1;
+  size_t m = n, i;
+  char *at;
+  if (b >= 0) {
+    char c = (char)b;
+    tok_sink_put(k, &c, 1);
+    return;
+  }
+  for (i = 0; i + 3 <= n; i++)
+    if (!memcmp(s + i, FF_TOK_SPACE, 3)) m -= 2, i += 2;
+  int dummy = t->kind == FF_TOK_KIND_LLAMA2C || t->prepend || (t->meta && t->meta_scheme != FF_TOK_META_NEVER);
+  int strip = k->first && dummy && m && (s[0] == ' ' || (n >= 3 && !memcmp(s, FF_TOK_SPACE, 3)));
+  if (!(at = tok_room(k, m - (size_t)strip))) return;
+  for (i = strip ? (s[0] == ' ' ? 1 : 3) : 0; i < n; i++)
+    if (n - i >= 3 && !memcmp(s + i, FF_TOK_SPACE, 3)) *at++ = ' ', i += 2;
+    else *at++ = s[i];
+}
+#endif
+
+#if FF_TOK_HAS(BYTES)
+static void tok_bytes_piece(const char *s, size_t n, tok_sink *k) {
+  size_t m = 0, at, c;
+  char *out;
+  for (at = 0; at < n; at += c) m += tok_cp_byte(ff_uc_next(s + at, n - at, &c)) >= 0 ? 1 : c;
+  if (!(out = tok_room(k, m))) return;
+  for (at = 0; at < n; at += c) {
+    int b = tok_cp_byte(ff_uc_next(s + at, n - at, &c));
+    if (b >= 0) *out++ = (char)b;
+    else memcpy(out, s + at, c), out += c;
+  }
+}
+#endif
+
+#if FF_TOK_HAS(WORDPIECE)
+/* WordPiece's decoder: the prefix glues a token to the one before, others
+ * follow a space; cleanup, token by token as Hugging Face does, drops the
+ * space before . ? ! , and contractions (in place: each replacement shrinks) */
+static void tok_wordpiece_piece(const ff_tok_tables *t, const char *s, size_t len, tok_sink *k) {
+  static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+  static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+  char a[FF_TOK_MAX_BYTES + 2];
+  size_t plen = strlen(t->wp_prefix), n = 0;
+  int glue = !k->first && plen && len >= plen && !memcmp(s, t->wp_prefix, plen);
+  if (glue) s += plen, len -= plen;
+  if (len + 1 > sizeof a) { /* no such token in a tokenizer.json: put it as it is */
+    if (!k->first) tok_sink_put(k, " ", 1);
+    tok_sink_put(k, s, len);
+    return;
+  }
+  if (!k->first && !glue) a[n++] = ' ';
+  memcpy(a + n, s, len), n += len;
+  for (int r = 0; t->wp_cleanup && r < 10; r++) { /* each replacement over the whole token, in order */
+    size_t fl = strlen(from[r]), tl = strlen(to[r]), m = 0;
+    for (size_t i = 0; i < n;)
+      if (n - i >= fl && !memcmp(a + i, from[r], fl)) memcpy(a + m, to[r], tl), m += tl, i += fl;
+      else a[m++] = a[i++];
+    n = m;
+  }
+  tok_sink_put(k, a, n);
+}
+#endif
+
+/* ids -> text (NUL-terminated when cap > 0, truncated to whole tokens within
+ * cap - 1 bytes); special ids and ids outside the vocabulary are left out.
+ * Returns the length it needed. */
+FF_TOK_API size_t ff_tok_decode(const ff_tok_tables *t, const int32_t *ids, int n, char *text, size_t cap) {
+  tok_sink k = {text, cap, 0, 0, 1};
+  for (int i = 0; i < n; i++) {
+    int id = ids[i];
+    if (id < 0 || id >= t->size || !t->tok[id] || t->special[id]) continue;
+    switch (t->kind) {
+#if FF_TOK_HAS(BYTES)
+    case FF_TOK_KIND_BYTES: tok_bytes_piece(t->tok[id], t->len[id], &k); break;
+#endif
+#if FF_TOK_HAS(WORDPIECE)
+    case FF_TOK_KIND_WORDPIECE: tok_wordpiece_piece(t, t->tok[id], t->len[id], &k); break;
+#endif
+#if FF_TOK_SP_PIECE
+    case FF_TOK_KIND_LLAMA2C:
+    case FF_TOK_KIND_SP: tok_sp_piece(t, t->tok[id], t->len[id], &k); break;
+#endif
+    default: tok_sink_put(&k, t->tok[id], t->len[id]); break; /* the JSON vocabulary */
+    }
+    k.first = 0;
+  }
+  if (cap) text[k.copied] = 0;
+  return k.need;
+}
