@@ -113,8 +113,10 @@ ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_op
   int B = o->batch, micro = o->micro_batch ? o->micro_batch : B;
   int rc = ff_rt_params_layout(&t->p, t->c, err);
   if (!rc) rc = ff_train_data_load(&t->data, t->c, data_path, o, err);
-  if (!rc) { /* generated code's shapes: a micro-batch of the data's longest sample */
-    ff_train_shape shape = {micro, t->data.max_src, t->data.max_tgt};
+  t->ranks = ff_train_ranks(&t->rank);
+  if (!rc) { /* generated code's shapes: a micro-batch (of a rank's part at most) of the data's longest sample */
+    int part = (int)((B + (int64_t)t->ranks - 1) / t->ranks);
+    ff_train_shape shape = {micro < part ? micro : part, t->data.max_src, t->data.max_tgt};
     rc = ff_train_engine_open(m, o, &shape, &t->engine, err);
   }
   if (!rc) rc = split(t, data_path, err);
@@ -137,7 +139,6 @@ ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_op
   }
   decay_groups(t);
   ff_lr_schedule_init(&t->sched, o, t->c->d_model);
-  t->ranks = ff_train_ranks(&t->rank);
   return t;
 }
 
