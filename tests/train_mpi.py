@@ -21,13 +21,16 @@
   failures  bad data (every rank), data that rank 1 alone cannot read, other
             data or another flag on rank 1: mpirun exits non-zero within its
             time limit, one line from fixformer, nothing written.
+  engines   the ranks sit outside the engine: mpirun -np 2 --engine tcc
+            (generated training code) within the same bound of one process
+            on tcc, and of the runtime.  (cc compiles the same code with
+            another compiler: left out for time.)
   nompi     a fixformer built without MPI refuses under mpirun -np 2 with one
             line and writes nothing; as it does when only the launchers'
             environment says several ranks (OMPI_COMM_WORLD_SIZE, PMI_SIZE);
-            one rank trains.  (Without --mpirun, the build has no MPI: only
-            this part, on --fixformer itself.)
+            one rank trains.
 
-  train_mpi.py --fixformer FF [--mpirun MPIRUN --nompi FF_WITHOUT_MPI] [--only PART] [--keep DIR]
+  train_mpi.py --fixformer FF --mpirun MPIRUN --nompi FF_WITHOUT_MPI [--only PART] [--keep DIR]
 """
 import argparse
 import hashlib
@@ -79,9 +82,9 @@ def files(folder):
 class Env:
     def __init__(self, args, root):
         self.ff, self.root = os.path.abspath(args.fixformer), root  # (the ranks run in folders of their own)
-        self.nompi = os.path.abspath(args.nompi) if args.nompi else None
-        self.mpirun = [args.mpirun, "-q", "--oversubscribe", "--timeout", str(LIMIT)] if args.mpirun else None
-        if self.mpirun and os.geteuid() == 0:
+        self.nompi = os.path.abspath(args.nompi)
+        self.mpirun = [args.mpirun, "-q", "--oversubscribe", "--timeout", str(LIMIT)]
+        if os.geteuid() == 0:
             self.mpirun.insert(1, "--allow-run-as-root")  # (CI runs as root)
         # shared memory without CMA (a container may forbid process_vm_readv)
         self.env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none",
@@ -212,6 +215,18 @@ def check_parity(env):
           (err, where, keys))
 
 
+def check_engines(env):
+    common = ["--data", env.data, "--steps", 10, "--batch", 7, "--dropout", 0.1, "--lr", 3e-3, "--seed", 1, "-q"]
+    env.mpi("-o", env.path("two_tcc.safetensors"), "--engine", "tcc", *common)
+    env.train("-o", env.path("one_tcc.safetensors"), "--engine", "tcc", *common)
+    env.train("-o", env.path("one_rt.safetensors"), *common)
+    two = read_safetensors(env.path("two_tcc.safetensors"))
+    for one in ("one_tcc", "one_rt"):
+        (err, where), keys = scaled_error(two, read_safetensors(env.path(one + ".safetensors")), env.d)
+        assert err <= BOUND and keys <= 2 * 10 * 3e-3, (one, where, err, keys)
+    print("  engines: 2 ranks on tcc within %.0e of one process on tcc and on the runtime" % BOUND)
+
+
 def check_writes(env):
     r0, r1 = env.ranks()
     env.mpi("-o", "w.safetensors", "--log", "w.csv", "--plot", "w.svg", "--steps", 10, "--batch", 6,
@@ -280,30 +295,29 @@ def check_failures(env):
 
 
 def check_nompi(env):
-    nompi = env.nompi or env.ff
+    nompi = env.nompi
     want = "but this fixformer is built without MPI: it would train 2 copies side by side"
-    if env.mpirun:
-        r0, r1 = env.ranks()
-        p = env.mpi("-o", "n.safetensors", "--steps", 2, "--batch", 4, ff=nompi, wrap=True, check=False)
-        one_line(p.returncode, p.stderr, "started as rank 0 of 2 by an MPI launcher, " + want)
-        assert sorted(files(r0)) == sorted(files(r1)) == ["data.tsv"], "a rank without MPI wrote something"
+    r0, r1 = env.ranks()
+    p = env.mpi("-o", "n.safetensors", "--steps", 2, "--batch", 4, ff=nompi, wrap=True, check=False)
+    one_line(p.returncode, p.stderr, "started as rank 0 of 2 by an MPI launcher, " + want)
+    assert sorted(files(r0)) == sorted(files(r1)) == ["data.tsv"], "a rank without MPI wrote something"
     flags = ["--data", env.data, "-o", env.path("n.safetensors"), "--steps", 2, "--batch", 4]
     for launcher in ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"}, {"PMI_SIZE": "2", "PMI_RANK": "0"}):
         p = env.train(*flags, ff=nompi, check=False, env=dict(env.env, **launcher))
         one_line(p.returncode, p.stderr, want)
         assert not os.path.exists(env.path("n.safetensors")), "written under %s" % launcher
     env.train(*flags, "-q", ff=nompi, env=dict(env.env, OMPI_COMM_WORLD_SIZE="1", OMPI_COMM_WORLD_RANK="0"))
-    print("  nompi: built without MPI, 2 ranks refused with one line (mpirun%s, the environment); 1 rank trains" %
-          ("" if env.mpirun else ": no MPI here"))
+    print("  nompi: built without MPI, 2 ranks refused with one line (mpirun, the environment); 1 rank trains")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fixformer", required=True)
-    ap.add_argument("--mpirun", help="MPI's launcher (the build has MPI)")
-    ap.add_argument("--nompi", help="the same fixformer built without MPI")
+    ap.add_argument("--mpirun", required=True, help="MPI's launcher")
+    ap.add_argument("--nompi", required=True, help="the same fixformer built without MPI")
     parts = [("parts", check_parts), ("parity", check_parity), ("writes", check_writes), ("resume", check_resume),
-             ("signals", check_signals), ("failures", check_failures), ("nompi", check_nompi)]
+             ("signals", check_signals), ("failures", check_failures), ("engines", check_engines),
+             ("nompi", check_nompi)]
     ap.add_argument("--only", choices=[n for n, _ in parts])
     ap.add_argument("--keep", help="work in this folder (kept)")
     args = ap.parse_args()
@@ -313,7 +327,7 @@ def main():
         os.makedirs(root, exist_ok=True)
         env = Env(args, root)
         for name, fn in parts:
-            if args.only not in (None, name) or (not args.mpirun and name not in ("parts", "nompi")):
+            if args.only not in (None, name):
                 continue
             t = time.time()
             fn(env)
