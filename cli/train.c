@@ -239,6 +239,8 @@ const cli_command cli_train = {
      "Run:\n"
      "  --engine E            runtime (the default), or generated training code on tcc or cc\n"
      "  --threads N           runtime: a batch's sequences over N threads; tcc, cc: its products (1)\n"
+     "  mpirun -np N fixformer train ...   N processes train one model, each a part of every batch\n"
+     "                        (built with MPI; rank 0 writes; docs/training.md)\n"
      "  --holdout N           hold N samples out; evaluated every --eval-every N steps and at the\n"
      "                        end (loss; pairs: greedy exact match on --eval-exact N of them, all)\n"
      "  --save-every N        a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM)\n"
