@@ -32,6 +32,9 @@ typedef struct {
 /* A command line that is not well formed (unknown flag, missing operand, a
  * flag value out of range): exit status 2, where bad input is 1. */
 #define CLI_EUSAGE (-100)
+/* A failure another process reports (an MPI rank but the first): exit
+ * status 1, no line. */
+#define CLI_ESILENT (-101)
 
 /* ---- flags (cli/args.c) ---------------------------------------------------- */
 

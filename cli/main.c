@@ -53,7 +53,7 @@ static int run_command(const cli_command *cmd, int argc, char **argv) {
     rc = ff_fail(&err, FF_EIO, "cannot write the standard output: %s", errno ? strerror(errno) : "write error");
   report_rss();
   if (rc) {
-    fprintf(stderr, "fixformer %s: %s\n", cmd->name, err.msg[0] ? err.msg : "failed");
+    if (rc != CLI_ESILENT) fprintf(stderr, "fixformer %s: %s\n", cmd->name, err.msg[0] ? err.msg : "failed");
     return rc == CLI_EUSAGE ? 2 : 1;
   }
   return 0;

@@ -1,7 +1,10 @@
 /* train.c - `fixformer train`: the library's trainer (fixformer_train.h) on
  * a data file, its options from the description's train block, a resumed
  * checkpoint and the flags (in that order, the later winning); progress,
- * the log, checkpoints on SIGINT / SIGTERM, the weights and the plot. */
+ * the log, checkpoints on SIGINT / SIGTERM, the weights and the plot.
+ * Started by mpirun, every rank runs this same code: rank 0 prints and
+ * writes, and every failure is agreed on (ff_train_mpi_agree) before the
+ * ranks part, so that none waits for another that has given up. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,11 +117,13 @@ static void report(void *ctx, const ff_train_report *r) {
 
 /* ---- the command -------------------------------------------------------------------------- */
 
-static int run_steps(ff_trainer *t, const ff_train_options *o, const train_files *f, cli_flag *flags,
+static int run_steps(ff_trainer *t, const ff_train_options *o, const train_files *f, cli_flag *flags, int rank,
                      ff_error *err) {
-  progress p = {NULL, isatty(STDERR_FILENO), cli_quiet(flags), o->log_every ? o->log_every : (o->steps + 19) / 20,
-                ff_trainer_steps_done(t), now_s(), 0, {0, ""}};
-  if (f->log && !(p.log = ff_train_log_open(f->log, f->resume != NULL, err))) return err->code;
+  progress p = {NULL, isatty(STDERR_FILENO), cli_quiet(flags) || rank,
+                o->log_every ? o->log_every : (o->steps + 19) / 20, ff_trainer_steps_done(t), now_s(), 0, {0, ""}};
+  int rc = 0;
+  if (!rank && f->log && !(p.log = ff_train_log_open(f->log, f->resume != NULL, err))) rc = err->code;
+  if ((rc = ff_train_mpi_agree(rc, err))) return rc;
   struct sigaction sa, old_int, old_term;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
@@ -127,20 +132,21 @@ static int run_steps(ff_trainer *t, const ff_train_options *o, const train_files
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   ff_train_run run = {f->checkpoint, report, &p, &stop_signal};
-  int rc = ff_trainer_run(t, &run, err);
+  rc = ff_trainer_run(t, &run, err);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   if (rc && p.live && !p.quiet && ff_trainer_steps_done(t) > p.first_step)
     fputc('\n', stderr); /* the error's line after the live one, not on it */
   if (rc == FF_EINTR)
     rc = ff_fail(err, FF_EINTR, "interrupted by %s: %s (continue with --resume %s)",
-                 stop_signal == SIGINT ? "SIGINT" : "SIGTERM", err->msg, f->checkpoint);
+                 stop_signal == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" : "a signal to another rank",
+                 err->msg, f->checkpoint);
   if (!rc && p.rc) rc = ff_fail(err, p.rc, "%s", p.err.msg);
   int lrc = ff_train_log_close(p.log, rc ? NULL : err);
   return rc ? rc : lrc;
 }
 
-static int run_train(const char *path, cli_flag *flags, ff_error *err) {
+static int train(const char *path, cli_flag *flags, int rank, int ranks, ff_error *err) {
   train_files f = {cli_value(flags, "--data"), cli_value(flags, "-o"), cli_value(flags, "--weights"),
                    cli_value(flags, "--resume"), cli_value(flags, "--checkpoint"), cli_value(flags, "--log"),
                    cli_value(flags, "--plot"), ""};
@@ -149,28 +155,43 @@ static int run_train(const char *path, cli_flag *flags, ff_error *err) {
   if (!rc && f.weights && f.resume)
     rc = ff_fail(err, CLI_EUSAGE, "give --weights (where to start) or --resume (where to continue), not both");
   if (!rc && !f.checkpoint) rc = default_checkpoint(&f, err);
-  if (rc) return rc;
+  if (rc) return rc; /* (the same command line on every rank: the same failure) */
   ff_model *m = ff_model_open(path, err);
-  if (!m) return err->code;
   ff_train_options o;
   ff_trainer *t = NULL;
-  if (!(rc = check_files(path, ff_model_config(m), &f, err)) && !(rc = train_options(m, flags, &f, &o, err)) &&
-      (t = ff_trainer_new(m, f.data, &o, err)))
+  if (!m)
+    rc = err->code;
+  else if (!(rc = check_files(path, ff_model_config(m), &f, err)) && !(rc = train_options(m, flags, &f, &o, err)) &&
+           (t = ff_trainer_new(m, f.data, &o, err)))
     rc = f.resume ? ff_trainer_resume(t, f.resume, err) : ff_trainer_init(t, f.weights, err);
   else if (!rc)
     rc = err->code;
-  if (!rc) rc = run_steps(t, &o, &f, flags, err);
-  if (!rc) rc = ff_trainer_save_weights(t, f.out, err);
+  if (!(rc = ff_train_mpi_agree(rc, err))) rc = run_steps(t, &o, &f, flags, rank, err);
+  if (!rc) rc = ff_trainer_save_weights(t, f.out, err); /* (these two write on rank 0) */
   if (!rc && f.plot) rc = ff_trainer_plot(t, f.plot, err);
-  if (!rc) {
+  if (!(rc = ff_train_mpi_agree(rc, err)) && !rank) {
     int64_t n_train, n_held;
+    char on[32] = "";
+    if (ranks > 1) snprintf(on, sizeof on, " over %d ranks", ranks);
     ff_trainer_samples(t, &n_train, &n_held);
-    printf("wrote %s (%lld steps on %lld samples%s; checkpoint %s)\n", f.out, (long long)ff_trainer_steps_done(t),
-           (long long)n_train, n_held ? ", some held out" : "", f.checkpoint);
+    printf("wrote %s (%lld steps%s on %lld samples%s; checkpoint %s)\n", f.out, (long long)ff_trainer_steps_done(t),
+           on, (long long)n_train, n_held ? ", some held out" : "", f.checkpoint);
   }
   ff_trainer_free(t);
   ff_model_close(m);
   return rc;
+}
+
+static int run_train(const char *path, cli_flag *flags, ff_error *err) {
+  int rank, ranks, rc = ff_train_mpi_begin(&rank, &ranks, err);
+  if (rc) /* several ranks without MPI: rank 0 says so, the others end quietly (a non-zero exit would have
+             mpirun kill rank 0 before it says why) */
+    return rank ? 0 : rc;
+  rc = train(path, flags, rank, ranks, err);
+  if (rc && ranks > 1 && !rank) /* every failure is agreed on: rank 0 says it, before the ranks part */
+    fprintf(stderr, "fixformer train: %s\n", err->msg);
+  ff_train_mpi_end();
+  return rc && ranks > 1 ? CLI_ESILENT : rc;
 }
 
 static cli_flag flags[] = {
@@ -220,6 +241,8 @@ const cli_command cli_train = {
      "Run:\n"
      "  --engine E            runtime (the default), or generated training code on tcc or cc\n"
      "  --threads N           runtime: a batch's sequences over N threads; tcc, cc: its products (1)\n"
+     "  mpirun -np N fixformer train ...   N processes train one model, each a part of every batch\n"
+     "                        (built with MPI; rank 0 writes; docs/training.md)\n"
      "  --holdout N           hold N samples out; evaluated every --eval-every N steps and at the\n"
      "                        end (loss; pairs: greedy exact match on --eval-exact N of them, all)\n"
      "  --save-every N        a checkpoint every N steps (and at the end, and on SIGINT/SIGTERM)\n"

@@ -225,8 +225,31 @@ typedef struct ff_train_memory {
 int ff_train_memory_estimate(const ff_config *c, int B, int S, int T, int threads, ff_train_memory *out,
                              ff_error *err);
 
+/* ---- data parallelism over MPI -------------------------------------------------------- */
+
+/* Joins the MPI job that an MPI launcher (mpirun, mpiexec, srun) started
+ * this process in: MPI_Init, and every trainer made afterwards splits each
+ * step's batch over the job's ranks and sums their gradients
+ * (docs/training.md, "Data-parallel training").  *rank and *ranks: this
+ * process's and the job's (0 and 1 when no launcher started it: MPI is
+ * then not started).  Built without MPI, a launch of several ranks is
+ * FF_EINVAL saying so (with *rank set), instead of copies training side by
+ * side.  Once per process, before ff_trainer_new; then ff_train_mpi_end. */
+int ff_train_mpi_begin(int *rank, int *ranks, ff_error *err);
+/* A collective (every rank calls it at the same point): each rank's status
+ * in, on every rank the first failing one's out, its message in err
+ * ("rank R: ..." from a rank other than 0): errors before FF_EINTR, then
+ * the lowest rank; 0 when all passed 0.  One rank alone: rc as it is. */
+int ff_train_mpi_agree(int rc, ff_error *err);
+/* Leaves the job (MPI_Finalize when ff_train_mpi_begin started MPI). */
+void ff_train_mpi_end(void);
+
 /* ---- the trainer ------------------------------------------------------------------- */
 
+/* Under data parallelism (ff_train_mpi_begin gave ranks > 1) every rank
+ * makes the same trainer on the same files; ff_trainer_step, _evaluate and
+ * _run are collectives, and the functions that write files write on rank 0
+ * only (returning 0 at once on the others). */
 typedef struct ff_trainer ff_trainer;
 
 /* One optimizer step's figures. */

@@ -42,15 +42,17 @@ void ff_train_layout_hash(const ff_rt_params *p, char hex[65]) {
 
 /* ---- writing --------------------------------------------------------------------------- */
 
+/* (data-parallel: rank 0 writes, the weights being the same on every rank) */
 int ff_trainer_save_weights(ff_trainer *t, const char *path, ff_error *err) {
-  return ff_rt_params_save(&t->p, t->p.data, path, err);
+  return t->rank ? 0 : ff_rt_params_save(&t->p, t->p.data, path, err);
 }
 
 int ff_trainer_save_checkpoint(ff_trainer *t, const char *path, ff_error *err) {
+  if (t->rank) return 0;
   int n = t->p.count, count = 0, rc;
   ff_tensor_view *views = calloc((size_t)3 * n + 2, sizeof *views);
   char *names = malloc((size_t)2 * n * (FF_TENSOR_NAME_MAX + 32));
-  char *options = ff_train_options_text(&t->o), layout[65], num[4][32];
+  char *options = ff_train_options_text(&t->o), layout[65], num[5][32];
   if (!views || !names || !options) {
     free(views), free(names), free(options);
     return ff_fail(err, FF_ENOMEM, "out of memory for a checkpoint");
@@ -80,10 +82,12 @@ int ff_trainer_save_checkpoint(ff_trainer *t, const char *path, ff_error *err) {
   snprintf(num[1], sizeof num[1], "%lld", (long long)t->consumed);
   snprintf(num[2], sizeof num[2], "%lld", (long long)t->data.count);
   snprintf(num[3], sizeof num[3], "%llu", (unsigned long long)t->o.seed);
+  snprintf(num[4], sizeof num[4], "%d", t->ranks);
   ff_metadata meta[] = {{"format", FORMAT},         {"version", VERSION},        {"model", t->c->name},
                         {"model_sha256", layout},    {"step", num[0]},            {"samples_consumed", num[1]},
                         {"data_sha256", t->data.sha256}, {"data_samples", num[2]}, {"seed", num[3]},
-                        {"engine", t->engine.name ? t->engine.name : "?"},      {"options", options}};
+                        {"engine", t->engine.name ? t->engine.name : "?"},      {"ranks", num[4]},
+                        {"options", options}};
   rc = ff_safetensors_write_meta(path, views, count, meta, (int)(sizeof meta / sizeof *meta), err);
   free(views), free(names), free(options);
   return rc;

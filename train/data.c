@@ -285,17 +285,25 @@ void ff_train_data_pair(const ff_train_data *d, int64_t i, const int32_t **src, 
   *tgt = *src + *src_n, *tgt_n = d->tgt_n[i];
 }
 
-void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int first, ff_train_batch_buf *bb,
-                         ff_train_batch *b) {
-  int pad = d->pad >= 0 ? d->pad : 0, S = 0, T = 0;
+void ff_train_data_shape(const ff_train_data *d, const int64_t *idx, int64_t n, int *S, int *T) {
+  *S = *T = 0;
+  for (int64_t k = 0; k < n; k++) {
+    int s = d->format == FF_DATA_PAIRS ? d->src_n[idx[k]] : d->format == FF_DATA_TEXT ? d->src_n[idx[k]] - 1 : d->seq;
+    if (s > *S) *S = s;
+    if (d->format == FF_DATA_PAIRS && d->tgt_n[idx[k]] + 1 > *T) *T = d->tgt_n[idx[k]] + 1;
+  }
+}
+
+void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int first, int S, int T,
+                         ff_train_batch_buf *bb, ff_train_batch *b) {
+  int pad = d->pad >= 0 ? d->pad : 0, own_s, own_t;
+  ff_train_data_shape(d, idx, n, &own_s, &own_t);
+  if (own_s > S) S = own_s;
+  if (own_t > T) T = own_t;
   memset(b, 0, sizeof *b);
   b->batch = n, b->first = first;
   b->src = bb->src, b->labels = bb->labels;
   if (d->format == FF_DATA_PAIRS) {
-    for (int k = 0; k < n; k++) {
-      if (d->src_n[idx[k]] > S) S = d->src_n[idx[k]];
-      if (d->tgt_n[idx[k]] + 1 > T) T = d->tgt_n[idx[k]] + 1;
-    }
     for (int k = 0; k < n; k++) {
       const int32_t *src, *tgt;
       int ns, nt;
@@ -310,8 +318,6 @@ void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int 
     }
     b->src_len = S, b->tgt_len = T, b->tgt = bb->tgt, b->src_lengths = bb->lengths;
   } else if (d->format == FF_DATA_TEXT) {
-    for (int k = 0; k < n; k++)
-      if (d->src_n[idx[k]] - 1 > S) S = d->src_n[idx[k]] - 1;
     for (int k = 0; k < n; k++) {
       const int32_t *seq = d->ids + d->off[idx[k]];
       int len = d->src_n[idx[k]] - 1;
@@ -324,9 +330,8 @@ void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int 
     }
     b->src_len = S, b->src_lengths = bb->lengths;
   } else {
-    S = d->seq;
     for (int k = 0; k < n; k++) {
-      int64_t at = idx[k] * (int64_t)(S + 1);
+      int64_t at = idx[k] * (int64_t)(d->seq + 1);
       int32_t *s = bb->src + (size_t)k * S, *y = bb->labels + (size_t)k * S;
       for (int j = 0; j < S; j++) {
         s[j] = (int32_t)stream_id(d, at + j);

@@ -1,7 +1,9 @@
 /* loop.c - the trainer: parameters and AdamW's state, the data split and
  * its order, one optimizer step (micro-batches through the engine, the mean
  * gradient, clipping, AdamW with its groups, the schedule), evaluation on
- * the held-out samples, and the loop with its checkpoints. */
+ * the held-out samples, and the loop with its checkpoints.  Over several
+ * ranks (mpi.c) each computes its contiguous part of every batch and the
+ * parts' sums are added; every rank then takes the same AdamW step. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,8 +113,10 @@ ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_op
   int B = o->batch, micro = o->micro_batch ? o->micro_batch : B;
   int rc = ff_rt_params_layout(&t->p, t->c, err);
   if (!rc) rc = ff_train_data_load(&t->data, t->c, data_path, o, err);
-  if (!rc) { /* generated code's shapes: a micro-batch of the data's longest sample */
-    ff_train_shape shape = {micro, t->data.max_src, t->data.max_tgt};
+  t->ranks = ff_train_ranks(&t->rank);
+  if (!rc) { /* generated code's shapes: a micro-batch (of a rank's part at most) of the data's longest sample */
+    int part = (int)((B + (int64_t)t->ranks - 1) / t->ranks);
+    ff_train_shape shape = {micro < part ? micro : part, t->data.max_src, t->data.max_tgt};
     rc = ff_train_engine_open(m, o, &shape, &t->engine, err);
   }
   if (!rc) rc = split(t, data_path, err);
@@ -183,10 +187,19 @@ float *ff_trainer_params(ff_trainer *t, size_t *numel) {
 
 static int stopped(const ff_trainer *t) { return t->stop && *t->stop; }
 
+/* the first of rank r's share of n items: contiguous, the first ranks one longer */
+static int64_t share(int64_t n, int r, int ranks) { return n * r / ranks; }
+
+/* every rank's status (one rank alone: rc) */
+static int agree(const ff_trainer *t, int rc, ff_error *err) {
+  return t->ranks > 1 ? ff_train_mpi_agree(rc, err) : rc;
+}
+
 /* Loss (and, grad not NULL, its gradient added) over samples idx[0..n) in
- * micro-batches: sums */
-static int pass(ff_trainer *t, const int64_t *idx, int64_t n, const ff_train_step_opts *so, float *grad, double *loss,
-                int64_t *tokens, ff_error *err) {
+ * micro-batches padded to S x T (0: each its own), idx[0] sequence `base`
+ * of the step's batch: sums */
+static int pass(ff_trainer *t, const int64_t *idx, int64_t n, int64_t base, int S, int T,
+                const ff_train_step_opts *so, float *grad, double *loss, int64_t *tokens, ff_error *err) {
   int micro = t->o.micro_batch ? t->o.micro_batch : t->o.batch;
   *loss = 0.0, *tokens = 0;
   for (int64_t first = 0; first < n; first += micro) {
@@ -195,7 +208,7 @@ static int pass(ff_trainer *t, const int64_t *idx, int64_t n, const ff_train_ste
     ff_train_batch b;
     double l;
     int64_t c;
-    ff_train_data_batch(&t->data, idx + first, k, grad ? (int)first : 0, &t->bb, &b);
+    ff_train_data_batch(&t->data, idx + first, k, (int)(base + first), S, T, &t->bb, &b);
     int rc = t->engine.loss_and_grad(t->engine.ctx, t->p.data, &b, so, grad, &l, &c, err);
     if (rc) return rc;
     *loss += l, *tokens += c;
@@ -208,11 +221,23 @@ int ff_trainer_step(ff_trainer *t, ff_train_report *r, ff_error *err) {
     return ff_fail(err, FF_EINVAL, "ff_trainer_step: no weights yet (ff_trainer_init or ff_trainer_resume)");
   double start = now_s(), loss;
   int64_t tokens, B = t->o.batch;
+  int S, T;
   for (int64_t k = 0; k < B; k++) t->step_idx[k] = ff_trainer_stream_index(t, t->consumed + k);
+  /* every part padded as the whole batch: dropout's element indices count over that shape */
+  ff_train_data_shape(&t->data, t->step_idx, B, &S, &T);
   memset(t->grad, 0, t->p.numel * sizeof *t->grad);
   ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, (float)t->o.dropout, t->o.seed, (uint64_t)t->step};
-  int rc = pass(t, t->step_idx, B, &so, t->grad, &loss, &tokens, err);
-  if (rc) return rc == FF_EINTR ? ff_fail(err, FF_EINTR, "stopped") : rc;
+  int64_t from = share(B, t->rank, t->ranks), to = share(B, t->rank + 1, t->ranks);
+  int rc = stopped(t) ? FF_EINTR
+                      : pass(t, t->step_idx + from, to - from, from, S, T, &so, t->grad, &loss, &tokens, err);
+  if (rc == FF_EINTR) rc = ff_fail(err, FF_EINTR, "stopped");
+  if (t->ranks > 1 && !(rc = ff_train_mpi_agree(rc, err))) { /* a stop or a failure anywhere: all stop here */
+    double v[2] = {loss, (double)tokens};
+    ff_train_sum_doubles(v, 2);
+    ff_train_sum_floats(t->grad, t->p.numel);
+    loss = v[0], tokens = (int64_t)v[1];
+  }
+  if (rc) return rc;
   if (tokens == 0)
     return ff_fail(err, FF_EINVAL, "step %lld: the batch has no labelled tokens", (long long)t->step + 1);
   /* the mean over the step's tokens, as CrossEntropyLoss(reduction='mean') over the whole batch */
@@ -273,28 +298,32 @@ int ff_trainer_evaluate(ff_trainer *t, double *loss, double *exact, ff_error *er
   *loss = NAN, *exact = -1.0;
   if (!t->n_held) return ff_fail(err, FF_EINVAL, "no held-out samples to evaluate (holdout 0)");
   ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, 0.0f, t->o.seed, (uint64_t)t->step};
-  double sum;
+  /* over ranks each its share of the held-out samples and of the pairs decoded, the counts summed */
+  int64_t from = share(t->n_held, t->rank, t->ranks), to = share(t->n_held, t->rank + 1, t->ranks);
+  double v[3] = {0.0, 0.0, 0.0}; /* loss sum, tokens, pairs right */
   int64_t tokens;
-  int rc = pass(t, t->held_idx, t->n_held, &so, NULL, &sum, &tokens, err);
-  if (rc) return rc;
-  *loss = tokens ? sum / (double)tokens : NAN;
-  if (t->data.format != FF_DATA_PAIRS || t->o.eval_exact == 0) return 0;
-  int64_t n = t->o.eval_exact < 0 || t->o.eval_exact > t->n_held ? t->n_held : t->o.eval_exact, right = 0;
-  ff_rt_state s;
-  float *logits = malloc((size_t)t->c->vocab * sizeof *logits);
-  if (!logits) return ff_fail(err, FF_ENOMEM, "out of memory");
-  if ((rc = ff_rt_state_init(&s, &t->eval, err))) {
+  int rc = pass(t, t->held_idx + from, to - from, 0, 0, 0, &so, NULL, &v[0], &tokens, err);
+  v[1] = (double)tokens;
+  int exact_too = t->data.format == FF_DATA_PAIRS && t->o.eval_exact != 0;
+  int64_t n = t->o.eval_exact < 0 || t->o.eval_exact > t->n_held ? t->n_held : t->o.eval_exact;
+  if (!rc && exact_too) {
+    ff_rt_state s;
+    float *logits = malloc((size_t)t->c->vocab * sizeof *logits);
+    if (!logits) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+    else if (!(rc = ff_rt_state_init(&s, &t->eval, err))) {
+      for (int64_t i = share(n, t->rank, t->ranks); i < share(n, t->rank + 1, t->ranks) && !rc; i++) {
+        int ok;
+        if (!(rc = decode_exact(t, &s, logits, t->held_idx[i], &ok, err))) v[2] += ok;
+      }
+      ff_rt_state_free(&s);
+    }
     free(logits);
-    return rc;
   }
-  for (int64_t i = 0; i < n && !rc; i++) {
-    int ok;
-    if (!(rc = decode_exact(t, &s, logits, t->held_idx[i], &ok, err))) right += ok;
-  }
-  ff_rt_state_free(&s);
-  free(logits);
-  if (!rc) *exact = (double)right / (double)n;
-  return rc;
+  if ((rc = agree(t, rc, err))) return rc;
+  if (t->ranks > 1) ff_train_sum_doubles(v, 3);
+  *loss = v[1] > 0 ? v[0] / v[1] : NAN;
+  if (exact_too) *exact = v[2] / (double)n;
+  return 0;
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
@@ -303,31 +332,68 @@ static int evaluate_now(const ff_trainer *t) {
   return t->n_held && ((t->o.eval_every && t->step % t->o.eval_every == 0) || t->step == t->o.steps);
 }
 
+static uint64_t hash_words(uint64_t h, const void *p, size_t bytes) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < bytes; i += 8) {
+    uint64_t w = 0;
+    memcpy(&w, b + i, bytes - i < 8 ? bytes - i : 8);
+    h = ff_dropout_mix(h ^ w) + FF_DROPOUT_GOLDEN;
+  }
+  return h;
+}
+
+/* Over ranks, 0 if every rank holds the same run (what, when it fails: the
+ * weights diverged, or the ranks were given other files or options). */
+static int same_run(ff_trainer *t, int weights_only, const char *what, ff_error *err) {
+  if (t->ranks == 1) return 0;
+  size_t bytes = t->p.numel * sizeof(float);
+  uint64_t h = hash_words(0, t->p.data, bytes);
+  h = hash_words(h, t->exp_avg, bytes), h = hash_words(h, t->exp_avg_sq, bytes);
+  int64_t where[2] = {t->step, t->consumed};
+  h = hash_words(h, where, sizeof where);
+  char *options = weights_only ? NULL : ff_train_options_text(&t->o);
+  if (!weights_only) {
+    h = hash_words(h, t->data.sha256, sizeof t->data.sha256);
+    h = options ? hash_words(h, options, strlen(options)) : h + 1; /* (out of memory: differs, says so) */
+  }
+  free(options);
+  if (ff_train_same(h)) return 0;
+  return ff_fail(err, FF_EINVAL, "the %d ranks %s", t->ranks, what);
+}
+
+/* The ranks' weights checked to be equal; then (path not NULL) rank 0
+ * writes the checkpoint and every rank learns how that went. */
+static int checkpoint(ff_trainer *t, const char *path, ff_error *err) {
+  int rc = same_run(t, 1, "hold different weights (the sum of the gradients differs between them)", err);
+  if (rc || !path) return rc;
+  return agree(t, ff_trainer_save_checkpoint(t, path, err), err);
+}
+
 int ff_trainer_run(ff_trainer *t, const ff_train_run *run, ff_error *err) {
   int rc = 0;
   t->stop = run ? run->stop : NULL;
   const char *ckpt = run ? run->checkpoint : NULL;
-  if (t->o.steps > t->step && (rc = ff_train_history_reserve(t, t->o.steps, err))) return rc;
+  if (t->o.steps > t->step) rc = ff_train_history_reserve(t, t->o.steps, err);
+  if ((rc = agree(t, rc, err)) ||
+      (rc = same_run(t, 0, "start from different weights, data, step or options (every rank must be given the "
+                     "same files and flags)", err)))
+    return rc;
   while (!rc && t->step < t->o.steps) {
-    ff_train_report r;
-    if (stopped(t)) {
-      rc = ff_fail(err, FF_EINTR, "stopped");
-      break;
-    }
+    ff_train_report r; /* (a stop is the step's: over ranks they agree on it there) */
     if ((rc = ff_trainer_step(t, &r, err))) break;
     if (evaluate_now(t)) {
       if ((rc = ff_trainer_evaluate(t, &r.valid_loss, &r.valid_exact, err))) break;
       r.evaluated = 1;
       ff_train_valid_point v = {(float)t->step, (float)r.valid_loss, (float)r.valid_exact};
-      rc = ff_train_valid_add(t, v, err);
+      rc = agree(t, ff_train_valid_add(t, v, err), err);
     }
     if (run && run->report) run->report(run->ctx, &r);
     if (!rc && ckpt && t->o.save_every && t->step % t->o.save_every == 0 && t->step < t->o.steps)
-      rc = ff_trainer_save_checkpoint(t, ckpt, err);
+      rc = checkpoint(t, ckpt, err);
   }
   if (rc == FF_EINTR || !rc) { /* the last completed step, also when stopped */
     int stop = rc == FF_EINTR;
-    if (ckpt && (rc = ff_trainer_save_checkpoint(t, ckpt, err))) return rc;
+    if ((rc = checkpoint(t, ckpt, err))) return rc;
     if (stop)
       return ff_fail(err, FF_EINTR, "stopped after step %lld of %lld%s%s", (long long)t->step, (long long)t->o.steps,
                      ckpt ? "; checkpoint written to " : "", ckpt ? ckpt : "");

@@ -87,6 +87,7 @@ static void axes(text *t, const frame *f, const char *title) {
 
 int ff_trainer_plot(const ff_trainer *t, const char *path, ff_error *err) {
   int64_t n = t->step;
+  if (t->rank) return 0; /* data-parallel: rank 0 writes */
   if (n == 0) return ff_fail(err, FF_EINVAL, "%s: no steps to plot", path);
   frame f = {0.0, (double)n, 0.0, 0.0};
   for (int64_t i = 0; i < n; i++)

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "ff_rt_train.h"
 #include "fixformer_train.h"
@@ -49,10 +50,16 @@ typedef struct ff_train_batch_buf {
 
 int ff_train_batch_buf_init(ff_train_batch_buf *bb, const ff_train_data *d, int B, ff_error *err);
 void ff_train_batch_buf_free(ff_train_batch_buf *bb);
+/* The positions a batch of samples idx[0..n) pads to: the longest source
+ * (or sequence) *S and, pairs, target with BOS *T (0 when not pairs). */
+void ff_train_data_shape(const ff_train_data *d, const int64_t *idx, int64_t n, int *S, int *T);
 /* The batch of samples idx[0..n) (first: its first sequence's place in the
- * step), right-padded to its longest sample, labels of padding -100. */
-void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int first, ff_train_batch_buf *bb,
-                         ff_train_batch *b);
+ * step), right-padded to S x T positions (ff_train_data_shape's of the
+ * whole step, so that a part of it drops out what the whole would: dropout
+ * counts elements over the padded shape; 0: its own), labels of padding
+ * -100. */
+void ff_train_data_batch(const ff_train_data *d, const int64_t *idx, int n, int first, int S, int T,
+                         ff_train_batch_buf *bb, ff_train_batch *b);
 /* Sample i's source ids (pairs: the source; text, streams: the input) and
  * the target the model should produce (pairs: target ids, no EOS). */
 void ff_train_data_pair(const ff_train_data *d, int64_t i, const int32_t **src, int *src_n, const int32_t **tgt,
@@ -63,6 +70,37 @@ void ff_train_data_pair(const ff_train_data *d, int64_t i, const int32_t **src, 
 /* A permutation of 0..n-1 into perm by Fisher-Yates from splitmix64 seeded
  * with key(seed, tag, epoch): the same for the same three, nothing kept. */
 void ff_train_shuffle(int64_t *perm, int64_t n, uint64_t seed, uint64_t tag, uint64_t epoch);
+
+/* ---- the ranks of a data-parallel run (mpi.c with MPI, mpi_none.c without) ---------------- */
+
+/* The job's size (1: no job) and this process's rank in it. */
+int ff_train_ranks(int *rank);
+/* Sums over the ranks, in place: the same bits on every rank. */
+void ff_train_sum_floats(float *x, size_t n);
+void ff_train_sum_doubles(double *x, int n);
+/* 1 on every rank if h is the same on all, else 0 on every rank. */
+int ff_train_same(uint64_t h);
+
+/* The size of the job an MPI launcher started this process in, 0 if none,
+ * from the environment launchers set: Open MPI's OMPI_COMM_WORLD_SIZE and
+ * _RANK, the PMI's PMI_SIZE and PMI_RANK (MPICH, Intel MPI, Slurm), PMIx's
+ * PMIX_RANK (no size: at least rank + 1); *rank this process's. */
+static inline int ff_train_launcher(int *rank) {
+  static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL, NULL};
+  static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
+  int size = 0, found = 0;
+  *rank = 0;
+  for (int i = 0; ranks[i]; i++) {
+    const char *n = sizes[i] ? getenv(sizes[i]) : NULL, *r = getenv(ranks[i]);
+    long nv = n ? strtol(n, NULL, 10) : 0, rv = r ? strtol(r, NULL, 10) : -1;
+    if (!n && !r) continue;
+    found = 1;
+    if (rv >= 0 && rv < (1L << 24) && (int)rv > *rank) *rank = (int)rv;
+    if (nv > size && nv < (1L << 24)) size = (int)nv;
+  }
+  if (!found) return 0;
+  return size > *rank ? size : *rank + 1;
+}
 
 /* ---- the trainer (loop.c) --------------------------------------------------------------- */
 
@@ -91,6 +129,7 @@ struct ff_trainer {
   ff_train_valid_point *valid;
   int n_valid, cap_valid;
   int initialized;             /* weights set (init or resume) */
+  int rank, ranks;             /* data parallelism: this process's part of every batch */
   volatile sig_atomic_t *stop;
 };
 

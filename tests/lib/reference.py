@@ -59,6 +59,21 @@ def read_safetensors(path):
     return out
 
 
+def weights_distance(got, want, d):
+    """Two trainings' weights apart: max over tensors of max |a - b| / max |b| (max |b| at least 1e-3 of the
+    largest weight) and where, the key rows of in_proj_bias aside (their gradient is rounding noise: softmax
+    ignores a shift of all scores); and those rows' largest difference.  d: d_model."""
+    floor = 1e-3 * max(float(np.abs(w).max()) for w in want.values())
+    worst, keys = (0.0, ""), 0.0
+    for name, b in want.items():
+        a = got[name]
+        if name.endswith("in_proj_bias"):
+            keys = max(keys, float(np.abs(a[d:2 * d] - b[d:2 * d]).max()))
+            a, b = np.delete(a, np.s_[d:2 * d]), np.delete(b, np.s_[d:2 * d])
+        worst = max(worst, (float(np.abs(a - b).max()) / max(float(np.abs(b).max()), floor), name))
+    return worst, keys
+
+
 def rounded(tensors, dtype):
     """The float32 values a reader gets back from write_safetensors(.., dtype)."""
     if dtype == "F16":
