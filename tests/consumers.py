@@ -12,8 +12,9 @@
     edited one recompiles;
     tiny_int8 (DTYPE int8, EMIT_ARGS --no-line) against `fixformer run --dtype
     int8`; arguments fixformer_add_model refuses at configure time, each named;
-(c) the same project through add_subdirectory of the source tree, and through
-    FetchContent of a source archive of it (the files git tracks or would);
+(c) the same project through FetchContent of a source archive of the tree (the
+    files git tracks or would), which adds it with add_subdirectory, built and
+    run; add_subdirectory of the source tree itself configured (bad arguments);
     an ISA not in kernels/isas.h fails at configure time, naming the table's;
 (cross) the same project for aarch64 Linux through the installed package's
     toolchain file: find_package gives the generator only (the JIT library,
@@ -261,7 +262,8 @@ def main():
                     model_project(c, args, tmp, weights, "b", ["CMAKE_PREFIX_PATH=" + prefix], True)
                     bad_args(c, args.fixformer, tmp, weights, "b", "-DCMAKE_PREFIX_PATH=" + prefix)
             if args.only in (None, "c"):
-                model_project(c, args, tmp, weights, "c", ["FIXFORMER_SOURCE_DIR=" + ROOT], False)
+                # FetchContent_MakeAvailable adds the fetched tree with add_subdirectory: one build covers both
+                # ways (and that the archive holds every file); add_subdirectory of this tree is configured below
                 model_project(c, args, tmp, weights, "c-fetch", ["FIXFORMER_URL=" + source_archive(tmp)], False)
                 bad_args(c, args.fixformer, tmp, weights, "c", "-DFIXFORMER_SOURCE_DIR=" + ROOT)
             if args.only in (None, "cross"):

@@ -311,7 +311,7 @@ def targets(ff):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fixformer", required=True)
-    ap.add_argument("--configs", type=int, default=4)
+    ap.add_argument("--configs", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     ff = os.path.abspath(args.fixformer)

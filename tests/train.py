@@ -665,8 +665,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fixformer", required=True)
     ap.add_argument("--tool", required=True)
-    ap.add_argument("--only", choices=["schedules", "optimizer", "e2e", "data", "order", "resume", "errors", "memory",
-                                       "init"])
+    ap.add_argument("--only", help="parts separated by commas: schedules, optimizer, e2e, data, order, resume, "
+                                   "errors, memory, init (default: all)")
     ap.add_argument("--keep", help="work in this folder (kept)")
     args = ap.parse_args()
     start = time.time()
@@ -677,7 +677,7 @@ def main():
         os.makedirs(root, exist_ok=True)
         env = Env(args.fixformer, args.tool, root)
         for name, fn in parts:
-            if args.only in (None, name):
+            if args.only is None or name in args.only.split(","):
                 t = time.time()
                 fn(env)
                 print("    (%s: %.1f s)" % (name, time.time() - t))

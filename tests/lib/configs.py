@@ -2,8 +2,9 @@
 
 random_config(rng, name, force=i) draws every description key (the weight
 type `dtype` with dtype=True); `force`
-cycles the architecture, norm kind, activation and positions so that any 12
-consecutive configs cover all of them."""
+cycles the architecture, norm placement and kind, activation and positions:
+16 consecutive configs cover all of them (12 miss swiglu; tests/emitted.py's
+FORCES is six that do)."""
 
 import os
 import random
