@@ -6,7 +6,7 @@ engine must get >= 99 % exactly right and produce, token for token, the ids
 of PyTorch's greedy decoding of the same weights (tests/lib/dates_ref.py).  The
 inputs are given to fixformer in mixed case (the vocabulary lowercases).
 The program `fixformer emit --embed --with-main` writes is then built with cc
-and with aarch64-linux-gnu-gcc (run under qemu-aarch64) and translates the
+and (int8) with aarch64-linux-gnu-gcc (run under qemu-aarch64) and translates the
 first dates with the same answers.  Each weight type (f32, bf16, int8) is held
 to the same: >= 99 % right (500/500 measured) and PyTorch's ids on the weights as
 that type stores them (tests/lib/reference.py store_as).
@@ -55,8 +55,8 @@ def check_engines(args, dtype, tmp, inputs, expected, torch_out, lines):
 def check_emitted(args, dtype, tmp, inputs, expected, torch_out):
     """The emitted program (`emit --embed --with-main`), natively and cross-compiled under qemu."""
     failed = 0
-    builds = [("cc", os.environ.get("CC", "cc").split(), [], 40)]
-    if not args.no_cross and dtype in ("f32", "int8"):
+    builds = [("cc", os.environ.get("CC", "cc").split(), [], 20)]
+    if not args.no_cross and dtype == "int8":  # (f32 on aarch64: emitted_cross)
         builds.append(("aarch64", ["aarch64-linux-gnu-gcc", "-static"], ["qemu-aarch64"], 12))
     for name, cc, runner, count in builds:
         out_dir = os.path.join(tmp, "emit_%s_%s" % (dtype, name))

@@ -478,7 +478,8 @@ def check_resume(env):
         assert sha(env.path(a)) == sha(env.path(b)), "%s and %s differ: resume is not exact" % (a, b)
     # SIGTERM mid-run: the checkpoint of the last completed step, and from it the same bytes
     big, bdesc = env.model("signal_model", d_model=32, heads=4, d_ff=64)
-    flags = ["--data", env.pairs_path, "--batch", 24, "--steps", 150, "--seed", 2, "-q"]
+    steps = env.signal_steps
+    flags = ["--data", env.pairs_path, "--batch", 24, "--steps", steps, "--seed", 2, "-q"]
     env.train(bdesc, "-o", env.path("s_full.safetensors"), *flags)
     log = env.path("s.csv")
     p = subprocess.Popen([env.ff, "train", bdesc, "-o", env.path("s.safetensors"), "--log", log] +
@@ -491,7 +492,7 @@ def check_resume(env):
     lines = err.strip().split("\n")
     assert p.returncode == 1 and len(lines) == 1 and "interrupted by SIGTERM" in lines[0], (p.returncode, err)
     step = int(read_metadata(env.path("s.ckpt.safetensors"))["step"])
-    assert 20 <= step < 150, ("the signal came too late to test anything", step)
+    assert 20 <= step < steps, ("the signal came too late to test anything", step)
     assert not os.path.exists(env.path("s.safetensors")), "weights written by an interrupted run"
     env.train(bdesc, "-o", env.path("s.safetensors"), "--resume", env.path("s.ckpt.safetensors"), *flags)
     assert sha(env.path("s.safetensors")) == sha(env.path("s_full.safetensors")), "SIGTERM + resume is not exact"
@@ -507,14 +508,14 @@ def check_resume(env):
     rows = [json.loads(line) for line in open(log).read().splitlines()[:-1]]  # (the last may be cut)
     assert [r["step"] for r in rows] == list(range(1, len(rows) + 1)) and "grad_norm" in rows[0], rows[:2]
     killed = int(read_metadata(env.path("k.ckpt"))["step"])
-    assert killed % 10 == 0 and 20 <= killed < 150, killed
+    assert killed % 10 == 0 and 20 <= killed < steps, killed
     env.train(bdesc, "-o", env.path("k.safetensors"), "--resume", env.path("k.ckpt"), "--checkpoint",
               env.path("k.ckpt"), "--plot", env.path("k.svg"), *flags)
     assert sha(env.path("k.safetensors")) == sha(env.path("s_full.safetensors")), "SIGKILL + resume is not exact"
     import xml.etree.ElementTree as ET
     svg = ET.parse(env.path("k.svg")).getroot()
     lines = [e for e in svg.iter() if e.tag.endswith("polyline")]
-    assert len(lines) == 1 and len(lines[0].get("points").split()) == 150, "the plot lacks the steps before resume"
+    assert len(lines) == 1 and len(lines[0].get("points").split()) == steps, "the plot lacks the steps before resume"
     print("  resume: 10 + 10 steps = 20 steps byte for byte; SIGTERM after step %d and SIGKILL after the checkpoint "
           "of step %d resumed to the same bytes" % (step, killed))
 
@@ -668,6 +669,8 @@ def main():
     ap.add_argument("--only", help="parts separated by commas: schedules, optimizer, e2e, data, order, resume, "
                                    "errors, memory, init (default: all)")
     ap.add_argument("--keep", help="work in this folder (kept)")
+    ap.add_argument("--signal-steps", type=int, default=150,
+                    help="resume: the run a signal interrupts (at step 20 or later; the sanitizer build: fewer)")
     args = ap.parse_args()
     start = time.time()
     parts = [("schedules", check_schedules), ("optimizer", check_optimizer), ("e2e", check_e2e), ("data", check_data),
@@ -676,6 +679,7 @@ def main():
         root = args.keep or tmp
         os.makedirs(root, exist_ok=True)
         env = Env(args.fixformer, args.tool, root)
+        env.signal_steps = args.signal_steps
         for name, fn in parts:
             if args.only is None or name in args.only.split(","):
                 t = time.time()
