@@ -11,11 +11,12 @@ typedef struct {
   const ff_tokenizer *vocab; /* NULL: ids only */
   int bos, eos, max_new, show_ids;
   const char *logits;    /* --logits OUT.npy, or NULL */
+  ff_sampling sampling;  /* .sequence: the next input's index */
 } generation;
 
 /* Greedy-decodes one input (source ids for encoder-decoder, the prompt for
  * decoder-only) and prints the result on one line. */
-static int generate_one(const generation *g, const int32_t *ids, int n, ff_error *err) {
+static int generate_one(generation *g, const int32_t *ids, int n, ff_error *err) {
   const ff_config *c = ff_model_config(g->m);
   int encdec = c->arch == FF_ARCH_ENCODER_DECODER, count = 0, rc;
   ff_greedy q = {encdec ? ids : NULL, encdec ? n : 0, encdec ? &g->bos : ids, encdec ? 1 : n, g->max_new, g->eos};
@@ -36,7 +37,9 @@ static int generate_one(const generation *g, const int32_t *ids, int n, ff_error
     free(logits);
     return ff_fail(err, FF_ENOMEM, "out of memory");
   }
-  if (!(rc = ff_model_greedy(g->m, &q, out, &count, logits, err)) && g->logits) {
+  rc = ff_model_sample(g->m, &q, &g->sampling, out, &count, logits, err);
+  g->sampling.sequence++;
+  if (!rc && g->logits) {
     ff_array a = {FF_F32, 3, {1, q.prompt_len + count - 1, c->vocab}, (size_t)(q.prompt_len + count - 1) * c->vocab,
                   logits};
     rc = ff_npy_write(g->logits, &a, err);
@@ -60,13 +63,50 @@ static int generate_one(const generation *g, const int32_t *ids, int n, ff_error
 
 /* ids of one text (--text, a line of --lines); a decoder-only prompt starts
  * with bos where the tokenizer's format says so (llama2.c, LLaMA, BERT) */
-static int generate_text(const generation *g, const char *text, int32_t *ids, ff_error *err) {
+static int generate_text(generation *g, const char *text, int32_t *ids, ff_error *err) {
   const ff_config *c = ff_model_config(g->m);
   int bos = c->arch == FF_ARCH_DECODER_ONLY && ff_tokenizer_get_info(g->vocab)->add_bos && g->bos >= 0;
   if (bos) ids[0] = g->bos;
   int n, rc = ff_tokenizer_encode(g->vocab, text, ids + bos, c->max_seq - bos, &n, err);
   if (!rc && n == 0) rc = ff_fail(err, FF_ELENGTH, "the text is empty");
   return rc ? rc : generate_one(g, ids, n + bos, err);
+}
+
+/* A float flag within its range (lo < v or lo <= v, v < hi or v <= hi), or
+ * CLI_EUSAGE naming the range. */
+static int float_flag(const cli_flag *flags, const char *name, float *v, double lo, int lo_in, double hi, int hi_in,
+                      const char *range, ff_error *err) {
+  const char *s = cli_value(flags, name);
+  char *end;
+  if (!s) return 0;
+  errno = 0;
+  double d = strtod(s, &end);
+  if (end == s || *end || errno || d != d || (lo_in ? d < lo : d <= lo) || (hi_in ? d > hi : d >= hi))
+    return ff_fail(err, CLI_EUSAGE, "%s: '%s' is not %s", name, s, range);
+  *v = (float)d;
+  return 0;
+}
+
+/* --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
+static int sampling_options(const cli_flag *flags, ff_sampling *s, ff_error *err) {
+  const char *seed = cli_value(flags, "--seed");
+  int rc;
+  *s = ff_sampling_default();
+  if ((rc = float_flag(flags, "--temperature", &s->temperature, 0, 1, 1e30, 1, "a number >= 0 (0: greedy)", err)) ||
+      (rc = cli_int(flags, "--top-k", 0, &s->top_k, err)) ||
+      (rc = float_flag(flags, "--top-p", &s->top_p, 0, 0, 1, 1, "a number in (0, 1]", err)) ||
+      (rc = float_flag(flags, "--min-p", &s->min_p, 0, 1, 1, 0, "a number in [0, 1)", err)) ||
+      (rc = float_flag(flags, "--repeat-penalty", &s->repeat_penalty, 0, 0, 1e30, 1, "a number > 0 (1: off)", err)))
+    return rc;
+  if (seed) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(seed, &end, 10);
+    if (errno || *end || !*seed || seed[0] == '-' || seed[0] == '+' || seed[0] == ' ')
+      return ff_fail(err, CLI_EUSAGE, "--seed: '%s' is not a non-negative integer", seed);
+    s->seed = v;
+  }
+  return 0;
 }
 
 /* The flags of generate, checked before the model is opened. */
@@ -87,6 +127,7 @@ static int generate_options(const cli_flag *flags, generate_opts *o, generation 
     return rc;
   if (cli_value(flags, "--max-new") && g->max_new < 1)
     return ff_fail(err, CLI_EUSAGE, "--max-new must be at least 1");
+  if ((rc = sampling_options(flags, &g->sampling, err))) return rc;
   return cli_engine(flags, &o->engine, err);
 }
 
@@ -120,7 +161,7 @@ static int generate_check(const ff_config *c, generate_opts *o, generation *g, f
 }
 
 /* --tokens: sequences separated by commas, each decoded on its own */
-static int generate_tokens(const generation *g, const char *tokens, ff_error *err) {
+static int generate_tokens(generation *g, const char *tokens, ff_error *err) {
   const ff_config *c = ff_model_config(g->m);
   ff_array batch = {0};
   int32_t *lengths = NULL;
@@ -134,7 +175,7 @@ static int generate_tokens(const generation *g, const char *tokens, ff_error *er
 }
 
 /* --lines FILE: one text a line, one output line each */
-static int generate_lines(const generation *g, const char *lines, int32_t *ids, ff_error *err) {
+static int generate_lines(generation *g, const char *lines, int32_t *ids, ff_error *err) {
   uint8_t *file = NULL;
   size_t len;
   if (g->logits) return ff_fail(err, FF_EINVAL, "--logits takes one sequence, not --lines");
@@ -156,7 +197,7 @@ static int generate_lines(const generation *g, const char *lines, int32_t *ids, 
     if (memchr(p, 0, (size_t)(stop - p)))
       rc = ff_fail(err, FF_EINVAL, "%s:%d: a NUL byte", lines, line);
     else if (stop == p) /* a blank line gives a blank line: outputs stay in step with inputs */
-      printf("\n");
+      printf("\n"), g->sampling.sequence++;
     else if ((rc = generate_text(g, p, ids, err)))
       ff_fail(err, rc, "%s:%d: %s", lines, line, err->msg);
     *stop = saved;
@@ -167,7 +208,8 @@ static int generate_lines(const generation *g, const char *lines, int32_t *ids, 
 }
 
 static int run_generate(const char *path, cli_flag *flags, ff_error *err) {
-  generation g = {NULL, NULL, -1, -1, 0, cli_value(flags, "--ids") != NULL, cli_value(flags, "--logits")};
+  generation g = {NULL, NULL, -1, -1, 0, cli_value(flags, "--ids") != NULL, cli_value(flags, "--logits"),
+                  ff_sampling_default()};
   generate_opts o;
   int rc = generate_options(flags, &o, &g, err);
   if (rc) return rc;
@@ -202,14 +244,18 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL, NUL
                            {"--eos", NULL, NULL, 1},     {"--logits", NULL, NULL, 1},
                            {"--ids", NULL, NULL, 0},     {"--threads", NULL, NULL, 1},
                            {"--dtype", NULL, NULL, 1},   {"--quiet", "-q", NULL, 0},
-                           {"--allow-nonfinite", NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
+                           {"--allow-nonfinite", NULL, NULL, 0}, {"--temperature", NULL, NULL, 1},
+                           {"--top-k", NULL, NULL, 1},   {"--top-p", NULL, NULL, 1},
+                           {"--min-p", NULL, NULL, 1},   {"--repeat-penalty", NULL, NULL, 1},
+                           {"--seed", NULL, NULL, 1},    {NULL, NULL, NULL, 0}};
 
 const cli_command cli_generate = {
-    "generate", "greedy decoding with a key/value cache (text or ids)",
+    "generate", "greedy or sampled decoding with a key/value cache (text or ids)",
      "usage: fixformer generate MODEL.lua (--text \"...\" | --lines FILE | --tokens \"ids\")\n"
      "                          [--weights W.safetensors] [--max-new N] [--engine cc|tcc|runtime]\n"
-     "                          [--dtype f32|bf16|int8]\n"
-     "Greedy decoding with a key/value cache: encoder-decoder models translate the\n"
+     "                          [--dtype f32|bf16|int8] [--temperature T [--top-k K] [--top-p P]\n"
+     "                          [--min-p P] [--repeat-penalty R] [--seed N]]\n"
+     "Greedy (or sampled) decoding with a key/value cache: encoder-decoder models translate the\n"
      "input (the decoder starts from BOS); decoder-only models continue it.  Prints\n"
      "one line per input: the generated text, or ids without a vocabulary.\n"
      "  --text \"...\"     the input as text (needs the description's vocabulary)\n"
@@ -227,9 +273,17 @@ const cli_command cli_generate = {
      "                    description's dtype (f32 unless it says)\n"
      "  --logits OUT.npy  float32 [1, P, vocab]: the logits of every position fed to\n"
      "                    the decoder (one input only)\n"
+     "  --temperature T   0 (default): greedy; > 0: sample from softmax(logits / T),\n"
+     "                    after the filters below, in Hugging Face's order\n"
+     "  --top-k K         keep the K largest logits (0: off)\n"
+     "  --top-p P         keep the smallest set of largest logits holding mass P, in (0, 1]\n"
+     "  --min-p P         keep ids with probability >= P x the largest's, in [0, 1)\n"
+     "  --repeat-penalty R  seen ids' logits x > 0 become x / R, others x * R (1: off)\n"
+     "  --seed N          the draws' seed (default 0): the same ids on every engine\n"
      "  --allow-nonfinite run with NaN or infinite weights (refused by default)\n"
      "  -q, --quiet       no progress lines on stderr\n"
      "Examples:\n"
      "  fixformer generate models/dates.lua --text \"March 5, 1999\"\n"
-     "  fixformer generate models/dates.lua --lines dates.txt --engine tcc\n",
+     "  fixformer generate models/dates.lua --lines dates.txt --engine tcc\n"
+     "  fixformer generate models/dates.lua --text \"March 5, 1999\" --temperature 0.8 --top-p 0.9 --seed 7\n",
     "MODEL.lua", 0, run_generate, flags};

@@ -108,6 +108,7 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
       (v.ENCDEC and "--target-input TGT.npy " or "") .. "--output OUT.npy [--threads N]"
     v.POOL = host.read_template("templates/pool.c"):gsub("\n+$", "")
     v.NPY = host.read_template("templates/driver_npy.c"):gsub("\n+$", "")
+    v.SAMPLE = host.read_template("runtime/ff_sample.h"):gsub("\n+$", "")
     v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder" and c.lm_head -- greedy decoding needs logits
     local tk = vars.tokenizer
     v.TOKENIZER = tk ~= nil
@@ -120,7 +121,8 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
     v.TOKENIZER_FILE = tk and emit.comment_text(tk.path) or ""
     v.TOKENIZER_CODE = tk and tokenizer_code(tk) or ""
     v.GEN_USAGE = weights .. (v.TOKENIZER and "(--text 'TEXT' | --lines FILE | --tokens 'IDS') [--ids]" or
-      "--tokens 'IDS'") .. " [--max-new N] [--bos ID] [--eos ID] [--threads N]"
+      "--tokens 'IDS'") .. " [--max-new N] [--bos ID] [--eos ID] [--threads N]" ..
+      " [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed N]"
     v.IDS_IN = v.GENERATE or v.TOKENIZER
     v.TEXT_FORWARD = v.TOKENIZER and not v.GENERATE and not v.ENCDEC -- run --text: an encoder's forward pass
     v.TEXT_USAGE = v.GENERATE and "" or weights .. "--text 'TEXT' --output OUT.npy [--threads N]"

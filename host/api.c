@@ -19,6 +19,7 @@
 #include "cache.h"
 #include "codegen.h"
 #include "ff_runtime.h"
+#include "ff_sample.h"
 #include "fixformer.h"
 #include "fixformer_train.h"
 #include "host.h"
@@ -1073,7 +1074,23 @@ static int32_t argmax(const float *row, int V) {
   return v;
 }
 
-static int greedy_locked(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err) {
+ff_sampling ff_sampling_default(void) { return (ff_sampling){0, 0, 1, 0, 1, 0, 0}; }
+
+/* NULL: greedy; else FF_EINVAL naming the first value outside its range. */
+static int check_sampling(const ff_sampling *s, ff_error *err) {
+  if (!s) return 0;
+  if (!(s->temperature >= 0) || s->temperature == INFINITY)
+    return ff_fail(err, FF_EINVAL, "temperature %g: must be 0 (greedy) or a finite positive number", s->temperature);
+  if (s->top_k < 0) return ff_fail(err, FF_EINVAL, "top_k %d: must be 0 (off) or positive", s->top_k);
+  if (!(s->top_p > 0 && s->top_p <= 1)) return ff_fail(err, FF_EINVAL, "top_p %g: must be in (0, 1]", s->top_p);
+  if (!(s->min_p >= 0 && s->min_p < 1)) return ff_fail(err, FF_EINVAL, "min_p %g: must be in [0, 1)", s->min_p);
+  if (!(s->repeat_penalty > 0) || s->repeat_penalty == INFINITY)
+    return ff_fail(err, FF_EINVAL, "repeat_penalty %g: must be a finite positive number", s->repeat_penalty);
+  return 0;
+}
+
+static int greedy_locked(ff_model *m, const ff_greedy *g, const ff_sampling *s, int32_t *out, int *n_out,
+                         float *logits, ff_error *err) {
   const ff_config *c = CFG(m);
   int V = c->vocab, P = g->prompt_len, rc;
   size_t cells;
@@ -1085,15 +1102,26 @@ static int greedy_locked(ff_model *m, const ff_greedy *g, int32_t *out, int *n_o
   if (g->max_new < 1 || P > c->max_seq || g->max_new > c->max_seq - P) /* (no overflow) */
     return ff_fail(err, FF_ELENGTH, "%d prompt ids and %d new ones do not fit in max_seq = %d positions", P,
                    g->max_new, c->max_seq);
+  if ((rc = check_sampling(s, err))) return rc;
+  if (s && s->temperature == 0 && s->repeat_penalty == 1) s = NULL; /* greedy: the same code */
   if (ff_size_mul((size_t)P, (size_t)V, &cells) || ff_size_mul(cells, sizeof(float), &cells))
     return ff_fail(err, FF_ENOMEM, "logits of %d positions do not fit in memory", P);
   float *own = logits ? NULL : malloc(cells);
-  if (!logits && !own) return ff_fail(err, FF_ENOMEM, "out of memory");
+  void *scratch = s ? malloc((size_t)V * (sizeof(float) + sizeof(int32_t))) : NULL; /* the sampler's */
+  if ((!logits && !own) || (s && !scratch)) {
+    free(own);
+    free(scratch);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  ff_sample_opts o = {0};
+  if (s) o = (ff_sample_opts){s->temperature, s->top_p, s->min_p, s->repeat_penalty, s->top_k, s->seed, s->sequence};
   float *row = logits ? logits : own;
   if (!(rc = begin_locked(m, g->src, g->src_len, err)) && !(rc = step_locked(m, g->prompt, P, row, err))) {
     row += (size_t)(P - 1) * V; /* the logits of the last position */
     for (;;) {
-      int32_t next = argmax(row, V);
+      int32_t next = s ? ff_sample_next(row, V, g->prompt, P, out, *n_out, &o, (uint64_t)(P + *n_out),
+                                        (float *)scratch, (int32_t *)((float *)scratch + V))
+                       : argmax(row, V);
       out[(*n_out)++] = next;
       if (next == g->eos || *n_out == g->max_new) break;
       if (logits) row += V;
@@ -1101,15 +1129,21 @@ static int greedy_locked(ff_model *m, const ff_greedy *g, int32_t *out, int *n_o
     }
   }
   free(own);
+  free(scratch);
   return rc;
 }
 
 int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err) {
+  return ff_model_sample(m, g, NULL, out, n_out, logits, err);
+}
+
+int ff_model_sample(ff_model *m, const ff_greedy *g, const ff_sampling *s, int32_t *out, int *n_out, float *logits,
+                    ff_error *err) {
   if (n_out) *n_out = 0;
   if (!m) return null_arg(err, "ff_model_greedy", "the model");
   if (!g || !out || !n_out) return null_arg(err, "ff_model_greedy", !g ? "g" : !out ? "out" : "n_out");
   lock(m);
-  int rc = greedy_locked(m, g, out, n_out, logits, err);
+  int rc = greedy_locked(m, g, s, out, n_out, logits, err);
   unlock(m);
   return rc;
 }

@@ -162,6 +162,28 @@ typedef struct ff_greedy {
  * id i + 1).  g, g->prompt, out and n_out are required. */
 int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err);
 
+typedef struct ff_sampling {
+  float temperature;    /* 0: greedy (the argmax, after the penalty); else > 0 */
+  int top_k;            /* keep the k largest logits (ties kept); 0: off */
+  float top_p;          /* nucleus: in (0, 1]; 1: off */
+  float min_p;          /* keep p >= min_p * p(max): in [0, 1); 0: off */
+  float repeat_penalty; /* > 0: seen ids' logits x > 0 become x / R, else x * R; 1: off */
+  uint64_t seed;        /* the draws are a function of (seed, sequence, position) */
+  uint64_t sequence;    /* this sequence's index in a run (fixformer generate: the input's) */
+} ff_sampling;
+/* The defaults: greedy (temperature 0), every filter off, seed 0. */
+ff_sampling ff_sampling_default(void);
+
+/* ff_model_greedy with sampling, as Hugging Face generate(do_sample=True):
+ * repetition penalty (over the prompt and the ids generated; for
+ * encoder-decoder the decoder's), temperature, top-k, top-p, min-p, then one
+ * draw (runtime/ff_sample.h), so a seed gives the same ids on every engine
+ * and thread count, and in the emitted driver.  s NULL, or temperature 0
+ * with repeat_penalty 1, is exactly ff_model_greedy.  A value outside its
+ * range is FF_EINVAL. */
+int ff_model_sample(ff_model *m, const ff_greedy *g, const ff_sampling *s, int32_t *out, int *n_out, float *logits,
+                    ff_error *err);
+
 /* Progress of the slow steps of a model's calls ("read weights", "generate
  * C", "pack weights", "compile with cc", "compile with tcc", "write the
  * weights as C"): fn(ctx, step, 0) when one starts and fn(ctx, step, 1) when

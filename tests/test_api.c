@@ -275,6 +275,19 @@ static void nulls(void) {
   NULL_ERR(ff_model_greedy(d, &gnull, gen, &n, NULL, err), "greedy(NULL prompt)");
   NULL_ERR(ff_model_greedy(ed, &g, gen, &n, NULL, err), "greedy(encoder-decoder, NULL src)");
   CHECK(ff_model_greedy(d, &g, gen, &n, NULL, NULL) == 0 && n == 2, "greedy with NULL logits and err is fine");
+  { /* ff_model_sample: the defaults are greedy; a seed repeats; each value outside its range refused */
+    ff_sampling s = ff_sampling_default(), bad[5];
+    int32_t again[4];
+    int m2 = -1;
+    CHECK(ff_model_sample(d, &g, &s, again, &m2, NULL, NULL) == 0 && m2 == n && !memcmp(again, gen, sizeof *gen * 2),
+          "sample with ff_sampling_default() is greedy");
+    s.temperature = 1.5f, s.top_k = 50, s.top_p = 0.9f, s.min_p = 0.01f, s.repeat_penalty = 1.2f, s.seed = 9;
+    CHECK(ff_model_sample(d, &g, &s, gen, &n, NULL, NULL) == 0 && ff_model_sample(d, &g, &s, again, &m2, NULL, NULL) == 0 &&
+          n == 2 && m2 == 2 && !memcmp(again, gen, sizeof *gen * 2), "sample: the same seed, the same ids");
+    for (int i = 0; i < 5; i++) bad[i] = s;
+    bad[0].top_p = 0, bad[1].temperature = -1, bad[2].top_k = -1, bad[3].min_p = 1, bad[4].repeat_penalty = 0;
+    for (int i = 0; i < 5; i++) NULL_ERR(ff_model_sample(d, &g, &bad[i], gen, &n, NULL, err), "sample(a value out of range)");
+  }
   NULL_ERR(ff_model_generate(NULL, "x", &h, NULL, err), "generate(NULL)");
   CHECK(ff_model_generate(m, NULL, &h, NULL, NULL) == 0 && h, "generate(NULL command, NULL source) is fine");
   NULL_ERR(ff_model_kernel_source(NULL, &h, err), "kernel_source(NULL model)");
