@@ -27,8 +27,9 @@ local UNICODE = { -- the tables of tokenizers/unicode_tables.h each kind reads
 -- The core's text for one kind: its `#if` lines over FF_TOK_HAS(KIND) (and the names
 -- defined from them) evaluated, only what that kind compiles kept, so that the driver
 -- reads as that tokenizer alone; any other `#if` is kept as it is.
-local KINDS = { VOCAB = 0, LLAMA2C = 1, BYTES = 2, SP = 3, WORDPIECE = 4 }
-local DERIVED = { FF_TOK_BPE = { 1, 2, 3 }, FF_TOK_HF = { 2, 3, 4 }, FF_TOK_SP_PIECE = { 1, 3 } }
+local KINDS = { VOCAB = 0, LLAMA2C = 1, BYTES = 2, SP = 3, WORDPIECE = 4, UNIGRAM = 5 }
+local DERIVED = { FF_TOK_BPE = { 1, 2, 3 }, FF_TOK_HF = { 2, 3, 4, 5 }, FF_TOK_SP_PIECE = { 1, 3, 5 },
+  FF_TOK_SP_TEXT = { 3, 5 } }
 
 local function kind_if(expr, kind) -- true/false, or nil when expr is not of FF_TOK_HAS terms
   local any = false
@@ -86,7 +87,7 @@ local function tokenizer_code(tk)
   core = core:gsub('#include "unicode_tables.h"[^\n]*', function() return table.concat(picked, "\n") end)
   return string.format("#define FF_TOK_API static\n#define FF_TOK_KINDS (1 << %d) /* %s */\n%s\n\n" ..
     "/* the tables fixformer read from %s (tokenizers/tok_c.c writes them) */\n%s", tk.kind,
-    ({ "a JSON vocabulary", "llama2.c's tokenizer.bin", "byte-level BPE", "SentencePiece-style BPE", "WordPiece" })[tk.kind + 1],
+    ({ "a JSON vocabulary", "llama2.c's tokenizer.bin", "byte-level BPE", "SentencePiece-style BPE", "WordPiece", "Unigram" })[tk.kind + 1],
     (core:gsub("\n+$", "")), emit.comment_text(tk.path), (tk.tables:gsub("\n+$", "")))
 end
 

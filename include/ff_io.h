@@ -168,8 +168,10 @@ size_t ff_vocab_decode(const ff_vocab *v, const int32_t *ids, int n, char *text,
  *                     pre-tokenizer (GPT-2);
  *   FF_TOK_BPE_SP     tokenizer.json, SentencePiece-style BPE (LLaMA: "\u2581"
  *                     for spaces, <0xXX> byte fallback);
- *   FF_TOK_WORDPIECE  tokenizer.json, WordPiece (BERT). */
-enum ff_tokenizer_kind { FF_TOK_VOCAB, FF_TOK_LLAMA2C, FF_TOK_BPE_BYTES, FF_TOK_BPE_SP, FF_TOK_WORDPIECE };
+ *   FF_TOK_WORDPIECE  tokenizer.json, WordPiece (BERT);
+ *   FF_TOK_UNIGRAM    SentencePiece's .model / .spm (T5, Marian), or
+ *                     tokenizer.json's Unigram: the most probable pieces. */
+enum ff_tokenizer_kind { FF_TOK_VOCAB, FF_TOK_LLAMA2C, FF_TOK_BPE_BYTES, FF_TOK_BPE_SP, FF_TOK_WORDPIECE, FF_TOK_UNIGRAM };
 
 typedef struct ff_tokenizer ff_tokenizer;
 

@@ -63,6 +63,19 @@ static void tables(FILE *f, const ff_tok_tables *b) {
   if (b->order) uints(f, "tok_order", b->order, n);
   if (b->n_added) ints(f, "int32_t", "tok_added", b->added, (size_t)b->n_added);
   if (b->byte_fallback) ints(f, "int32_t", "tok_byte_id", b->byte_id, 256);
+  if (b->score) {
+    fprintf(f, "static const double tok_score[%zu] = {\n  ", n);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%.17g", b->score[i]), row_end(f, i, n);
+    fputs("};\n", f);
+  }
+  if (b->charsmap_units) {
+    uints(f, "tok_charsmap", b->charsmap, b->charsmap_units);
+    /* numbers, not a string literal: C99 compilers need not take literals over 4095 bytes */
+    fprintf(f, "static const unsigned char tok_charsmap_text[%zu] = {\n  ", b->charsmap_text_len);
+    for (size_t i = 0; i < b->charsmap_text_len; i++)
+      fprintf(f, "%d", (unsigned char)b->charsmap_text[i]), row_end(f, i, b->charsmap_text_len);
+    fputs("};\n", f);
+  }
 }
 
 /* one option, when it is not 0 (what the struct's fields are left as) */
@@ -74,7 +87,7 @@ static void option(FILE *f, const char *name, long v, int *col) {
 
 /* the struct, by field name: the arrays, then every option encode reads that is set */
 static void options(FILE *f, const ff_tok_tables *b) {
-  static const char *const kinds[] = {"VOCAB", "LLAMA2C", "BYTES", "SP", "WORDPIECE"};
+  static const char *const kinds[] = {"VOCAB", "LLAMA2C", "BYTES", "SP", "WORDPIECE", "UNIGRAM"};
   int col = 99;
   fprintf(f, "static const ff_tok_tables tok_tables = {\n  .kind = FF_TOK_KIND_%s, .size = %ld,\n", kinds[b->kind],
           (long)b->size);
@@ -84,12 +97,19 @@ static void options(FILE *f, const ff_tok_tables *b) {
   if (b->order) fputs("\n  .order = tok_order,", f);
   if (b->n_added) fprintf(f, "\n  .added = tok_added, .n_added = %d,", b->n_added);
   if (b->byte_fallback) fputs("\n  .byte_fallback = 1, .byte_id = tok_byte_id,", f);
+  if (b->score) fprintf(f, "\n  .score = tok_score, .unk_score = %.17g,", b->unk_score);
+  if (b->charsmap_units)
+    fprintf(f, "\n  .charsmap = tok_charsmap, .charsmap_units = %zu, .charsmap_text = (const char *)tok_charsmap_text,"
+               "\n  .charsmap_text_len = %zu,", b->charsmap_units, b->charsmap_text_len);
+  if (b->charsmap_growth) fprintf(f, " .charsmap_growth = %zu,", b->charsmap_growth);
   const struct { const char *name; long v; } set[] = {
       {"lowercase", b->lowercase}, {"fuse_unk", b->fuse_unk}, {"ignore_merges", b->ignore_merges},
       {"add_prefix_space", b->add_prefix_space}, {"use_regex", b->use_regex}, {"prepend", b->prepend},
       {"replace_space", b->replace_space}, {"meta", b->meta}, {"meta_scheme", b->meta_scheme},
       {"meta_split", b->meta_split}, {"bert_clean", b->bert_clean}, {"bert_chinese", b->bert_chinese},
-      {"bert_strip", b->bert_strip}, {"bert_lower", b->bert_lower}, {"wp_cleanup", b->wp_cleanup}};
+      {"bert_strip", b->bert_strip}, {"bert_lower", b->bert_lower}, {"wp_cleanup", b->wp_cleanup},
+      {"score_f32", b->score_f32}, {"spm", b->spm}, {"spm_dummy", b->spm_dummy}, {"spm_extra_ws", b->spm_extra_ws},
+      {"spm_escape", b->spm_escape}};
   for (size_t i = 0; i < sizeof set / sizeof *set; i++) option(f, set[i].name, set[i].v, &col);
   if (b->wp_prefix) {
     fputs("\n  .wp_prefix = ", f);

@@ -1,13 +1,14 @@
 /* tok_encode.c - the tokenizers' encoders and decoders over the flat tables
  * of tok_tables.h: fixformer's JSON vocabulary, llama2.c's run.c, Hugging
- * Face's BPE (byte-level, SentencePiece-style) and WordPiece.  The host
+ * Face's BPE (byte-level, SentencePiece-style) and WordPiece, and the
+ * Unigram model (SentencePiece's, Hugging Face's).  The host
  * compiles it (tokenizer.c builds the tables from the files); `fixformer
  * emit --with-main` pastes this text, with tok_tables.h, the Unicode tables
  * its kind needs and the tables as C arrays, into NAME_main.c: the emitted
  * program encodes with this code on the host's tables.  Plain C99 and
  * <string.h>: no malloc (encode works in scratch of ff_tok_work_bytes that
- * the caller gives), no floating point; linear in the text (n log n for
- * BPE's heap).  FF_TOK_KINDS picks the kinds compiled in. */
+ * the caller gives), floating point only in Unigram's path scores; linear
+ * in the text (n log n for BPE's heap).  FF_TOK_KINDS picks the kinds compiled in. */
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,8 +17,9 @@
 #include "tok_tables.h"
 
 #define FF_TOK_BPE (FF_TOK_HAS(LLAMA2C) || FF_TOK_HAS(BYTES) || FF_TOK_HAS(SP))
-#define FF_TOK_HF (FF_TOK_HAS(BYTES) || FF_TOK_HAS(SP) || FF_TOK_HAS(WORDPIECE))
-#define FF_TOK_SP_PIECE (FF_TOK_HAS(LLAMA2C) || FF_TOK_HAS(SP))
+#define FF_TOK_HF (FF_TOK_HAS(BYTES) || FF_TOK_HAS(SP) || FF_TOK_HAS(WORDPIECE) || FF_TOK_HAS(UNIGRAM))
+#define FF_TOK_SP_PIECE (FF_TOK_HAS(LLAMA2C) || FF_TOK_HAS(SP) || FF_TOK_HAS(UNIGRAM))
+#define FF_TOK_SP_TEXT (FF_TOK_HAS(SP) || FF_TOK_HAS(UNIGRAM))
 #define FF_TOK_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 
 /* ---- Unicode ----------------------------------------------------------------- */
@@ -487,10 +489,178 @@ static int tok_bytes_segment(const ff_tok_tables *t, const char *s, size_t len, 
 }
 #endif
 
+/* ---- Unigram ------------------------------------------------------------------------- */
+
+#if FF_TOK_HAS(UNIGRAM)
+/* The most probable pieces of a text: Viterbi over the pieces that start at
+ * each character, as SentencePiece's EncodeOptimized and Hugging Face's
+ * Unigram do.  A character no piece of its own length covers is unknown, at
+ * the lowest score less 10; ties keep the shorter piece. */
+typedef struct {
+  double score; /* of the best path ending here */
+  int32_t from; /* where its last piece starts; -1: no path yet */
+  int32_t id;   /* its last piece; -1: an unknown character */
+} tok_node;
+
+/* a UTF-8 character's length from its first byte (SentencePiece's OneCharLen), within n */
+static size_t tok_char_len(const char *s, size_t n) {
+  static const unsigned char len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+  size_t k = len[(unsigned char)s[0] >> 4];
+  return k < n ? k : n;
+}
+
+static void tok_lattice_put(tok_node *to, double score, size_t from, int32_t id) {
+  if (to->from < 0 || score > to->score) to->score = score, to->from = (int32_t)from, to->id = id;
+}
+
+/* the path score plus a piece's, in the library's arithmetic */
+static double tok_path_add(const ff_tok_tables *t, double path, double score) {
+  return t->score_f32 ? (double)((float)path + (float)score) : path + score;
+}
+
+/* the unknown run w[0..n): its bytes' <0xXX> tokens (byte_fallback, all of
+ * them there), else the unknown token */
+static int tok_unigram_unknown(const ff_tok_tables *t, const char *w, size_t n, tok_out *o) {
+  size_t i = 0;
+  int rc = 0;
+  while (t->byte_fallback && i < n && t->byte_id[(unsigned char)w[i]] >= 0) i++;
+  if (t->byte_fallback && i == n) {
+    for (i = 0; i < n && !rc; i++) rc = tok_push(o, t->byte_id[(unsigned char)w[i]]);
+    return rc;
+  }
+  return t->unk >= 0 ? tok_push(o, t->unk) : tok_unknown(o, w, n, 0);
+}
+
+static void tok_lattice_fill(const ff_tok_tables *t, const char *w, size_t n, tok_node *best) {
+  for (size_t i = 0; i <= n; i++) best[i].from = -1, best[i].score = 0, best[i].id = -1;
+  for (size_t at = 0, mb; at < n; at += mb) {
+    size_t lim = n - at < t->max_len ? n - at : t->max_len;
+    uint64_t h = FF_TOK_HASH0;
+    int single = 0;
+    mb = tok_char_len(w + at, n - at);
+    for (size_t k = 1; k <= lim; k++) {
+      h = ff_tok_hash(h, w + at + k - 1, 1);
+      int id = tok_lookup2(t, h, w + at, k, "", 0);
+      if (id < 0 || (t->special[id] & 2)) continue;
+      tok_lattice_put(&best[at + k], tok_path_add(t, best[at].score, t->score[id]), at, id);
+      single |= k == mb;
+    }
+    if (!single) tok_lattice_put(&best[at + mb], tok_path_add(t, best[at].score, t->unk_score), at, -1);
+  }
+}
+
+/* one word (or SentencePiece's whole text): its best path's pieces; runs of
+ * unknown characters fused into one when fuse_unk (Hugging Face) */
+static int tok_unigram_word(const ff_tok_tables *t, const char *w, size_t n, tok_out *o) {
+  unsigned char *work = o->work;
+  size_t left = o->left, m = 0;
+  tok_node *best = tok_take(o, (n + 1) * sizeof *best);
+  int32_t *start = tok_take(o, (n + 1) * sizeof *start);
+  int rc = 0;
+  if (!best || !start) return FF_TOK_EWORK;
+  tok_lattice_fill(t, w, n, best);
+  for (size_t at = n; at > 0; at = (size_t)best[at].from) start[m++] = (int32_t)at; /* piece ends, last first */
+  for (size_t i = m, from = 0; i-- > 0 && !rc; from = (size_t)start[i]) {
+    size_t end = (size_t)start[i];
+    int32_t id = best[end].id;
+    while (id < 0 && t->fuse_unk && i > 0 && best[start[i - 1]].id < 0) end = (size_t)start[--i];
+    rc = id >= 0 ? tok_push(o, id) : tok_unigram_unknown(t, w + from, end - from, o);
+    start[i] = (int32_t)end;
+  }
+  o->work = work, o->left = left;
+  return rc;
+}
+
+/* the longest rule of the charsmap that s starts with: its length (0: none)
+ * and *to its replacement (darts-clone's commonPrefixSearch, every index
+ * checked: the array comes from a file) */
+static size_t tok_charsmap_rule(const ff_tok_tables *t, const char *s, size_t len, const char **to) {
+  const uint32_t *a = t->charsmap;
+  size_t units = t->charsmap_units, pos = 0, best = 0;
+#define TOK_DA_OFFSET(u) ((size_t)((u) >> 10) << (((u) & 0x200u) >> 6))
+  if (!units) return 0;
+  pos ^= TOK_DA_OFFSET(a[0]);
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    uint32_t u;
+    if ((pos ^= c) >= units || ((u = a[pos]) & 0x800000FFu) != c) break;
+    if ((pos ^= TOK_DA_OFFSET(u)) >= units) break;
+    if ((u >> 8 & 1) && (a[pos] & 0x7FFFFFFFu) < t->charsmap_text_len)
+      best = i + 1, *to = t->charsmap_text + (a[pos] & 0x7FFFFFFFu);
+  }
+#undef TOK_DA_OFFSET
+  return best;
+}
+
+/* what SentencePiece's normalizer makes of the text at s: the rule's
+ * replacement, else the character, else (not UTF-8) U+FFFD for one byte;
+ * *used the bytes it takes */
+static const char *tok_spm_prefix(const ff_tok_tables *t, const char *s, size_t len, size_t *used, size_t *n) {
+  const char *to = NULL;
+  if ((*used = tok_charsmap_rule(t, s, len, &to)) > 0) return *n = strlen(to), to;
+  if (ff_uc_next(s, len, used) >= 0x110000u) return *used = 1, *n = 3, "\xef\xbf\xbd";
+  return *n = *used, s;
+}
+
+/* SentencePiece's Normalizer::Normalize: the rules, spaces at either end
+ * and repeated ones dropped (remove_extra_whitespaces), "\u2581" first
+ * (add_dummy_prefix) and for each space (escape_whitespaces), into cap
+ * bytes (charsmap_growth * len + 3).  Returns the length, or (size_t)-1
+ * when it does not fit (a charsmap whose growth was misjudged). */
+static size_t tok_spm_normalize(const ff_tok_tables *t, const char *s, size_t len, char *out, size_t cap) {
+  const char *space = t->spm_escape ? FF_TOK_SPACE : " ", *r;
+  size_t at = 0, n = 0, used, rn, sn = strlen(space);
+  int prev = t->spm_extra_ws;
+  while (t->spm_extra_ws && at < len && (r = tok_spm_prefix(t, s + at, len - at, &used, &rn)) && rn == 1 && *r == ' ')
+    at += used;
+  if (at == len) return 0;
+  if (t->spm_dummy) memcpy(out, space, sn), n = sn;
+  for (; at < len; at += used) {
+    r = tok_spm_prefix(t, s + at, len - at, &used, &rn);
+    while (prev && rn && *r == ' ') r++, rn--;
+    size_t need = rn;
+    for (size_t i = 0; i < rn; i++) need += r[i] == ' ' ? sn - 1 : 0;
+    if (cap - n < need) return (size_t)-1; /* more than the growth the file's rules gave */
+    for (size_t i = 0; i < rn; i++)
+      if (r[i] == ' ') memcpy(out + n, space, sn), n += sn;
+      else out[n++] = r[i];
+    if (rn) prev = r[rn - 1] == ' ';
+    prev &= t->spm_extra_ws;
+  }
+  while (t->spm_extra_ws && n >= sn && !memcmp(out + n - sn, space, sn)) n -= sn;
+  return n;
+}
+
+/* SentencePiece: the normalized text is one lattice (its pieces never
+ * hold a space inside) */
+static int tok_spm_encode(const ff_tok_tables *t, const char *text, size_t len, tok_out *o) {
+  size_t cap = t->charsmap_growth * len + 3, n;
+  char *w = tok_take(o, cap);
+  if (!w || (n = tok_spm_normalize(t, text, len, w, cap)) == (size_t)-1) return FF_TOK_EWORK;
+  return tok_unigram_word(t, w, n, o);
+}
+
+static size_t tok_unigram_bytes(const ff_tok_tables *t, size_t len) {
+  size_t n = t->spm ? t->charsmap_growth * len + 3 : 3 * len + 6; /* the text as the lattice reads it */
+  return (n + 8) + (n + 1) * (sizeof(tok_node) + sizeof(int32_t)) + 32;
+}
+#endif
+
+#if FF_TOK_SP_TEXT
+/* a word of SentencePiece-style text: BPE's or Unigram's */
+static int tok_sp_word(const ff_tok_tables *t, const char *w, size_t n, tok_out *o) {
 #if FF_TOK_HAS(SP)
-/* SentencePiece-style BPE: "\u2581" for spaces (the Prepend and Replace
- * normalizers, or the Metaspace pre-tokenizer), words split before each
- * "\u2581" when Metaspace splits */
+  if (t->kind == FF_TOK_KIND_SP) return tok_bpe_word(t, w, n, o);
+#endif
+#if FF_TOK_HAS(UNIGRAM)
+  if (t->kind == FF_TOK_KIND_UNIGRAM) return tok_unigram_word(t, w, n, o);
+#endif
+  return 0;
+}
+
+/* SentencePiece-style text of tokenizer.json: "\u2581" for spaces (the
+ * Prepend and Replace normalizers, or the Metaspace pre-tokenizer), words
+ * split before each "\u2581" when Metaspace splits */
 static int tok_sp_segment(const ff_tok_tables *t, const char *s, size_t len, int first, tok_out *o) {
   unsigned char *work = o->work;
   size_t left = o->left, n = 3;
@@ -508,7 +678,7 @@ static int tok_sp_segment(const ff_tok_tables *t, const char *s, size_t len, int
   for (size_t at = 0, end; !rc && at < n; at = end) {
     end = t->meta_split ? at + 3 * (n - at >= 3 && !memcmp(w + at, FF_TOK_SPACE, 3)) : n;
     while (end < n && !(n - end >= 3 && !memcmp(w + end, FF_TOK_SPACE, 3))) end++;
-    rc = tok_bpe_word(t, w + at, end - at, o);
+    rc = tok_sp_word(t, w + at, end - at, o);
   }
   o->work = work, o->left = left;
   return rc;
@@ -664,8 +834,8 @@ static int tok_hf_segment(const ff_tok_tables *t, const char *s, size_t len, int
 #if FF_TOK_HAS(BYTES)
   if (t->kind == FF_TOK_KIND_BYTES) return tok_bytes_segment(t, s, len, o);
 #endif
-#if FF_TOK_HAS(SP)
-  if (t->kind == FF_TOK_KIND_SP) return tok_sp_segment(t, s, len, first, o);
+#if FF_TOK_SP_TEXT
+  if (t->kind == FF_TOK_KIND_SP || t->kind == FF_TOK_KIND_UNIGRAM) return tok_sp_segment(t, s, len, first, o);
 #endif
 #if FF_TOK_HAS(WORDPIECE)
   if (t->kind == FF_TOK_KIND_WORDPIECE) return tok_wordpiece_segment(t, s, len, o);
@@ -725,6 +895,9 @@ FF_TOK_API size_t ff_tok_work_bytes(const ff_tok_tables *t, size_t len) {
 #if FF_TOK_HAS(SP)
   case FF_TOK_KIND_SP: n += (3 * len + 14) + tok_bpe_bytes(3 * len + 6); break;
 #endif
+#if FF_TOK_HAS(UNIGRAM)
+  case FF_TOK_KIND_UNIGRAM: n += tok_unigram_bytes(t, len); break;
+#endif
 #if FF_TOK_HAS(WORDPIECE)
   case FF_TOK_KIND_WORDPIECE:
     n += TOK_BERT_GROWTH * len + 8 + TOK_BERT_GROWTH * len * (sizeof(uint64_t) + sizeof(size_t) + sizeof(int32_t)) + 24;
@@ -757,6 +930,9 @@ FF_TOK_API int ff_tok_encode(const ff_tok_tables *t, const char *text, size_t le
   case FF_TOK_KIND_BYTES:
   case FF_TOK_KIND_SP:
   case FF_TOK_KIND_WORDPIECE: rc = tok_hf_encode(t, text, len, &o); break;
+#endif
+#if FF_TOK_HAS(UNIGRAM)
+  case FF_TOK_KIND_UNIGRAM: rc = t->spm ? tok_spm_encode(t, text, len, &o) : tok_hf_encode(t, text, len, &o); break;
 #endif
   default: break;
   }
@@ -807,7 +983,8 @@ static void tok_sp_piece(const ff_tok_tables *t, const char *s, size_t n, tok_si
   }
   for (i = 0; i + 3 <= n; i++)
     if (!memcmp(s + i, FF_TOK_SPACE, 3)) m -= 2, i += 2;
-  int dummy = t->kind == FF_TOK_KIND_LLAMA2C || t->prepend || (t->meta && t->meta_scheme != FF_TOK_META_NEVER);
+  int dummy = t->kind == FF_TOK_KIND_LLAMA2C || t->prepend || (t->meta && t->meta_scheme != FF_TOK_META_NEVER) ||
+              t->spm_dummy;
   int strip = k->first && dummy && m && (s[0] == ' ' || (n >= 3 && !memcmp(s, FF_TOK_SPACE, 3)));
   if (!(at = tok_room(k, m - (size_t)strip))) return;
   for (i = strip ? (s[0] == ' ' ? 1 : 3) : 0; i < n; i++)
@@ -866,7 +1043,7 @@ FF_TOK_API size_t ff_tok_decode(const ff_tok_tables *t, const int32_t *ids, int 
   tok_sink k = {text, cap, 0, 0, 1};
   for (int i = 0; i < n; i++) {
     int id = ids[i];
-    if (id < 0 || id >= t->size || !t->tok[id] || t->special[id]) continue;
+    if (id < 0 || id >= t->size || !t->tok[id] || (t->special[id] & 1)) continue;
     switch (t->kind) {
 #if FF_TOK_HAS(BYTES)
     case FF_TOK_KIND_BYTES: tok_bytes_piece(t->tok[id], t->len[id], &k); break;
@@ -876,7 +1053,8 @@ FF_TOK_API size_t ff_tok_decode(const ff_tok_tables *t, const int32_t *ids, int 
 #endif
 #if FF_TOK_SP_PIECE
     case FF_TOK_KIND_LLAMA2C:
-    case FF_TOK_KIND_SP: tok_sp_piece(t, t->tok[id], t->len[id], &k); break;
+    case FF_TOK_KIND_SP:
+    case FF_TOK_KIND_UNIGRAM: tok_sp_piece(t, t->tok[id], t->len[id], &k); break;
 #endif
     default: tok_sink_put(&k, t->tok[id], t->len[id]); break; /* the JSON vocabulary */
     }

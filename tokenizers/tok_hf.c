@@ -48,12 +48,26 @@ static int check_token(hf_ctx *c, const char *s, const char *what) {
   return 0;
 }
 
-/* the largest id of model.vocab and added_tokens, every entry checked */
+/* Unigram's [piece, score] */
+static int unigram_entry(hf_ctx *c, const cJSON *e, int i) {
+  const cJSON *s = cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 ? e->child : NULL;
+  if (!s || !cJSON_IsString(s) || !cJSON_IsNumber(s->next) || !isfinite(s->next->valuedouble))
+    return ff_fail(c->err, FF_EFORMAT, "%s: model.vocab[%d] is not [piece, finite score]", c->path, i);
+  return check_token(c, s->valuestring, "model.vocab");
+}
+
+/* the largest id of model.vocab (an object of ids, Unigram's array of
+ * pieces) and added_tokens, every entry checked */
 static int max_id(hf_ctx *c, const cJSON *vocab, const cJSON *added, int *top) {
-  int rc = 0, id = -1;
+  int rc = 0, id = -1, i = 0;
   *top = -1;
-  if (!cJSON_IsObject(vocab)) return ff_fail(c->err, FF_EFORMAT, "%s: model.vocab is not an object", c->path);
-  for (const cJSON *e = vocab->child; e && !rc; e = e->next) {
+  if (cJSON_IsArray(vocab) && c->t->info.kind == FF_TOK_UNIGRAM) {
+    for (const cJSON *e = vocab->child; e && !rc; e = e->next, i++)
+      if (i >= TOK_MAX_IDS) rc = ff_fail(c->err, FF_EFORMAT, "%s: more than %d pieces", c->path, TOK_MAX_IDS);
+      else if (!(rc = unigram_entry(c, e, i))) *top = i;
+    vocab = NULL;
+  } else if (!cJSON_IsObject(vocab)) return ff_fail(c->err, FF_EFORMAT, "%s: model.vocab is not an object", c->path);
+  for (const cJSON *e = vocab ? vocab->child : NULL; e && !rc; e = e->next) {
     id = (rc = check_token(c, e->string, "model.vocab")) ? rc : id_of(c, e, "model.vocab's values");
     if (id < 0) rc = id;
     else *top = id > *top ? id : *top;
@@ -93,14 +107,9 @@ static int longer_first(const void *a, const void *b) {
   return x->len != y->len ? (x->len < y->len ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
 }
 
-/* the tokens by id; added tokens are matched in text, longest first */
-static int hf_tokens(hf_ctx *c, const cJSON *vocab, const cJSON *added, int expected) {
-  int top, rc, n = 0;
-  if ((rc = max_id(c, vocab, added, &top))) return rc;
-  if (expected > 0 && top >= expected)
-    return ff_fail(c->err, FF_ESHAPE, "%s: token id %d, but the model's vocab is %d", c->path, top, expected);
-  if ((rc = ff_tok_alloc(c->t, top + 1, c->err))) return rc;
-  for (const cJSON *e = vocab->child; e && !rc; e = e->next) rc = set_token(c, (int)e->valuedouble, e->string, "model.vocab");
+/* added tokens are matched in text, longest first */
+static int hf_added(hf_ctx *c, const cJSON *added) {
+  int rc = 0, n = 0;
   int count = cJSON_GetArraySize(added);
   by_len *order = calloc((size_t)count + 1, sizeof *order);
   if (!order) return ff_fail(c->err, FF_ENOMEM, "out of memory");
@@ -118,6 +127,34 @@ static int hf_tokens(hf_ctx *c, const cJSON *vocab, const cJSON *added, int expe
   free(order);
   int dup;
   return rc ? rc : ff_tok_index(c->t, &dup, c->err);
+}
+
+/* Unigram's pieces by index, their scores and the lowest of them */
+static int hf_unigram_tokens(hf_ctx *c, const cJSON *vocab, const cJSON *added) {
+  ff_tokenizer *t = c->t;
+  int rc = 0, i = 0;
+  double lowest = INFINITY;
+  if (!(t->piece_score = calloc((size_t)t->info.size + 1, sizeof *t->piece_score)))
+    return ff_fail(c->err, FF_ENOMEM, "out of memory");
+  for (const cJSON *e = vocab->child; e && !rc; e = e->next, i++) {
+    rc = set_token(c, i, e->child->valuestring, "model.vocab");
+    t->piece_score[i] = e->child->next->valuedouble;
+    lowest = t->piece_score[i] < lowest ? t->piece_score[i] : lowest;
+  }
+  t->tab.score = t->piece_score, t->tab.unk_score = lowest - 10.0; /* Hugging Face's K_UNK_PENALTY */
+  return rc ? rc : hf_added(c, added);
+}
+
+/* the tokens by id, then the added tokens */
+static int hf_tokens(hf_ctx *c, const cJSON *vocab, const cJSON *added, int expected) {
+  int top, rc = 0;
+  if ((rc = max_id(c, vocab, added, &top))) return rc;
+  if (expected > 0 && top >= expected)
+    return ff_fail(c->err, FF_ESHAPE, "%s: token id %d, but the model's vocab is %d", c->path, top, expected);
+  if ((rc = ff_tok_alloc(c->t, top + 1, c->err))) return rc;
+  if (cJSON_IsArray(vocab)) return hf_unigram_tokens(c, vocab, added);
+  for (const cJSON *e = vocab->child; e && !rc; e = e->next) rc = set_token(c, (int)e->valuedouble, e->string, "model.vocab");
+  return rc ? rc : hf_added(c, added);
 }
 
 /* "a b" or ["a", "b"] */
@@ -204,7 +241,7 @@ static int hf_pre(hf_ctx *c, const cJSON *p) {
   if (!strcmp(ty, "Sequence") && cJSON_GetArraySize(GET(p, "pretokenizers")) == 1)
     return hf_pre(c, GET(p, "pretokenizers")->child);
   if (!strcmp(ty, "null") && bpe) return 0;
-  if (!strcmp(ty, "ByteLevel") && bpe && !t->tab.prepend && !t->tab.replace_space) {
+  if (!strcmp(ty, "ByteLevel") && t->info.kind == FF_TOK_BPE_SP && !t->tab.prepend && !t->tab.replace_space) {
     t->info.kind = FF_TOK_BPE_BYTES;
     t->tab.add_prefix_space = flag(p, "add_prefix_space", 0), t->tab.use_regex = flag(p, "use_regex", 1);
   } else if (!strcmp(ty, "Metaspace") && bpe && str_is(p, "replacement", SP)) {
@@ -268,8 +305,24 @@ static int wp_max_chars(hf_ctx *c, const cJSON *j) {
   return 0;
 }
 
+/* Unigram: unk_id and byte_fallback; runs of unknown characters fuse */
+static int hf_unigram(hf_ctx *c, const cJSON *m) {
+  ff_tokenizer *t = c->t;
+  const cJSON *unk = GET(m, "unk_id");
+  if (unk && !cJSON_IsNull(unk)) {
+    int id = id_of(c, unk, "model.unk_id");
+    if (id < 0) return id;
+    if (id >= t->info.size) return ff_fail(c->err, FF_EFORMAT, "%s: model.unk_id %d is not a piece", c->path, id);
+    t->info.unk = id;
+  }
+  t->tab.byte_fallback = flag(m, "byte_fallback", 0), t->tab.fuse_unk = 1;
+  if (t->tab.byte_fallback && ff_tok_byte_ids(t) < 256) t->tab.byte_fallback = 0; /* Hugging Face: unk then */
+  return 0;
+}
+
 static int hf_model(hf_ctx *c, const cJSON *m) {
   ff_tokenizer *t = c->t;
+  if (t->info.kind == FF_TOK_UNIGRAM) return hf_unigram(c, m);
   const cJSON *unk = GET(m, "unk_token"), *pre = GET(m, "continuing_subword_prefix"), *drop = GET(m, "dropout");
   const cJSON *suf = GET(m, "end_of_word_suffix"), *maxc = GET(m, "max_input_chars_per_word");
   int wp = t->info.kind == FF_TOK_WORDPIECE;
@@ -296,10 +349,11 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
   const cJSON *model = GET(root, "model");
   const char *ty = type_of(model);
   int rc;
-  if (strcmp(ty, "BPE") && strcmp(ty, "WordPiece"))
-    return ff_fail(c->err, FF_EFORMAT, "%s: model.type '%.60s' is not supported (BPE or WordPiece)", c->path,
+  if (strcmp(ty, "BPE") && strcmp(ty, "WordPiece") && strcmp(ty, "Unigram"))
+    return ff_fail(c->err, FF_EFORMAT, "%s: model.type '%.60s' is not supported (BPE, WordPiece or Unigram)", c->path,
                    ty[0] ? ty : "(none)");
-  t->info = (ff_tokenizer_info){strcmp(ty, "BPE") ? FF_TOK_WORDPIECE : FF_TOK_BPE_SP, 0, -1, -1, -1, -1, 0, 0, -1};
+  enum ff_tokenizer_kind kind = !strcmp(ty, "BPE") ? FF_TOK_BPE_SP : !strcmp(ty, "Unigram") ? FF_TOK_UNIGRAM : FF_TOK_WORDPIECE;
+  t->info = (ff_tokenizer_info){kind, 0, -1, -1, -1, -1, 0, 0, -1};
   if ((rc = hf_tokens(c, GET(model, "vocab"), GET(root, "added_tokens"), expected)) ||
       (rc = hf_normalizer(c, GET(root, "normalizer"))) || (rc = hf_pre(c, GET(root, "pre_tokenizer"))) ||
       (rc = hf_model(c, model)))
@@ -312,7 +366,7 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
   static const char *const pad[] = {"<pad>", "[PAD]", "<|padding|>", NULL};
   t->info.eos = named(t, eos), t->info.pad = named(t, pad);
   int bytes = ff_tok_byte_ids(t);
-  if (t->info.kind != FF_TOK_BPE_SP) t->tab.byte_fallback = 0; /* only SentencePiece-style BPE falls back to bytes */
+  if (t->info.kind != FF_TOK_BPE_SP && t->info.kind != FF_TOK_UNIGRAM) t->tab.byte_fallback = 0; /* only they fall back to bytes */
   /* Metaspace leaves out a space it finds first (HF's decoder strips one that was there) */
   t->info.round_trip = t->info.kind == FF_TOK_BPE_BYTES || (t->tab.byte_fallback && bytes == 256 && !t->tab.meta);
   return 0;

@@ -25,6 +25,9 @@ struct ff_tokenizer {
   uint32_t *len;          /* [size] */
   float *score;           /* [size], llama2.c */
   uint32_t *order;        /* [size], llama2.c: from score */
+  double *piece_score;    /* [size], Unigram */
+  uint32_t *charsmap;     /* SentencePiece's normalization rules (tab.charsmap) */
+  char *charsmap_text;
   unsigned char *special; /* [size] 1: left out of decode */
   int32_t *index;         /* string -> id + 1, open addressing, tab.icap slots */
   ff_tok_merge *merges;   /* (a, b) -> merge, tab.mcap slots, id -1 empty */
@@ -72,6 +75,9 @@ int ff_tok_byte_ids(ff_tokenizer *t);
 
 /* the tables of a JSON vocabulary (vocab.c): views of its arrays */
 ff_tok_tables ff_vocab_tables(const ff_vocab *v);
+
+/* a SentencePiece model (tok_spm.c) */
+int ff_tok_spm_parse(const char *path, const uint8_t *buf, size_t len, int expected, ff_tokenizer *t, ff_error *err);
 
 int ff_tok_hf_parse(const char *path, const char *text, size_t len, int expected_size, ff_tokenizer *t,
                     ff_error *err);

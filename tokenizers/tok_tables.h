@@ -19,11 +19,12 @@
 #define FF_TOK_KIND_BYTES 2     /* tokenizer.json, byte-level BPE (GPT-2) */
 #define FF_TOK_KIND_SP 3        /* tokenizer.json, SentencePiece-style BPE (LLaMA) */
 #define FF_TOK_KIND_WORDPIECE 4 /* tokenizer.json, WordPiece (BERT) */
+#define FF_TOK_KIND_UNIGRAM 5   /* SentencePiece's .model, tokenizer.json's Unigram (T5, Marian) */
 
 /* FF_TOK_KINDS: a bit (1 << kind) for each kind compiled in; the host has
  * them all, an emitted driver the one of its model */
 #ifndef FF_TOK_KINDS
-#define FF_TOK_KINDS 31
+#define FF_TOK_KINDS 63
 #endif
 #define FF_TOK_HAS(kind) ((FF_TOK_KINDS >> FF_TOK_KIND_##kind) & 1)
 
@@ -48,7 +49,8 @@ typedef struct ff_tok_tables {
   int32_t size;                 /* ids are 0..size-1 */
   const char *const *tok;       /* [size] a token's bytes (no NUL), NULL for an id no token has */
   const uint32_t *len;          /* [size] their lengths */
-  const unsigned char *special; /* [size] 1: left out of decode */
+  const unsigned char *special; /* [size] bit 1: left out of decode; bit 2: no piece of Unigram's
+                                   lattice (SentencePiece's control, byte, unknown and unused pieces) */
   const int32_t *index;         /* [icap] string -> id + 1 (0: empty): FNV-1a, linear probing */
   size_t icap, max_len;         /* icap a power of two; max_len the longest token encode looks up */
   const ff_tok_merge *merges;   /* [mcap] BPE of tokenizer.json: (a, b) by ff_tok_merge_slot */
@@ -58,6 +60,14 @@ typedef struct ff_tok_tables {
   const int32_t *added;         /* [n_added] added tokens split the text, longest first */
   int n_added;
   const int32_t *byte_id;       /* [256] the <0xXX> tokens (-1: absent), for byte_fallback */
+  const double *score;          /* Unigram: [size] a piece's log probability */
+  double unk_score;             /* Unigram: an unknown character's (the lowest score - 10) */
+  int score_f32;                /* Unigram: paths summed in float (SentencePiece), else double (Hugging Face) */
+  const uint32_t *charsmap;     /* [charsmap_units] SentencePiece's normalization rules: a darts-clone
+                                   double array from the rule's bytes to an offset in charsmap_text */
+  size_t charsmap_units, charsmap_text_len, charsmap_growth; /* growth: normalized bytes per input byte, at most */
+  const char *charsmap_text;    /* the replacements, each ending in NUL */
+  int spm, spm_dummy, spm_extra_ws, spm_escape; /* SentencePiece's normalizer and its options */
   int32_t unk;                  /* -1: none */
   int lowercase;                /* JSON vocabulary: ASCII lowercase first */
   /* tokenizer.json's options, as tok_hf.c reads them */

@@ -14,7 +14,7 @@ void ff_tokenizer_free(ff_tokenizer *t) {
   ff_vocab_free(&t->vocab);
   for (int i = 0; t->tok && i < t->info.size; i++) free(t->tok[i]);
   free(t->tok), free(t->len), free(t->score), free(t->order), free(t->special), free(t->index), free(t->merges);
-  free(t->added);
+  free(t->added), free(t->piece_score), free(t->charsmap), free(t->charsmap_text);
   free(t);
 }
 
@@ -96,7 +96,8 @@ static int llama2c_parse(const char *path, const uint8_t *buf, size_t len, int e
 /* tok_tables.h numbers the kinds as ff_io.h does */
 typedef char tok_kinds_agree[FF_TOK_KIND_VOCAB == FF_TOK_VOCAB && FF_TOK_KIND_LLAMA2C == FF_TOK_LLAMA2C &&
                                      FF_TOK_KIND_BYTES == FF_TOK_BPE_BYTES && FF_TOK_KIND_SP == FF_TOK_BPE_SP &&
-                                     FF_TOK_KIND_WORDPIECE == FF_TOK_WORDPIECE ? 1 : -1];
+                                     FF_TOK_KIND_WORDPIECE == FF_TOK_WORDPIECE && FF_TOK_KIND_UNIGRAM == FF_TOK_UNIGRAM
+                                 ? 1 : -1];
 
 /* ---- encoding and decoding ------------------------------------------------------ */
 
@@ -143,8 +144,9 @@ size_t ff_tokenizer_decode(const ff_tokenizer *t, const int32_t *ids, int n, cha
 
 /* ---- loading ----------------------------------------------------------------- */
 
-/* the format from the content: JSON cannot hold a NUL byte, and a
- * tokenizer.bin starts with a little-endian max_token_length below 2^24 */
+/* the format from the content: JSON cannot hold a NUL byte, a
+ * tokenizer.bin starts with a little-endian max_token_length below 2^24,
+ * a SentencePiece model with its first piece (protobuf field 1: 0x0a) */
 int ff_tokenizer_parse(const char *path, const uint8_t *buf, size_t len, int expected_size, ff_tokenizer **out,
                        ff_error *err) {
   ff_tokenizer *t = calloc(1, sizeof *t);
@@ -154,6 +156,8 @@ int ff_tokenizer_parse(const char *path, const uint8_t *buf, size_t len, int exp
   t->info = (ff_tokenizer_info){FF_TOK_VOCAB, 0, -1, -1, -1, -1, 0, 0, -1};
   if (len >= 4 && buf[3] == 0) {
     rc = llama2c_parse(path, buf, len, expected_size, t, err);
+  } else if (len >= 2 && buf[0] == 0x0a) { /* a protobuf's field 1, length-delimited: the pieces */
+    rc = ff_tok_spm_parse(path, buf, len, expected_size, t, err);
   } else if ((rc = ff_tok_hf_parse(path, (const char *)buf, len, expected_size, t, err)) == 1) {
     /* not a tokenizer.json: fixformer's own vocabulary */
     if (!(rc = ff_vocab_parse(path, (const char *)buf, len, expected_size, &t->vocab, err)))

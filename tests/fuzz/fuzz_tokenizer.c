@@ -1,6 +1,7 @@
 /* fuzz_tokenizer.c - libFuzzer harness: any bytes as a tokenizer file
- * through ff_tokenizer_parse (llama2.c's tokenizer.bin, a Hugging Face
- * tokenizer.json or fixformer's vocabulary, by content), with and without an
+ * through ff_tokenizer_parse (llama2.c's tokenizer.bin, a SentencePiece
+ * model, a Hugging Face tokenizer.json or fixformer's vocabulary, by
+ * content), with and without an
  * expected size; what it accepts then encodes a multilingual text and long
  * words and decodes the ids.  A tokenizer or a clean error, never a crash,
  * a leak, undefined behaviour (built with ASan + UBSan) or a time-out. */
