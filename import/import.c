@@ -8,7 +8,7 @@
  * Conv1D [in,out] transposed to [out,in]) and the tokenizer copied beside
  * them.  Sources:
  *   - a Hugging Face folder: config.json + model.safetensors, or the shards
- *     of model.safetensors.index.json; families llama, gpt2, bert;
+ *     of model.safetensors.index.json; families llama, qwen2, gpt2, bert;
  *   - a llama2.c checkpoint: the legacy .bin (7 int32 header) or version 1
  *     (magic "ak42", 256-byte header).
  * Every source tensor is mapped, or ignored for a stated reason, or the
@@ -35,10 +35,11 @@
 /* ---- the description to write ------------------------------------------- */
 
 typedef struct {
-  const char *family;   /* "llama", "gpt2", "bert", "llama2.c" */
+  const char *family;   /* "llama", "qwen2", "gpt2", "bert", "llama2.c", "gguf llama" */
   const char *arch, *norm, *norm_kind, *activation, *positional, *rope_pairing;
   int d_model, heads, kv_heads, d_ff, layers, vocab, max_seq, token_types;
   int final_norm, bias, tie, embed_norm, lm_head, has_kv_heads;
+  int qkv_bias; /* q, k and v biases without the rest (Qwen2): attention_bias true, out_proj_bias false */
   double eps, rope_theta;
   const char *max_seq_key; /* the source's name for max_seq, for messages */
   int pos_rows;            /* the positions the source has (a learned table's rows); max_seq may be fewer */
@@ -51,6 +52,18 @@ static void dims_of(const model_desc *d, ff_config *c) {
   c->d_model = d->d_model, c->heads = d->heads, c->kv_heads = d->kv_heads, c->d_ff = d->d_ff;
   c->vocab = d->vocab, c->max_seq = d->max_seq, c->token_types = d->token_types;
   c->activation = d->activation && !strcmp(d->activation, "swiglu") ? FF_ACT_SWIGLU : FF_ACT_RELU;
+  c->norm_kind = d->norm_kind && !strcmp(d->norm_kind, "rmsnorm") ? FF_NORM_RMSNORM : FF_NORM_LAYERNORM;
+  c->positional = !d->positional ? FF_POS_NONE : !strcmp(d->positional, "rope") ? FF_POS_ROPE
+                  : !strcmp(d->positional, "learned") ? FF_POS_LEARNED : FF_POS_NONE;
+  c->bias = d->bias, c->attention_bias = d->bias || d->qkv_bias, c->out_proj_bias = d->bias;
+  c->tie_embeddings = d->tie, c->final_norm = d->final_norm, c->embed_norm = d->embed_norm;
+}
+
+/* Whether the model imported has r's tensor (the schema's conditions: Qwen2's q/k/v biases, an untied head) */
+static int role_present(const model_desc *d, enum ff_tensor_kind kind) {
+  ff_config c;
+  dims_of(d, &c);
+  return ff_rt_needs_hold(&c, ff_rt_weight_kinds[kind].needs);
 }
 
 /* ---- the tensors to write ------------------------------------------------- */
@@ -197,13 +210,22 @@ static void llama_config(config_reader *c, model_desc *d) {
   d->tie = cfg_bool(c, "tie_word_embeddings", 0);
   d->final_norm = d->lm_head = d->has_kv_heads = 1;
   const char *act = cfg_str(c, "hidden_act", "silu");
-  if (strcmp(act, "silu")) cfg_unsupported(c, "hidden_act", "only \"silu\" (SwiGLU) is supported for llama");
+  if (strcmp(act, "silu")) cfg_unsupported(c, "hidden_act", "only \"silu\" (SwiGLU) is supported");
   if (cfg_get(c, "rope_scaling")) cfg_unsupported(c, "rope_scaling", "RoPE scaling is not supported (plain RoPE only)");
   if (cfg_bool(c, "attention_bias", 0)) cfg_unsupported(c, "attention_bias", "biases in attention only are not supported");
   if (cfg_bool(c, "mlp_bias", 0)) cfg_unsupported(c, "mlp_bias", "biases in the MLP only are not supported");
   if (!c->rc && d->heads && cfg_int(c, "head_dim", d->d_model / d->heads, 1, 65536) != d->d_model / d->heads)
     cfg_unsupported(c, "head_dim", "must be hidden_size / num_attention_heads");
   cfg_check_shapes(c, d, "num_attention_heads");
+}
+
+/* Qwen2: LLaMA's shape with q, k and v biases (no o_proj or MLP biases) */
+static void qwen2_config(config_reader *c, model_desc *d) {
+  llama_config(c, d);
+  d->family = "qwen2", d->qkv_bias = 1;
+  d->tie = cfg_bool(c, "tie_word_embeddings", 0);
+  if (cfg_bool(c, "use_sliding_window", 0))
+    cfg_unsupported(c, "use_sliding_window", "sliding-window attention is not supported");
 }
 
 static void gpt2_config(config_reader *c, model_desc *d) {
@@ -287,8 +309,11 @@ static const role llama_globals[] = {{"model.embed_tokens.weight", WHOLE(EMBED)}
 static const role llama_layer[] = {
     {"input_layernorm.weight", WHOLE(NORM1_WEIGHT)},
     {"self_attn.q_proj.weight", PART(SELF_IN_PROJ_WEIGHT, 0)},
+    {"self_attn.q_proj.bias", PART(SELF_IN_PROJ_BIAS, 0)}, /* Qwen2's */
     {"self_attn.k_proj.weight", PART(SELF_IN_PROJ_WEIGHT, 1)},
+    {"self_attn.k_proj.bias", PART(SELF_IN_PROJ_BIAS, 1)},
     {"self_attn.v_proj.weight", PART(SELF_IN_PROJ_WEIGHT, 2)},
+    {"self_attn.v_proj.bias", PART(SELF_IN_PROJ_BIAS, 2)},
     {"self_attn.o_proj.weight", WHOLE(SELF_OUT_PROJ_WEIGHT)},
     {"post_attention_layernorm.weight", WHOLE(NORM2_WEIGHT)},
     {"mlp.gate_proj.weight", PART(LINEAR1_WEIGHT, 0)},
@@ -350,6 +375,7 @@ static const ignore_rule bert_ignore[] = {{"pooler.", 0, "the pooler (pooler.den
 
 static const family families[] = {
     {"llama", "Llama", llama_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore},
+    {"qwen2", "Qwen2", qwen2_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore},
     {"gpt2", "GPT2", gpt2_config, "transformer.", "h.", 1, gpt2_globals, gpt2_layer, gpt2_ignore},
     {"bert", "Bert", bert_config, "bert.", "encoder.layer.", 0, bert_globals, bert_layer, bert_ignore},
 };
@@ -655,9 +681,10 @@ static int map_roles(source *s, const family *f, const model_desc *d, outputs *o
   char src[FF_TENSOR_NAME_MAX], dst[FF_TENSOR_NAME_MAX];
   int rc = 0;
   for (const role *r = f->globals; r->src && !rc; r++)
-    if (r->kind != FF_TENSOR_LM_HEAD || !d->tie) rc = map_role(s, d, r, 0, r->src, role_name(r), o, err);
+    if (role_present(d, r->kind)) rc = map_role(s, d, r, 0, r->src, role_name(r), o, err);
   for (int i = 0; i < d->layers && !rc; i++)
     for (const role *r = f->layer; r->src && !rc; r++) {
+      if (!role_present(d, r->kind)) continue;
       snprintf(src, sizeof src, "%s%d.%s", f->layer_src, i, r->src);
       snprintf(dst, sizeof dst, "layers.%d.%s", i, role_name(r));
       rc = map_role(s, d, r, transposed(f, r, 1), src, dst, o, err);
@@ -765,7 +792,7 @@ static void print_model(const ff_import_options *o, const model_desc *d) {
   if (!strcmp(d->positional, "rope")) snprintf(rope, sizeof rope, " (%s, theta %g)", d->rope_pairing, d->rope_theta);
   say(o, "  %s, d_model %d, heads %d%s, d_ff %d, layers %d, vocab %d, max_seq %d; %s-norm %s eps %g, %s, bias %s, "
       "positions %s%s, %s", d->arch, d->d_model, d->heads, kv, d->d_ff, d->layers, d->vocab, d->max_seq, d->norm,
-      d->norm_kind, d->eps, d->activation, d->bias ? "yes" : "no", d->positional, rope,
+      d->norm_kind, d->eps, d->activation, d->qkv_bias ? "q/k/v only" : d->bias ? "yes" : "no", d->positional, rope,
       !d->lm_head ? "no output head (hidden states out)" : d->tie ? "head tied to the embedding" : "own output head");
 }
 
@@ -774,12 +801,13 @@ static void print_roles(const ff_import_options *o, const family *f, const model
   char shape[64];
   int64_t sh[2];
   for (const role *r = f->globals; r->src; r++) {
-    if (r->kind == FF_TENSOR_LM_HEAD && d->tie) continue;
+    if (!role_present(d, r->kind)) continue;
     ff_rt_shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
     say(o, "    %-52s -> %-36s %s", r->src, role_name(r), shape);
   }
   for (const role *r = f->layer; r->src; r++) {
     char src[160], dst[160];
+    if (!role_present(d, r->kind)) continue;
     ff_rt_shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
     snprintf(src, sizeof src, "%s{i}.%s", f->layer_src, r->src);
     snprintf(dst, sizeof dst, "layers.{i}.%s", role_name(r));
@@ -922,6 +950,7 @@ static char *describe(const model_desc *d, const char *name, const char *src, co
   if (d->has_kv_heads) SET(kv_heads, number, d->kv_heads);
   SET(norm, string, d->norm), SET(norm_kind, string, d->norm_kind), SET(final_norm, number, d->final_norm);
   SET(eps, number, d->eps), SET(activation, string, d->activation), SET(bias, number, d->bias);
+  if (d->qkv_bias) SET(attention_bias, number, 1), SET(out_proj_bias, number, 0);
   SET(vocab, number, d->vocab), SET(positional, string, d->positional), SET(scale_embeddings, number, 0);
   if (!strcmp(d->positional, "rope")) SET(rope_theta, number, d->rope_theta), SET(rope_pairing, string, d->rope_pairing);
   if (d->lm_head) SET(tie_embeddings, number, d->tie);
@@ -1141,10 +1170,10 @@ static const family *family_of(const cJSON *root, const char *path, ff_error *er
                            : arch && !strncmp(arch, families[i].arch_hint, strlen(families[i].arch_hint)))
       return &families[i];
   if (cJSON_IsString(mt))
-    ff_fail(err, FF_EINVAL, "%s: model_type '%s' is not supported (fixformer imports llama, gpt2, bert)", path,
+    ff_fail(err, FF_EINVAL, "%s: model_type '%s' is not supported (fixformer imports llama, qwen2, gpt2, bert)", path,
             mt->valuestring);
   else
-    ff_fail(err, FF_EINVAL, "%s: no model_type, and architectures '%s' is not one of Llama*, GPT2*, Bert*", path,
+    ff_fail(err, FF_EINVAL, "%s: no model_type, and architectures '%s' is not one of Llama*, Qwen2*, GPT2*, Bert*", path,
             arch ? arch : "(none)");
   return NULL;
 }
