@@ -741,9 +741,14 @@ def main():
         return 0
     if not args.fixformer or not args.family:
         ap.error("--fixformer and --family are required (or --write-e2e DIR)")
+    return checked(args.fixformer, args.engines, FAMILIES[args.family])
+
+
+def checked(fixformer, engines, case):
+    """case(Checker) in a temporary folder: 0, or 1 after its failures."""
     with tempfile.TemporaryDirectory() as tmp:
-        c = Checker(os.path.abspath(args.fixformer), args.engines.split(","), tmp)
-        FAMILIES[args.family](c)
+        c = Checker(os.path.abspath(fixformer), engines.split(","), tmp)
+        case(c)
     if c.failures:
         print("%d failure(s)" % c.failures)
         return 1
