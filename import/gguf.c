@@ -29,6 +29,16 @@ static const ff_gguf_kv *meta_get(meta *m, const char *key, char *full, size_t n
   return ff_gguf_find(m->g, full);
 }
 
+/* the shortest decimal that is the float32 v (1e-06, not 9.99999997e-07: the description reads as written) */
+static double shortest(double v) {
+  char buf[32];
+  for (int digits = 1; digits < 9; digits++) {
+    snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if ((float)strtod(buf, NULL) == (float)v) return strtod(buf, NULL);
+  }
+  return v;
+}
+
 /* a number of ARCH.key in (lo, hi] (integral when integer); def < 0: required */
 static double meta_num(meta *m, const char *key, double def, double lo, double hi, int integer) {
   char full[128];
@@ -46,7 +56,7 @@ static double meta_num(meta *m, const char *key, double def, double lo, double h
                               full, lo, hi);
     return def;
   }
-  return v;
+  return kv->type == FF_GGUF_F32 ? shortest(v) : v;
 }
 
 /* whether kv is the string s */

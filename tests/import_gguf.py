@@ -27,6 +27,7 @@ as llama.cpp's convert_hf_to_gguf.py permutes them.  Cases:
               tensor past the end, a missing key)
 
   import_gguf.py --fixformer BIN --case weights|tokenizers|errors
+  import_gguf.py --write DIR      only write a llama Q8_0 file with its tokenizer (the docs' example)
 """
 import argparse
 import json
@@ -252,12 +253,12 @@ def models():
     return [("llama", cfg_l, sd_l, sp_kvs, 3, 32), ("qwen2", cfg_q, sd_q, bpe_kvs, 2, 64)]
 
 
-def write_model(c, arch, cfg, sd, tok_kvs, version, alignment, tname, ttype):
+def write_model(c, arch, cfg, sd, tok_kvs, version, alignment, tname, ttype, stem=None):
     tensors, held = gguf_tensors(cfg, sd, arch, ttype)
     kvs = metadata(cfg, arch, tok_kvs)
     if alignment != 32:
         kvs.append(("general.alignment", U32, alignment))
-    path = os.path.join(c.tmp, "%s_%s.gguf" % (arch, tname))
+    path = os.path.join(c.tmp, "%s_%s.gguf" % (stem or arch, tname))
     write_gguf(path, kvs, tensors, version, alignment)
     return path, held
 
@@ -387,10 +388,19 @@ CASES = {"weights": case_weights, "tokenizers": case_tokenizers, "errors": case_
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--fixformer", required=True)
-    ap.add_argument("--case", choices=sorted(CASES), required=True)
+    ap.add_argument("--fixformer")
+    ap.add_argument("--case", choices=sorted(CASES))
     ap.add_argument("--engines", default="runtime,tcc")
+    ap.add_argument("--write", metavar="DIR", help="only write the llama Q8_0 file into DIR (docs/importing.md)")
     args = ap.parse_args()
+    if args.write:
+        os.makedirs(args.write, exist_ok=True)
+        arch, cfg, sd, tok_kvs, version, alignment = models()[0]
+        c = argparse.Namespace(tmp=args.write)
+        print(write_model(c, arch, cfg, sd, tok_kvs, version, alignment, "q8_0", T_Q8_0, "tiny_" + arch)[0])
+        return 0
+    if not args.fixformer or not args.case:
+        ap.error("--fixformer and --case are required (or --write DIR)")
     return ic.checked(args.fixformer, args.engines, CASES[args.case])
 
 
