@@ -9,8 +9,8 @@
  * dims innermost first, uint32 ggml type, uint64 offset); then the data at
  * the next multiple of general.alignment (default 32), each tensor's offset
  * relative to it and a multiple of the alignment.  Little-endian only (as
- * this host: version 3 allows big-endian files, which are refused as an
- * absurd count).  Every count is bounded by the bytes left before anything
+ * this host: version 3 allows big-endian files, whose version then reads as
+ * 50331648 and is refused).  Every count is bounded by the bytes left before anything
  * is allocated, and every read checked against the length. */
 #include <math.h>
 #include <stdio.h>

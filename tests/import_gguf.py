@@ -244,13 +244,18 @@ def byte_bpe(n_merges=150):
 TYPES = [("f32", T_F32), ("f16", T_F16), ("bf16", T_BF16), ("q8_0", T_Q8_0)]
 
 
-def models():
-    """(arch, cfg, sd, tokenizer kvs, version, alignment) of the llama and the qwen2 file."""
+def llama_model():
+    """(arch, cfg, sd, tokenizer kvs, version, alignment) of the llama file"""
     sp_kvs, sp_v, _ = sp_tokenizer()
+    cfg, sd = ic.llama_case(seed=31, d=64, H=4, KV=2, ff=96, L=2, V=sp_v, P=512)
+    return ("llama", cfg, sd, sp_kvs, 3, 32)
+
+
+def models():
+    """the llama and the qwen2 file's (arch, cfg, sd, tokenizer kvs, version, alignment)"""
     bpe_kvs, bpe_v, _ = byte_bpe()
-    cfg_l, sd_l = ic.llama_case(seed=31, d=64, H=4, KV=2, ff=96, L=2, V=sp_v, P=512)
-    cfg_q, sd_q = ic.qwen2_case(seed=32, d=64, H=4, KV=2, ff=64, L=2, V=bpe_v, P=512, tied=True)
-    return [("llama", cfg_l, sd_l, sp_kvs, 3, 32), ("qwen2", cfg_q, sd_q, bpe_kvs, 2, 64)]
+    cfg, sd = ic.qwen2_case(seed=32, d=64, H=4, KV=2, ff=64, L=2, V=bpe_v, P=512, tied=True)
+    return [llama_model(), ("qwen2", cfg, sd, bpe_kvs, 2, 64)]
 
 
 def write_model(c, arch, cfg, sd, tok_kvs, version, alignment, tname, ttype, stem=None):
@@ -331,7 +336,7 @@ def case_tokenizers(c):
 
 
 def case_errors(c):
-    arch, cfg, sd, tok_kvs, version, alignment = models()[0]
+    arch, cfg, sd, tok_kvs, version, alignment = llama_model()
     good, _ = write_model(c, arch, cfg, sd, (), 3, 32, "err", T_F32)
     raw = open(good, "rb").read()
     with_tok = open(write_model(c, arch, cfg, sd, tok_kvs, 3, 32, "err_tok", T_F32)[0], "rb").read()
@@ -395,7 +400,7 @@ def main():
     args = ap.parse_args()
     if args.write:
         os.makedirs(args.write, exist_ok=True)
-        arch, cfg, sd, tok_kvs, version, alignment = models()[0]
+        arch, cfg, sd, tok_kvs, version, alignment = llama_model()
         c = argparse.Namespace(tmp=args.write)
         print(write_model(c, arch, cfg, sd, tok_kvs, version, alignment, "q8_0", T_Q8_0, "tiny_" + arch)[0])
         return 0
