@@ -16,7 +16,9 @@ as llama.cpp's convert_hf_to_gguf.py permutes them.  Cases:
               the file holds (Q8_0: q * d); the Q8_0 import describes dtype
               "int8", writes exactly q * d, and quant.c's int8 formula (scale
               max|w| / 127, q = round(w / scale)) gives back the stored blocks
-  tokenizers  the llama file's SentencePiece tokenizer (tokenizer.ggml.model
+  tokenizers  the files the test writes as @huggingface/gguf reads them (npm, pinned in
+              tests/tokenizers: every key, type and value, the tensor infos); the
+              llama file's SentencePiece tokenizer (tokenizer.ggml.model
               "llama": tokens, scores, token_type) against run.c's encode
               ported to Python, and the qwen2 file's byte-level BPE ("gpt2":
               tokens, merges) against @huggingface/tokenizers by node on a
@@ -111,14 +113,16 @@ def tensor_bytes(x, ttype):
 
 
 def write_gguf(path, kvs, tensors, version=3, alignment=32):
-    """kvs: [(key, vtype, value)]; tensors: [(name, ggml type, float32 array [rows, cols] or [n])]."""
+    """kvs: [(key, vtype, value)]; tensors: [(name, ggml type, float32 array [rows, cols] or [n])].
+    Returns the layout written: the data's start and each tensor's (name, dims, type, offset)."""
     out = [b"GGUF", struct.pack("<IQQ", version, len(tensors), len(kvs))]
     out += [gstr(k) + struct.pack("<I", t) + gvalue(t, v) for k, t, v in kvs]
-    blobs, offset = [], 0
+    blobs, offset, infos = [], 0, []
     for name, ttype, x in tensors:
         dims = list(reversed(np.shape(x)))  # innermost first
         out.append(gstr(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", n) for n in dims) +
                    struct.pack("<IQ", ttype, offset))
+        infos.append((name, dims, ttype, offset))
         blob = tensor_bytes(x, ttype)
         blob += b"\0" * (-len(blob) % alignment)
         blobs.append(blob)
@@ -127,6 +131,7 @@ def write_gguf(path, kvs, tensors, version=3, alignment=32):
     head += b"\0" * (-len(head) % alignment)
     with open(path, "wb") as f:
         f.write(head + b"".join(blobs))
+    return len(head), infos
 
 
 # ---- HF checkpoints as llama.cpp writes them ----------------------------------------
@@ -264,7 +269,8 @@ def write_model(c, arch, cfg, sd, tok_kvs, version, alignment, tname, ttype, ste
     if alignment != 32:
         kvs.append(("general.alignment", U32, alignment))
     path = os.path.join(c.tmp, "%s_%s.gguf" % (stem or arch, tname))
-    write_gguf(path, kvs, tensors, version, alignment)
+    layout = write_gguf(path, kvs, tensors, version, alignment)
+    c.written = (kvs, version, layout)  # for cross_check
     return path, held
 
 
@@ -310,6 +316,40 @@ def tokenize(c, lua, lines_path):
     return [[int(x) for x in l.split()] for l in p.stdout.splitlines()]
 
 
+def same_value(vtype, got, want):
+    if vtype == ARRAY:
+        elem, items = want
+        return len(got) == len(items) and all(same_value(elem, g, w) for g, w in zip(got, items))
+    if vtype in (F32, F64):
+        return np.float32(got) == np.float32(want) if vtype == F32 else got == want
+    return got == want
+
+
+def cross_check(c, path):
+    """The file as @huggingface/gguf reads it is the one the writer meant: every key with its type and value,
+    each tensor's name, dims (innermost first), type and offset, and where the data starts."""
+    kvs, version, (data, infos) = c.written
+    got = toks.node("gguf", path)[0]
+    meta, bad = got["metadata"], []
+    if meta.pop("version")["value"] != version or meta.pop("tensor_count")["value"] != len(infos) or \
+            meta.pop("kv_count")["value"] != len(kvs):
+        bad.append("the header")
+    for key, vtype, value in kvs:
+        m = meta.pop(key, None)
+        sub = value[0] if vtype == ARRAY else None
+        if not m or m["type"] != vtype or m.get("subType") != sub or not same_value(vtype, m["value"], value):
+            bad.append("key %s" % key)
+    bad += ["extra key %s" % k for k in meta]
+    want = [{"name": n, "n_dims": len(d), "shape": d, "dtype": t, "offset": o} for n, d, t, o in infos]
+    if got["tensors"] != want or got["data"] != data:
+        bad.append("the tensor infos")
+    if bad:
+        c.fail("%s: @huggingface/gguf reads another file: %s" % (os.path.basename(path), ", ".join(bad[:5])))
+    else:
+        print("%-28s @huggingface/gguf reads the %d keys and %d tensor infos written" % (
+            os.path.basename(path), len(kvs), len(infos)))
+
+
 def case_tokenizers(c):
     lines = [l for l in toks.corpus(seed=5, n=60) if l.strip()]
     lp = os.path.join(c.tmp, "lines.txt")
@@ -321,7 +361,8 @@ def case_tokenizers(c):
     want = {"llama": [toks.runc_encode(runc, scores, l) for l in lines],
             "qwen2": [r["ids"] for r in toks.node("hf", ref_json, lp)]}
     for arch, cfg, sd, tok_kvs, version, alignment in models():
-        path, _ = write_model(c, arch, cfg, sd, tok_kvs, version, alignment, "f32", T_F32)
+        path, _ = write_model(c, arch, cfg, sd, tok_kvs, version, alignment, "q8_0", T_Q8_0)
+        cross_check(c, path)
         lua = c.do_import(arch + "_tok", path)
         got = tokenize(c, lua, lp) if lua else None
         if got is None:
