@@ -329,7 +329,11 @@ def cross_check(c, path):
     """The file as @huggingface/gguf reads it is the one the writer meant: every key with its type and value,
     each tensor's name, dims (innermost first), type and offset, and where the data starts."""
     kvs, version, (data, infos) = c.written
-    got = toks.node("gguf", path)[0]
+    try:
+        got = toks.node("gguf", path)[0]
+    except RuntimeError as e:
+        hint = " (run `npm ci` in tests/tokenizers)" if "@huggingface/gguf" in str(e) else ""
+        return c.fail("%s: @huggingface/gguf: %s%s" % (os.path.basename(path), str(e)[-200:], hint))
     meta, bad = got["metadata"], []
     if meta.pop("version")["value"] != version or meta.pop("tensor_count")["value"] != len(infos) or \
             meta.pop("kv_count")["value"] != len(kvs):
