@@ -15,7 +15,8 @@ as llama.cpp's convert_hf_to_gguf.py permutes them.  Cases:
               Hugging Face's formulas (tests/lib/hf_reference.py) on the values
               the file holds (Q8_0: q * d); the Q8_0 import describes dtype
               "int8", writes exactly q * d, and quant.c's int8 formula (scale
-              max|w| / 127, q = round(w / scale)) gives back the stored blocks
+              max|w| / 127, q = round(w / scale)) gives back the stored blocks;
+              Q8_0 beside an F16 matrix keeps the float values (no dtype)
   tokenizers  the files the test writes as @huggingface/gguf reads them (npm, pinned in
               tests/tokenizers: every key, type and value, the tensor infos); the
               llama file's SentencePiece tokenizer (tokenizer.ggml.model
@@ -306,6 +307,26 @@ def case_weights(c):
             c.forward(name, lua, fw, cfg["vocab_size"], 8, [8, 5])
             if ttype == T_Q8_0:
                 check_q8(c, name, lua, sd)
+    case_mixed(c)
+
+
+def case_mixed(c):
+    """Q8_0 beside an F16 matrix (ffn_down): int8 would quantize the F16 one, so the float values stay (f32)."""
+    arch, cfg, sd, tok_kvs, version, alignment = llama_model()
+    tensors, held = gguf_tensors(cfg, sd, arch, T_Q8_0)
+    for i, (n, t, x) in enumerate(tensors):
+        if n.endswith("ffn_down.weight"):
+            tensors[i] = (n, T_F16, x)
+            held["model.layers.%s.mlp.down_proj.weight" % n.split(".")[1]] = stored(x, T_F16)
+    path = os.path.join(c.tmp, "mixed.gguf")
+    write_gguf(path, metadata(cfg, arch, tok_kvs), tensors)
+    lua = c.do_import("mixed", path)
+    if not lua:
+        return
+    if "dtype" in open(lua).read():
+        return c.fail("mixed: the description sets a dtype")
+    fw = lambda ids, lens: ref.llama_forward(cfg, held, ids, lens)  # noqa: E731
+    c.forward("llama_q8_0_f16_mixed", lua, fw, cfg["vocab_size"], 8, [8, 5])
 
 
 def tokenize(c, lua, lines_path):
