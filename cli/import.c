@@ -31,22 +31,24 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},        {"-o", "--output", 
                            {NULL, NULL, NULL, 0}};
 
 const cli_command cli_import = {
-    "import", "a Hugging Face folder or a llama2.c checkpoint -> a description + weights",
+    "import", "a Hugging Face folder, a llama2.c checkpoint or a GGUF file -> a description + weights",
      "usage: fixformer import SRC [-o DIR] [--name NAME] [--tokenizer FILE] [--max-seq N]\n"
      "Turns a checkpoint as it is published into DIR/NAME.lua + DIR/NAME.safetensors\n"
      "(+ the tokenizer), which every other command takes with no other flag:\n"
      "  SRC               a Hugging Face model folder (config.json + model.safetensors, or the\n"
-     "                    shards of model.safetensors.index.json; model_type llama, gpt2, bert),\n"
-     "                    or a llama2.c checkpoint .bin (legacy or version 1, float32)\n"
+     "                    shards of model.safetensors.index.json; model_type llama, qwen2, gpt2,\n"
+     "                    bert), a llama2.c checkpoint .bin (legacy or version 1, float32), or a\n"
+     "                    GGUF file (v2, v3; llama, qwen2; F32, F16, BF16, Q8_0 -> dtype int8;\n"
+     "                    its tokenizer.ggml.* written as a tokenizer file)\n"
      "  -o, --output DIR  where the files go (made if need be; default: SRC's name\n"
      "                    + -fixformer in the current folder); they appear all or none\n"
      "  --name NAME       the model's name (a C identifier; default: from SRC)\n"
      "  --tokenizer FILE  the tokenizer to copy (default: tokenizer.json in the folder,\n"
-     "                    tokenizer.bin beside a .bin; one generate cannot load is left out\n"
-     "                    with a note, or refused when given here)\n"
+     "                    tokenizer.bin beside a .bin, a GGUF's own; one generate cannot\n"
+     "                    load is left out with a note, or refused when given here)\n"
      "  --max-seq N       at most N positions (1..the source's max_position_embeddings,\n"
-     "                    n_positions or seq_len): smaller caches; learned positions keep\n"
-     "                    their first N rows\n"
+     "                    n_positions, seq_len or context_length): smaller caches; learned\n"
+     "                    positions keep their first N rows\n"
      "  -q, --quiet       no progress lines on stderr\n"
      "Prints what it mapped and ignored; the last line is the path of NAME.lua.  Nothing is\n"
      "written when the description would not load (it is checked as every command loads it)\n"
@@ -54,4 +56,4 @@ const cli_command cli_import = {
      "Example:\n"
      "  fixformer import ~/checkpoints/stories15M.bin -o stories15M\n"
      "  fixformer generate stories15M/stories15M.lua --text \"Once upon a time\" --max-new 40\n",
-    "SRC (a model folder or a llama2.c .bin)", 0, run_import, flags};
+    "SRC (a model folder, a llama2.c .bin or a .gguf)", 0, run_import, flags};

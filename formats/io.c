@@ -321,7 +321,7 @@ static float float_of_bits(uint32_t bits) {
   return f;
 }
 
-static float half_to_float(uint16_t h) {
+float ff_half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023u, bits;
   if (exp == 0) {
     if (man == 0) {
@@ -342,7 +342,7 @@ static float half_to_float(uint16_t h) {
   return float_of_bits(bits);
 }
 
-static float bf16_to_float(uint16_t h) { return float_of_bits((uint32_t)h << 16); }
+float ff_bf16_to_float(uint16_t h) { return float_of_bits((uint32_t)h << 16); }
 
 /* A file format's name of an element type, and its size in bytes */
 typedef struct {
@@ -506,7 +506,7 @@ static int st_copy(const uint8_t *data, ff_tensor *ts, const span *spans, int co
       } else {
         for (size_t k = 0; k < t->numel; k++) {
           uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
-          fp[k] = t->file_dtype == FF_F16 ? half_to_float(h) : bf16_to_float(h);
+          fp[k] = t->file_dtype == FF_F16 ? ff_half_to_float(h) : ff_bf16_to_float(h);
         }
       }
       fp += t->numel;

@@ -8,9 +8,11 @@
  * Conv1D [in,out] transposed to [out,in]) and the tokenizer copied beside
  * them.  Sources:
  *   - a Hugging Face folder: config.json + model.safetensors, or the shards
- *     of model.safetensors.index.json; families llama, gpt2, bert;
+ *     of model.safetensors.index.json; families llama, qwen2, gpt2, bert;
  *   - a llama2.c checkpoint: the legacy .bin (7 int32 header) or version 1
- *     (magic "ak42", 256-byte header).
+ *     (magic "ak42", 256-byte header);
+ *   - a GGUF file (versions 2 and 3; architectures llama and qwen2; F32, F16,
+ *     BF16 and Q8_0 tensors; the tokenizer of its metadata): import/gguf.c.
  * Every source tensor is mapped, or ignored for a stated reason, or the
  * import fails naming it; the files appear all or none.  What was mapped and
  * ignored goes to the caller's report function a line at a time, never to
@@ -27,22 +29,12 @@
 #include <cjson/cJSON.h>
 
 #include "ff_config.h"
+#include "ff_gguf.h"
 #include "ff_io.h"
 #include "ff_json.h"
 #include "ff_runtime.h" /* the schema's rows (ff_rt_schema.h), ff_rt_shape_text */
 #include "fixformer.h"
-
-/* ---- the description to write ------------------------------------------- */
-
-typedef struct {
-  const char *family;   /* "llama", "gpt2", "bert", "llama2.c" */
-  const char *arch, *norm, *norm_kind, *activation, *positional, *rope_pairing;
-  int d_model, heads, kv_heads, d_ff, layers, vocab, max_seq, token_types;
-  int final_norm, bias, tie, embed_norm, lm_head, has_kv_heads;
-  double eps, rope_theta;
-  const char *max_seq_key; /* the source's name for max_seq, for messages */
-  int pos_rows;            /* the positions the source has (a learned table's rows); max_seq may be fewer */
-} model_desc;
+#include "import_internal.h"
 
 /* The config whose sizes (ff_rt_dim: d_model, d_ff, qkv, kv, ...) a
  * tensor's shape is made of: the schema's shapes for the model imported. */
@@ -51,6 +43,18 @@ static void dims_of(const model_desc *d, ff_config *c) {
   c->d_model = d->d_model, c->heads = d->heads, c->kv_heads = d->kv_heads, c->d_ff = d->d_ff;
   c->vocab = d->vocab, c->max_seq = d->max_seq, c->token_types = d->token_types;
   c->activation = d->activation && !strcmp(d->activation, "swiglu") ? FF_ACT_SWIGLU : FF_ACT_RELU;
+  c->norm_kind = d->norm_kind && !strcmp(d->norm_kind, "rmsnorm") ? FF_NORM_RMSNORM : FF_NORM_LAYERNORM;
+  c->positional = !d->positional ? FF_POS_NONE : !strcmp(d->positional, "rope") ? FF_POS_ROPE
+                  : !strcmp(d->positional, "learned") ? FF_POS_LEARNED : FF_POS_NONE;
+  c->bias = d->bias, c->attention_bias = d->bias || d->qkv_bias, c->out_proj_bias = d->bias;
+  c->tie_embeddings = d->tie, c->final_norm = d->final_norm, c->embed_norm = d->embed_norm;
+}
+
+/* Whether the model imported has r's tensor (the schema's conditions: Qwen2's q/k/v biases, an untied head) */
+static int role_present(const model_desc *d, enum ff_tensor_kind kind) {
+  ff_config c;
+  dims_of(d, &c);
+  return ff_rt_needs_hold(&c, ff_rt_weight_kinds[kind].needs);
 }
 
 /* ---- the tensors to write ------------------------------------------------- */
@@ -197,13 +201,22 @@ static void llama_config(config_reader *c, model_desc *d) {
   d->tie = cfg_bool(c, "tie_word_embeddings", 0);
   d->final_norm = d->lm_head = d->has_kv_heads = 1;
   const char *act = cfg_str(c, "hidden_act", "silu");
-  if (strcmp(act, "silu")) cfg_unsupported(c, "hidden_act", "only \"silu\" (SwiGLU) is supported for llama");
+  if (strcmp(act, "silu")) cfg_unsupported(c, "hidden_act", "only \"silu\" (SwiGLU) is supported");
   if (cfg_get(c, "rope_scaling")) cfg_unsupported(c, "rope_scaling", "RoPE scaling is not supported (plain RoPE only)");
   if (cfg_bool(c, "attention_bias", 0)) cfg_unsupported(c, "attention_bias", "biases in attention only are not supported");
   if (cfg_bool(c, "mlp_bias", 0)) cfg_unsupported(c, "mlp_bias", "biases in the MLP only are not supported");
   if (!c->rc && d->heads && cfg_int(c, "head_dim", d->d_model / d->heads, 1, 65536) != d->d_model / d->heads)
     cfg_unsupported(c, "head_dim", "must be hidden_size / num_attention_heads");
   cfg_check_shapes(c, d, "num_attention_heads");
+}
+
+/* Qwen2: LLaMA's shape with q, k and v biases (no o_proj or MLP biases) */
+static void qwen2_config(config_reader *c, model_desc *d) {
+  llama_config(c, d);
+  d->family = "qwen2", d->qkv_bias = 1;
+  d->tie = cfg_bool(c, "tie_word_embeddings", 0);
+  if (cfg_bool(c, "use_sliding_window", 0))
+    cfg_unsupported(c, "use_sliding_window", "sliding-window attention is not supported");
 }
 
 static void gpt2_config(config_reader *c, model_desc *d) {
@@ -287,8 +300,11 @@ static const role llama_globals[] = {{"model.embed_tokens.weight", WHOLE(EMBED)}
 static const role llama_layer[] = {
     {"input_layernorm.weight", WHOLE(NORM1_WEIGHT)},
     {"self_attn.q_proj.weight", PART(SELF_IN_PROJ_WEIGHT, 0)},
+    {"self_attn.q_proj.bias", PART(SELF_IN_PROJ_BIAS, 0)}, /* Qwen2's */
     {"self_attn.k_proj.weight", PART(SELF_IN_PROJ_WEIGHT, 1)},
+    {"self_attn.k_proj.bias", PART(SELF_IN_PROJ_BIAS, 1)},
     {"self_attn.v_proj.weight", PART(SELF_IN_PROJ_WEIGHT, 2)},
+    {"self_attn.v_proj.bias", PART(SELF_IN_PROJ_BIAS, 2)},
     {"self_attn.o_proj.weight", WHOLE(SELF_OUT_PROJ_WEIGHT)},
     {"post_attention_layernorm.weight", WHOLE(NORM2_WEIGHT)},
     {"mlp.gate_proj.weight", PART(LINEAR1_WEIGHT, 0)},
@@ -348,8 +364,30 @@ static const ignore_rule bert_ignore[] = {{"pooler.", 0, "the pooler (pooler.den
                                           {"embeddings.position_ids", 0, "the position-ids buffer"},
                                           {NULL, 0, NULL}};
 
+/* GGUF (llama.cpp's names, both architectures; "blk.N." the layers) */
+static const role gguf_globals[] = {{"token_embd.weight", WHOLE(EMBED)},
+                                    {"output_norm.weight", WHOLE(FINAL_NORM_WEIGHT)},
+                                    {"output.weight", WHOLE(LM_HEAD)}, END};
+static const role gguf_layer[] = {
+    {"attn_norm.weight", WHOLE(NORM1_WEIGHT)},
+    {"attn_q.weight", PART(SELF_IN_PROJ_WEIGHT, 0)}, {"attn_q.bias", PART(SELF_IN_PROJ_BIAS, 0)},
+    {"attn_k.weight", PART(SELF_IN_PROJ_WEIGHT, 1)}, {"attn_k.bias", PART(SELF_IN_PROJ_BIAS, 1)},
+    {"attn_v.weight", PART(SELF_IN_PROJ_WEIGHT, 2)}, {"attn_v.bias", PART(SELF_IN_PROJ_BIAS, 2)},
+    {"attn_output.weight", WHOLE(SELF_OUT_PROJ_WEIGHT)},
+    {"ffn_norm.weight", WHOLE(NORM2_WEIGHT)},
+    {"ffn_gate.weight", PART(LINEAR1_WEIGHT, 0)},
+    {"ffn_up.weight", PART(LINEAR1_WEIGHT, 1)},
+    {"ffn_down.weight", WHOLE(LINEAR2_WEIGHT)},
+    END};
+static const ignore_rule gguf_ignore[] = {{NULL, 0, NULL}};
+static const family gguf_families[] = {
+    {"llama", "", NULL, "", "blk.", 0, gguf_globals, gguf_layer, gguf_ignore},
+    {"qwen2", "", NULL, "", "blk.", 0, gguf_globals, gguf_layer, gguf_ignore},
+};
+
 static const family families[] = {
     {"llama", "Llama", llama_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore},
+    {"qwen2", "Qwen2", qwen2_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore},
     {"gpt2", "GPT2", gpt2_config, "transformer.", "h.", 1, gpt2_globals, gpt2_layer, gpt2_ignore},
     {"bert", "Bert", bert_config, "bert.", "encoder.layer.", 0, bert_globals, bert_layer, bert_ignore},
 };
@@ -408,6 +446,7 @@ typedef struct {
   src_tensor *all;       /* sorted by name */
   int n;
   char *what;            /* model.safetensors or the index: names the source of a missing tensor */
+  const char *settings;  /* where the shapes come from, for messages: "config.json", "its metadata" */
   const char *strip;     /* the family's optional prefix */
 } source;
 
@@ -638,8 +677,8 @@ static int map_role(source *s, const model_desc *d, const role *r, int conv1d, c
   if (t->rank != rank || t->shape[0] != want[0] || (rank == 2 && t->shape[1] != want[1])) {
     ff_rt_shape_text(haves, sizeof haves, t->rank < 2 ? t->rank : 2, t->shape);
     if (t->rank > 2) snprintf(haves, sizeof haves, "rank %d", t->rank);
-    return ff_fail(err, FF_ESHAPE, "%s: tensor '%s': shape %s, config.json needs %s", s->paths[st->file], t->name,
-                   haves, wants);
+    return ff_fail(err, FF_ESHAPE, "%s: tensor '%s': shape %s, %s needs %s", s->paths[st->file], t->name, haves,
+                   s->settings, wants);
   }
   st->used = 1;
   if (!conv1d) return out_add(o, dst, rows, rank == 2 ? cols : 0, t->data, NULL, err);
@@ -655,9 +694,10 @@ static int map_roles(source *s, const family *f, const model_desc *d, outputs *o
   char src[FF_TENSOR_NAME_MAX], dst[FF_TENSOR_NAME_MAX];
   int rc = 0;
   for (const role *r = f->globals; r->src && !rc; r++)
-    if (r->kind != FF_TENSOR_LM_HEAD || !d->tie) rc = map_role(s, d, r, 0, r->src, role_name(r), o, err);
+    if (role_present(d, r->kind)) rc = map_role(s, d, r, 0, r->src, role_name(r), o, err);
   for (int i = 0; i < d->layers && !rc; i++)
     for (const role *r = f->layer; r->src && !rc; r++) {
+      if (!role_present(d, r->kind)) continue;
       snprintf(src, sizeof src, "%s%d.%s", f->layer_src, i, r->src);
       snprintf(dst, sizeof dst, "layers.%d.%s", i, role_name(r));
       rc = map_role(s, d, r, transposed(f, r, 1), src, dst, o, err);
@@ -711,8 +751,8 @@ static int check_leftovers(source *s, const family *f, const model_desc *d, cons
       continue;
     }
     if (layer >= d->layers)
-      return ff_fail(err, FF_EINVAL, "%s: tensor '%s': layer %d, but config.json has %d layers", s->paths[st->file],
-                     st->t->name, layer, d->layers);
+      return ff_fail(err, FF_EINVAL, "%s: tensor '%s': layer %d, but %s has %d layers", s->paths[st->file],
+                     st->t->name, layer, s->settings, d->layers);
     return ff_fail(err, FF_EINVAL, "%s: tensor '%s' cannot be mapped to a %s model (no such %s tensor)",
                    s->paths[st->file], st->t->name, f->model_type, f->model_type);
   }
@@ -765,7 +805,7 @@ static void print_model(const ff_import_options *o, const model_desc *d) {
   if (!strcmp(d->positional, "rope")) snprintf(rope, sizeof rope, " (%s, theta %g)", d->rope_pairing, d->rope_theta);
   say(o, "  %s, d_model %d, heads %d%s, d_ff %d, layers %d, vocab %d, max_seq %d; %s-norm %s eps %g, %s, bias %s, "
       "positions %s%s, %s", d->arch, d->d_model, d->heads, kv, d->d_ff, d->layers, d->vocab, d->max_seq, d->norm,
-      d->norm_kind, d->eps, d->activation, d->bias ? "yes" : "no", d->positional, rope,
+      d->norm_kind, d->eps, d->activation, d->qkv_bias ? "q/k/v only" : d->bias ? "yes" : "no", d->positional, rope,
       !d->lm_head ? "no output head (hidden states out)" : d->tie ? "head tied to the embedding" : "own output head");
 }
 
@@ -774,12 +814,13 @@ static void print_roles(const ff_import_options *o, const family *f, const model
   char shape[64];
   int64_t sh[2];
   for (const role *r = f->globals; r->src; r++) {
-    if (r->kind == FF_TENSOR_LM_HEAD && d->tie) continue;
+    if (!role_present(d, r->kind)) continue;
     ff_rt_shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
     say(o, "    %-52s -> %-36s %s", r->src, role_name(r), shape);
   }
   for (const role *r = f->layer; r->src; r++) {
     char src[160], dst[160];
+    if (!role_present(d, r->kind)) continue;
     ff_rt_shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
     snprintf(src, sizeof src, "%s{i}.%s", f->layer_src, r->src);
     snprintf(dst, sizeof dst, "layers.{i}.%s", role_name(r));
@@ -922,6 +963,7 @@ static char *describe(const model_desc *d, const char *name, const char *src, co
   if (d->has_kv_heads) SET(kv_heads, number, d->kv_heads);
   SET(norm, string, d->norm), SET(norm_kind, string, d->norm_kind), SET(final_norm, number, d->final_norm);
   SET(eps, number, d->eps), SET(activation, string, d->activation), SET(bias, number, d->bias);
+  if (d->qkv_bias) SET(attention_bias, number, 1), SET(out_proj_bias, number, 0);
   SET(vocab, number, d->vocab), SET(positional, string, d->positional), SET(scale_embeddings, number, 0);
   if (!strcmp(d->positional, "rope")) SET(rope_theta, number, d->rope_theta), SET(rope_pairing, string, d->rope_pairing);
   if (d->lm_head) SET(tie_embeddings, number, d->tie);
@@ -931,6 +973,7 @@ static char *describe(const model_desc *d, const char *name, const char *src, co
   snprintf(weights, sizeof weights, "%s.safetensors", name);
   SET(max_seq, number, d->max_seq), SET(weights, string, weights);
   if (tokenizer) SET(vocabulary, string, tokenizer);
+  if (d->dtype) SET(dtype, string, d->dtype);
 #undef SET
   char *keys = ff_rt_describe(v, 0); /* numbers that read back as the same double */
   snprintf(safe, sizeof safe, "%s", src);
@@ -968,6 +1011,7 @@ static const char *import_basename(const char *src, size_t *n) {
     if (src[i] == '/') base = src + i + 1;
   *n = (size_t)(src + len - base);
   if (*n > 4 && !strncmp(base + *n - 4, ".bin", 4)) *n -= 4;
+  else if (*n > 5 && !strncmp(base + *n - 5, ".gguf", 5)) *n -= 5;
   return base;
 }
 
@@ -1014,6 +1058,7 @@ typedef struct {
   const char *src, *dir, *name;
   const char *origin;      /* what the settings come from (config.json, the .bin), for messages */
   const char *tokenizer;   /* the file to copy, or NULL */
+  const char *tok_ext;     /* a tokenizer made from the source (GGUF's): its file's extension, else NULL */
   uint8_t *tok;            /* its bytes */
   size_t tok_len;
   const char **inputs;     /* the files the import reads: none of them is written over */
@@ -1086,7 +1131,8 @@ static int write_all(import_job *j, ff_error *err) {
   step(j->opt, "write the files", 0);
   if (j->tokenizer) {
     size_t tl = strlen(j->tokenizer);
-    const char *ext = tl > 5 && !strcmp(j->tokenizer + tl - 5, ".json") ? ".json"
+    const char *ext = j->tok_ext ? j->tok_ext
+                      : tl > 5 && !strcmp(j->tokenizer + tl - 5, ".json") ? ".json"
                       : tl > 4 && !strcmp(j->tokenizer + tl - 4, ".bin") ? ".bin" : "";
     snprintf(tok_name, sizeof tok_name, "%s.tokenizer%s", j->name, ext);
   }
@@ -1119,7 +1165,7 @@ static int write_all(import_job *j, ff_error *err) {
   step(j->opt, "write the files", 1);
   if (!rc) {
     say(j->opt, "wrote %s (%zu tensors, %.1f MB)", paths[1], (size_t)j->o.n, st_len / 1e6);
-    if (j->tokenizer) say(j->opt, "wrote %s (copied from %s)", paths[2], j->tokenizer);
+    if (j->tokenizer) say(j->opt, "wrote %s (%s %s)", paths[2], j->tok_ext ? "made from" : "copied from", j->tokenizer);
     say(j->opt, "%s", paths[0]);
   }
   for (int i = 0; i < 3; i++) free(paths[i]);
@@ -1141,10 +1187,10 @@ static const family *family_of(const cJSON *root, const char *path, ff_error *er
                            : arch && !strncmp(arch, families[i].arch_hint, strlen(families[i].arch_hint)))
       return &families[i];
   if (cJSON_IsString(mt))
-    ff_fail(err, FF_EINVAL, "%s: model_type '%s' is not supported (fixformer imports llama, gpt2, bert)", path,
+    ff_fail(err, FF_EINVAL, "%s: model_type '%s' is not supported (fixformer imports llama, qwen2, gpt2, bert)", path,
             mt->valuestring);
   else
-    ff_fail(err, FF_EINVAL, "%s: no model_type, and architectures '%s' is not one of Llama*, GPT2*, Bert*", path,
+    ff_fail(err, FF_EINVAL, "%s: no model_type, and architectures '%s' is not one of Llama*, Qwen2*, GPT2*, Bert*", path,
             arch ? arch : "(none)");
   return NULL;
 }
@@ -1176,6 +1222,7 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
     rc = cr.rc;
   }
   if (!rc) rc = cap_max_seq(j, err);
+  s.settings = "config.json";
   if (!rc) rc = read_hf_weights(&s, j->src, err);
   if (!rc) rc = source_index(&s, f->strip, err);
   if (!rc) rc = map_roles(&s, f, &j->d, &j->o, err);
@@ -1257,6 +1304,111 @@ static int l2c_run(import_job *j, const char *tokenizer, ff_error *err) {
   return rc;
 }
 
+/* GGUF's tensors as the one file of a source, under their own names */
+static int gguf_source(source *s, const char *path, const ff_gguf *g, int *counts, int *exact, ff_error *err) {
+  if (!(s->files = calloc(1, sizeof *s->files)) || !(s->paths = calloc(1, sizeof *s->paths)) ||
+      !(s->paths[0] = strdup(path)) || !(s->what = strdup(path)))
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  int rc = ff_gguf_tensors(path, g, &s->files[0], counts, exact, err);
+  s->n_files = rc ? 0 : 1;
+  s->settings = "its metadata";
+  return rc ? rc : source_index(s, "", err);
+}
+
+/* dtype int8 when every matrix is Q8_0 and int8's quantization gives its blocks back; else float32 values */
+static void gguf_dtype(import_job *j, const ff_gguf *g, const int *counts, int exact, char *why, size_t n) {
+  int matrices = 0;
+  for (size_t i = 0; i < g->n_t; i++) matrices += g->t[i].n_dims == 2;
+  *why = 0;
+  if (!counts[FF_GGML_Q8_0]) return;
+  if (counts[FF_GGML_Q8_0] == matrices && exact) j->d.dtype = "int8";
+  else snprintf(why, n, "%s: the Q8_0 tensors are kept as their float32 values (dtype int8 would quantize them "
+                "again)", !exact ? "a Q8_0 block without a +-127 value" : "matrices of other types besides Q8_0");
+}
+
+/* the tokenizer of the metadata, loaded as generate loads it; left out (why in note) when it cannot be */
+static int gguf_tokenizer(import_job *j, const ff_gguf *g, char *note, size_t n, ff_error *err) {
+  uint8_t *bytes;
+  size_t len;
+  ff_tokenizer *t = NULL;
+  ff_error e = {0, ""};
+  int rc = ff_gguf_tokenizer(g, j->d.vocab, &bytes, &len, &j->tok_ext, note, n, err);
+  if (rc || !bytes) return rc;
+  if (ff_tokenizer_parse("the tokenizer of tokenizer.ggml.*", bytes, len, j->d.vocab, &t, &e)) {
+    snprintf(note, n, "%s", e.msg);
+    free(bytes);
+    return 0;
+  }
+  ff_tokenizer_free(t);
+  j->tok = bytes, j->tok_len = len, j->tokenizer = "tokenizer.ggml.*";
+  return 0;
+}
+
+static void gguf_summary(import_job *j, const ff_gguf *g, const family *f, const int *counts, const char *why) {
+  char types[160] = "";
+  for (int t = 0; t < 32; t++)
+    if (counts[t])
+      snprintf(types + strlen(types), sizeof types - strlen(types), "%s%s %d", *types ? ", " : "",
+               ff_gguf_type_name((uint32_t)t), counts[t]);
+  say(j->opt, "import %s: GGUF version %u, %s (%zu tensors: %s; %zu metadata keys)", j->src, g->version, f->model_type,
+      g->n_t, types, g->n_kv);
+  print_model(j->opt, &j->d);
+  print_cap(j->opt, &j->d);
+  say(j->opt, "  mapped %d tensors (%zu parameters):", j->o.n, j->o.params);
+  print_roles(j->opt, f, &j->d);
+  if (!strcmp(j->d.rope_pairing, "interleaved"))
+    say(j->opt, "  RoPE rotates adjacent pairs (interleaved): llama.cpp's converter stores llama's q/k rows so");
+  if (j->d.dtype) say(j->opt, "  dtype int8: the Q8_0 blocks as stored (a float scale and 32 int8 a block)");
+  else if (*why) say(j->opt, "  %s", why);
+}
+
+static int gguf_run(import_job *j, const char *tokenizer, ff_error *err) {
+  uint8_t *buf = NULL;
+  size_t len;
+  ff_gguf g;
+  source s;
+  const char *arch = NULL;
+  char note[FF_ERROR_MAX] = "", why[160] = "";
+  int counts[32] = {0}, exact = 1, ignored[1] = {0}, tied = 0;
+  memset(&g, 0, sizeof g);
+  memset(&s, 0, sizeof s);
+  j->origin = j->src;
+  step(j->opt, "read the checkpoint", 0);
+  int rc = ff_read_file(j->src, &buf, &len, err);
+  if (!rc) rc = ff_gguf_parse(j->src, buf, len, &g, err);
+  if (!rc) rc = ff_gguf_describe(j->src, &g, &j->d, &arch, err);
+  const family *f = &gguf_families[arch && !strcmp(arch, "qwen2")];
+  if (!rc) rc = cap_max_seq(j, err);
+  if (!rc) rc = gguf_source(&s, j->src, &g, counts, &exact, err);
+  if (!rc) rc = map_roles(&s, f, &j->d, &j->o, err);
+  if (!rc) rc = check_leftovers(&s, f, &j->d, &j->o, ignored, &tied, err);
+  if (!rc) gguf_dtype(j, &g, counts, exact, why, sizeof why);
+  if (!rc) rc = tokenizer ? take_tokenizer(j, tokenizer, NULL, note, sizeof note, err)
+                          : gguf_tokenizer(j, &g, note, sizeof note, err);
+  step(j->opt, "read the checkpoint", 1);
+  const char *inputs[2] = {j->src, j->tok_ext ? NULL : j->tokenizer};
+  j->inputs = inputs;
+  j->n_inputs = 2;
+  if (!rc) {
+    gguf_summary(j, &g, f, counts, why);
+    print_tokenizer(j, note, "no tokenizer in its metadata");
+    rc = write_all(j, err);
+  }
+  ff_gguf_free(&g);
+  source_free(&s);
+  free(buf);
+  return rc;
+}
+
+/* whether path starts with GGUF's magic */
+static int is_gguf(const char *path) {
+  char magic[4] = "";
+  FILE *f = fopen(path, "rb");
+  size_t n = f ? fread(magic, 1, 4, f) : 0;
+  if (f) fclose(f);
+  return n == 4 && !memcmp(magic, "GGUF", 4);
+}
+
 int ff_import(const char *src, const char *dir, const ff_import_options *options, ff_error *err) {
   static const ff_import_options defaults; /* all NULL and 0 */
   const ff_import_options *o = options ? options : &defaults;
@@ -1283,6 +1435,7 @@ int ff_import(const char *src, const char *dir, const ff_import_options *options
                                (sl >= 5 && !strcmp(src + sl - 5, ".json"))))
     return ff_fail(err, FF_EINVAL, "%s: give the model folder (with config.json), not one of its files", src);
   if (S_ISDIR(st.st_mode)) rc = hf_import(&j, tokenizer, err);
+  else if (is_gguf(src) || (sl >= 5 && !strcmp(src + sl - 5, ".gguf"))) rc = gguf_run(&j, tokenizer, err);
   else rc = l2c_run(&j, tokenizer, err);
   out_free(&j.o);
   free(j.tok);

@@ -237,6 +237,10 @@ typedef struct ff_file_stream {
 } ff_file_stream;
 int ff_write_files_atomic_streamed(const ff_file_out *files, const ff_file_stream *streams, int n, ff_error *err);
 
+/* IEEE half and bfloat16 bits to float32 (exact; safetensors' and GGUF's F16 / BF16). */
+float ff_half_to_float(uint16_t h);
+float ff_bf16_to_float(uint16_t h);
+
 /* Checked size arithmetic: 0 on success, -1 on overflow. */
 int ff_size_mul(size_t a, size_t b, size_t *out);
 int ff_size_add(size_t a, size_t b, size_t *out);

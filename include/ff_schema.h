@@ -62,6 +62,8 @@ extern "C" {
   C(LAYERNORM, "layernorm", norm_kind, IS, FF_NORM_LAYERNORM, NULL)                                                   \
   C(SWIGLU, "swiglu", activation, IS, FF_ACT_SWIGLU, NULL)                                                            \
   C(BIAS, "bias", bias, TRUE, 0, NULL)                                                                                \
+  C(ATTENTION_BIAS, "attention_bias", attention_bias, TRUE, 0, NULL)                                                  \
+  C(OUT_PROJ_BIAS, "out_proj_bias", out_proj_bias, TRUE, 0, NULL)                                                    \
   C(FINAL_NORM, "final_norm", final_norm, TRUE, 0, NULL)                                                              \
   C(EMBED_NORM, "embed_norm", embed_norm, TRUE, 0, NULL)                                                              \
   C(UNTIED, "untied", tie_embeddings, FALSE, 0, NULL)
@@ -124,7 +126,13 @@ enum ff_condition { FF_CONDITIONS(FF_CONDITION_ID) FF_COND_COUNT };
   K(activation, ENUM, ENUM, activation, ff_activation, FF_ACTIVATION_VALUES, FF_DEFAULT_STR("relu"), 0, 0, 0,           \
     FF_ANY_ARCH, "of the feed-forward: `\"gelu\"` is erf's, `\"gelu_tanh\"` its tanh approximation")                    \
   K(bias, BOOLEAN, BOOL, bias, _, FF_NO_VALUES, FF_DEFAULT(1), 0, 0, 0, FF_ANY_ARCH,                                    \
-    "biases in the attention and feed-forward projections")                                                             \
+    "biases in the feed-forward projections (and in attention's, unless `attention_bias` says)")                       \
+  K(attention_bias, BOOLEAN, BOOL, attention_bias, _, FF_NO_VALUES, FF_DEFAULT_OF(1, bias), 0, 0, 0, FF_ANY_ARCH,       \
+    "biases in the attention projections (q, k, v and out): `bias = false, attention_bias = true` has them and a "     \
+    "feed-forward without (Hugging Face LLaMA's `attention_bias`)")                                                     \
+  K(out_proj_bias, BOOLEAN, BOOL, out_proj_bias, _, FF_NO_VALUES, FF_DEFAULT_OF(1, attention_bias), 0, 0, 0,          \
+    FF_ANY_ARCH, "a bias in attention's output projection (out_proj): `attention_bias = true, out_proj_bias = false` "  \
+    "has the q, k, v biases only (Qwen2)")                                                                              \
   K(vocab, INT, INT, vocab, _, FF_NO_VALUES, FF_NO_DEFAULT, 1, FF_BIG, 0, FF_ANY_ARCH,                                  \
     "token vocabulary size; `nil`: no embeddings, inputs are float `[B,T,d_model]` and the output is hidden states")    \
   K(positional, ENUM, ENUM, positional, ff_positional, FF_POSITIONAL_VALUES, FF_DEFAULT_STR("none"), 0, 0, 0,           \
@@ -267,20 +275,20 @@ enum {
     D_MODEL, FF_IS_NORM | FF_IS_BIAS, NONE, embed_norm.bias, FF_NO_PARTS)                                              \
   W(SELF_IN_PROJ_WEIGHT, "self_attn.in_proj_weight", LAYER, 0, QKV, D_MODEL, XAVIER, D_MODEL,                           \
     FF_IS_MATRIX | FF_IS_QUANTIZED, NONE, self_attn.in_proj.weight, FF_QKV_PARTS("self_attn", "weight"))                \
-  W(SELF_IN_PROJ_BIAS, "self_attn.in_proj_bias", LAYER, FF_IF(BIAS), QKV, NONE, ZEROS, D_MODEL, FF_IS_BIAS, NONE,      \
-    self_attn.in_proj.bias, FF_QKV_PARTS("self_attn", "bias"))                                                         \
+  W(SELF_IN_PROJ_BIAS, "self_attn.in_proj_bias", LAYER, FF_IF(ATTENTION_BIAS), QKV, NONE, ZEROS, D_MODEL,               \
+    FF_IS_BIAS, NONE, self_attn.in_proj.bias, FF_QKV_PARTS("self_attn", "bias"))                                        \
   W(SELF_OUT_PROJ_WEIGHT, "self_attn.out_proj.weight", LAYER, 0, D_MODEL, D_MODEL, LINEAR, D_MODEL,                     \
     FF_IS_MATRIX | FF_IS_QUANTIZED, NONE, self_attn.out_proj.weight, FF_NO_PARTS)                                       \
-  W(SELF_OUT_PROJ_BIAS, "self_attn.out_proj.bias", LAYER, FF_IF(BIAS), D_MODEL, NONE, ZEROS, D_MODEL, FF_IS_BIAS, NONE, \
-    self_attn.out_proj.bias, FF_NO_PARTS)                                                                               \
+  W(SELF_OUT_PROJ_BIAS, "self_attn.out_proj.bias", LAYER, FF_IF(OUT_PROJ_BIAS), D_MODEL, NONE, ZEROS, D_MODEL,         \
+    FF_IS_BIAS, NONE, self_attn.out_proj.bias, FF_NO_PARTS)                                                             \
   W(CROSS_IN_PROJ_WEIGHT, "multihead_attn.in_proj_weight", CROSS, 0, QKV, D_MODEL, XAVIER, D_MODEL,                     \
     FF_IS_MATRIX | FF_IS_QUANTIZED, NONE, cross_attn.in_proj.weight, FF_QKV_PARTS("multihead_attn", "weight"))          \
-  W(CROSS_IN_PROJ_BIAS, "multihead_attn.in_proj_bias", CROSS, FF_IF(BIAS), QKV, NONE, ZEROS, D_MODEL, FF_IS_BIAS, NONE, \
-    cross_attn.in_proj.bias, FF_QKV_PARTS("multihead_attn", "bias"))                                                   \
+  W(CROSS_IN_PROJ_BIAS, "multihead_attn.in_proj_bias", CROSS, FF_IF(ATTENTION_BIAS), QKV, NONE, ZEROS, D_MODEL,         \
+    FF_IS_BIAS, NONE, cross_attn.in_proj.bias, FF_QKV_PARTS("multihead_attn", "bias"))                                  \
   W(CROSS_OUT_PROJ_WEIGHT, "multihead_attn.out_proj.weight", CROSS, 0, D_MODEL, D_MODEL, LINEAR, D_MODEL,               \
     FF_IS_MATRIX | FF_IS_QUANTIZED, NONE, cross_attn.out_proj.weight, FF_NO_PARTS)                                      \
-  W(CROSS_OUT_PROJ_BIAS, "multihead_attn.out_proj.bias", CROSS, FF_IF(BIAS), D_MODEL, NONE, ZEROS, D_MODEL, FF_IS_BIAS, \
-    NONE, cross_attn.out_proj.bias, FF_NO_PARTS)                                                                        \
+  W(CROSS_OUT_PROJ_BIAS, "multihead_attn.out_proj.bias", CROSS, FF_IF(OUT_PROJ_BIAS), D_MODEL, NONE, ZEROS, D_MODEL,   \
+    FF_IS_BIAS, NONE, cross_attn.out_proj.bias, FF_NO_PARTS)                                                            \
   W(LINEAR1_WEIGHT, "linear1.weight", LAYER, 0, UP, D_MODEL, LINEAR, D_MODEL, FF_IS_MATRIX | FF_IS_QUANTIZED, NONE,     \
     linear1.weight, FF_PARTS(FF_IF(SWIGLU), "gate_proj.weight", D_FF, "up_proj.weight", D_FF, NULL, NONE))             \
   W(LINEAR1_BIAS, "linear1.bias", LAYER, FF_IF(BIAS), UP, NONE, LINEAR_BIAS, D_MODEL, FF_IS_BIAS, NONE, linear1.bias,   \

@@ -307,8 +307,9 @@ typedef struct ff_import_options {
 } ff_import_options;
 /* A checkpoint as it is published, src: a Hugging Face model folder
  * (config.json + model.safetensors or the shards of
- * model.safetensors.index.json; llama, gpt2, bert) or a llama2.c .bin,
- * to dir/NAME.lua (the description, naming the rest), dir/NAME.safetensors
+ * model.safetensors.index.json; llama, qwen2, gpt2, bert), a llama2.c .bin
+ * or a GGUF file (llama, qwen2; F32, F16, BF16, Q8_0 as dtype int8; the
+ * tokenizer of its metadata), to dir/NAME.lua (the description, naming the rest), dir/NAME.safetensors
  * and the tokenizer, written all or none (dir made if need be) and only once
  * the description loads as every command loads it and no file written would
  * replace one read.  The summary says what was mapped and ignored; its last
@@ -316,7 +317,7 @@ typedef struct ff_import_options {
  * flags (--name, --tokenizer, --max-seq). */
 int ff_import(const char *src, const char *dir, const ff_import_options *options, ff_error *err);
 /* The folder `fixformer import` writes into without -o: src's last name,
- * a .bin dropped, with "-fixformer" added ("model-fixformer" for "/", "."),
+ * a .bin or .gguf dropped, with "-fixformer" added ("model-fixformer" for "/", "."),
  * into buf (n bytes; FF_ENOMEM when it does not fit). */
 int ff_import_default_dir(const char *src, char *buf, size_t n, ff_error *err);
 

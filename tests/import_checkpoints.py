@@ -15,6 +15,7 @@ pairing or a head order mixed up shows.  Families:
            a stored tied head) and GPT2Model (no prefix, n_inner, 3 F16 shards)
   llama    LlamaForCausalLM: full heads untied, grouped-query (kv 2 of 8) sharded,
            tied with rope_theta 500000
+  qwen2    Qwen2ForCausalLM: q/k/v biases, grouped-query untied, and tied (rope_theta 1e6)
   bert     BertForMaskedLM (bert. names, cls.* and pooler ignored) and BertModel,
            padded batch; the output is the last hidden states
   llama2c  llama2.c: legacy stories15M shape (dim 288, 6 layers, 6 heads, vocab
@@ -150,6 +151,19 @@ def llama_case(seed, d, H, KV, ff, L, V, P, tied=False, theta=10000.0):
                    p + "mlp.down_proj.weight": r.n(d, ff, std=0.3)})
     if not tied:
         sd["lm_head.weight"] = r.n(V, d, std=0.1)
+    return cfg, sd
+
+
+def qwen2_case(seed, d, H, KV, ff, L, V, P, tied):
+    """Qwen2ForCausalLM: LLaMA's names plus q_proj, k_proj and v_proj biases (none on o_proj or the MLP)."""
+    cfg, sd = llama_case(seed, d, H, KV, ff, L, V, P, tied, theta=1000000.0)
+    cfg.update(architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=False, sliding_window=P,
+               max_window_layers=L, bos_token_id=V - 1, eos_token_id=V - 1)
+    del cfg["attention_bias"]
+    r, dk = Rng(seed + 100), d // H
+    for i in range(L):
+        for n, rows in (("q", d), ("k", KV * dk), ("v", KV * dk)):
+            sd["model.layers.%d.self_attn.%s_proj.bias" % (i, n)] = r.n(rows, std=0.3)
     return cfg, sd
 
 
@@ -354,16 +368,26 @@ def tokenizer_copies(c):
             print("%-28s tokenizer copied to %s" % (name, copied))
 
 
-def family_llama(c):
-    cases = [("llama_mha", dict(seed=3, d=64, H=4, KV=4, ff=160, L=2, V=100, P=64), 1),
-             ("llama_gqa_sharded", dict(seed=4, d=64, H=8, KV=2, ff=172, L=3, V=120, P=48), 2),
-             ("llama_tied_theta", dict(seed=5, d=48, H=4, KV=1, ff=128, L=2, V=90, P=40, tied=True, theta=500000.0), 1)]
+def hf_decoders(c, cases, make):
+    """Each case's checkpoint (make(**kw)) imported and held to Hugging Face LLaMA's / Qwen2's formulas."""
     for name, kw, shards in cases:
-        cfg, sd = llama_case(**kw)
+        cfg, sd = make(**kw)
         src = os.path.join(c.tmp, name)
         write_hf(src, cfg, sd, shards)
         fw = lambda ids, lens, cfg=cfg, sd=sd: ref.llama_forward(cfg, sd, ids, lens)  # noqa: E731
         check_case(c, name, src, fw, kw["V"], 9, [9, 6], True)
+
+
+def family_llama(c):
+    hf_decoders(c, [("llama_mha", dict(seed=3, d=64, H=4, KV=4, ff=160, L=2, V=100, P=64), 1),
+                    ("llama_gqa_sharded", dict(seed=4, d=64, H=8, KV=2, ff=172, L=3, V=120, P=48), 2),
+                    ("llama_tied_theta", dict(seed=5, d=48, H=4, KV=1, ff=128, L=2, V=90, P=40, tied=True,
+                                              theta=500000.0), 1)], llama_case)
+
+
+def family_qwen2(c):
+    hf_decoders(c, [("qwen2_gqa_untied", dict(seed=21, d=64, H=4, KV=2, ff=96, L=2, V=100, P=48, tied=False), 1),
+                    ("qwen2_tied", dict(seed=22, d=48, H=6, KV=3, ff=64, L=2, V=80, P=32, tied=True), 1)], qwen2_case)
 
 
 def family_bert(c):
@@ -469,7 +493,7 @@ def family_errors(c):
     llama_cfg = llama_case(seed=14, d=16, H=2, KV=2, ff=32, L=1, V=10, P=8)[0]
     cases = [
         ("unknown model_type", hf("mistral", dict(cfg, model_type="mistral")),
-         "config.json: model_type 'mistral' is not supported (fixformer imports llama, gpt2, bert)"),
+         "config.json: model_type 'mistral' is not supported (fixformer imports llama, qwen2, gpt2, bert)"),
         ("missing shard", sharded,
          "model.safetensors.index.json: shard 'model-00002-of-00002.safetensors' is missing"),
         ("wrong shape", hf("shape", weights=wrong),
@@ -698,7 +722,7 @@ def family_e2e(c):
         e2e_emitted(c, name, lua, inp, text, ids if want else None, want)
 
 
-FAMILIES = {"gpt2": family_gpt2, "llama": family_llama, "bert": family_bert, "llama2c": family_llama2c,
+FAMILIES = {"gpt2": family_gpt2, "llama": family_llama, "qwen2": family_qwen2, "bert": family_bert, "llama2c": family_llama2c,
             "errors": family_errors, "tokenizer": family_tokenizer,
             "e2e": family_e2e}
 
@@ -717,9 +741,14 @@ def main():
         return 0
     if not args.fixformer or not args.family:
         ap.error("--fixformer and --family are required (or --write-e2e DIR)")
+    return checked(args.fixformer, args.engines, FAMILIES[args.family])
+
+
+def checked(fixformer, engines, case):
+    """case(Checker) in a temporary folder: 0, or 1 after its failures."""
     with tempfile.TemporaryDirectory() as tmp:
-        c = Checker(os.path.abspath(args.fixformer), args.engines.split(","), tmp)
-        FAMILIES[args.family](c)
+        c = Checker(os.path.abspath(fixformer), engines.split(","), tmp)
+        case(c)
     if c.failures:
         print("%d failure(s)" % c.failures)
         return 1

@@ -19,6 +19,10 @@ is what every consumer does.  One named case each:
       `init --seed 1` of those descriptions gives the bytes the code before
       the schema gave (sha256), so the order of the tensors and of the draws
       is the same;
+  attention_bias_without_ffn_biases
+      `bias = false, attention_bias = true`: q, k, v and out biases, a
+      feed-forward without; runtime and tcc equal PyTorch's
+      nn.TransformerEncoder with its feed-forward biases zero;
   exporter_schema_current, docs_key_table_current
       python/fixformer_schema.json is `info --schema`, and the key table of
       docs/model-description.md is `info --schema --markdown`
@@ -289,6 +293,44 @@ def init_byte_identical(c):
     return "%d weight files as before" % len(MODELS)
 
 
+def attention_bias_without_ffn_biases(c):
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    from reference import read_safetensors, write_safetensors
+    d, h, ff, L, T = 16, 2, 24, 2, 6
+    lua = c.write({"name": '"ab"', "d_model": d, "heads": h, "d_ff": ff, "layers": L, "norm": '"pre"',
+                   "final_norm": "true", "bias": "false", "attention_bias": "true", "max_seq": 8}, "ab")
+    w, x_path, y_path = (os.path.join(c.tmp, f) for f in ("ab.safetensors", "ab_x.npy", "ab_y.npy"))
+    c.run("init", lua, "-o", w, "--seed", "3")
+    t = read_safetensors(w)
+    biases = sorted(n for n in t if n.endswith("bias") and "norm" not in n)
+    assert biases == ["layers.%d.self_attn.%s" % (i, b) for i in range(L) for b in ("in_proj_bias", "out_proj.bias")], \
+        "init wrote the biases %s" % biases
+    gen = torch.Generator().manual_seed(0)
+    for n in biases:  # init's are zero: make them count
+        t[n] = 0.3 * torch.randn(t[n].shape, generator=gen).numpy()
+    write_safetensors(w, t)
+    layer = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True, norm_first=True)
+    model = nn.TransformerEncoder(layer, L, norm=nn.LayerNorm(d), enable_nested_tensor=False).eval()
+    sd = {n: torch.from_numpy(v) for n, v in t.items()}
+    for i in range(L):
+        for n, rows in (("linear1.bias", ff), ("linear2.bias", d)):
+            sd["layers.%d.%s" % (i, n)] = torch.zeros(rows)
+    model.load_state_dict(sd, strict=True)
+    x = torch.randn(2, T, d, generator=gen)
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.save(x_path, x.numpy())
+    errs = []
+    for engine in ("runtime", "tcc"):
+        c.run("run", lua, "--weights", w, "--input", x_path, "--output", y_path, "--engine", engine)
+        errs.append(float(np.abs(np.load(y_path) - want).max() / np.abs(want).max()))
+        assert errs[-1] < 1e-4, "%s: %g from PyTorch" % (engine, errs[-1])
+    return "%d attention biases, none in the feed-forward; runtime %.1e, tcc %.1e from PyTorch" % (
+        len(biases), errs[0], errs[1])
+
+
 def exporter_schema_current(c):
     with open(gen_schema.JSON, encoding="utf-8") as f:
         assert f.read() == c.run("info", "--schema").stdout, \
@@ -306,7 +348,7 @@ def docs_key_table_current(c):
 
 
 CASES = [validate_follows_the_schema, weights_follow_the_schema, info_reads_back, init_byte_identical,
-         exporter_schema_current, docs_key_table_current]
+         attention_bias_without_ffn_biases, exporter_schema_current, docs_key_table_current]
 
 
 if __name__ == "__main__":

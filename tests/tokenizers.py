@@ -106,17 +106,21 @@ def train_sp(lines, merges_wanted=300):
         merges.append((a, b))
         if a + b not in vocab:
             vocab.append(a + b)
-        for w in seqs:
-            s, out, i = seqs[w], [], 0
-            while i < len(s):
-                if i + 1 < len(s) and s[i] == a and s[i + 1] == b:
-                    out.append(a + b)
-                    i += 2
-                else:
-                    out.append(s[i])
-                    i += 1
-            seqs[w] = out
+        seqs = {w: merge_pair(s, a, b) for w, s in seqs.items()}
     return vocab, merges
+
+
+def merge_pair(s, a, b):
+    """the symbols s with each pair a, b (left to right) merged into a + b"""
+    out, i = [], 0
+    while i < len(s):
+        if i + 1 < len(s) and s[i] == a and s[i + 1] == b:
+            out.append(a + b)
+            i += 2
+        else:
+            out.append(s[i])
+            i += 1
+    return out
 
 
 def sp_json(vocab, merges, metaspace):

@@ -1,7 +1,7 @@
 """Reference forward passes of checkpoints as they are published, written in
 plain torch from the published formulas, on the publishers' own tensor names
 (not fixformer's): Hugging Face LLaMA (rotate-half RoPE, grouped-query
-attention through repeat_kv), GPT-2 (Conv1D weights [in, out], fused c_attn,
+attention through repeat_kv) and Qwen2 (LLaMA with q, k, v biases), GPT-2 (Conv1D weights [in, out], fused c_attn,
 gelu_new), BERT (post-norm, token types, embedding LayerNorm) and llama2.c's
 model.py (interleaved RoPE on adjacent pairs).  Used by tests/import_checkpoints.py
 to hold `fixformer import` + `fixformer run` to the model the checkpoint is.
@@ -64,7 +64,14 @@ def _rope_half(x, theta, pos):
     return x * emb.cos() + torch.cat([-x2, x1], dim=-1) * emb.sin()
 
 
+def _proj(sd, h, name):
+    """h W^T, + b where the checkpoint has one (Qwen2's q, k and v)."""
+    y = h @ _t(sd, name + ".weight").T
+    return y + _t(sd, name + ".bias") if name + ".bias" in sd else y
+
+
 def llama_forward(cfg, sd, ids, lengths):
+    """Hugging Face LLaMA, and Qwen2 (modeling_qwen2: the same with q_proj, k_proj and v_proj biases)."""
     d, H = cfg["hidden_size"], cfg["num_attention_heads"]
     KV, dk, eps = cfg.get("num_key_value_heads", H), d // H, cfg.get("rms_norm_eps", 1e-6)
     theta = cfg.get("rope_theta", 10000.0)
@@ -74,9 +81,8 @@ def llama_forward(cfg, sd, ids, lengths):
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
         h = _rms(x, _t(sd, p + "input_layernorm.weight"), eps)
-        q = (h @ _t(sd, p + "self_attn.q_proj.weight").T).view(B, T, H, dk).transpose(1, 2)
-        k = (h @ _t(sd, p + "self_attn.k_proj.weight").T).view(B, T, KV, dk).transpose(1, 2)
-        v = (h @ _t(sd, p + "self_attn.v_proj.weight").T).view(B, T, KV, dk).transpose(1, 2)
+        q, k, v = (_proj(sd, h, p + "self_attn.%s_proj" % n).view(B, T, n_h, dk).transpose(1, 2)
+                   for n, n_h in (("q", H), ("k", KV), ("v", KV)))
         q, k = _rope_half(q, theta, pos), _rope_half(k, theta, pos)
         k, v = _repeat_kv(k, H // KV), _repeat_kv(v, H // KV)
         a = _attend(q, k, v, allowed).transpose(1, 2).reshape(B, T, d)

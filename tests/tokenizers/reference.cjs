@@ -4,6 +4,8 @@
 //   node reference.cjs gpt2-json OUT.json      GPT-2's tokenizer.json, built from js-tiktoken's ranks
 //   node reference.cjs hf TOKENIZER.json LINES  ids and decoded text per line (JSON lines)
 //   node reference.cjs tiktoken LINES           GPT-2 ids per line, by js-tiktoken
+//   node reference.cjs gguf FILE                a GGUF file's metadata (typed) and tensor infos, as
+//                                               @huggingface/gguf reads them (tests/import_gguf.py)
 "use strict";
 const fs = require("fs");
 const { Tokenizer } = require("@huggingface/tokenizers");
@@ -82,6 +84,12 @@ else if (cmd === "hf") {
 } else if (cmd === "tiktoken") {
   const enc = new Tiktoken(ranks);
   for (const l of lines(a)) process.stdout.write(JSON.stringify({ ids: enc.encode(l) }) + "\n");
+} else if (cmd === "gguf") {
+  const { gguf } = require("@huggingface/gguf"); // here only: the tokenizer references do without it
+  gguf(a, { allowLocalFile: true, typedMetadata: true }).then(({ typedMetadata, tensorInfos, tensorDataOffset }) => {
+    const big = (k, v) => (typeof v === "bigint" ? Number(v) : v);
+    process.stdout.write(JSON.stringify({ metadata: typedMetadata, tensors: tensorInfos, data: tensorDataOffset }, big) + "\n");
+  }, (e) => { console.error(String(e)); process.exit(1); });
 } else {
   console.error("usage: see the head of reference.cjs");
   process.exit(2);
