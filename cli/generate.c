@@ -62,14 +62,20 @@ static int generate_one(generation *g, const int32_t *ids, int n, ff_error *err)
 }
 
 /* ids of one text (--text, a line of --lines); a decoder-only prompt starts
- * with bos where the tokenizer's format says so (llama2.c, LLaMA, BERT) */
+ * with bos where the tokenizer's format says so (llama2.c, LLaMA, BERT), an
+ * encoder-decoder's source ends with the tokenizer's tail (Marian's and
+ * T5's </s>) */
 static int generate_text(generation *g, const char *text, int32_t *ids, ff_error *err) {
   const ff_config *c = ff_model_config(g->m);
-  int bos = c->arch == FF_ARCH_DECODER_ONLY && ff_tokenizer_get_info(g->vocab)->add_bos && g->bos >= 0;
+  const ff_tokenizer_info *info = ff_tokenizer_get_info(g->vocab);
+  int bos = c->arch == FF_ARCH_DECODER_ONLY && info->add_bos && g->bos >= 0;
+  int tail = c->arch == FF_ARCH_ENCODER_DECODER && info->tail >= 0;
   if (bos) ids[0] = g->bos;
-  int n, rc = ff_tokenizer_encode(g->vocab, text, ids + bos, c->max_seq - bos, &n, err);
+  int n, rc = c->max_seq <= bos + tail ? ff_fail(err, FF_ELENGTH, "--text: max_seq %d has no room", c->max_seq)
+                                       : ff_tokenizer_encode(g->vocab, text, ids + bos, c->max_seq - bos - tail, &n, err);
   if (!rc && n == 0) rc = ff_fail(err, FF_ELENGTH, "the text is empty");
-  return rc ? rc : generate_one(g, ids, n + bos, err);
+  if (!rc && tail) ids[bos + n] = info->tail;
+  return rc ? rc : generate_one(g, ids, n + bos + tail, err);
 }
 
 /* A float flag within its range (lo < v or lo <= v, v < hi or v <= hi), or

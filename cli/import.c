@@ -37,7 +37,7 @@ const cli_command cli_import = {
      "(+ the tokenizer), which every other command takes with no other flag:\n"
      "  SRC               a Hugging Face model folder (config.json + model.safetensors, or the\n"
      "                    shards of model.safetensors.index.json; model_type llama, qwen2, gpt2,\n"
-     "                    bert), a llama2.c checkpoint .bin (legacy or version 1, float32), or a\n"
+     "                    bert, marian: its source.spm + vocab.json as one tokenizer), a llama2.c checkpoint .bin (legacy or version 1, float32), or a\n"
      "                    GGUF file (v2, v3; llama, qwen2; F32, F16, BF16, Q8_0 -> dtype int8;\n"
      "                    its tokenizer.ggml.* written as a tokenizer file)\n"
      "  -o, --output DIR  where the files go (made if need be; default: SRC's name\n"

@@ -28,11 +28,12 @@ int cli_tok_open(const char *model, const cli_flag *flags, int need, cli_tok *k,
   k->info = *ff_tokenizer_get_info(k->t);
   k->size = k->c ? k->size : k->info.size;
   /* the template: a decoding model is given what generate --text feeds it (a
-   * decoder-only model BOS first where the tokenizer says), any other what
-   * run --text feeds (BOS, and the template's last special token) */
+   * decoder-only model BOS first where the tokenizer says, an
+   * encoder-decoder's source the template's last special token: Marian's
+   * </s>), any other what run --text feeds (BOS, and that last token) */
   int decodes = k->c && k->c->arch != FF_ARCH_ENCODER && !k->c->no_lm_head;
   if (k->info.add_bos && k->info.bos >= 0 && (!decodes || k->c->arch == FF_ARCH_DECODER_ONLY)) k->bos = k->info.bos;
-  if (!decodes) k->tail = k->info.tail;
+  if (!decodes || k->c->arch == FF_ARCH_ENCODER_DECODER) k->tail = k->info.tail;
   return 0;
 }
 

@@ -115,10 +115,11 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
     v.TOKENIZER = tk ~= nil
     v.BOS, v.EOS = tk and tk.bos or -1, tk and tk.eos or -1
     -- the template text gets: what generate --text feeds a model that decodes (decoder-only: BOS first
-    -- where the tokenizer says), what run --text feeds one that does not (an encoder: BOS, the tail)
+    -- where the tokenizer says; an encoder-decoder's source: the tail, Marian's and T5's </s>), what
+    -- run --text feeds one that does not (an encoder: BOS, the tail)
     local decodes = v.GENERATE and true or false
     v.TEXT_BOS = tk ~= nil and tk.add_bos == 1 and (not decodes or c.arch == "decoder-only")
-    v.TEXT_TAIL = tk ~= nil and not decodes and tk.tail or -1
+    v.TEXT_TAIL = tk ~= nil and (not decodes or c.arch == "encoder-decoder") and tk.tail or -1
     v.TOKENIZER_FILE = tk and emit.comment_text(tk.path) or ""
     v.TOKENIZER_CODE = tk and tokenizer_code(tk) or ""
     v.GEN_USAGE = weights .. (v.TOKENIZER and "(--text 'TEXT' | --lines FILE | --tokens 'IDS') [--ids]" or

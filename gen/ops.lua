@@ -194,7 +194,7 @@ M.kinds = {
     fn = function(p) return string.format("%s_%d", p.ACT, p.N) end,
     doc = function(p)
       return ({ relu = "h = max(0, h)", gelu = "h = h/2 (1 + erf(h/sqrt 2))",
-        gelu_tanh = "h = h/2 (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3)))" })[p.ACT]
+        gelu_tanh = "h = h/2 (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3)))", silu = "h = h sigmoid(h)" })[p.ACT]
     end,
     flops = function(p, T) return 8 * T * p.N end,
     calls = function(p) return p.ACT == "relu" and {} or { p.ACT } end, -- relu: in the template

@@ -13,10 +13,12 @@
 #define KERNEL_ENTRIES(isa, runs)                                                                                    \
   KERNEL_ENTRY(linear, isa) KERNEL_ENTRY(linear_bf16, isa) KERNEL_ENTRY(linear_q8, isa) KERNEL_ENTRY(matmul, isa)     \
   KERNEL_ENTRY(sdpa, isa) KERNEL_ENTRY(layernorm, isa) KERNEL_ENTRY(rmsnorm, isa) KERNEL_ENTRY(gelu, isa)              \
-  KERNEL_ENTRY(gelu_tanh, isa) KERNEL_ENTRY(swiglu, isa) KERNEL_ENTRY(pack, isa) KERNEL_ENTRY(transpose, isa)          \
-  KERNEL_ENTRY(dropout, isa) KERNEL_ENTRY(cross_entropy, isa) KERNEL_ENTRY(attention_train, isa)                       \
+  KERNEL_ENTRY(gelu_tanh, isa) KERNEL_ENTRY(silu, isa) KERNEL_ENTRY(swiglu, isa) KERNEL_ENTRY(pack, isa)              \
+  KERNEL_ENTRY(transpose, isa) KERNEL_ENTRY(dropout, isa) KERNEL_ENTRY(cross_entropy, isa)                            \
+  KERNEL_ENTRY(attention_train, isa)                                                                                   \
   KERNEL_ENTRY(attention_backward, isa) KERNEL_ENTRY(layernorm_backward, isa) KERNEL_ENTRY(rmsnorm_backward, isa)     \
-  KERNEL_ENTRY(gelu_backward, isa) KERNEL_ENTRY(gelu_tanh_backward, isa) KERNEL_ENTRY(swiglu_backward, isa)
+  KERNEL_ENTRY(gelu_backward, isa) KERNEL_ENTRY(gelu_tanh_backward, isa) KERNEL_ENTRY(silu_backward, isa)            \
+  KERNEL_ENTRY(swiglu_backward, isa)
 
 /* every kernel the host carries: its ISA, C name and address */
 static const struct {

@@ -48,6 +48,7 @@ static void dims_of(const model_desc *d, ff_config *c) {
                   : !strcmp(d->positional, "learned") ? FF_POS_LEARNED : FF_POS_NONE;
   c->bias = d->bias, c->attention_bias = d->bias || d->qkv_bias, c->out_proj_bias = d->bias;
   c->tie_embeddings = d->tie, c->final_norm = d->final_norm, c->embed_norm = d->embed_norm;
+  c->head_bias = d->head_bias;
 }
 
 /* Whether the model imported has r's tensor (the schema's conditions: Qwen2's q/k/v biases, an untied head) */
@@ -67,7 +68,7 @@ typedef struct {
   float *owned;       /* a transposed copy, or NULL */
 } out_tensor;
 
-typedef struct {
+typedef struct outputs {
   out_tensor *t;
   int n, cap;
   size_t params;
@@ -167,7 +168,8 @@ static void cfg_unsupported(config_reader *c, const char *key, const char *why) 
 /* hidden_act / activation_function -> fixformer's activation, or NULL */
 static const char *activation_of(const char *act) {
   static const char *const map[][2] = {{"gelu_new", "gelu_tanh"}, {"gelu_pytorch_tanh", "gelu_tanh"},
-                                       {"gelu_fast", "gelu_tanh"}, {"gelu", "gelu"}, {"relu", "relu"}};
+                                       {"gelu_fast", "gelu_tanh"}, {"gelu", "gelu"}, {"relu", "relu"},
+                                       {"swish", "silu"}, {"silu", "silu"}};
   for (size_t i = 0; i < sizeof map / sizeof *map; i++)
     if (!strcmp(act, map[i][0])) return map[i][1];
   return NULL;
@@ -233,7 +235,7 @@ static void gpt2_config(config_reader *c, model_desc *d) {
   d->final_norm = d->bias = d->lm_head = 1;
   const char *act = cfg_str(c, "activation_function", "gelu_new");
   if (!c->rc && !(d->activation = activation_of(act)))
-    cfg_unsupported(c, "activation_function", "not one of gelu_new, gelu_pytorch_tanh, gelu_fast, gelu, relu");
+    cfg_unsupported(c, "activation_function", "not one of gelu_new, gelu_pytorch_tanh, gelu_fast, gelu, relu, silu");
   if (!cfg_bool(c, "scale_attn_weights", 1)) cfg_unsupported(c, "scale_attn_weights", "false is not supported");
   if (cfg_bool(c, "scale_attn_by_inverse_layer_idx", 0))
     cfg_unsupported(c, "scale_attn_by_inverse_layer_idx", "true is not supported");
@@ -255,11 +257,49 @@ static void bert_config(config_reader *c, model_desc *d) {
   d->bias = d->tie = d->embed_norm = 1;
   const char *act = cfg_str(c, "hidden_act", "gelu");
   if (!c->rc && !(d->activation = activation_of(act)))
-    cfg_unsupported(c, "hidden_act", "not one of gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu");
+    cfg_unsupported(c, "hidden_act", "not one of gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, silu");
   if (strcmp(cfg_str(c, "position_embedding_type", "absolute"), "absolute"))
     cfg_unsupported(c, "position_embedding_type", "only \"absolute\" is supported");
   if (cfg_bool(c, "is_decoder", 0)) cfg_unsupported(c, "is_decoder", "true is not supported");
   cfg_check_shapes(c, d, "num_attention_heads");
+}
+
+/* MarianMTModel: BART's post-LN encoder-decoder with static sinusoidal
+ * positions, scaled embeddings shared by both stacks and the head, a bias on
+ * the logits (final_logits_bias), no layernorm_embedding, no final norms */
+static void marian_config(config_reader *c, model_desc *d) {
+  *d = (model_desc){.family = "marian", .arch = "encoder-decoder", .norm = "post", .norm_kind = "layernorm",
+                    .positional = "learned"};
+  d->d_model = cfg_int(c, "d_model", -1, 1, 65536);
+  d->heads = d->kv_heads = cfg_int(c, "encoder_attention_heads", -1, 1, 65536);
+  d->d_ff = cfg_int(c, "encoder_ffn_dim", -1, 1, 1 << 24);
+  d->layers = d->enc_layers = cfg_int(c, "encoder_layers", -1, 1, 4096);
+  d->dec_layers = cfg_int(c, "decoder_layers", -1, 1, 4096);
+  d->vocab = cfg_int(c, "vocab_size", -1, 1, 1 << 24);
+  d->max_seq = cfg_int(c, d->max_seq_key = "max_position_embeddings", 1024, 1, 1 << 20);
+  d->eps = 1e-5; /* nn.LayerNorm's default, which Marian keeps */
+  d->scale = cfg_bool(c, "scale_embedding", 0);
+  d->tie = cfg_bool(c, "tie_word_embeddings", 1);
+  d->bias = d->lm_head = d->head_bias = 1;
+  d->pad_id = cfg_int(c, "pad_token_id", -1, 0, d->vocab - 1);
+  d->eos_id = cfg_int(c, "eos_token_id", -1, 0, d->vocab - 1);
+  d->start_id = cfg_int(c, "decoder_start_token_id", d->pad_id, 0, d->vocab - 1);
+  const char *act = cfg_str(c, "activation_function", "swish");
+  if (!c->rc && !(d->activation = activation_of(act)))
+    cfg_unsupported(c, "activation_function", "not one of swish, silu, gelu, gelu_new, relu");
+  if (!c->rc && cfg_int(c, "decoder_attention_heads", d->heads, 1, 65536) != d->heads)
+    cfg_unsupported(c, "decoder_attention_heads", "must equal encoder_attention_heads");
+  if (!c->rc && cfg_int(c, "decoder_ffn_dim", d->d_ff, 1, 1 << 24) != d->d_ff)
+    cfg_unsupported(c, "decoder_ffn_dim", "must equal encoder_ffn_dim");
+  if (!c->rc && cfg_int(c, "decoder_vocab_size", d->vocab, 1, 1 << 24) != d->vocab)
+    cfg_unsupported(c, "decoder_vocab_size", "separate source and target vocabularies are not supported");
+  if (!cfg_bool(c, "share_encoder_decoder_embeddings", 1))
+    cfg_unsupported(c, "share_encoder_decoder_embeddings", "false is not supported (one embedding)");
+  if (cfg_bool(c, "normalize_before", 0)) cfg_unsupported(c, "normalize_before", "true is not Marian's layout");
+  if (cfg_bool(c, "normalize_embedding", 0)) cfg_unsupported(c, "normalize_embedding", "true is not supported");
+  if (!cfg_bool(c, "static_position_embeddings", 1))
+    cfg_unsupported(c, "static_position_embeddings", "false (learned positions) is not Marian's layout");
+  cfg_check_shapes(c, d, "encoder_attention_heads");
 }
 
 /* ---- Hugging Face families: name tables ---------------------------------------- */
@@ -288,6 +328,10 @@ typedef struct {
   int conv1d;             /* the layers' matrices are Conv1D, stored [in, out] (GPT-2): transposed */
   const role *globals, *layer;
   const ignore_rule *ignore;
+  const char *dec_layer_src;   /* an encoder-decoder's decoder layers (layer_src: its encoder's), else NULL */
+  const role *dec_layer;
+  const char *const *copies;   /* tensors that hold the embedding again (tied), checked equal to it */
+  int (*extra)(const model_desc *d, outputs *o, ff_error *err); /* tensors the source computes, not stores */
 } family;
 
 #define WHOLE(kind) FF_TENSOR_##kind, -1
@@ -381,15 +425,60 @@ static const role gguf_layer[] = {
     END};
 static const ignore_rule gguf_ignore[] = {{NULL, 0, NULL}};
 static const family gguf_families[] = {
-    {"llama", "", NULL, "", "blk.", 0, gguf_globals, gguf_layer, gguf_ignore},
-    {"qwen2", "", NULL, "", "blk.", 0, gguf_globals, gguf_layer, gguf_ignore},
+    {"llama", "", NULL, "", "blk.", 0, gguf_globals, gguf_layer, gguf_ignore, NULL, NULL, NULL, NULL},
+    {"qwen2", "", NULL, "", "blk.", 0, gguf_globals, gguf_layer, gguf_ignore, NULL, NULL, NULL, NULL},
 };
 
+static const role marian_globals[] = {{"model.shared.weight", WHOLE(EMBED)},
+                                      {"final_logits_bias", WHOLE(LM_HEAD_BIAS)},
+                                      {"lm_head.weight", WHOLE(LM_HEAD)}, END};
+#define MARIAN_ATTN(module, kind_in, kind_out)                                                                       \
+  {module ".q_proj.weight", PART(kind_in##_WEIGHT, 0)}, {module ".q_proj.bias", PART(kind_in##_BIAS, 0)},            \
+      {module ".k_proj.weight", PART(kind_in##_WEIGHT, 1)}, {module ".k_proj.bias", PART(kind_in##_BIAS, 1)},        \
+      {module ".v_proj.weight", PART(kind_in##_WEIGHT, 2)}, {module ".v_proj.bias", PART(kind_in##_BIAS, 2)},        \
+      {module ".out_proj.weight", WHOLE(kind_out##_WEIGHT)}, {module ".out_proj.bias", WHOLE(kind_out##_BIAS)}
+#define MARIAN_FFN                                                                                                   \
+  {"fc1.weight", WHOLE(LINEAR1_WEIGHT)}, {"fc1.bias", WHOLE(LINEAR1_BIAS)}, {"fc2.weight", WHOLE(LINEAR2_WEIGHT)},   \
+      {"fc2.bias", WHOLE(LINEAR2_BIAS)}
+/* nn.TransformerDecoderLayer's norms: norm1 after self-attention, norm2 after cross-attention, norm3 after the FFN */
+static const role marian_encoder_layer[] = {
+    MARIAN_ATTN("self_attn", SELF_IN_PROJ, SELF_OUT_PROJ), MARIAN_FFN,
+    {"self_attn_layer_norm.weight", WHOLE(NORM1_WEIGHT)}, {"self_attn_layer_norm.bias", WHOLE(NORM1_BIAS)},
+    {"final_layer_norm.weight", WHOLE(NORM2_WEIGHT)}, {"final_layer_norm.bias", WHOLE(NORM2_BIAS)}, END};
+static const role marian_decoder_layer[] = {
+    MARIAN_ATTN("self_attn", SELF_IN_PROJ, SELF_OUT_PROJ), MARIAN_ATTN("encoder_attn", CROSS_IN_PROJ, CROSS_OUT_PROJ),
+    MARIAN_FFN,
+    {"self_attn_layer_norm.weight", WHOLE(NORM1_WEIGHT)}, {"self_attn_layer_norm.bias", WHOLE(NORM1_BIAS)},
+    {"encoder_attn_layer_norm.weight", WHOLE(NORM2_WEIGHT)}, {"encoder_attn_layer_norm.bias", WHOLE(NORM2_BIAS)},
+    {"final_layer_norm.weight", WHOLE(NORM3_WEIGHT)}, {"final_layer_norm.bias", WHOLE(NORM3_BIAS)}, END};
+#undef MARIAN_ATTN
+#undef MARIAN_FFN
+static const ignore_rule marian_ignore[] = {
+    {"model.encoder.embed_positions.weight", 0, "static sinusoidal positions (computed in Marian's layout)"},
+    {"model.decoder.embed_positions.weight", 0, "static sinusoidal positions (computed in Marian's layout)"},
+    {NULL, 0, NULL}};
+static const char *const marian_copies[] = {"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
+                                            NULL};
+
+/* Marian's positions: computed (MarianSinusoidalPositionalEmbedding), written as a learned table */
+static int marian_positions(const model_desc *d, outputs *o, ff_error *err) {
+  float *p;
+  int rc = ff_marian_positions(d->max_seq, d->d_model, &p, err);
+  const ff_rt_weight_kind *k = &ff_rt_weight_kinds[FF_TENSOR_POS_EMBED];
+  return rc ? rc : out_add(o, ff_rt_keys[k->named_by].default_string, d->max_seq, d->d_model, p, p, err);
+}
+
 static const family families[] = {
-    {"llama", "Llama", llama_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore},
-    {"qwen2", "Qwen2", qwen2_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore},
-    {"gpt2", "GPT2", gpt2_config, "transformer.", "h.", 1, gpt2_globals, gpt2_layer, gpt2_ignore},
-    {"bert", "Bert", bert_config, "bert.", "encoder.layer.", 0, bert_globals, bert_layer, bert_ignore},
+    {"llama", "Llama", llama_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore, NULL, NULL,
+     NULL, NULL},
+    {"qwen2", "Qwen2", qwen2_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore, NULL, NULL,
+     NULL, NULL},
+    {"gpt2", "GPT2", gpt2_config, "transformer.", "h.", 1, gpt2_globals, gpt2_layer, gpt2_ignore, NULL, NULL, NULL,
+     NULL},
+    {"bert", "Bert", bert_config, "bert.", "encoder.layer.", 0, bert_globals, bert_layer, bert_ignore, NULL, NULL,
+     NULL, NULL},
+    {"marian", "Marian", marian_config, "", "model.encoder.layers.", 0, marian_globals, marian_encoder_layer,
+     marian_ignore, "model.decoder.layers.", marian_decoder_layer, marian_copies, marian_positions},
 };
 #define N_FAMILIES (int)(sizeof families / sizeof *families)
 
@@ -674,7 +763,8 @@ static int map_role(source *s, const model_desc *d, const role *r, int conv1d, c
     return ff_fail(err, FF_EMISSING, "%s: missing tensor '%s' %s%s%s%s", s->what, src, wants,
                    *s->strip ? " (prefix '" : "", s->strip, *s->strip ? "' optional)" : "");
   const ff_tensor *t = st->t;
-  if (t->rank != rank || t->shape[0] != want[0] || (rank == 2 && t->shape[1] != want[1])) {
+  int row = rank == 1 && t->rank == 2 && t->shape[0] == 1 && t->shape[1] == want[0]; /* [1, n]: Marian's logits bias */
+  if (!row && (t->rank != rank || t->shape[0] != want[0] || (rank == 2 && t->shape[1] != want[1]))) {
     ff_rt_shape_text(haves, sizeof haves, t->rank < 2 ? t->rank : 2, t->shape);
     if (t->rank > 2) snprintf(haves, sizeof haves, "rank %d", t->rank);
     return ff_fail(err, FF_ESHAPE, "%s: tensor '%s': shape %s, %s needs %s", s->paths[st->file], t->name, haves,
@@ -695,14 +785,18 @@ static int map_roles(source *s, const family *f, const model_desc *d, outputs *o
   int rc = 0;
   for (const role *r = f->globals; r->src && !rc; r++)
     if (role_present(d, r->kind)) rc = map_role(s, d, r, 0, r->src, role_name(r), o, err);
-  for (int i = 0; i < d->layers && !rc; i++)
-    for (const role *r = f->layer; r->src && !rc; r++) {
-      if (!role_present(d, r->kind)) continue;
-      snprintf(src, sizeof src, "%s%d.%s", f->layer_src, i, r->src);
-      snprintf(dst, sizeof dst, "layers.%d.%s", i, role_name(r));
-      rc = map_role(s, d, r, transposed(f, r, 1), src, dst, o, err);
-    }
-  return rc;
+  for (int stack = 0; stack < (f->dec_layer ? 2 : 1); stack++) { /* an encoder-decoder's encoder, then its decoder */
+    const role *layer = stack ? f->dec_layer : f->layer;
+    const char *from = stack ? f->dec_layer_src : f->layer_src, *to = !f->dec_layer ? "" : stack ? "decoder." : "encoder.";
+    for (int i = 0; i < (stack ? d->dec_layers : d->layers) && !rc; i++)
+      for (const role *r = layer; r->src && !rc; r++) {
+        if (!role_present(d, r->kind)) continue;
+        snprintf(src, sizeof src, "%s%d.%s", from, i, r->src);
+        snprintf(dst, sizeof dst, "%slayers.%d.%s", to, i, role_name(r));
+        rc = map_role(s, d, r, transposed(f, r, 1), src, dst, o, err);
+      }
+  }
+  return rc || !f->extra ? rc : f->extra(d, o, err);
 }
 
 /* The rule that ignores name, or NULL; *layer gets the layer index of a layer tensor (else -1). */
@@ -740,14 +834,16 @@ static int check_leftovers(source *s, const family *f, const model_desc *d, cons
       counts[g - f->ignore]++;
       continue;
     }
-    if (head_src(f) && !strcmp(st->name, head_src(f)) && d->tie) { /* a tied head stored anyway: the embedding */
+    int head = head_src(f) && !strcmp(st->name, head_src(f)) && d->tie, copy = 0;
+    for (int k = 0; f->copies && f->copies[k]; k++) copy |= !strcmp(st->name, f->copies[k]);
+    if (head || copy) { /* a tied head (Marian: each stack's embedding) stored anyway: the embedding */
       const ff_tensor *t = st->t;
       int same = t->rank == 2 && t->shape[0] == o->t[0].shape[0] && t->shape[1] == o->t[0].shape[1] &&
                  !memcmp(t->data, o->t[0].data, t->numel * sizeof(float));
       if (!same)
         return ff_fail(err, FF_EINVAL, "%s: tensor '%s' differs from the embedding, but config.json ties them "
-                       "(tie_word_embeddings)", s->paths[st->file], t->name);
-      *tied_head = 1;
+                       "(%s)", s->paths[st->file], t->name, head ? "tie_word_embeddings" : "shared embeddings");
+      *tied_head += head;
       continue;
     }
     if (layer >= d->layers)
@@ -800,11 +896,13 @@ static void step(const ff_import_options *o, const char *what, int done) {
 }
 
 static void print_model(const ff_import_options *o, const model_desc *d) {
-  char kv[32] = "", rope[96] = "";
+  char kv[32] = "", rope[96] = "", layers[48];
   if (d->has_kv_heads) snprintf(kv, sizeof kv, ", kv_heads %d", d->kv_heads);
+  if (d->dec_layers) snprintf(layers, sizeof layers, "%d + %d", d->enc_layers, d->dec_layers);
+  else snprintf(layers, sizeof layers, "%d", d->layers);
   if (!strcmp(d->positional, "rope")) snprintf(rope, sizeof rope, " (%s, theta %g)", d->rope_pairing, d->rope_theta);
-  say(o, "  %s, d_model %d, heads %d%s, d_ff %d, layers %d, vocab %d, max_seq %d; %s-norm %s eps %g, %s, bias %s, "
-      "positions %s%s, %s", d->arch, d->d_model, d->heads, kv, d->d_ff, d->layers, d->vocab, d->max_seq, d->norm,
+  say(o, "  %s, d_model %d, heads %d%s, d_ff %d, layers %s, vocab %d, max_seq %d; %s-norm %s eps %g, %s, bias %s, "
+      "positions %s%s, %s", d->arch, d->d_model, d->heads, kv, d->d_ff, layers, d->vocab, d->max_seq, d->norm,
       d->norm_kind, d->eps, d->activation, d->qkv_bias ? "q/k/v only" : d->bias ? "yes" : "no", d->positional, rope,
       !d->lm_head ? "no output head (hidden states out)" : d->tie ? "head tied to the embedding" : "own output head");
 }
@@ -818,14 +916,16 @@ static void print_roles(const ff_import_options *o, const family *f, const model
     ff_rt_shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
     say(o, "    %-52s -> %-36s %s", r->src, role_name(r), shape);
   }
-  for (const role *r = f->layer; r->src; r++) {
-    char src[160], dst[160];
-    if (!role_present(d, r->kind)) continue;
-    ff_rt_shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
-    snprintf(src, sizeof src, "%s{i}.%s", f->layer_src, r->src);
-    snprintf(dst, sizeof dst, "layers.{i}.%s", role_name(r));
-    say(o, "    %-52s -> %-36s %s%s", src, dst, shape, transposed(f, r, 1) ? " (Conv1D [in,out], transposed)" : "");
-  }
+  for (int stack = 0; stack < (f->dec_layer ? 2 : 1); stack++)
+    for (const role *r = stack ? f->dec_layer : f->layer; r->src; r++) {
+      char src[160], dst[160];
+      if (!role_present(d, r->kind)) continue;
+      ff_rt_shape_text(shape, sizeof shape, role_shape(d, r, &sh[0], &sh[1]), sh);
+      snprintf(src, sizeof src, "%s{i}.%s", stack ? f->dec_layer_src : f->layer_src, r->src);
+      snprintf(dst, sizeof dst, "%slayers.{i}.%s", !f->dec_layer ? "" : stack ? "decoder." : "encoder.", role_name(r));
+      say(o, "    %-52s -> %-36s %s%s", src, dst, shape, transposed(f, r, 1) ? " (Conv1D [in,out], transposed)" : "");
+    }
+  if (f->extra) say(o, "    (computed)%43s -> %-36s [%d, %d]", "", "pos_embed.weight", d->max_seq, d->d_model);
 }
 
 /* ---- llama2.c checkpoints ---------------------------------------------------------------- */
@@ -959,17 +1059,20 @@ static char *describe(const model_desc *d, const char *name, const char *src, co
   memset(v, 0, sizeof v);
 #define SET(key, field, x) v[FF_KEY_##key] = (ff_rt_value){.set = 1, .field = (x)}
   SET(name, string, name), SET(arch, string, d->arch), SET(d_model, number, d->d_model);
-  SET(heads, number, d->heads), SET(d_ff, number, d->d_ff), SET(layers, number, d->layers);
+  SET(heads, number, d->heads), SET(d_ff, number, d->d_ff);
+  if (d->dec_layers) SET(encoder_layers, number, d->enc_layers), SET(decoder_layers, number, d->dec_layers);
+  else SET(layers, number, d->layers);
   if (d->has_kv_heads) SET(kv_heads, number, d->kv_heads);
   SET(norm, string, d->norm), SET(norm_kind, string, d->norm_kind), SET(final_norm, number, d->final_norm);
   SET(eps, number, d->eps), SET(activation, string, d->activation), SET(bias, number, d->bias);
   if (d->qkv_bias) SET(attention_bias, number, 1), SET(out_proj_bias, number, 0);
-  SET(vocab, number, d->vocab), SET(positional, string, d->positional), SET(scale_embeddings, number, 0);
+  SET(vocab, number, d->vocab), SET(positional, string, d->positional), SET(scale_embeddings, number, d->scale);
   if (!strcmp(d->positional, "rope")) SET(rope_theta, number, d->rope_theta), SET(rope_pairing, string, d->rope_pairing);
   if (d->lm_head) SET(tie_embeddings, number, d->tie);
   else SET(lm_head, comment, "the output is the hidden states"); /* number 0: false */
   if (d->token_types) SET(token_types, number, d->token_types);
   if (d->embed_norm) SET(embed_norm, number, 1);
+  if (d->head_bias) SET(head_bias, number, 1);
   snprintf(weights, sizeof weights, "%s.safetensors", name);
   SET(max_seq, number, d->max_seq), SET(weights, string, weights);
   if (tokenizer) SET(vocabulary, string, tokenizer);
@@ -1187,10 +1290,10 @@ static const family *family_of(const cJSON *root, const char *path, ff_error *er
                            : arch && !strncmp(arch, families[i].arch_hint, strlen(families[i].arch_hint)))
       return &families[i];
   if (cJSON_IsString(mt))
-    ff_fail(err, FF_EINVAL, "%s: model_type '%s' is not supported (fixformer imports llama, qwen2, gpt2, bert)", path,
+    ff_fail(err, FF_EINVAL, "%s: model_type '%s' is not supported (fixformer imports llama, qwen2, gpt2, bert, marian)", path,
             mt->valuestring);
   else
-    ff_fail(err, FF_EINVAL, "%s: no model_type, and architectures '%s' is not one of Llama*, Qwen2*, GPT2*, Bert*", path,
+    ff_fail(err, FF_EINVAL, "%s: no model_type, and architectures '%s' is not one of Llama*, Qwen2*, GPT2*, Bert*, Marian*", path,
             arch ? arch : "(none)");
   return NULL;
 }
@@ -1201,14 +1304,37 @@ static void print_tokenizer(const import_job *j, const char *note, const char *n
   else if (!j->tokenizer) say(j->opt, "  %s (--tokenizer FILE): no vocabulary, generate takes --tokens", none);
 }
 
+/* Marian's tokenizer (no --tokenizer): source.spm numbered by vocab.json, as
+ * MarianTokenizer splits and numbers a text; left out (why in note) when
+ * the files are missing or cannot be read */
+static void marian_tokenizer(import_job *j, const char *spm, const char *vocab, char *note, size_t n) {
+  ff_error e = {0, ""};
+  ff_tokenizer *t = NULL;
+  if (!exists(spm) || !exists(vocab)) {
+    snprintf(note, n, "no source.spm and vocab.json beside config.json");
+    return;
+  }
+  int rc = ff_marian_tokenizer(spm, vocab, &j->d, &j->tok, &j->tok_len, &e);
+  if (!rc) rc = ff_tokenizer_parse(spm, j->tok, j->tok_len, j->d.vocab, &t, &e);
+  ff_tokenizer_free(t);
+  if (!rc) {
+    j->tokenizer = spm, j->tok_ext = ".model";
+    return;
+  }
+  free(j->tok);
+  j->tok = NULL, j->tok_len = 0;
+  snprintf(note, n, "%s", e.msg);
+}
+
 static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
-  char *cfg_path = join(j->src, "config.json"), *tok_path = NULL, note[FF_ERROR_MAX];
+  char *cfg_path = join(j->src, "config.json"), *tok_path = NULL, note[FF_ERROR_MAX] = "";
+  char *spm = join(j->src, "source.spm"), *vocab = join(j->src, "vocab.json");
   uint8_t *text = NULL;
   size_t len;
   source s;
   memset(&s, 0, sizeof s);
   step(j->opt, "read the checkpoint", 0);
-  int rc = cfg_path ? ff_read_file(cfg_path, &text, &len, err) : ff_fail(err, FF_ENOMEM, "out of memory");
+  int rc = cfg_path && spm && vocab ? ff_read_file(cfg_path, &text, &len, err) : ff_fail(err, FF_ENOMEM, "out of memory");
   cJSON *root = rc ? NULL : ff_json_parse((const char *)text, len, cfg_path, err);
   free(text);
   if (!rc && !root) rc = FF_EFORMAT;
@@ -1228,20 +1354,22 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
   if (!rc) rc = map_roles(&s, f, &j->d, &j->o, err);
   int counts[8] = {0}, tied_head = 0;
   if (!rc) rc = check_leftovers(&s, f, &j->d, &j->o, counts, &tied_head, err);
-  if (!rc && !tokenizer && (tok_path = join(j->src, "tokenizer.json")) && !exists(tok_path)) {
+  int marian = f && f->extra == marian_positions;
+  if (!rc && !tokenizer && !marian && (tok_path = join(j->src, "tokenizer.json")) && !exists(tok_path)) {
     free(tok_path);
     tok_path = NULL;
   }
-  if (!rc) rc = take_tokenizer(j, tokenizer, tok_path, note, sizeof note, err);
+  if (!rc && marian && !tokenizer) marian_tokenizer(j, spm, vocab, note, sizeof note);
+  else if (!rc) rc = take_tokenizer(j, tokenizer, tok_path, note, sizeof note, err);
   step(j->opt, "read the checkpoint", 1);
-  /* every file read: config.json, the index, the shards, the tokenizer */
-  const char **inputs = rc ? NULL : calloc((size_t)s.n_files + 3, sizeof *inputs);
+  /* every file read: config.json, the index, the shards, the tokenizer (Marian's: and vocab.json) */
+  const char **inputs = rc ? NULL : calloc((size_t)s.n_files + 4, sizeof *inputs);
   if (!rc && !inputs) rc = ff_fail(err, FF_ENOMEM, "out of memory");
   if (!rc) {
-    inputs[0] = cfg_path, inputs[1] = s.what, inputs[2] = j->tokenizer;
-    for (int i = 0; i < s.n_files; i++) inputs[3 + i] = s.paths[i];
+    inputs[0] = cfg_path, inputs[1] = s.what, inputs[2] = j->tokenizer, inputs[3] = marian ? vocab : NULL;
+    for (int i = 0; i < s.n_files; i++) inputs[4 + i] = s.paths[i];
     j->inputs = inputs;
-    j->n_inputs = s.n_files + 3;
+    j->n_inputs = s.n_files + 4;
     say(j->opt, "import %s: %s (%s, %d file%s)", j->src, f->model_type, s.what, s.n_files, s.n_files > 1 ? "s" : "");
     print_model(j->opt, &j->d);
     print_cap(j->opt, &j->d);
@@ -1250,12 +1378,12 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
     for (int i = 0; f->ignore[i].text; i++)
       if (counts[i]) say(j->opt, "  ignored %d tensor%s: %s", counts[i], counts[i] > 1 ? "s" : "", f->ignore[i].why);
     if (tied_head) say(j->opt, "  ignored lm_head.weight: tied to the embedding (the same values)");
-    print_tokenizer(j, note, "no tokenizer.json");
+    print_tokenizer(j, note, marian ? "no source.spm and vocab.json" : "no tokenizer.json");
     rc = write_all(j, err);
   }
   free(inputs);
   free(tok_path);
-  free(cfg_path);
+  free(cfg_path), free(spm), free(vocab);
   cJSON_Delete(root);
   source_free(&s);
   return rc;

@@ -189,6 +189,13 @@ typedef struct ff_tokenizer_info {
  * vocabulary must hold exactly that many tokens).  ff_tokenizer_parse does
  * the same on len bytes read from path (named in messages only). */
 int ff_tokenizer_load(const char *path, int expected_size, ff_tokenizer **out, ff_error *err);
+/* A SentencePiece Unigram model (path, buf, len) numbered by a vocabulary
+ * (Marian's vocab.json: piece i is names[i], n of them): each piece the
+ * model has keeps its score and type, any other is UNUSED (decoded, never
+ * matched); ids = {unk, bos, eos, pad} (bos: the decoder's start id) and the
+ * model's normalizer as they are.  *out (malloc'd) is the new file's bytes. */
+int ff_tokenizer_spm_renumber(const char *path, const uint8_t *buf, size_t len, const char *const *names, int n,
+                              const int ids[4], uint8_t **out, size_t *out_len, ff_error *err);
 int ff_tokenizer_parse(const char *path, const uint8_t *buf, size_t len, int expected_size, ff_tokenizer **out,
                        ff_error *err);
 void ff_tokenizer_free(ff_tokenizer *t);

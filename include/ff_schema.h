@@ -35,7 +35,8 @@ extern "C" {
   V(FF_NORM_PRE, "pre")   /* x + f(LN(x)) */
 #define FF_NORM_KIND_VALUES(V) V(FF_NORM_LAYERNORM, "layernorm") V(FF_NORM_RMSNORM, "rmsnorm")
 #define FF_ACTIVATION_VALUES(V)                                                                                         \
-  V(FF_ACT_RELU, "relu") V(FF_ACT_GELU, "gelu") V(FF_ACT_GELU_TANH, "gelu_tanh") V(FF_ACT_SWIGLU, "swiglu")
+  V(FF_ACT_RELU, "relu") V(FF_ACT_GELU, "gelu") V(FF_ACT_GELU_TANH, "gelu_tanh") V(FF_ACT_SWIGLU, "swiglu") \
+  V(FF_ACT_SILU, "silu")
 #define FF_POSITIONAL_VALUES(V)                                                                                         \
   V(FF_POS_NONE, "none") V(FF_POS_SINUSOIDAL, "sinusoidal") V(FF_POS_LEARNED, "learned") V(FF_POS_ROPE, "rope")
 #define FF_ROPE_PAIRING_VALUES(V)                                                                                       \
@@ -124,7 +125,7 @@ enum ff_condition { FF_CONDITIONS(FF_CONDITION_ID) FF_COND_COUNT };
     "norm epsilon, not 0 as a float32 (BERT's `1e-12` works: the runtime sums norms in double, generated code in "      \
     "compensated float)")                                                                                               \
   K(activation, ENUM, ENUM, activation, ff_activation, FF_ACTIVATION_VALUES, FF_DEFAULT_STR("relu"), 0, 0, 0,           \
-    FF_ANY_ARCH, "of the feed-forward: `\"gelu\"` is erf's, `\"gelu_tanh\"` its tanh approximation")                    \
+    FF_ANY_ARCH, "of the feed-forward: `\"gelu\"` is erf's, `\"gelu_tanh\"` its tanh approximation, `\"silu\"` x sigmoid(x) (Marian's swish)")                    \
   K(bias, BOOLEAN, BOOL, bias, _, FF_NO_VALUES, FF_DEFAULT(1), 0, 0, 0, FF_ANY_ARCH,                                    \
     "biases in the feed-forward projections (and in attention's, unless `attention_bias` says)")                       \
   K(attention_bias, BOOLEAN, BOOL, attention_bias, _, FF_NO_VALUES, FF_DEFAULT_OF(1, bias), 0, 0, 0, FF_ANY_ARCH,       \

@@ -307,7 +307,7 @@ typedef struct ff_import_options {
 } ff_import_options;
 /* A checkpoint as it is published, src: a Hugging Face model folder
  * (config.json + model.safetensors or the shards of
- * model.safetensors.index.json; llama, qwen2, gpt2, bert), a llama2.c .bin
+ * model.safetensors.index.json; llama, qwen2, gpt2, bert, marian), a llama2.c .bin
  * or a GGUF file (llama, qwen2; F32, F16, BF16, Q8_0 as dtype int8; the
  * tokenizer of its metadata), to dir/NAME.lua (the description, naming the rest), dir/NAME.safetensors
  * and the tokenizer, written all or none (dir made if need be) and only once

@@ -168,6 +168,12 @@ FF_KERNEL void FF_PLAIN(gelu_tanh)(float *h, size_t n) {
   }
 }
 
+/* @part silu: plain tanh */
+/* h = h sigmoid(h) = h/2 (1 + tanh(h/2)) over n floats (nn.SiLU, Marian's swish) */
+FF_KERNEL void FF_PLAIN(silu)(float *h, size_t n) {
+  for (size_t i = 0; i < n; i++) h[i] = 0.5f * h[i] * (1.0f + ff_tanh(0.5f * h[i]));
+}
+
 /* @part swiglu: plain tanh */
 /* y [T, N] = silu(gate) * up for h [T, 2N] = gate | up */
 FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *restrict y) {
@@ -270,6 +276,15 @@ FF_KERNEL void FF_PLAIN(gelu_tanh_backward)(const float *h, const float *dy, flo
   for (size_t i = 0; i < n; i++) {
     const float v = h[i], t = ff_tanh(k * (v + c * v * v * v));
     dh[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v));
+  }
+}
+
+/* @part silu_backward: plain tanh */
+/* dh = dy silu'(h) = dy s (1 + h (1 - s)), s = sigmoid(h) = (1 + tanh(h/2)) / 2 */
+FF_KERNEL void FF_PLAIN(silu_backward)(const float *h, const float *dy, float *dh, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const float s = 0.5f * (1.0f + ff_tanh(0.5f * h[i]));
+    dh[i] = dy[i] * s * (1.0f + h[i] * (1.0f - s));
   }
 }
 

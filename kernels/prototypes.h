@@ -29,6 +29,7 @@ void FF_ISA(layernorm)(const float *x, int T, int D, const float *gamma, const f
 void FF_ISA(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y);
 void FF_ISA(gelu)(float *h, size_t n);
 void FF_ISA(gelu_tanh)(float *h, size_t n);
+void FF_ISA(silu)(float *h, size_t n);
 void FF_ISA(swiglu)(const float *h, int T, int N, float *y);
 /* generated training code's (kernels/train.c, plain.c) */
 void FF_ISA(pack)(const float *src, int ld, int K, int N, int trans, int n0, int n1, float *dst);
@@ -49,6 +50,7 @@ void FF_ISA(rmsnorm_backward)(const float *x, int T, int D, const float *gamma, 
     float *dx, int acc, float *dgamma);
 void FF_ISA(gelu_backward)(const float *h, const float *dy, float *dh, size_t n);
 void FF_ISA(gelu_tanh_backward)(const float *h, const float *dy, float *dh, size_t n);
+void FF_ISA(silu_backward)(const float *h, const float *dy, float *dh, size_t n);
 void FF_ISA(swiglu_backward)(const float *h, int T, int N, const float *dy, float *dh);
 #undef FF_ISA
 #undef FF_ISA_PASTE

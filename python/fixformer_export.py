@@ -15,7 +15,7 @@ wrapping one of them with an nn.Embedding (tokens; a second one whose
 attribute name contains "pos" is learned positions) and an nn.Linear output
 head (with or without a bias).  Norms are nn.LayerNorm (without weight or
 bias: written as ones and zeros), nn.RMSNorm (torch >= 2.4) or this module's
-RMSNorm; activations relu, gelu, nn.GELU(approximate="tanh") and this
+RMSNorm; activations relu, gelu, nn.GELU(approximate="tanh"), nn.SiLU and this
 module's swiglu.  What forward() does is not visible to it, so the caller
 says it: `arch` ("decoder-only" for a causal stack), `positional`,
 `scale_embeddings`, `tie_embeddings` (forward multiplies by the embedding
@@ -214,11 +214,13 @@ def _activation(path, layer):
         return "gelu"
     if getattr(a, "fixformer_activation", None) == "swiglu":
         return "swiglu"
+    if a is F.silu or isinstance(a, nn.SiLU):
+        return "silu"
     if isinstance(a, nn.GELU):
         return {"none": "gelu", "tanh": "gelu_tanh"}.get(getattr(a, "approximate", "none"), None) or \
             _fail(_join(path, "activation"), "GELU(approximate=%r) is not one fixformer has" % a.approximate)
     return _fail(_join(path, "activation"), "%s: fixformer computes relu, gelu (erf), gelu_tanh "
-                 "(nn.GELU(approximate='tanh')) and swiglu (fixformer_export.swiglu); a custom activation "
+                 "(nn.GELU(approximate='tanh')), silu and swiglu (fixformer_export.swiglu); a custom activation "
                  "cannot be expressed" % getattr(a, "__name__", type(a).__name__))
 
 

@@ -111,7 +111,7 @@ void ff_rt_rmsnorm_backward(const float *x, int n, int d, const float *w, float 
 
 /* relu'(x) = [x > 0];  gelu'(x) = Phi(x) + x phi(x);
  * gelu_tanh'(x) = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2),  t = tanh(k (x + c x^3)),
- * k = sqrt(2/pi), c = 0.044715 */
+ * k = sqrt(2/pi), c = 0.044715;  silu'(x) = s (1 + x (1 - s)), s = sigmoid(x) */
 void ff_rt_activate_backward(enum ff_activation act, const float *x, const float *dy, float *dx, size_t n) {
   const float k = 0.79788456080286536f, c = 0.044715f;
   for (size_t i = 0; i < n; i++) {
@@ -124,6 +124,11 @@ void ff_rt_activate_backward(enum ff_activation act, const float *x, const float
     case FF_ACT_GELU_TANH: {
       float t = tanhf(k * (v + c * v * v * v));
       slope = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v);
+      break;
+    }
+    case FF_ACT_SILU: {
+      float s = 1.0f / (1.0f + expf(-v));
+      slope = s * (1.0f + v * (1.0f - s));
       break;
     }
     case FF_ACT_SWIGLU: break; /* gated: see ff_rt_swiglu_backward */

@@ -57,7 +57,7 @@ void ff_rt_linear(const float *x, int n, int in, const float *W, const float *b,
 void ff_rt_layernorm(const float *x, int n, int d, const float *w, const float *b, float eps, float *y);
 /* y = x / sqrt(mean(x^2) + eps) * w. */
 void ff_rt_rmsnorm(const float *x, int n, int d, const float *w, float eps, float *y);
-/* Element-wise activation in place: relu, gelu (erf) or gelu_tanh. */
+/* Element-wise activation in place: relu, gelu (erf), gelu_tanh or silu. */
 void ff_rt_activate(enum ff_activation act, float *x, size_t n);
 /* SwiGLU: h [n, 2f] holds gate | up; y [n, f] = silu(gate) * up. */
 void ff_rt_swiglu(const float *h, int n, int f, float *y);

@@ -126,7 +126,7 @@ void ff_rt_rmsnorm(const float *x, int n, int d, const float *w, float eps, floa
 }
 
 /* relu(x) = max(0, x);  gelu(x) = x/2 (1 + erf(x/sqrt 2));
- * gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+ * gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));  silu(x) = x / (1 + e^-x) */
 void ff_rt_activate(enum ff_activation act, float *x, size_t n) {
   for (size_t i = 0; i < n; i++) {
     float v = x[i];
@@ -136,6 +136,7 @@ void ff_rt_activate(enum ff_activation act, float *x, size_t n) {
     case FF_ACT_GELU_TANH:
       x[i] = 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
       break;
+    case FF_ACT_SILU: x[i] = v / (1.0f + expf(-v)); break;
     case FF_ACT_SWIGLU: break; /* gated: see ff_rt_swiglu */
     }
   }

@@ -493,7 +493,7 @@ def family_errors(c):
     llama_cfg = llama_case(seed=14, d=16, H=2, KV=2, ff=32, L=1, V=10, P=8)[0]
     cases = [
         ("unknown model_type", hf("mistral", dict(cfg, model_type="mistral")),
-         "config.json: model_type 'mistral' is not supported (fixformer imports llama, qwen2, gpt2, bert)"),
+         "config.json: model_type 'mistral' is not supported (fixformer imports llama, qwen2, gpt2, bert, marian)"),
         ("missing shard", sharded,
          "model.safetensors.index.json: shard 'model-00002-of-00002.safetensors' is missing"),
         ("wrong shape", hf("shape", weights=wrong),
@@ -506,7 +506,7 @@ def family_errors(c):
         ("unsupported setting", hf("rope_scaling", dict(llama_cfg, rope_scaling={"type": "linear", "factor": 2.0}),
                                    llama_case(seed=14, d=16, H=2, KV=2, ff=32, L=1, V=10, P=8)[1]),
          "config.json: 'rope_scaling': RoPE scaling is not supported"),
-        ("unsupported activation", hf("act", dict(cfg, activation_function="swish")),
+        ("unsupported activation", hf("act", dict(cfg, activation_function="quick_gelu")),
          "config.json: 'activation_function': not one of gelu_new"),
         ("truncated .bin", l2c("truncated", cut=100), "truncated.bin: truncated: 11256 bytes, but its header (dim 16, hidden_dim 32, 1 layers"),
         ("llama2.c int8", l2c("q80", version=1, patch=(4, struct.pack("<i", 2))),

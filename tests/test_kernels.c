@@ -90,6 +90,7 @@ static const kcase cases[] = {
     {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0, 0, 0},
     {"activation",  13,  0,   0,   0,  0,    "gelu",  3, 0, 0, 0, 0},
     {"activation",  13,  0,   0,   0,  0,    "gelu_tanh", 3, 0, 0, 0, 0},
+    {"activation",  13,  0,   0,   0,  0,    "silu",  3, 0, 0, 0, 0},
     {"swiglu",      11,  0,   0,   0,  0,    NULL,    4, 0, 0, 0, 0},
     /* NaN and +-inf planted: where, and where they must come out, see poison_*() and check_*() */
     {"embed",       12,  37,  16,  0,  1,    NULL,    6, 0, 0, 1, 0},
@@ -105,6 +106,7 @@ static const kcase cases[] = {
     {"activation",  13,  0,   0,   0,  0,    "relu",  3, 0, 0, 1, 0},
     {"activation",  13,  0,   0,   0,  0,    "gelu",  3, 0, 0, 1, 0},
     {"activation",  13,  0,   0,   0,  0,    "gelu_tanh", 3, 0, 0, 1, 0},
+    {"activation",  13,  0,   0,   0,  0,    "silu",  3, 0, 0, 1, 0},
     {"swiglu",      11,  0,   0,   0,  0,    NULL,    4, 0, 0, 1, 0},
 };
 #define N_CASES (int)(sizeof cases / sizeof *cases)
@@ -417,10 +419,10 @@ static double check_activation(const kcase *k, const char *isa, generic_fn f) {
   size_t n = (size_t)k->T * k->a;
   float *h = randoms(n, 8), *r = copy_of(h, n); /* past the approximations' clamps (plain.c) */
   enum ff_activation act = !strcmp(k->act, "relu") ? FF_ACT_RELU : !strcmp(k->act, "gelu") ? FF_ACT_GELU
-                                                                                           : FF_ACT_GELU_TANH;
+                          : !strcmp(k->act, "silu") ? FF_ACT_SILU : FF_ACT_GELU_TANH;
   char *ex = NULL;
   (void)isa;
-  if (k->nan) { /* as torch: relu NaN, inf, 0, 0; gelu (both) NaN, inf, NaN, -0 */
+  if (k->nan) { /* as torch: relu NaN, inf, 0, 0; gelu (both) and silu NaN, inf, NaN, -0 */
     const float in[4] = {NAN, INFINITY, -INFINITY, -1e30f};
     ex = classes(n);
     memcpy(h, in, sizeof in), memcpy(r, in, sizeof in);

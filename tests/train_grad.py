@@ -102,6 +102,8 @@ CASES = [
      -100),
     ("encdec", config("encdec_embed_norm", "encoder-decoder", embed_norm=True, token_types=1, activation="gelu_tanh",
                       encoder_layers=3, decoder_layers=1), 0.0, -100),
+    ("encdec", config("marian_silu", "encoder-decoder", activation="silu", positional="learned", head_bias=True),
+     0.1, 0),
 ]
 
 

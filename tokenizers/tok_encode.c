@@ -518,11 +518,14 @@ static double tok_path_add(const ff_tok_tables *t, double path, double score) {
   return t->score_f32 ? (double)((float)path + (float)score) : path + score;
 }
 
-/* the unknown run w[0..n): its bytes' <0xXX> tokens (byte_fallback, all of
- * them there), else the unknown token */
+/* the unknown run w[0..n): the piece of that name outside the lattice (not a
+ * control piece: Hugging Face looks the run up; MarianTokenizer numbers it
+ * by vocab.json, where the target's pieces are), else its bytes' <0xXX>
+ * tokens (byte_fallback, all of them there), else the unknown token */
 static int tok_unigram_unknown(const ff_tok_tables *t, const char *w, size_t n, tok_out *o) {
   size_t i = 0;
-  int rc = 0;
+  int rc = 0, id = n <= t->max_len ? tok_lookup2(t, ff_tok_hash(FF_TOK_HASH0, w, n), w, n, "", 0) : -1;
+  if (id >= 0 && id != t->unk && !(t->special[id] & 1)) return tok_push(o, id);
   while (t->byte_fallback && i < n && t->byte_id[(unsigned char)w[i]] >= 0) i++;
   if (t->byte_fallback && i == n) {
     for (i = 0; i < n && !rc; i++) rc = tok_push(o, t->byte_id[(unsigned char)w[i]]);

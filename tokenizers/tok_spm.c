@@ -73,7 +73,7 @@ static int pb_next(spm_ctx *c, pb *b, pb_item *it) {
 typedef struct {
   int count, model_type, byte_fallback, suffix, ids[4]; /* ids: unk, bos, eos, pad */
   int dummy, extra_ws, escape;
-  pb charsmap;
+  pb charsmap, normalizer; /* the charsmap's bytes; the normalizer spec's, as they are */
 } spm_spec;
 
 /* an int32 field: negative ids are 10-byte varints */
@@ -108,13 +108,14 @@ static int read_normalizer(spm_ctx *c, pb b, spm_spec *s) {
 static int read_specs(spm_ctx *c, pb b, spm_spec *s) {
   pb_item it = {0, 0, 0, {NULL, NULL}};
   int rc;
-  *s = (spm_spec){0, 1, 0, 0, {0, 1, 2, -1}, 1, 1, 1, {NULL, NULL}};
+  *s = (spm_spec){0, 1, 0, 0, {0, 1, 2, -1}, 1, 1, 1, {NULL, NULL}, {NULL, NULL}};
   while ((rc = pb_next(c, &b, &it)) > 0) {
     if (it.wire != 2 && it.field <= 3) return bad(c, "a message field that is not a message");
     if (it.field == 1 && ++s->count > TOK_MAX_IDS)
       return ff_fail(c->err, FF_EFORMAT, "%s: more than %d pieces", c->path, TOK_MAX_IDS);
     if (it.field == 2 && (rc = read_trainer(c, it.sub, s))) return rc;
     if (it.field == 3 && (rc = read_normalizer(c, it.sub, s))) return rc;
+    if (it.field == 3) s->normalizer = it.sub;
   }
   return rc;
 }
@@ -252,8 +253,9 @@ int ff_tok_spm_parse(const char *path, const uint8_t *buf, size_t len, int expec
   if ((rc = ff_tok_alloc(t, s.count, err))) return rc;
   if (!(t->piece_score = malloc(sizeof *t->piece_score * (size_t)s.count)))
     return ff_fail(err, FF_ENOMEM, "out of memory");
+  /* the tail: the source of a SentencePiece seq2seq model (T5, Marian) ends with </s> */
   t->info = (ff_tokenizer_info){FF_TOK_UNIGRAM, s.count, spec_id(s.ids[3], s.count), spec_id(s.ids[1], s.count),
-                                spec_id(s.ids[2], s.count), -1, 0, 0, -1};
+                                spec_id(s.ids[2], s.count), -1, 0, 0, spec_id(s.ids[2], s.count)};
   if ((rc = read_pieces(&c, all, t)) || (rc = ff_tok_index(t, &dup, err)) || (rc = read_charsmap(&c, s.charsmap, t)))
     return rc;
   int bytes = ff_tok_byte_ids(t);
@@ -262,4 +264,100 @@ int ff_tok_spm_parse(const char *path, const uint8_t *buf, size_t len, int expec
   t->tab.spm = 1, t->tab.spm_dummy = s.dummy, t->tab.spm_extra_ws = s.extra_ws, t->tab.spm_escape = s.escape;
   if (!t->tab.charsmap_growth) t->tab.charsmap_growth = 3;
   return 0;
+}
+
+/* ---- writing: a model renumbered by a vocabulary (Marian) ----------------------------- */
+
+typedef struct {
+  uint8_t *p;
+  size_t n, cap;
+  int failed;
+} pb_out;
+
+static void out_bytes(pb_out *o, const void *b, size_t n) {
+  if (o->failed) return;
+  if (o->cap - o->n < n) {
+    size_t cap = o->cap ? 2 * o->cap : 4096;
+    while (cap - o->n < n) cap *= 2;
+    uint8_t *p = realloc(o->p, cap);
+    if (!p) {
+      o->failed = 1;
+      return;
+    }
+    o->p = p, o->cap = cap;
+  }
+  memcpy(o->p + o->n, b, n);
+  o->n += n;
+}
+
+static void out_varint(pb_out *o, uint64_t v) {
+  uint8_t b[10];
+  size_t n = 0;
+  do b[n++] = (uint8_t)((v & 0x7F) | (v > 0x7F ? 0x80 : 0)), v >>= 7;
+  while (v);
+  out_bytes(o, b, n);
+}
+
+static void out_field(pb_out *o, uint32_t field, int wire) { out_varint(o, (uint64_t)field << 3 | (uint64_t)wire); }
+
+static void out_int32(pb_out *o, uint32_t field, int v) { /* a negative int32 is ten bytes, as protobuf writes it */
+  out_field(o, field, 0);
+  out_varint(o, (uint64_t)(int64_t)v);
+}
+
+static void out_piece(pb_out *o, const char *s, float score, int type) {
+  size_t n = strlen(s);
+  uint8_t f[4];
+  uint32_t u;
+  pb_out m = {NULL, 0, 0, 0};
+  out_field(&m, 1, 2), out_varint(&m, n), out_bytes(&m, s, n);
+  memcpy(&u, &score, 4);
+  f[0] = (uint8_t)u, f[1] = (uint8_t)(u >> 8), f[2] = (uint8_t)(u >> 16), f[3] = (uint8_t)(u >> 24);
+  out_field(&m, 2, 5), out_bytes(&m, f, 4);
+  if (type != PIECE_NORMAL) out_int32(&m, 3, type);
+  o->failed |= m.failed;
+  out_field(o, 1, 2), out_varint(o, m.n), out_bytes(o, m.p, m.n);
+  free(m.p);
+}
+
+/* a source piece's type from what the reader kept of it */
+static int type_of(const ff_tokenizer *t, int id) {
+  unsigned char sp = t->special[id];
+  if (id == t->info.unk) return PIECE_UNKNOWN;
+  if (sp & 1) return PIECE_CONTROL;
+  if (!(sp & 2)) return PIECE_NORMAL;
+  return t->len[id] == 6 && !strncmp(t->tok[id], "<0x", 3) && t->tok[id][5] == '>' ? PIECE_BYTE : PIECE_UNUSED;
+}
+
+int ff_tokenizer_spm_renumber(const char *path, const uint8_t *buf, size_t len, const char *const *names, int n,
+                              const int ids[4], uint8_t **out, size_t *out_len, ff_error *err) {
+  ff_tokenizer *t = calloc(1, sizeof *t);
+  spm_ctx c = {path, err};
+  spm_spec s;
+  pb_out o = {NULL, 0, 0, 0}, spec = {NULL, 0, 0, 0};
+  *out = NULL, *out_len = 0;
+  if (!t) return ff_fail(err, FF_ENOMEM, "out of memory");
+  int rc = read_specs(&c, (pb){buf, buf + len}, &s);
+  if (!rc) rc = ff_tok_spm_parse(path, buf, len, 0, t, err);
+  for (int i = 0; !rc && i < n; i++) {
+    int id = ff_tok_lookup(t, names[i], strlen(names[i]));
+    int type = id >= 0 ? type_of(t, id) : i == ids[0] ? PIECE_UNKNOWN : i == ids[1] || i == ids[2] || i == ids[3]
+                                                                               ? PIECE_CONTROL : PIECE_UNUSED;
+    if (i == ids[0] && type != PIECE_UNKNOWN) type = PIECE_UNKNOWN;
+    out_piece(&o, names[i], id >= 0 ? (float)t->piece_score[id] : 0.0f, type);
+  }
+  out_int32(&spec, 3, 1); /* UNIGRAM */
+  if (s.byte_fallback) out_int32(&spec, 35, 1);
+  for (int k = 0; k < 4; k++) out_int32(&spec, 40 + (uint32_t)k, ids[k]); /* unk, bos, eos, pad */
+  out_field(&o, 2, 2), out_varint(&o, spec.n), out_bytes(&o, spec.p, spec.n);
+  if (s.normalizer.p) {
+    size_t m = (size_t)(s.normalizer.end - s.normalizer.p);
+    out_field(&o, 3, 2), out_varint(&o, m), out_bytes(&o, s.normalizer.p, m);
+  }
+  if (!rc && (o.failed || spec.failed)) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  free(spec.p);
+  ff_tokenizer_free(t);
+  if (rc) free(o.p);
+  else *out = o.p, *out_len = o.n;
+  return rc;
 }

@@ -267,6 +267,8 @@ class RefModel:
             h = F.gelu(h)
         elif act == "gelu_tanh":
             h = F.gelu(h, approximate="tanh")
+        elif act == "silu":
+            h = F.silu(h)
         else:
             f = self.c["d_ff"]
             h = F.silu(h[..., :f]) * h[..., f:]
