@@ -151,6 +151,20 @@ local function generate_train(config, opts)
   }
 end
 
+-- where the decoder's key/value caches and the fields decode checks lie in
+-- the state (floats from its start), for beam search's row copies (host/beam.c)
+local function decode_caches(config, P)
+  if config.arch == "encoder" then return nil end
+  local two, self_kv, cross = config.arch == "encoder-decoder", {}, {}
+  local tag = two and "dec_" or ""
+  for l = 0, config.decoder_layers - 1 do
+    self_kv[#self_kv + 1] = P.value_by[string.format("%sl%02d_kv_cache", tag, l)].offset
+    if two then cross[#cross + 1] = P.value_by[string.format("%sl%02d_cross_kv", tag, l)].offset end
+  end
+  return { self_kv = self_kv, cross_kv = cross, row = 2 * P.kvd, decoded = P.value_by.decoded.offset,
+    source = two and P.value_by.source.offset or -1 }
+end
+
 return function(config, opts)
   if opts.train then return generate_train(config, opts) end
   local P = plan.plan(config, host.weight_specs(), opts.isa, opts.dtype)
@@ -175,5 +189,6 @@ return function(config, opts)
     weight_floats = P.weight_floats, state_bytes = 4 * P.arena_floats, output_bytes = 4 * P.output_floats,
     flops = P.flops,
     kernels = library.text(P.isa),
+    caches = decode_caches(config, P),
   }
 end
