@@ -25,7 +25,18 @@
  *   stop       done, or s = max_new: the open beams then become hypotheses
  *              scored sum / max_new^lp (unless done)
  * The result is the best hypothesis (equal scores: the one kept last), its
- * ids with the EOS that closed it. */
+ * ids with the EOS that closed it.
+ *
+ * The caches: each beam decodes in a state (slot) of its own, in lock-step.
+ * After a step the first child of a beam keeps its parent's slot as it is; a
+ * further child takes a slot freed by a beam that had none, and only the
+ * rows from the first position where the two slots' ids differ are copied
+ * into it (copy(ctx, from, to, pos0, pos1): a row of a causal cache depends
+ * on the ids up to it alone).  Beams share most of their prefix, so a step
+ * copies a few rows, never whole caches.  An indirection per row (a paged
+ * cache) would copy nothing, but attention reads each layer's cache as one
+ * contiguous block in every engine's kernels; copying rows keeps those
+ * kernels as they are. */
 #ifndef FF_BEAM_H
 #define FF_BEAM_H
 
@@ -47,7 +58,12 @@ typedef struct ff_beam {
   double worst, *hyp_score;
   int *hyp_len;
   int32_t *hyp_ids;    /* [beams + 1][max_new] */
+  /* the slots: beam j decodes its id b->ids[j][step - 1] at position pos in slot_of[j] */
+  int prompt, pos, *slot_of, *new_slot, *taken, *free_slots;
+  int32_t *hist;       /* [beams][max_new]: the ids each slot has decoded past the prompt */
 } ff_beam;
+
+typedef void (*ff_beam_copy_fn)(void *ctx, int from, int to, int pos0, int pos1);
 
 #define FF_BEAM_ROUND(x) (((x) + 7) / 8 * 8)
 
@@ -57,7 +73,8 @@ static size_t ff_beam_bytes(int beams, int max_new) {
   if (beams < 1 || max_new < 1 || n > ((size_t)-1 / 64) / (m + 8)) return 0;
   return FF_BEAM_ROUND(n * sizeof(float)) + 2 * FF_BEAM_ROUND(n * m * 4) + FF_BEAM_ROUND(n * 4) +
          2 * FF_BEAM_ROUND(2 * n * 4) + 2 * FF_BEAM_ROUND((n + 1) * sizeof(int)) +
-         FF_BEAM_ROUND((n + 1) * sizeof(double)) + FF_BEAM_ROUND((n + 1) * m * 4);
+         FF_BEAM_ROUND((n + 1) * sizeof(double)) + FF_BEAM_ROUND((n + 1) * m * 4) + FF_BEAM_ROUND(4 * n * sizeof(int)) +
+         FF_BEAM_ROUND(n * m * 4);
 }
 
 static void *ff_beam_take(char **p, size_t bytes) {
@@ -66,8 +83,10 @@ static void *ff_beam_take(char **p, size_t bytes) {
   return r;
 }
 
-/* buf: ff_beam_bytes(beams, max_new) bytes, 8-byte aligned; eos < 0: none */
-static void ff_beam_init(ff_beam *b, void *buf, int beams, int vocab, int max_new, int eos, double lp, int early) {
+/* buf: ff_beam_bytes(beams, max_new) bytes, 8-byte aligned; eos < 0: none;
+ * prompt: the positions slot 0 decoded before (each slot holds them too) */
+static void ff_beam_init(ff_beam *b, void *buf, int beams, int vocab, int max_new, int eos, double lp, int early,
+                         int prompt) {
   char *p = (char *)buf;
   size_t n = (size_t)beams, m = (size_t)max_new;
   memset(b, 0, sizeof *b);
@@ -83,7 +102,10 @@ static void ff_beam_init(ff_beam *b, void *buf, int beams, int vocab, int max_ne
   b->hyp_len = (int *)ff_beam_take(&p, (n + 1) * sizeof(int));
   b->hyp_score = (double *)ff_beam_take(&p, (n + 1) * sizeof(double));
   b->hyp_ids = (int32_t *)ff_beam_take(&p, (n + 1) * m * 4);
-  b->sum[0] = 0;
+  b->slot_of = (int *)ff_beam_take(&p, 4 * n * sizeof(int));
+  b->new_slot = b->slot_of + n, b->taken = b->slot_of + 2 * n, b->free_slots = b->slot_of + 3 * n;
+  b->hist = (int32_t *)ff_beam_take(&p, n * m * 4);
+  b->sum[0] = 0, b->slot_of[0] = 0, b->prompt = b->pos = prompt;
 }
 
 /* candidate i is better than j: a higher score, or equal and earlier */
@@ -173,10 +195,43 @@ static int ff_beam_is_done(const ff_beam *b, float best, int s) {
   return b->worst >= (double)best / pow((double)len, b->lp);
 }
 
-/* One step from the open beams' rows of logits [n_open][vocab]: b->parent
- * and the new ids (b->ids[j][step - 1]) of the b->n_open beams to decode
- * next.  Returns 1 when the search is over (then ff_beam_best). */
-static int ff_beam_advance(ff_beam *b, const float *logits) {
+/* The new beams into slots (see the top), old_open the beams before the step */
+static void ff_beam_reorder(ff_beam *b, int old_open, ff_beam_copy_fn copy, void *ctx) {
+  int n_free = 0, M = b->max_new, fed = b->step - 1;
+  for (int i = 0; i < b->beams; i++) b->taken[i] = 0;
+  for (int j = 0; j < b->n_open; j++) {
+    int p = b->parent[j];
+    b->new_slot[j] = -1;
+    if (!b->taken[p]) b->taken[p] = 1, b->new_slot[j] = b->slot_of[p];
+  }
+  for (int i = 0; i < b->beams; i++) b->free_slots[i] = 1; /* first as flags: the slots kept */
+  for (int p = 0; p < old_open; p++)
+    if (b->taken[p]) b->free_slots[b->slot_of[p]] = 0;
+  for (int i = 0; i < b->beams; i++)
+    if (b->free_slots[i]) b->free_slots[n_free++] = i; /* (n_free <= i: no flag ahead is overwritten) */
+  for (int j = 0; j < b->n_open; j++) {
+    if (b->new_slot[j] >= 0) continue;
+    int from = b->slot_of[b->parent[j]], to = b->free_slots[--n_free], k = 0;
+    const int32_t *a = b->hist + (size_t)from * M;
+    int32_t *h = b->hist + (size_t)to * M;
+    while (k < fed && a[k] == h[k]) k++;
+    copy(ctx, from, to, b->prompt + k, b->prompt + fed);
+    for (; k < fed; k++) h[k] = a[k];
+    b->new_slot[j] = to;
+  }
+  for (int j = 0; j < b->n_open; j++) {
+    b->slot_of[j] = b->new_slot[j];
+    b->hist[(size_t)b->slot_of[j] * M + fed] = b->ids[(size_t)j * M + fed]; /* decoded next */
+  }
+  b->pos = b->prompt + fed;
+}
+
+/* One step from the open beams' rows of logits [n_open][vocab] (row j: beam
+ * j's).  Returns 1 when the search is over (then ff_beam_best); else each
+ * of the b->n_open beams j decodes its id b->ids[j * max_new + step - 1] at
+ * b->pos in slot b->slot_of[j] into row j, copy having moved the rows. */
+static int ff_beam_advance(ff_beam *b, const float *logits, ff_beam_copy_fn copy, void *ctx) {
+  int old_open = b->n_open;
   int n = ff_beam_candidates(b, logits), made = 0, N = b->beams, s = b->step, M = b->max_new;
   for (int r = 0; r < n && made < N; r++) {
     int p = b->cand_at[r] / b->vocab;
@@ -197,7 +252,9 @@ static int ff_beam_advance(ff_beam *b, const float *logits) {
   b->done = b->done || (n > 0 && ff_beam_is_done(b, b->cand[0], s));
   if (!b->done && s == M)
     for (int j = 0; j < made; j++) ff_beam_add(b, b->ids + (size_t)j * M, s, -1, b->sum[j], s);
-  return b->done || s == M || made == 0;
+  if (b->done || s == M || made == 0) return 1;
+  ff_beam_reorder(b, old_open, copy, ctx);
+  return 0;
 }
 
 /* The best hypothesis: its ids (EOS included when it closed it), how many,
