@@ -240,9 +240,39 @@ def engines(case, sources):
     return "runtime, tcc and cc agree on %d searches" % (len(grid) * len(sources))
 
 
+def emitted(c):
+    """The program emit --with-main writes (cc -O0) against generate --engine tcc; its bad input: exit 1."""
+    n = 0
+    for case, sources, grid in ((c.dec, c.prompts, GRID[:3]), (c.dates, c.sources, GRID[3:6])):
+        out = os.path.join(c.tmp, "emit_" + os.path.basename(case.lua)[:-4])
+        run([case.ff, "emit", case.lua, "--weights", case.weights, "-o", out, "--with-main", "-q"])
+        name = [f for f in os.listdir(out) if f.endswith("_main.c")][0][:-7]
+        exe = os.path.join(out, "exe")
+        run(["cc", "-O0", "-std=c99", "-o", exe, os.path.join(out, name + ".c"), os.path.join(out, name + "_main.c"),
+             "-lm"])
+        tokens = ",".join(" ".join(map(str, s)) for s in sources)
+        for beams, lp, es in grid:
+            flags = ["--tokens", tokens, "--eos", str(case.eos), "--beam", str(beams), "--length-penalty", repr(lp),
+                     "--early-stopping", es, "--max-new", "9", "--score"] + (["--bos", str(case.bos)] if case.encdec
+                                                                             else [])
+            got = run([exe, "--weights", os.path.join(out, name + ".weights")] + flags).stdout.split("\n")
+            want = run([case.ff, "generate", case.lua, "--weights", case.weights, "--engine", "tcc", "-q", "--ids"] +
+                       flags).stdout.split("\n")
+            for g, w in zip(got, want):  # score, ids (generate: and the text)
+                g, w = g.split("\t"), w.split("\t")
+                if g[:1] != [""] and (g[1] != w[1] or abs(float(g[0]) - float(w[0])) > 1e-5):
+                    raise Failed("%s beams %d: the emitted program %r, generate %r" % (name, beams, got, want))
+                n += g[:1] != [""]
+        p = run([exe, "--weights", os.path.join(out, name + ".weights"), "--tokens", "1 2", "--beam", "2",
+                 "--top-p", "0.5"], ok=False)
+        if p.returncode != 1 or len(p.stderr.strip().split("\n")) != 1 or p.stdout:
+            raise Failed("%s --beam 2 --top-p 0.5: exit %d, %r" % (name, p.returncode, p.stderr))
+    return "%d searches as generate's; --beam with --top-p: one line, exit 1" % n
+
+
 def beam_one(c):
     case, sources = c.dates, c.sources
-    for e in ("runtime", "cc"):
+    for e in ("runtime", "tcc"):
         a = case.generate(sources, ["--beam", "1"], e)
         b = case.generate(sources, [], e)
         if a != b:
@@ -267,6 +297,7 @@ def bad_input(c):
 class Context:
     def __init__(self, ff, tmp):
         os.environ["XDG_CACHE_HOME"] = os.path.join(tmp, "cache")
+        self.tmp = tmp
         torch.set_num_threads(1)
         self.dec, self.prompts = decoder_case(ff, tmp)
         self.encdec, self.srcs = encdec_case(ff, tmp)
@@ -290,5 +321,5 @@ def engines_agree(c):
 
 
 if __name__ == "__main__":
-    sys.exit(cases.main("beam", __doc__, [decoder_only, encoder_decoder, dates, engines_agree, beam_one,
+    sys.exit(cases.main("beam", __doc__, [decoder_only, encoder_decoder, dates, engines_agree, emitted, beam_one,
                                           bad_input], Context))
