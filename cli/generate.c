@@ -190,8 +190,10 @@ static int generate_check(const ff_config *c, generate_opts *o, generation *g, f
     return ff_fail(err, FF_ETOKEN, "--bos/--eos must be below the vocab size %d", c->vocab);
   if (c->arch == FF_ARCH_ENCODER_DECODER && g->bos < 0)
     return ff_fail(err, FF_EINVAL, "the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
-  if (g->beam.beams > c->vocab / 2) /* HF's 2 x beams candidates a step, from one beam at the first */
-    return ff_fail(err, CLI_EUSAGE, "--beam %d: at most vocab / 2 = %d beams", g->beam.beams, c->vocab / 2);
+  /* ff_model_beam's bound (runtime/ff_beam.h): HF's 2 x beams candidates come from one beam at the first
+   * step, and beams x vocab is an int32 */
+  int most = c->vocab / 2 < INT32_MAX / c->vocab ? c->vocab / 2 : INT32_MAX / c->vocab;
+  if (g->beam.beams > most) return ff_fail(err, CLI_EUSAGE, "--beam %d: at most %d beams (vocab / 2)", g->beam.beams, most);
   return 0;
 }
 

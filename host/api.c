@@ -1386,16 +1386,11 @@ int ff_model_beam(ff_model *m, const ff_greedy *g, const ff_beam_opts *b, int32_
   if (score) *score = NAN;
   if (!m) return null_arg(err, "ff_model_beam", "the model");
   if (!g || !b || !out || !n_out) return null_arg(err, "ff_model_beam", !g ? "g" : !b ? "b" : !out ? "out" : "n_out");
-  const ff_config *c = CFG(m);
-  if (b->beams < 1 || (c->vocab > 0 && b->beams > c->vocab / 2))
-    return ff_fail(err, FF_EINVAL, "beams %d: must be between 1 and vocab / 2 = %d", b->beams, c->vocab / 2);
-  if (!(fabsf(b->length_penalty) < INFINITY))
-    return ff_fail(err, FF_EINVAL, "length_penalty %g: must be a finite number", b->length_penalty);
-  if (b->early_stopping < 0 || b->early_stopping > 2)
-    return ff_fail(err, FF_EINVAL, "early_stopping %d: must be 0 (false), 1 (true) or 2 (never)", b->early_stopping);
+  int rc = ff_beam_check(CFG(m), b, err);
+  if (rc) return rc;
   if (b->beams == 1) return ff_model_greedy(m, g, out, n_out, NULL, err);
   lock(m);
-  int rc = check_decoding(m, g, "beam search", err);
+  rc = check_decoding(m, g, "beam search", err);
   if (!rc && !m->prepared) rc = not_prepared(err);
   if (!rc) rc = ff_beam_locked(m, g, b, out, n_out, score, err);
   unlock(m);

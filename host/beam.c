@@ -7,6 +7,16 @@
 #include "beam.h"
 #include "ff_beam.h"
 
+int ff_beam_check(const ff_config *c, const ff_beam_opts *b, ff_error *err) {
+  if (b->beams < 1 || (c->vocab > 0 && b->beams > ff_beam_max(c->vocab)))
+    return ff_fail(err, FF_EINVAL, "beams %d: must be between 1 and %d (vocab / 2)", b->beams, ff_beam_max(c->vocab));
+  if (!(fabsf(b->length_penalty) < INFINITY))
+    return ff_fail(err, FF_EINVAL, "length_penalty %g: must be a finite number", b->length_penalty);
+  if (b->early_stopping < 0 || b->early_stopping > 2)
+    return ff_fail(err, FF_EINVAL, "early_stopping %d: must be 0 (false), 1 (true) or 2 (never)", b->early_stopping);
+  return 0;
+}
+
 static void copy_rows(void *ctx, int from, int to, int pos0, int pos1) { ff_slots_copy(ctx, from, to, pos0, pos1); }
 
 static int search(ff_model *m, const ff_greedy *g, ff_beam *b, float *rows, ff_error *err) {

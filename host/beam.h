@@ -20,6 +20,8 @@ void ff_slots_copy(ff_slots *s, int from, int to, int pos0, int pos1);
 /* Frees the extra states; the model's decoding sequence ends. */
 void ff_slots_close(ff_slots *s);
 
+/* b's values within their ranges for a model of config c, else FF_EINVAL */
+int ff_beam_check(const ff_config *c, const ff_beam_opts *b, ff_error *err);
 /* ff_model_beam with m locked and its arguments checked (beams >= 2). */
 int ff_beam_locked(ff_model *m, const ff_greedy *g, const ff_beam_opts *b, int32_t *out, int *n_out, double *score,
                    ff_error *err);

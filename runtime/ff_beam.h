@@ -67,6 +67,13 @@ typedef void (*ff_beam_copy_fn)(void *ctx, int from, int to, int pos0, int pos1)
 
 #define FF_BEAM_ROUND(x) (((x) + 7) / 8 * 8)
 
+/* The most beams over a vocabulary: vocab / 2 (HF's 2 x beams candidates
+ * come from one beam at the first step), and beams x vocab in an int32. */
+static int ff_beam_max(int vocab) {
+  int half = vocab / 2, fit = vocab > 0 ? 2147483647 / vocab : 0;
+  return half < fit ? half : fit;
+}
+
 /* Bytes of the buffer ff_beam_init lays out (0: the sizes overflow). */
 static size_t ff_beam_bytes(int beams, int max_new) {
   size_t n = (size_t)beams, m = (size_t)max_new;
