@@ -156,7 +156,7 @@ static int ff_beam_candidates(ff_beam *b, const float *logits) {
     float max = -INFINITY;
     double z = 0;
     for (int v = 0; v < b->vocab; v++) max = x[v] > max ? x[v] : max;
-    for (int v = 0; v < b->vocab; v++) z += exp((double)x[v] - max);
+    for (int v = 0; v < b->vocab; v++) z += expf(x[v] - max); /* float terms as the model's softmax, summed in double */
     float lse = (float)(max + log(z));
     for (int v = 0; v < b->vocab; v++)
       n = ff_beam_push(b->cand, b->cand_at, n, K, b->sum[r] + (x[v] - lse), r * b->vocab + v);
