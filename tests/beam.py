@@ -12,9 +12,10 @@ driven by the PyTorch reference of the model (tests/lib/reference.py's
 RefModel, in float32) on every beam's whole sequence each step.
 
   decoder_only   a random decoder-only model (RMSNorm, SwiGLU, RoPE): three
-                 prompts, beams 2, 3 and 5, length penalties 1, 0, 2 and -0.5,
+                 prompts, beams 2 to 5, length penalties 1, 0, 0.5, 2 and -0.5,
                  early_stopping false, true and never, an EOS the model does
-                 produce; ids equal and --score within 1e-4 of the reference
+                 produce (and none); ids equal and --score within 1e-4 of the
+                 reference
   encoder_decoder a random encoder-decoder model: the same grid
   dates          the shipped encoder-decoder (models/dates.*, its <bos> and
                  <eos>) on a date and two texts it is unsure of: max-new 8
@@ -163,7 +164,8 @@ class Case:
 
     def generate(self, sources, flags, engine="runtime"):
         cmd = [self.ff, "generate", self.lua, "--weights", self.weights, "--engine", engine, "-q", "--ids",
-               "--tokens", ",".join(" ".join(map(str, s)) for s in sources), "--eos", str(self.eos)] + flags
+               "--tokens", ",".join(" ".join(map(str, s)) for s in sources)] + flags + \
+              (["--eos", str(self.eos)] if self.eos >= 0 else [])
         if self.encdec:
             cmd += ["--bos", str(self.bos)]
         return run(cmd).stdout.strip("\n").split("\n")
@@ -305,7 +307,9 @@ class Context:
 
 
 def decoder_only(c):
-    return compare(c.dec, c.prompts, GRID, [10])
+    """and without an EOS: every search runs to max-new"""
+    no_eos = Case(c.dec.ff, c.dec.lua, c.dec.weights, DECODER, -1, -1)
+    return compare(c.dec, c.prompts, GRID, [10]) + "; no EOS: " + compare(no_eos, c.prompts, GRID[:3], [6], False)
 
 
 def encoder_decoder(c):
