@@ -1,6 +1,6 @@
 /* ff_beam.h - beam search's bookkeeping, as Hugging Face generate(num_beams,
  * length_penalty, early_stopping) defines it (BeamSearchScorer and
- * BeamHypotheses, transformers 4.38+), apart from the model: the caller
+ * BeamHypotheses, transformers 4.38 to 4.49), apart from the model: the caller
  * decodes each beam's last id and hands the rows of logits in; this picks
  * the next beams, keeps the finished hypotheses and says when to stop.
  * Written here from that definition (no library has it in C); plain C99,
@@ -25,7 +25,10 @@
  *   stop       done, or s = max_new: the open beams then become hypotheses
  *              scored sum / max_new^lp (unless done)
  * The result is the best hypothesis (equal scores: the one kept last), its
- * ids with the EOS that closed it.
+ * ids with the EOS that closed it.  (transformers 4.50's vectorised
+ * _beam_search tests done against the best open beam, not the best
+ * candidate: the two differ only when an EOS ranks first with `beams`
+ * hypotheses kept; this follows BeamSearchScorer.)
  *
  * The caches: each beam decodes in a state (slot) of its own, in lock-step.
  * After a step the first child of a beam keeps its parent's slot as it is; a
