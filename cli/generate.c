@@ -12,6 +12,8 @@ typedef struct {
   int bos, eos, max_new, show_ids;
   const char *logits;    /* --logits OUT.npy, or NULL */
   ff_sampling sampling;  /* .sequence: the next input's index */
+  ff_beam_opts beam;     /* .beams 1: no beam search */
+  int show_score;        /* --score */
 } generation;
 
 /* Greedy-decodes one input (source ids for encoder-decoder, the prompt for
@@ -37,7 +39,9 @@ static int generate_one(generation *g, const int32_t *ids, int n, ff_error *err)
     free(logits);
     return ff_fail(err, FF_ENOMEM, "out of memory");
   }
-  rc = ff_model_sample(g->m, &q, &g->sampling, out, &count, logits, err);
+  double score = 0;
+  if (g->beam.beams > 1) rc = ff_model_beam(g->m, &q, &g->beam, out, &count, &score, err);
+  else rc = ff_model_sample(g->m, &q, &g->sampling, out, &count, logits, err);
   g->sampling.sequence++;
   if (!rc && g->logits) {
     ff_array a = {FF_F32, 3, {1, q.prompt_len + count - 1, c->vocab}, (size_t)(q.prompt_len + count - 1) * c->vocab,
@@ -45,6 +49,7 @@ static int generate_one(generation *g, const int32_t *ids, int n, ff_error *err)
     rc = ff_npy_write(g->logits, &a, err);
   }
   if (!rc) {
+    if (g->show_score) printf("%.9g\t", score);
     for (int i = 0; (g->show_ids || !g->vocab) && i < count; i++) printf("%s%d", i ? " " : "", out[i]);
     if (g->vocab) {
       size_t need = ff_tokenizer_decode(g->vocab, out, count, NULL, 0);
@@ -115,6 +120,34 @@ static int sampling_options(const cli_flag *flags, ff_sampling *s, ff_error *err
   return 0;
 }
 
+/* --beam N, --length-penalty X, --early-stopping true|false|never, --score:
+ * beam search refuses sampling (HF's num_beams without do_sample) */
+static int beam_options(const cli_flag *flags, generation *g, ff_error *err) {
+  static const char *const sampling[] = {"--top-k", "--top-p", "--min-p", "--repeat-penalty", "--seed"};
+  const char *early = cli_value(flags, "--early-stopping");
+  int rc = cli_int(flags, "--beam", 1, &g->beam.beams, err);
+  g->beam.length_penalty = 1.0f;
+  if (rc || (rc = float_flag(flags, "--length-penalty", &g->beam.length_penalty, -1e30, 1, 1e30, 1, "a finite number",
+                             err)))
+    return rc;
+  if (cli_value(flags, "--beam") && g->beam.beams < 1)
+    return ff_fail(err, CLI_EUSAGE, "--beam: the width must be at least 1 (1: greedy)");
+  if (!cli_value(flags, "--beam") && (early || cli_value(flags, "--length-penalty") || g->show_score))
+    return ff_fail(err, CLI_EUSAGE, "--length-penalty, --early-stopping and --score go with --beam N");
+  if (g->show_score && g->beam.beams < 2) return ff_fail(err, CLI_EUSAGE, "--score needs --beam 2 or more");
+  if (early && strcmp(early, "false") && strcmp(early, "true") && strcmp(early, "never"))
+    return ff_fail(err, CLI_EUSAGE, "--early-stopping: '%s' is not true, false or never", early);
+  g->beam.early_stopping = !early || !strcmp(early, "false") ? 0 : !strcmp(early, "true") ? 1 : 2;
+  if (!cli_value(flags, "--beam")) return 0;
+  if (g->sampling.temperature != 0)
+    return ff_fail(err, CLI_EUSAGE, "--beam searches, it does not sample: --temperature must be 0 with it");
+  for (size_t i = 0; i < sizeof sampling / sizeof *sampling; i++)
+    if (cli_value(flags, sampling[i]))
+      return ff_fail(err, CLI_EUSAGE, "--beam searches, it does not sample: drop %s", sampling[i]);
+  if (g->logits) return ff_fail(err, CLI_EUSAGE, "--logits goes with greedy or sampled decoding, not --beam");
+  return 0;
+}
+
 /* The flags of generate, checked before the model is opened. */
 typedef struct {
   const char *weights, *tokens, *text, *lines;
@@ -133,7 +166,7 @@ static int generate_options(const cli_flag *flags, generate_opts *o, generation 
     return rc;
   if (cli_value(flags, "--max-new") && g->max_new < 1)
     return ff_fail(err, CLI_EUSAGE, "--max-new must be at least 1");
-  if ((rc = sampling_options(flags, &g->sampling, err))) return rc;
+  if ((rc = sampling_options(flags, &g->sampling, err)) || (rc = beam_options(flags, g, err))) return rc;
   return cli_engine(flags, &o->engine, err);
 }
 
@@ -163,6 +196,10 @@ static int generate_check(const ff_config *c, generate_opts *o, generation *g, f
     return ff_fail(err, FF_ETOKEN, "--bos/--eos must be below the vocab size %d", c->vocab);
   if (c->arch == FF_ARCH_ENCODER_DECODER && g->bos < 0)
     return ff_fail(err, FF_EINVAL, "the decoder needs a start id: --bos N, or a vocabulary with \"bos\"");
+  /* ff_model_beam's bound (runtime/ff_beam.h): HF's 2 x beams candidates come from one beam at the first
+   * step, and beams x vocab is an int32 */
+  int most = c->vocab / 2 < INT32_MAX / c->vocab ? c->vocab / 2 : INT32_MAX / c->vocab;
+  if (g->beam.beams > most) return ff_fail(err, CLI_EUSAGE, "--beam %d: at most %d beams (vocab / 2)", g->beam.beams, most);
   return 0;
 }
 
@@ -215,7 +252,7 @@ static int generate_lines(generation *g, const char *lines, int32_t *ids, ff_err
 
 static int run_generate(const char *path, cli_flag *flags, ff_error *err) {
   generation g = {NULL, NULL, -1, -1, 0, cli_value(flags, "--ids") != NULL, cli_value(flags, "--logits"),
-                  ff_sampling_default()};
+                  ff_sampling_default(), {1, 1.0f, 0}, cli_value(flags, "--score") != NULL};
   generate_opts o;
   int rc = generate_options(flags, &o, &g, err);
   if (rc) return rc;
@@ -253,17 +290,21 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL, NUL
                            {"--allow-nonfinite", NULL, NULL, 0}, {"--temperature", NULL, NULL, 1},
                            {"--top-k", NULL, NULL, 1},   {"--top-p", NULL, NULL, 1},
                            {"--min-p", NULL, NULL, 1},   {"--repeat-penalty", NULL, NULL, 1},
-                           {"--seed", NULL, NULL, 1},    {NULL, NULL, NULL, 0}};
+                           {"--seed", NULL, NULL, 1},    {"--beam", NULL, NULL, 1},
+                           {"--length-penalty", NULL, NULL, 1}, {"--early-stopping", NULL, NULL, 1},
+                           {"--score", NULL, NULL, 0},   {NULL, NULL, NULL, 0}};
 
 const cli_command cli_generate = {
-    "generate", "greedy or sampled decoding with a key/value cache (text or ids)",
+    "generate", "greedy, sampled or beam-search decoding with a key/value cache (text or ids)",
      "usage: fixformer generate MODEL.lua (--text \"...\" | --lines FILE | --tokens \"ids\")\n"
      "                          [--weights W.safetensors] [--max-new N] [--engine cc|tcc|runtime]\n"
      "                          [--dtype f32|bf16|int8] [--temperature T [--top-k K] [--top-p P]\n"
      "                          [--min-p P] [--repeat-penalty R] [--seed N]]\n"
-     "Greedy (or sampled) decoding with a key/value cache: encoder-decoder models translate the\n"
-     "input (the decoder starts from BOS); decoder-only models continue it.  Prints\n"
-     "one line per input: the generated text, or ids without a vocabulary.\n"
+     "                          [--beam N [--length-penalty X] [--early-stopping true|false|never] [--score]]\n"
+     "Greedy, sampled or beam-search decoding with a key/value cache: encoder-decoder\n"
+     "models translate the input (the decoder starts from BOS); decoder-only models\n"
+     "continue it.  Prints one line per input: the generated text, or ids without a\n"
+     "vocabulary.\n"
      "  --text \"...\"     the input as text (needs the description's vocabulary)\n"
      "  --lines FILE      one text per line, one output line each\n"
      "  --tokens \"ids\"   the input as ids; sequences separated by commas (a vocabulary\n"
@@ -286,10 +327,17 @@ const cli_command cli_generate = {
      "  --min-p P         keep ids with probability >= P x the largest's, in [0, 1)\n"
      "  --repeat-penalty R  seen ids' logits x > 0 become x / R, others x * R (1: off)\n"
      "  --seed N          the draws' seed (default 0): the same ids on every engine\n"
+     "  --beam N          beam search with N beams, as Hugging Face generate(num_beams=N)\n"
+     "                    (1: greedy; at most vocab / 2; no sampling flags with it)\n"
+     "  --length-penalty X  a finished beam scores sum(log p) / length^X (default 1)\n"
+     "  --early-stopping E  false (default): stop when no open beam can win by HF's\n"
+     "                    estimate; true: at N finished beams; never: when none can win\n"
+     "  --score           print the beam's score, then a tab, before each output\n"
      "  --allow-nonfinite run with NaN or infinite weights (refused by default)\n"
      "  -q, --quiet       no progress lines on stderr\n"
      "Examples:\n"
      "  fixformer generate models/dates.lua --text \"March 5, 1999\"\n"
      "  fixformer generate models/dates.lua --lines dates.txt --engine tcc\n"
-     "  fixformer generate models/dates.lua --text \"March 5, 1999\" --temperature 0.8 --top-p 0.9 --seed 7\n",
+     "  fixformer generate models/dates.lua --text \"March 5, 1999\" --temperature 0.8 --top-p 0.9 --seed 7\n"
+     "  fixformer generate models/dates.lua --text \"March 5, 1999\" --beam 4 --length-penalty 0.6\n",
     "MODEL.lua", 0, run_generate, flags};

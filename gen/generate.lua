@@ -93,6 +93,20 @@ end
 
 -- section "main" of templates/main.c.in or "weights" of templates/weights.c.in, for the
 -- program P generated from config (its layout hash, the generate options)
+-- where the decoder's key/value caches and the fields decode checks lie in
+-- the state (floats from its start), for beam search's row copies (host/beam.c)
+local function decode_caches(config, P)
+  if config.arch == "encoder" then return nil end
+  local two, self_kv, cross = config.arch == "encoder-decoder", {}, {}
+  local tag = two and "dec_" or ""
+  for l = 0, config.decoder_layers - 1 do
+    self_kv[#self_kv + 1] = P.value_by[string.format("%sl%02d_kv_cache", tag, l)].offset
+    if two then cross[#cross + 1] = P.value_by[string.format("%sl%02d_cross_kv", tag, l)].offset end
+  end
+  return { self_kv = self_kv, cross_kv = cross, row = 2 * P.kvd, decoded = P.value_by.decoded.offset,
+    source = two and P.value_by.source.offset or -1 }
+end
+
 local function render_extra(config, opts, P, layout_hash, section, vars)
   local c = config
   local v = {
@@ -110,7 +124,12 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
     v.POOL = host.read_template("templates/pool.c"):gsub("\n+$", "")
     v.NPY = host.read_template("templates/driver_npy.c"):gsub("\n+$", "")
     v.SAMPLE = host.read_template("runtime/ff_sample.h"):gsub("\n+$", "")
+    v.BEAM = host.read_template("runtime/ff_beam.h"):gsub("\n+$", "")
     v.GENERATE = c.vocab ~= nil and c.arch ~= "encoder" and c.lm_head -- greedy decoding needs logits
+    -- where beam search copies rows from (decode_caches; the text is left out without GENERATE)
+    local k = v.GENERATE and decode_caches(c, P) or { self_kv = {}, cross_kv = {}, row = 0, decoded = 0, source = 0 }
+    v.KV_SELF, v.KV_CROSS = table.concat(k.self_kv, ", "), table.concat(k.cross_kv, ", ")
+    v.KV_ROW, v.DECODED_AT, v.SOURCE_AT = k.row, k.decoded, k.source
     local tk = vars.tokenizer
     v.TOKENIZER = tk ~= nil
     v.BOS, v.EOS = tk and tk.bos or -1, tk and tk.eos or -1
@@ -124,7 +143,8 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
     v.TOKENIZER_CODE = tk and tokenizer_code(tk) or ""
     v.GEN_USAGE = weights .. (v.TOKENIZER and "(--text 'TEXT' | --lines FILE | --tokens 'IDS') [--ids]" or
       "--tokens 'IDS'") .. " [--max-new N] [--bos ID] [--eos ID] [--threads N]" ..
-      " [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed N]"
+      " [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed N]" ..
+      " [--beam N [--length-penalty X] [--early-stopping true|false|never] [--score]]"
     v.IDS_IN = v.GENERATE or v.TOKENIZER
     v.TEXT_FORWARD = v.TOKENIZER and not v.GENERATE and not v.ENCDEC -- run --text: an encoder's forward pass
     v.TEXT_USAGE = v.GENERATE and "" or weights .. "--text 'TEXT' --output OUT.npy [--threads N]"
@@ -177,5 +197,6 @@ return function(config, opts)
     weight_floats = P.weight_floats, state_bytes = 4 * P.arena_floats, output_bytes = 4 * P.output_floats,
     flops = P.flops,
     kernels = library.text(P.isa),
+    caches = decode_caches(config, P),
   }
 end

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../kernels/isas.h"
+#include "beam.h"
 #include "cache.h"
 #include "codegen.h"
 #include "ff_runtime.h"
@@ -1089,20 +1090,27 @@ static int check_sampling(const ff_sampling *s, ff_error *err) {
   return 0;
 }
 
+/* The model and g fit decoding (greedy, sampled or beam search: how) */
+static int check_decoding(const ff_model *m, const ff_greedy *g, const char *how, ff_error *err) {
+  const ff_config *c = CFG(m);
+  int P = g->prompt_len;
+  if (c->vocab <= 0) return ff_fail(err, FF_EINVAL, "%s needs a model with a vocab", how);
+  if (!ff_config_has_head(c))
+    return ff_fail(err, FF_EINVAL, "%s needs an output head; %s has lm_head = false", how, c->name);
+  if (!g->prompt) return null_arg(err, "ff_model_greedy", "the prompt");
+  if (P < 1) return ff_fail(err, FF_ELENGTH, "%s needs a prompt of at least one id", how);
+  if (g->max_new < 1 || P > c->max_seq || g->max_new > c->max_seq - P) /* (no overflow) */
+    return ff_fail(err, FF_ELENGTH, "%d prompt ids and %d new ones do not fit in max_seq = %d positions", P,
+                   g->max_new, c->max_seq);
+  return 0;
+}
+
 static int greedy_locked(ff_model *m, const ff_greedy *g, const ff_sampling *s, int32_t *out, int *n_out,
                          float *logits, ff_error *err) {
   const ff_config *c = CFG(m);
   int V = c->vocab, P = g->prompt_len, rc;
   size_t cells;
-  if (V <= 0) return ff_fail(err, FF_EINVAL, "greedy decoding needs a model with a vocab");
-  if (!ff_config_has_head(c))
-    return ff_fail(err, FF_EINVAL, "greedy decoding needs an output head; %s has lm_head = false", c->name);
-  if (!g->prompt) return null_arg(err, "ff_model_greedy", "the prompt");
-  if (P < 1) return ff_fail(err, FF_ELENGTH, "greedy decoding needs a prompt of at least one id");
-  if (g->max_new < 1 || P > c->max_seq || g->max_new > c->max_seq - P) /* (no overflow) */
-    return ff_fail(err, FF_ELENGTH, "%d prompt ids and %d new ones do not fit in max_seq = %d positions", P,
-                   g->max_new, c->max_seq);
-  if ((rc = check_sampling(s, err))) return rc;
+  if ((rc = check_decoding(m, g, "greedy decoding", err)) || (rc = check_sampling(s, err))) return rc;
   if (s && s->temperature == 0 && s->repeat_penalty == 1) s = NULL; /* greedy: the same code */
   if (ff_size_mul((size_t)P, (size_t)V, &cells) || ff_size_mul(cells, sizeof(float), &cells))
     return ff_fail(err, FF_ENOMEM, "logits of %d positions do not fit in memory", P);
@@ -1131,6 +1139,117 @@ static int greedy_locked(ff_model *m, const ff_greedy *g, const ff_sampling *s, 
   free(own);
   free(scratch);
   return rc;
+}
+
+/* ---- beam search: a decode state per beam (host/beam.c) ----------------------------- */
+
+struct ff_slots {
+  ff_model *m;
+  int n;
+  void **state;      /* the generated code's: [n], state[0] the model's */
+  ff_rt_state **rt;  /* the runtime's: [n], rt[0] the model's */
+};
+
+void ff_slots_close(ff_slots *s) {
+  if (!s) return;
+  for (int i = 1; i < s->n; i++) {
+    if (s->state) free(s->state[i]);
+    if (s->rt && s->rt[i]) ff_rt_state_free(s->rt[i]), free(s->rt[i]);
+  }
+  free(s->state);
+  free(s->rt);
+  s->m->begun = s->m->pos = 0; /* state 0 holds some beam: a new begin is needed */
+  free(s);
+}
+
+/* From state 0 into state i: the source's cross-attention rows and length,
+ * then the prompt's key/value rows (positions 0..P-1) */
+static int slot_fill(ff_slots *s, int i, int P, ff_error *err) {
+  ff_model *m = s->m;
+  const ff_config *c = CFG(m);
+  if (m->engine == FF_ENGINE_RUNTIME) {
+    ff_rt_state *a = s->rt[0], *b = s->rt[i] = calloc(1, sizeof *b);
+    int rc = b ? ff_rt_state_init(b, RT(m), err) : ff_fail(err, FF_ENOMEM, "out of memory");
+    if (rc) return rc;
+    size_t row = 2 * (size_t)ff_rt_kv_width(c), layer = (size_t)c->max_seq * row;
+    for (int l = 0; a->cross_kv && l < c->decoder_layers; l++)
+      memcpy(b->cross_kv + l * layer, a->cross_kv + l * layer, sizeof(float) * (size_t)a->mem_len * row);
+    b->mem_len = a->mem_len;
+  } else {
+    const ff_program *p = &m->prog->program;
+    if (posix_memalign(&s->state[i], 64, p->state_bytes)) {
+      s->state[i] = NULL;
+      return ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of state", p->state_bytes);
+    }
+    float *a = s->state[0], *b = s->state[i];
+    if (m->code->init_state(b) || m->code->set_threads(b, m->threads > 1 ? ff_pool_run : NULL, m->pool, m->threads))
+      return ff_fail(err, FF_EINVAL, "generated %s_init_state failed", c->name);
+    int S = 0;
+    if (p->source_at >= 0) memcpy(&S, a + p->source_at, sizeof S), memcpy(b + p->source_at, &S, sizeof S);
+    for (int l = 0; p->kv_cross && l < p->n_kv; l++)
+      memcpy(b + p->kv_cross[l], a + p->kv_cross[l], sizeof(float) * (size_t)S * p->kv_row);
+    memcpy(b + p->decoded_at, a + p->decoded_at, sizeof(int32_t));
+  }
+  ff_slots_copy(s, 0, i, 0, P);
+  return 0;
+}
+
+int ff_slots_open(ff_model *m, const ff_greedy *g, int n, float *row, ff_slots **out, ff_error *err) {
+  const ff_config *c = CFG(m);
+  int P = g->prompt_len, V = c->vocab, rc, rt = m->engine == FF_ENGINE_RUNTIME;
+  ff_slots *s = calloc(1, sizeof *s);
+  float *rows = malloc(sizeof *rows * (size_t)P * V);
+  if (s) s->m = m, s->n = 1, s->state = rt ? NULL : calloc((size_t)n, sizeof *s->state);
+  if (s && rt) s->rt = calloc((size_t)n, sizeof *s->rt);
+  if (!s || !rows || (!s->state && !s->rt)) {
+    free(rows);
+    if (s) ff_slots_close(s);
+    return ff_fail(err, FF_ENOMEM, "out of memory");
+  }
+  if (!(rc = begin_locked(m, g->src, g->src_len, err)) && !(rc = step_locked(m, g->prompt, P, rows, err))) {
+    memcpy(row, rows + (size_t)(P - 1) * V, sizeof *row * (size_t)V);
+    if (rt) s->rt[0] = &m->rt_state;
+    else s->state[0] = m->state;
+    if (!rt && (!m->prog->program.n_kv || m->prog->program.decoded_at < 0))
+      rc = ff_fail(err, FF_EINVAL, "the generated program does not say where its caches are");
+    for (; !rc && s->n < n; s->n++) rc = slot_fill(s, s->n, P, err);
+  }
+  free(rows);
+  if (rc) {
+    ff_slots_close(s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}
+
+int ff_slots_step(ff_slots *s, int slot, int32_t id, int pos, float *row, ff_error *err) {
+  ff_model *m = s->m;
+  if (m->engine == FF_ENGINE_RUNTIME) {
+    s->rt[slot]->pos = pos;
+    return ff_rt_step(s->rt[slot], &id, NULL, 1, row, err);
+  }
+  int rc = m->code->decode(&m->weights, s->state[slot], &id, 1, pos, row);
+  return rc ? ff_fail(err, rc, "generated %s_decode refused the input (status %d)", CFG(m)->name, rc) : 0;
+}
+
+void ff_slots_copy(ff_slots *s, int from, int to, int pos0, int pos1) {
+  ff_model *m = s->m;
+  const ff_config *c = CFG(m);
+  if (pos1 <= pos0) return;
+  if (m->engine == FF_ENGINE_RUNTIME) {
+    size_t row = 2 * (size_t)ff_rt_kv_width(c), layer = (size_t)c->max_seq * row;
+    for (int l = 0; l < c->decoder_layers; l++)
+      memcpy(s->rt[to]->self_kv + l * layer + pos0 * row, s->rt[from]->self_kv + l * layer + pos0 * row,
+             sizeof(float) * (size_t)(pos1 - pos0) * row);
+    s->rt[to]->filled = s->rt[from]->filled;
+    return;
+  }
+  const ff_program *p = &m->prog->program;
+  for (int l = 0; l < p->n_kv; l++)
+    memcpy((float *)s->state[to] + p->kv_self[l] + pos0 * p->kv_row,
+           (const float *)s->state[from] + p->kv_self[l] + pos0 * p->kv_row,
+           sizeof(float) * (size_t)(pos1 - pos0) * p->kv_row);
 }
 
 int ff_model_greedy(ff_model *m, const ff_greedy *g, int32_t *out, int *n_out, float *logits, ff_error *err) {
@@ -1258,5 +1377,22 @@ int ff_model_train_block(const ff_model *m, ff_train_key_fn fn, void *ctx, ff_er
   pthread_mutex_lock(&m->desc->lock); /* the description's Lua state, shared by clones */
   int rc = ff_lua_train_block(m->desc->lua, fn, ctx, err);
   pthread_mutex_unlock(&m->desc->lock);
+  return rc;
+}
+
+int ff_model_beam(ff_model *m, const ff_greedy *g, const ff_beam_opts *b, int32_t *out, int *n_out, double *score,
+                  ff_error *err) {
+  if (n_out) *n_out = 0;
+  if (score) *score = NAN;
+  if (!m) return null_arg(err, "ff_model_beam", "the model");
+  if (!g || !b || !out || !n_out) return null_arg(err, "ff_model_beam", !g ? "g" : !b ? "b" : !out ? "out" : "n_out");
+  int rc = ff_beam_check(CFG(m), b, err);
+  if (rc) return rc;
+  if (b->beams == 1) return ff_model_greedy(m, g, out, n_out, NULL, err);
+  lock(m);
+  rc = check_decoding(m, g, "beam search", err);
+  if (!rc && !m->prepared) rc = not_prepared(err);
+  if (!rc) rc = ff_beam_locked(m, g, b, out, n_out, score, err);
+  unlock(m);
   return rc;
 }

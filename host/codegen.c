@@ -234,6 +234,47 @@ static int check_sizes(lua_State *L, int t, const ff_gen_options *o, ff_error *e
   return 0;
 }
 
+/* The offsets of field k (a list of integers) into a new array of n, or NULL (no list) */
+static int offsets_field(lua_State *L, int t, const char *k, int n, size_t **out) {
+  lua_getfield(L, t, k);
+  int ok = 1;
+  if (lua_istable(L, -1) && (int)lua_rawlen(L, -1) == n && n > 0 && (*out = calloc((size_t)n, sizeof **out)))
+    for (int i = 0; i < n; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      long long v = (long long)lua_tointegerx(L, -1, &ok);
+      (*out)[i] = (size_t)v;
+      ok = ok && v >= 0;
+      lua_pop(L, 1);
+      if (!ok) break;
+    }
+  else if (lua_istable(L, -1) && (int)lua_rawlen(L, -1) == n && n > 0)
+    ok = 0;
+  lua_pop(L, 1);
+  return ok;
+}
+
+/* caches = { self_kv, cross_kv, row, decoded, source } (nil: an encoder) */
+static int read_caches(lua_State *L, int t, ff_program *p, ff_error *err) {
+  p->decoded_at = p->source_at = -1;
+  lua_getfield(L, t, "caches");
+  int c = lua_gettop(L), ok = 1;
+  if (lua_istable(L, c)) {
+    lua_getfield(L, c, "self_kv");
+    p->n_kv = (int)lua_rawlen(L, -1);
+    lua_pop(L, 1);
+    p->kv_row = (size_t)num_field(L, c, "row");
+    p->decoded_at = (long long)num_field(L, c, "decoded");
+    p->source_at = (long long)num_field(L, c, "source");
+    ok = offsets_field(L, c, "self_kv", p->n_kv, &p->kv_self) && offsets_field(L, c, "cross_kv", p->n_kv, &p->kv_cross);
+    if (ok && p->source_at < 0) { /* no encoder: no cross caches */
+      free(p->kv_cross);
+      p->kv_cross = NULL;
+    }
+  }
+  lua_settop(L, c - 1);
+  return ok ? 0 : ff_fail(err, FF_ENOMEM, "out of memory for the cache offsets");
+}
+
 static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program *p, ff_error *err) {
   int rc = check_sizes(L, t, o, err); /* before anything is copied or sized by them */
   if (rc) return rc;
@@ -247,6 +288,7 @@ static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program
   p->weight_floats = (size_t)int_field(L, t, "weight_floats");
   p->state_bytes = (size_t)int_field(L, t, "state_bytes");
   p->flops = num_field(L, t, "flops");
+  if ((rc = read_caches(L, t, p, err))) return rc;
   lua_getfield(L, t, "layout");
   int n = (int)lua_rawlen(L, -1);
   p->layout = calloc((size_t)n + 1, sizeof *p->layout);
@@ -411,6 +453,8 @@ int ff_generate(ff_lua *h, const ff_config *c, const ff_gen_options *o, ff_progr
 
 void ff_program_free(ff_program *p) {
   if (!p) return;
+  free(p->kv_self);
+  free(p->kv_cross);
   free(p->header);
   free(p->source);
   free(p->kernel_source);

@@ -45,6 +45,13 @@ typedef struct {
   size_t state_bytes;
   uint64_t layout_hash;
   double flops;              /* one sequence at T = max_seq */
+  /* the decoder's caches in the state, in floats from its start (beam search
+   * copies their rows between states): n_kv layers (0: an encoder), each
+   * kv_row floats a position; kv_cross NULL without an encoder; the int32
+   * fields decode checks (source_at -1: none) */
+  int n_kv;
+  size_t *kv_self, *kv_cross, kv_row;
+  long long decoded_at, source_at;
 } ff_program;
 
 typedef struct {

@@ -184,6 +184,24 @@ ff_sampling ff_sampling_default(void);
 int ff_model_sample(ff_model *m, const ff_greedy *g, const ff_sampling *s, int32_t *out, int *n_out, float *logits,
                     ff_error *err);
 
+typedef struct ff_beam_opts {
+  int beams;            /* the beam width, 1..vocab / 2; 1: exactly ff_model_greedy */
+  float length_penalty; /* a finished sequence scores sum(log p) / length^length_penalty (1: HF's default) */
+  int early_stopping;   /* 0: HF's early_stopping=False (its default), 1: True, 2: "never" */
+} ff_beam_opts;
+
+/* Beam search as Hugging Face generate(num_beams, length_penalty,
+ * early_stopping) with num_return_sequences 1 (runtime/ff_beam.h says how):
+ * out receives the best sequence's ids (at most g->max_new, the EOS that
+ * ended it included) and *score (may be NULL) its score, length counting
+ * the ids generated.  Each beam decodes in a state of its own; a beam whose
+ * parent lost its state gets the parent's key/value rows copied from the
+ * first position where the two sequences differ.  The model's decoding
+ * sequence ends: ff_model_begin again before ff_model_step.  beams 1 is
+ * ff_model_greedy (score NAN); a value outside its range is FF_EINVAL. */
+int ff_model_beam(ff_model *m, const ff_greedy *g, const ff_beam_opts *b, int32_t *out, int *n_out, double *score,
+                  ff_error *err);
+
 /* Progress of the slow steps of a model's calls ("read weights", "generate
  * C", "pack weights", "compile with cc", "compile with tcc", "write the
  * weights as C"): fn(ctx, step, 0) when one starts and fn(ctx, step, 1) when

@@ -288,6 +288,21 @@ static void nulls(void) {
     bad[0].top_p = 0, bad[1].temperature = -1, bad[2].top_k = -1, bad[3].min_p = 1, bad[4].repeat_penalty = 0;
     for (int i = 0; i < 5; i++) NULL_ERR(ff_model_sample(d, &g, &bad[i], gen, &n, NULL, err), "sample(a value out of range)");
   }
+  { /* ff_model_beam: beams 1 is greedy; 2 searches; each value outside its range refused */
+    ff_beam_opts one = {1, 1.0f, 0}, two = {2, 1.0f, 2}, bad[4];
+    int32_t a[4], b[4];
+    int na = -1, nb = -1;
+    double sc = 0;
+    CHECK(ff_model_greedy(d, &g, a, &na, NULL, NULL) == 0 && ff_model_beam(d, &g, &one, b, &nb, &sc, NULL) == 0 &&
+          na == nb && !memcmp(a, b, sizeof *a * (size_t)na) && sc != sc, "beam 1 is greedy (score NAN)");
+    CHECK(ff_model_beam(d, &g, &two, b, &nb, &sc, NULL) == 0 && nb >= 1 && nb <= 2 && sc <= 0, "beam 2: %d ids, %g",
+          nb, sc);
+    for (int i = 0; i < 4; i++) bad[i] = two;
+    bad[0].beams = 0, bad[1].beams = 1 << 20, bad[2].early_stopping = 3, bad[3].length_penalty = INFINITY;
+    for (int i = 0; i < 4; i++) NULL_ERR(ff_model_beam(d, &g, &bad[i], b, &nb, NULL, err), "beam(a value out of range)");
+    NULL_ERR(ff_model_beam(d, &g, NULL, b, &nb, NULL, err), "beam(NULL options)");
+    NULL_ERR(ff_model_beam(d, &gnull, &two, b, &nb, NULL, err), "beam(NULL prompt)");
+  }
   NULL_ERR(ff_model_generate(NULL, "x", &h, NULL, err), "generate(NULL)");
   CHECK(ff_model_generate(m, NULL, &h, NULL, NULL) == 0 && h, "generate(NULL command, NULL source) is fine");
   NULL_ERR(ff_model_kernel_source(NULL, &h, err), "kernel_source(NULL model)");
