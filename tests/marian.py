@@ -16,8 +16,10 @@ last); logits of `fixformer run` (runtime, tcc) within 1e-5 scaled of a
 PyTorch forward of MarianMTModel's layout (static sinusoidal positions with
 sines in the first half, sqrt(d)-scaled shared embeddings, post-LN layers,
 SiLU, final_logits_bias); `generate --text` (decoder start = pad) equals
-the reference's greedy ids and their text as target pieces joined; broken
-folders refused with one line and nothing written.
+the reference's greedy ids and their text as target pieces joined, and
+`generate --beam N --text` Hugging Face's beam search (tests/beam.py's) on
+the reference's logits; broken folders refused with one line and nothing
+written.
 """
 import argparse
 import json
@@ -34,6 +36,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "lib"))
+sys.path.insert(0, HERE)
 from reference import write_safetensors  # noqa: E402
 
 SP = "\u2581"
@@ -248,6 +251,26 @@ def check_model(ff, tmp, check, name, folder, model, sp_src, vocab, texts, engin
                   "got %s %r, want %s %r %s" % (got_ids, got_text, ids, want_text, g.stderr.strip()[-200:]))
 
 
+def check_beam(ff, check, lua, model, sp_src, vocab, texts):
+    """generate --beam --text: Hugging Face's beam search (tests/beam.py's, from its definition) on the
+    reference's logits, ids equal and scores within 1e-4"""
+    import beam
+    for text in texts:
+        src = torch.tensor(marian_ids(sp_src, vocab, text))
+
+        def next_logits(seqs):
+            return torch.stack([model.logits(src, [model.c["decoder_start_token_id"]] + s)[-1] for s in seqs]).float()
+        for n, lp, es in ((3, 1.0, "true"), (2, 0.5, "never")):
+            want, score = beam.hf_beam_search(next_logits, n, lp, beam.early(es), model.c["eos_token_id"], 6)
+            g = run([ff, "generate", lua, "--text", text, "--beam", str(n), "--length-penalty", repr(lp),
+                     "--early-stopping", es, "--max-new", "6", "--ids", "--score"])
+            parts = g.stdout.split("\t") if g.returncode == 0 else []
+            got = [int(x) for x in parts[1].split()] if len(parts) > 1 else None
+            ok = got == want and abs(float(parts[0]) - score) <= 1e-4
+            check("marian beam %d %s %r" % (n, es, text[:10]), ok, "%s (%.5f)" % (want, score) if ok else
+                  "got %r %s, want %s (%.5f)" % (g.stdout.strip()[:80], g.stderr.strip()[-150:], want, score))
+
+
 def refusals(ff, tmp, check, cfg, sd, spm_src, spm_tgt, vocab):
     """a broken folder: one line naming the problem, a status in 1..125, no DIR written"""
     cases = [("heads differ", dict(cfg, decoder_attention_heads=4), sd, "decoder_attention_heads"),
@@ -301,6 +324,8 @@ def main():
         folder = os.path.join(tmp, "opus-mt-de-en")
         write_folder(folder, cfg, sd, spm_src, spm_tgt, vocab)
         check_model(args.fixformer, tmp, check, "marian", folder, model, sp_src, vocab, texts, engines)
+        check_beam(args.fixformer, check, os.path.join(tmp, "marian_out", "marian.lua"), model, sp_src, vocab,
+                   texts[:2])
         folder = os.path.join(tmp, "opus-mt-copies")
         write_folder(folder, cfg, sd, spm_src, spm_tgt, vocab, copies=True)
         check_model(args.fixformer, tmp, check, "copies", folder, model, sp_src, vocab, texts[:1], engines[:1])
