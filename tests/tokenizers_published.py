@@ -13,7 +13,6 @@ corpus and lines around added tokens:
   whitespace_only    a text of spaces gives the template's ids alone: run
                      --text and generate --text take it (they refused it)
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -73,10 +72,7 @@ def whitespace_only(ff, tmp, wp_path, size):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    for flag in ("--fixformer", "--tool"):
-        ap.add_argument(flag, required=True)
-    args = ap.parse_args()
+    args = tk.tool_args(__doc__)
     lines = tk.corpus()
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
