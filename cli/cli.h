@@ -94,7 +94,7 @@ typedef struct {
   ff_tokenizer *t;
   const char *path;
   ff_tokenizer_info info; /* t's, or none of its ids */
-  int size, cap, bos, tail;
+  int size, cap, prefix, suffix; /* 1: the template's ids before / after the text */
 } cli_tok;
 int cli_tok_open(const char *model, const cli_flag *flags, int need, cli_tok *k, ff_error *err);
 void cli_tok_close(cli_tok *k);

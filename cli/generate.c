@@ -66,21 +66,16 @@ static int generate_one(generation *g, const int32_t *ids, int n, ff_error *err)
   return rc;
 }
 
-/* ids of one text (--text, a line of --lines); a decoder-only prompt starts
- * with bos where the tokenizer's format says so (llama2.c, LLaMA, BERT), an
- * encoder-decoder's source ends with the tokenizer's tail (Marian's and
- * T5's </s>) */
+/* ids of one text (--text, a line of --lines): a decoder-only prompt starts
+ * with the template's ids before the text, bos first (llama2.c, LLaMA), an
+ * encoder-decoder's source has the whole template (Marian's and T5's </s>
+ * after it, BART's <s> before) */
 static int generate_text(generation *g, const char *text, int32_t *ids, ff_error *err) {
   const ff_config *c = ff_model_config(g->m);
-  const ff_tokenizer_info *info = ff_tokenizer_get_info(g->vocab);
-  int bos = c->arch == FF_ARCH_DECODER_ONLY && info->add_bos && g->bos >= 0;
-  int tail = c->arch == FF_ARCH_ENCODER_DECODER && info->tail >= 0;
-  if (bos) ids[0] = g->bos;
-  int n, rc = c->max_seq <= bos + tail ? ff_fail(err, FF_ELENGTH, "--text: max_seq %d has no room", c->max_seq)
-                                       : ff_tokenizer_encode(g->vocab, text, ids + bos, c->max_seq - bos - tail, &n, err);
-  if (!rc && n + bos + tail == 0) rc = ff_fail(err, FF_ELENGTH, "the text is empty"); /* a template's ids will do */
-  if (!rc && tail) ids[bos + n] = info->tail;
-  return rc ? rc : generate_one(g, ids, n + bos + tail, err);
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER, n;
+  int rc = ff_tokenizer_encode_template(g->vocab, text, encdec || g->bos >= 0, encdec ? -1 : g->bos, encdec, ids,
+                                        c->max_seq, &n, err); /* a template's ids alone will do */
+  return rc ? rc : generate_one(g, ids, n, err);
 }
 
 /* A float flag within its range (lo < v or lo <= v, v < hi or v <= hi), or

@@ -103,21 +103,14 @@ static int text_source(const ff_config *c, const char *text, ff_array *a, ff_err
   ff_tokenizer *t = NULL;
   int rc = ff_tokenizer_load(c->vocabulary, c->vocab, &t, err), n = 0;
   if (rc) return rc;
-  const ff_tokenizer_info *info = ff_tokenizer_get_info(t);
-  int bos = info->add_bos && info->bos >= 0, tail = info->tail >= 0;
   int32_t *ids = malloc((size_t)c->max_seq * sizeof *ids);
   if (!ids) rc = ff_fail(err, FF_ENOMEM, "out of memory");
-  else if (c->max_seq <= bos + tail) rc = ff_fail(err, FF_ELENGTH, "--text: max_seq %d has no room", c->max_seq);
-  if (!rc) rc = ff_tokenizer_encode(t, text, ids + bos, c->max_seq - bos - tail, &n, err);
-  if (!rc && n + bos + tail == 0) rc = ff_fail(err, FF_ELENGTH, "--text: the text is empty"); /* "  ": [CLS] [SEP] */
-  if (!rc && bos) ids[0] = info->bos;
-  if (!rc && tail) ids[bos + n] = info->tail;
+  if (!rc) rc = ff_tokenizer_encode_template(t, text, 1, -1, 1, ids, c->max_seq, &n, err); /* "  ": [CLS] [SEP] */
   ff_tokenizer_free(t);
   if (rc) {
     free(ids);
     return rc;
   }
-  n += bos + tail;
   *a = (ff_array){FF_I32, 2, {1, n}, (size_t)n, ids};
   return 0;
 }

@@ -133,12 +133,16 @@ local function render_extra(config, opts, P, layout_hash, section, vars)
     local tk = vars.tokenizer
     v.TOKENIZER = tk ~= nil
     v.BOS, v.EOS = tk and tk.bos or -1, tk and tk.eos or -1
-    -- the template text gets: what generate --text feeds a model that decodes (decoder-only: BOS first
-    -- where the tokenizer says; an encoder-decoder's source: the tail, Marian's and T5's </s>), what
-    -- run --text feeds one that does not (an encoder: BOS, the tail)
+    -- the template text gets: what generate --text feeds a model that decodes (decoder-only: the ids
+    -- before the text, BOS first; an encoder-decoder's source: the whole template, Marian's and T5's
+    -- </s> after it), what run --text feeds one that does not (an encoder: the whole template)
     local decodes = v.GENERATE and true or false
-    v.TEXT_BOS = tk ~= nil and tk.add_bos == 1 and (not decodes or c.arch == "decoder-only")
-    v.TEXT_TAIL = tk ~= nil and (not decodes or c.arch == "encoder-decoder") and tk.tail or -1
+    local prefix = tk and tk.prefix or {}
+    local suffix = tk and (not decodes or c.arch == "encoder-decoder") and tk.suffix or {}
+    local function ids(list) return #list > 0 and "{" .. table.concat(list, ", ") .. "}" or "{-1} /* none */" end
+    v.TEXT_PREFIX, v.N_PREFIX, v.TEXT_SUFFIX, v.N_SUFFIX = ids(prefix), #prefix, ids(suffix), #suffix
+    v.PREFIX_IS_BOS = decodes and c.arch == "decoder-only" and 1 or 0
+    v.TEXT_FORM = (#prefix > 0 and "the ids before, " or "") .. "the text" .. (#suffix > 0 and ", the ids after" or "")
     v.TOKENIZER_FILE = tk and emit.comment_text(tk.path) or ""
     v.TOKENIZER_CODE = tk and tokenizer_code(tk) or ""
     v.GEN_USAGE = weights .. (v.TOKENIZER and "(--text 'TEXT' | --lines FILE | --tokens 'IDS') [--ids]" or

@@ -728,7 +728,7 @@ static int render_extra(ff_lua *h, void *arg, ff_error *err) {
       lua_pushstring(L, strings[i][1]);
       lua_setfield(L, -2, strings[i][0]);
     }
-  if (x->tok_tables) { /* tokenizer = { tables = C text, path, kind, bos, eos, add_bos, tail (-1: none) } */
+  if (x->tok_tables) { /* tokenizer = { tables, path, kind, bos, eos, add_bos, tail (-1: none), prefix, suffix } */
     const ff_tokenizer_info *in = x->tok_info;
     const int ids[] = {(int)in->kind, in->bos, in->eos, in->add_bos, in->tail};
     const char *const names[] = {"kind", "bos", "eos", "add_bos", "tail"};
@@ -740,6 +740,15 @@ static int render_extra(ff_lua *h, void *arg, ff_error *err) {
     for (int i = 0; i < 5; i++) {
       lua_pushinteger(L, ids[i]);
       lua_setfield(L, -2, names[i]);
+    }
+    for (int side = 0; side < 2; side++) { /* prefix, suffix: the template's special ids around a text */
+      int n = side ? in->n_suffix : in->n_prefix;
+      lua_createtable(L, n, 0);
+      for (int i = 0; i < n; i++) {
+        lua_pushinteger(L, side ? in->suffix[i] : in->prefix[i]);
+        lua_rawseti(L, -2, i + 1);
+      }
+      lua_setfield(L, -2, side ? "suffix" : "prefix");
     }
     lua_setfield(L, -2, "tokenizer");
   }

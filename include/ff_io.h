@@ -175,6 +175,8 @@ enum ff_tokenizer_kind { FF_TOK_VOCAB, FF_TOK_LLAMA2C, FF_TOK_BPE_BYTES, FF_TOK_
 
 typedef struct ff_tokenizer ff_tokenizer;
 
+#define FF_TOK_TEMPLATE_MAX 8 /* special ids a template puts on either side of the text, at most */
+
 typedef struct ff_tokenizer_info {
   enum ff_tokenizer_kind kind;
   int size;               /* ids are in [0, size) */
@@ -182,6 +184,8 @@ typedef struct ff_tokenizer_info {
   int add_bos;            /* 1: a prompt starts with bos (llama2.c, the tokenizer.json's template) */
   int round_trip;         /* 1: decode(encode(text)) == text for any UTF-8 text */
   int tail;               /* the special id the template ends one sequence with (BERT's [SEP]), -1: none */
+  int n_prefix, prefix[FF_TOK_TEMPLATE_MAX]; /* the template's special ids before the text ([CLS]; bos first) */
+  int n_suffix, suffix[FF_TOK_TEMPLATE_MAX]; /* ... after it (BERT's [SEP], mBART's </s> en_XX; tail last) */
 } ff_tokenizer_info;
 
 /* Reads a tokenizer file of any kind above; expected_size > 0 is the
@@ -209,6 +213,12 @@ int ff_tokenizer_c_tables(const ff_tokenizer *t, char **text, ff_error *err);
 /* text (NUL-terminated UTF-8) -> ids (at most cap), *n of them; no special
  * ids are added (bos is the caller's, see add_bos). */
 int ff_tokenizer_encode(const ff_tokenizer *t, const char *text, int32_t *ids, int cap, int *n, ff_error *err);
+/* ff_tokenizer_encode with the template's special ids around the text:
+ * prefix (its first id replaced by bos when bos >= 0) when prefix is 1,
+ * suffix when suffix is 1; *n counts them all.  A text of whitespace alone
+ * gives the template's ids; nothing at all is FF_ELENGTH. */
+int ff_tokenizer_encode_template(const ff_tokenizer *t, const char *text, int prefix, int bos, int suffix, int32_t *ids,
+                                 int cap, int *n, ff_error *err);
 /* ids -> text (NUL-terminated, truncated to whole pieces within cap - 1
  * bytes); special ids and ids outside the vocabulary are left out.  Returns
  * the length it needed. */

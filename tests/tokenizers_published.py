@@ -12,7 +12,12 @@ corpus and lines around added tokens:
                      the whitespace beside them goes with them
   whitespace_only    a text of spaces gives the template's ids alone: run
                      --text and generate --text take it (they refused it)
+  template_*         post-processor templates with several special tokens on
+                     one side (mBART's $A </s> en_XX, three before the text,
+                     BART's <s> $A </s>): `fixformer tokenize --vocabulary`
+                     prints the ids Hugging Face's encode gives with them
 """
+import json
 import os
 import subprocess
 import sys
@@ -43,6 +48,65 @@ def compare_lines(tool, tmp, name, path, lines):
         print("%-10s FAIL: %s" % (name, str(e)[-160:]))
         return 1
     return tk.compare(name, lines, rows, [r["ids"] for r in hf], [r["text"] for r in hf])
+
+
+TEMPLATES = {"template_suffix2": (["$A", "</s>", "en_XX"], ["</s>", "en_XX"]),
+             "template_prefix3": (["<s>", "en_XX", "<mask>", "$A", "</s>"], ["<s>", "en_XX", "<mask>", "</s>"]),
+             "template_bart": (["<s>", "$A", "</s>"], ["<s>", "</s>"])}
+
+
+def template_json(vocab, merges, single, specials):
+    """a byte-level BPE with added tokens and a TemplateProcessing of single"""
+    j = ht.bytelevel_json(vocab, merges, True)
+    n = len(j["model"]["vocab"])
+    ids = {t: n + i for i, t in enumerate(dict.fromkeys(specials + ["<mask>"]))}
+    j["model"]["vocab"].update(ids)
+    j["added_tokens"] = [added(i, t) for t, i in ids.items()]
+    j["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"Sequence": {"id": "A", "type_id": 0}} if s == "$A" else {"SpecialToken": {"id": s, "type_id": 0}}
+                   for s in single],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in ids.items()}}
+    return j
+
+
+def templates(ff, tmp, vocab, merges, lines):
+    failures = 0
+    lp = os.path.join(tmp, "template_lines.txt")
+    with open(lp, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    for name, (single, specials) in TEMPLATES.items():
+        path = tk.write_json(os.path.join(tmp, name + ".json"), template_json(vocab, merges, single, specials))
+        want = [r["ids"] for r in tk.node("hf-special", path, lp)]
+        p = subprocess.run([ff, "tokenize", "--vocabulary", path, "--lines", lp], capture_output=True, text=True)
+        got = [[int(x) for x in l.split()] for l in p.stdout.splitlines()] if p.returncode == 0 else []
+        bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b] if len(got) == len(want) else [-1]
+        failures += bool(bad)
+        print("%-18s %s  (%d lines)%s" % (name, "FAIL" if bad else "ok", len(lines), " line %d: %s, reference %s" % (
+            bad[0], got[bad[0]][:8] if got else p.stderr.strip(), want[bad[0]][:8]) if bad else ""))
+        if name == "template_prefix3":
+            failures += emitted_template(ff, tmp, path, lp, p.stdout)
+    return failures
+
+
+def emitted_template(ff, tmp, path, lp, want):
+    """the emitted driver of an encoder with that tokenizer (gcc -Werror): --tokenize prints what tokenize does"""
+    size = len(json.load(open(path, encoding="utf-8"))["model"]["vocab"])
+    lua, out = os.path.join(tmp, "tpl.lua"), os.path.join(tmp, "tpl_emit")
+    with open(lua, "w") as f:
+        f.write('return { name = "tpl", arch = "encoder", d_model = 8, heads = 2, d_ff = 16, layers = 1, vocab = %d, '
+                'positional = "learned", max_seq = 512, vocabulary = "%s" }\n' % (size, path))
+    exe = os.path.join(out, "tpl")
+    for cmd in ([ff, "emit", lua, "-o", out, "--with-main"],
+                ["gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-o", exe, exe + ".c", exe + "_main.c",
+                 exe + "_kernels.c", "-lm"], [exe, "--tokenize", "--lines", lp]):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode:
+            break
+    ok = p.returncode == 0 and p.stdout == want
+    print("%-18s %s  %s" % ("template_emitted", "ok" if ok else "FAIL", (p.stderr.strip() or p.stdout[:60])[-200:]))
+    return not ok
 
 
 def whitespace_only(ff, tmp, wp_path, size):
@@ -97,6 +161,7 @@ def main():
         failures += compare_lines(args.tool, tmp, "strip", tk.write_json(os.path.join(tmp, "strip.json"), strip),
                                   STRIP_LINES)
         failures += whitespace_only(args.fixformer, tmp, wp_path, len(wp["model"]["vocab"]))
+        failures += templates(args.fixformer, tmp, vocab, merges, lines[:40] + STRIP_LINES)
     print("tokenizers_published: %s" % ("ok" if not failures else "%d FAILED" % failures))
     return 1 if failures else 0
 

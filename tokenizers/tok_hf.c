@@ -260,33 +260,58 @@ static int hf_pre(hf_ctx *c, const cJSON *p) {
   return 0;
 }
 
-/* The special id of a template element ({"SpecialToken": {"id": NAME}}) or
- * of Bert/Roberta processing's [NAME, id] pair; -1 for anything else. */
-static int post_special(hf_ctx *c, const cJSON *e, int pair) {
-  const cJSON *sp = e && !pair ? GET(e, "SpecialToken") : NULL, *name = sp ? GET(sp, "id") : NULL;
-  if (pair) name = cJSON_IsArray(e) ? e->child : NULL;
-  return cJSON_IsString(name) ? ff_tok_lookup(c->t, name->valuestring, strlen(name->valuestring)) : -1;
+/* the ids of special token name: the template's special_tokens entry (its
+ * ids, maybe several), else the token of that name; 0 when none fits */
+static int special_ids(hf_ctx *c, const cJSON *specials, const char *name, int *ids, int room) {
+  const cJSON *list = GET(GET(specials, name), "ids");
+  int n = 0, id;
+  if (cJSON_IsArray(list)) {
+    for (const cJSON *e = list->child; e; e = e->next, n++)
+      if (n >= room || !cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= c->t->info.size) return 0;
+      else ids[n] = (int)e->valuedouble;
+    return n;
+  }
+  if ((id = ff_tok_lookup(c->t, name, strlen(name))) < 0 || room < 1) return 0;
+  ids[0] = id;
+  return 1;
 }
 
-/* bos: the special token a TemplateProcessing (or Bert/Roberta processing)
- * puts first; generate starts a prompt with it.  tail: the one it puts
- * last (BERT's [SEP]); run --text ends the sequence with it */
+/* One side of the template: the special ids it puts there */
+static void template_side(hf_ctx *c, const cJSON *specials, const char *name, int side) {
+  ff_tokenizer_info *in = &c->t->info;
+  int *n = side ? &in->n_suffix : &in->n_prefix, *ids = side ? in->suffix : in->prefix;
+  *n += special_ids(c, specials, name, ids + *n, FF_TOK_TEMPLATE_MAX - *n);
+}
+
+/* The template (TemplateProcessing's single, or Bert/Roberta processing's
+ * cls and sep): the special ids before the text (bos, the first of them:
+ * generate starts a prompt with it) and after it (tail, the last: run
+ * --text ends the sequence with it) */
 static void hf_post(hf_ctx *c, const cJSON *p) {
   const char *ty = type_of(p);
-  const cJSON *first = NULL, *last = NULL, *cls = GET(p, "cls");
+  ff_tokenizer_info *in = &c->t->info;
   if (!strcmp(ty, "Sequence")) {
     const cJSON *list = GET(p, "processors");
     for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next) hf_post(c, e);
     return;
   }
-  int pair = !strcmp(ty, "BertProcessing") || !strcmp(ty, "RobertaProcessing"), id, tail;
-  if (!strcmp(ty, "TemplateProcessing") && cJSON_IsArray(GET(p, "single"))) {
-    first = GET(p, "single")->child;
-    for (last = first; last && last->next; last = last->next) {}
-  }
-  if (pair) first = cls, last = GET(p, "sep");
-  if ((id = post_special(c, first, pair)) >= 0) c->t->info.bos = id, c->t->info.add_bos = 1;
-  if ((tail = post_special(c, last, pair)) >= 0 && last != first) c->t->info.tail = tail;
+  const cJSON *single = GET(p, "single"), *cls = GET(p, "cls"), *sep = GET(p, "sep");
+  if (!strcmp(ty, "TemplateProcessing") && cJSON_IsArray(single)) {
+    int side = 0;
+    in->n_prefix = in->n_suffix = 0;
+    for (const cJSON *e = single->child; e; e = e->next) {
+      const cJSON *name = GET(GET(e, "SpecialToken"), "id");
+      if (GET(e, "Sequence")) side = 1;
+      else if (cJSON_IsString(name)) template_side(c, GET(p, "special_tokens"), name->valuestring, side);
+    }
+  } else if ((!strcmp(ty, "BertProcessing") || !strcmp(ty, "RobertaProcessing")) && cJSON_IsArray(cls) &&
+             cJSON_IsArray(sep) && cJSON_IsString(cls->child) && cJSON_IsString(sep->child)) {
+    in->n_prefix = in->n_suffix = 0;
+    template_side(c, NULL, cls->child->valuestring, 0);
+    template_side(c, NULL, sep->child->valuestring, 1);
+  } else return;
+  if (in->n_prefix) in->bos = in->prefix[0], in->add_bos = 1;
+  if (in->n_suffix) in->tail = in->suffix[in->n_suffix - 1];
 }
 
 static int named(const ff_tokenizer *t, const char *const *names) {
@@ -370,7 +395,7 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
     return ff_fail(c->err, FF_EFORMAT, "%s: model.type '%.60s' is not supported (BPE, WordPiece or Unigram)", c->path,
                    ty[0] ? ty : "(none)");
   enum ff_tokenizer_kind kind = !strcmp(ty, "BPE") ? FF_TOK_BPE_SP : !strcmp(ty, "Unigram") ? FF_TOK_UNIGRAM : FF_TOK_WORDPIECE;
-  t->info = (ff_tokenizer_info){kind, 0, -1, -1, -1, -1, 0, 0, -1};
+  t->info = (ff_tokenizer_info){kind, 0, -1, -1, -1, -1, 0, 0, -1, 0, {0}, 0, {0}};
   if ((rc = hf_tokens(c, GET(model, "vocab"), GET(root, "added_tokens"), expected)) ||
       (rc = hf_normalizer(c, GET(root, "normalizer"))) || (rc = hf_pre(c, GET(root, "pre_tokenizer"))) ||
       (rc = hf_model(c, model)))

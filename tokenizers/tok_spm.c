@@ -255,7 +255,7 @@ int ff_tok_spm_parse(const char *path, const uint8_t *buf, size_t len, int expec
     return ff_fail(err, FF_ENOMEM, "out of memory");
   /* the tail: the source of a SentencePiece seq2seq model (T5, Marian) ends with </s> */
   t->info = (ff_tokenizer_info){FF_TOK_UNIGRAM, s.count, spec_id(s.ids[3], s.count), spec_id(s.ids[1], s.count),
-                                spec_id(s.ids[2], s.count), -1, 0, 0, spec_id(s.ids[2], s.count)};
+                                spec_id(s.ids[2], s.count), -1, 0, 0, spec_id(s.ids[2], s.count), 0, {0}, 0, {0}};
   if ((rc = read_pieces(&c, all, t)) || (rc = ff_tok_index(t, &dup, err)) || (rc = read_charsmap(&c, s.charsmap, t)))
     return rc;
   int bytes = ff_tok_byte_ids(t);

@@ -85,7 +85,7 @@ static int llama2c_parse(const char *path, const uint8_t *buf, size_t len, int e
     return ff_fail(err, FF_ESHAPE, "%s: %d tokens, but the model's vocab is %d", path, count, expected);
   if ((rc = ff_tok_index(t, &dup, err))) return rc;
   t->info = (ff_tokenizer_info){FF_TOK_LLAMA2C, count, -1, count > 1 ? 1 : -1, count > 2 ? 2 : -1, 0, 1,
-                                count >= 259, -1};
+                                count >= 259, -1, 0, {0}, 0, {0}};
   for (int i = 0; i < 3 && i < count; i++) t->special[i] = 1; /* <unk> <s> </s> */
   if (!(t->order = malloc(sizeof *t->order * (size_t)count))) return ff_fail(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < count; i++) t->order[i] = score_order(t->score[i]);
@@ -138,6 +138,27 @@ int ff_tokenizer_encode(const ff_tokenizer *t, const char *text, int32_t *ids, i
   return ff_tok_encode_text(&t->tab, text, ids, cap, n, err);
 }
 
+int ff_tokenizer_encode_template(const ff_tokenizer *t, const char *text, int prefix, int bos, int suffix, int32_t *ids,
+                                 int cap, int *n, ff_error *err) {
+  const ff_tokenizer_info *in = &t->info;
+  int pre = prefix ? in->n_prefix : 0, suf = suffix ? in->n_suffix : 0, k = 0;
+  *n = 0;
+  if (cap <= pre + suf) return ff_fail(err, FF_ELENGTH, "text: %d ids have no room beside the template's %d", cap,
+                                       pre + suf);
+  int rc = ff_tok_encode_text(&t->tab, text, ids + pre, cap - pre - suf, &k, err);
+  if (rc) return rc;
+  for (int i = 0; i < pre; i++) ids[i] = i == 0 && bos >= 0 ? bos : in->prefix[i];
+  for (int i = 0; i < suf; i++) ids[pre + k + i] = in->suffix[i];
+  *n = pre + k + suf;
+  return *n ? 0 : ff_fail(err, FF_ELENGTH, "the text is empty");
+}
+
+/* the template of a format that names bos and tail alone (llama2.c, SentencePiece, a JSON vocabulary) */
+static void template_of(ff_tokenizer_info *in) {
+  if (!in->n_prefix && in->add_bos && in->bos >= 0) in->prefix[in->n_prefix++] = in->bos;
+  if (!in->n_suffix && in->tail >= 0) in->suffix[in->n_suffix++] = in->tail;
+}
+
 size_t ff_tokenizer_decode(const ff_tokenizer *t, const int32_t *ids, int n, char *text, size_t cap) {
   return ff_tok_decode(&t->tab, ids, n, text, cap);
 }
@@ -153,7 +174,7 @@ int ff_tokenizer_parse(const char *path, const uint8_t *buf, size_t len, int exp
   int rc;
   *out = NULL;
   if (!t) return ff_fail(err, FF_ENOMEM, "out of memory");
-  t->info = (ff_tokenizer_info){FF_TOK_VOCAB, 0, -1, -1, -1, -1, 0, 0, -1};
+  t->info = (ff_tokenizer_info){FF_TOK_VOCAB, 0, -1, -1, -1, -1, 0, 0, -1, 0, {0}, 0, {0}};
   if (len >= 4 && buf[3] == 0) {
     rc = llama2c_parse(path, buf, len, expected_size, t, err);
   } else if (len >= 2 && buf[0] == 0x0a) { /* a protobuf's field 1, length-delimited: the pieces */
@@ -162,12 +183,13 @@ int ff_tokenizer_parse(const char *path, const uint8_t *buf, size_t len, int exp
     /* not a tokenizer.json: fixformer's own vocabulary */
     if (!(rc = ff_vocab_parse(path, (const char *)buf, len, expected_size, &t->vocab, err)))
       t->info = (ff_tokenizer_info){FF_TOK_VOCAB, t->vocab.size, t->vocab.pad, t->vocab.bos, t->vocab.eos,
-                                    t->vocab.unk, 0, 0, -1};
+                                    t->vocab.unk, 0, 0, -1, 0, {0}, 0, {0}};
   }
   if (rc) {
     ff_tokenizer_free(t);
     return rc;
   }
+  template_of(&t->info);
   if (t->info.kind == FF_TOK_VOCAB) t->tab = ff_vocab_tables(&t->vocab);
   t->tab.kind = (int)t->info.kind, t->tab.size = t->info.size, t->tab.unk = t->info.unk;
   *out = t;

@@ -3,6 +3,7 @@
 // OpenAI's GPT-2 ranks).  Offline once `npm ci` has run here.
 //   node reference.cjs gpt2-json OUT.json      GPT-2's tokenizer.json, built from js-tiktoken's ranks
 //   node reference.cjs hf TOKENIZER.json LINES  ids and decoded text per line (JSON lines)
+//   node reference.cjs hf-special TOKENIZER.json LINES  ids with the template's special tokens
 //   node reference.cjs tiktoken LINES           GPT-2 ids per line, by js-tiktoken
 //   node reference.cjs gguf FILE                a GGUF file's metadata (typed) and tensor infos, as
 //                                               @huggingface/gguf reads them (tests/import_gguf.py)
@@ -81,6 +82,9 @@ else if (cmd === "hf") {
     const ids = tok.encode(l, { add_special_tokens: false }).ids;
     process.stdout.write(JSON.stringify({ ids, text: ids.length ? tok.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false }) : "" }) + "\n");
   }
+} else if (cmd === "hf-special") {
+  const tok = new Tokenizer(JSON.parse(fs.readFileSync(a, "utf8")), {});
+  for (const l of lines(b)) process.stdout.write(JSON.stringify({ ids: tok.encode(l, { add_special_tokens: true }).ids }) + "\n");
 } else if (cmd === "tiktoken") {
   const enc = new Tiktoken(ranks);
   for (const l of lines(a)) process.stdout.write(JSON.stringify({ ids: enc.encode(l) }) + "\n");
