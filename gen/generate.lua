@@ -23,6 +23,8 @@ local UNICODE = { -- the tables of tokenizers/unicode_tables.h each kind reads
   [4] = { uc_letter = true, uc_punct = true, uc_other = true, uc_mark_nonspacing = true, uc_lower_map = true,
     uc_strip_map = true }, -- WordPiece: BertNormalizer, BertPreTokenizer
 }
+local NORM = { uc_letter = true, uc_mark_nonspacing = true, uc_lower_map = true, uc_mark = true, uc_ccc = true,
+  uc_nfd_map = true, uc_nfkd_map = true, uc_compose = true } -- tokenizer.json's normalizers (FF_TOK_NORM)
 
 -- The core's text for one kind: its `#if` lines over FF_TOK_HAS(KIND) (and the names
 -- defined from them) evaluated, only what that kind compiles kept, so that the driver
@@ -77,15 +79,17 @@ end
 local function tokenizer_code(tk)
   local all = host.read_template("tokenizers/unicode_tables.h")
   local picked = { (all:match("^(/%*.-%*/)\n")) }
+  local norm = tk.tables:find("%.norm = ") ~= nil -- tok_c.c writes the option when it is set
   for block, name in all:gmatch("(static const [^\n]- (uc_[%w_]+)%[[^\n]*\n.-\n};)") do
-    if (UNICODE[tk.kind] or {})[name] then picked[#picked + 1] = block end
+    if (UNICODE[tk.kind] or {})[name] or (norm and NORM[name]) then picked[#picked + 1] = block end
   end
   local core = one_kind(host.read_template("tokenizers/tok_encode.c"), tk.kind)
   core = core:gsub('#include "tok_tables.h"[^\n]*', function()
     return (host.read_template("tokenizers/tok_tables.h"):gsub("\n+$", ""))
   end)
   core = core:gsub('#include "unicode_tables.h"[^\n]*', function() return table.concat(picked, "\n") end)
-  return string.format("#define FF_TOK_API static\n#define FF_TOK_KINDS (1 << %d) /* %s */\n%s\n\n" ..
+  return string.format("#define FF_TOK_API static\n#define FF_TOK_KINDS (1 << %d) /* %s */\n" ..
+    "#define FF_TOK_NORM " .. (norm and 1 or 0) .. " /* its normalizer */\n%s\n\n" ..
     "/* the tables fixformer read from %s (tokenizers/tok_c.c writes them) */\n%s", tk.kind,
     ({ "a JSON vocabulary", "llama2.c's tokenizer.bin", "byte-level BPE", "SentencePiece-style BPE", "WordPiece", "Unigram" })[tk.kind + 1],
     (core:gsub("\n+$", "")), emit.comment_text(tk.path), (tk.tables:gsub("\n+$", "")))
