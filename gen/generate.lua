@@ -26,26 +26,29 @@ local UNICODE = { -- the tables of tokenizers/unicode_tables.h each kind reads
 local NORM = { uc_letter = true, uc_mark_nonspacing = true, uc_lower_map = true, uc_mark = true, uc_ccc = true,
   uc_nfd_map = true, uc_nfkd_map = true, uc_compose = true } -- tokenizer.json's normalizers (FF_TOK_NORM)
 
--- The core's text for one kind: its `#if` lines over FF_TOK_HAS(KIND) (and the names
--- defined from them) evaluated, only what that kind compiles kept, so that the driver
--- reads as that tokenizer alone; any other `#if` is kept as it is.
+-- The core's text for one kind: its `#if` lines over FF_TOK_HAS(KIND) and FF_TOK_NORM
+-- (whether the tokenizer normalizes; and the names defined from them) evaluated, only
+-- what that tokenizer compiles kept, so that the driver reads as that tokenizer alone;
+-- any other `#if` is kept as it is.
 local KINDS = { VOCAB = 0, LLAMA2C = 1, BYTES = 2, SP = 3, WORDPIECE = 4, UNIGRAM = 5 }
 local DERIVED = { FF_TOK_BPE = { 1, 2, 3 }, FF_TOK_HF = { 2, 3, 4, 5 }, FF_TOK_SP_PIECE = { 1, 3, 5 },
-  FF_TOK_SP_TEXT = { 3, 5 } }
+  FF_TOK_SP_TEXT = { 3, 5 }, FF_TOK_UNICODE = { 2, 4, norm = true } }
 
-local function kind_if(expr, kind) -- true/false, or nil when expr is not of FF_TOK_HAS terms
+local function kind_if(expr, kind, norm) -- true/false, or nil when expr is not of those terms
   local any = false
   for term in (expr .. "||"):gmatch("%s*(.-)%s*||") do
     local name = term:match("^FF_TOK_HAS%((%u[%u%d]*)%)$")
     if name and KINDS[name] then any = any or KINDS[name] == kind
+    elseif term == "FF_TOK_NORM" then any = any or norm
     elseif DERIVED[term] then
+      any = any or (DERIVED[term].norm and norm)
       for _, k in ipairs(DERIVED[term]) do any = any or k == kind end
     else return nil end
   end
   return any
 end
 
-local function one_kind(code, kind)
+local function one_kind(code, kind, norm)
   local out, stack = {}, {}
   local function live()
     for _, v in ipairs(stack) do if v == false then return false end end
@@ -53,7 +56,8 @@ local function one_kind(code, kind)
   end
   for line in (code .. "\n"):gmatch("([^\n]*)\n") do
     local expr = line:match("^#if%s+(.-)%s*$")
-    local v = expr and kind_if(expr, kind)
+    local v = expr and kind_if(expr, kind, norm)
+    if line:match("^#ifndef FF_TOK_NORM") then v = false end -- its default: the host's
     if v ~= nil then
       stack[#stack + 1] = v
     elseif line:match("^#if") then
@@ -83,13 +87,12 @@ local function tokenizer_code(tk)
   for block, name in all:gmatch("(static const [^\n]- (uc_[%w_]+)%[[^\n]*\n.-\n};)") do
     if (UNICODE[tk.kind] or {})[name] or (norm and NORM[name]) then picked[#picked + 1] = block end
   end
-  local core = one_kind(host.read_template("tokenizers/tok_encode.c"), tk.kind)
+  local core = one_kind(host.read_template("tokenizers/tok_encode.c"), tk.kind, norm)
   core = core:gsub('#include "tok_tables.h"[^\n]*', function()
     return (host.read_template("tokenizers/tok_tables.h"):gsub("\n+$", ""))
   end)
   core = core:gsub('#include "unicode_tables.h"[^\n]*', function() return table.concat(picked, "\n") end)
-  return string.format("#define FF_TOK_API static\n#define FF_TOK_KINDS (1 << %d) /* %s */\n" ..
-    "#define FF_TOK_NORM " .. (norm and 1 or 0) .. " /* its normalizer */\n%s\n\n" ..
+  return string.format("#define FF_TOK_API static\n#define FF_TOK_KINDS (1 << %d) /* %s */\n%s\n\n" ..
     "/* the tables fixformer read from %s (tokenizers/tok_c.c writes them) */\n%s", tk.kind,
     ({ "a JSON vocabulary", "llama2.c's tokenizer.bin", "byte-level BPE", "SentencePiece-style BPE", "WordPiece", "Unigram" })[tk.kind + 1],
     (core:gsub("\n+$", "")), emit.comment_text(tk.path), (tk.tables:gsub("\n+$", "")))

@@ -127,8 +127,8 @@ def tool_hex(binary, tok, lines_path):
 def check_emitted(ff, tmp, tok, size):
     """the emitted program's --text (the NFC tables compiled in): what generate --text prints"""
     failed, main_c = tk.check_emitted(ff, tmp, "qw", tok, size, "Cafe\u0301 it'S 12345 <|im_start|>Ｆｕｌｌ\u212b  x")
-    if not failed and "#define FF_TOK_NORM 1" not in main_c:
-        print("emitted    FAIL: the driver was built without its normalizer (FF_TOK_NORM)")
+    if not failed and "uc_compose[]" not in main_c:
+        print("emitted    FAIL: the driver was built without its normalizer's tables")
         return 1
     return int(failed)
 

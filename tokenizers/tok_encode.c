@@ -24,14 +24,13 @@
 
 /* ---- Unicode ----------------------------------------------------------------- */
 
-/* FF_TOK_NORM: the Unicode normalizers of tokenizer.json (NFC, NFD, NFKC,
- * NFKD, Lowercase, StripAccents).  The host has them; an emitted driver
- * defines it 1 only when its tokenizer normalizes, and then carries the
- * tables they read (unicode_tables.h, generated from Python's unicodedata):
- * a driver pastes this file and links no library, so libutf8proc, which
- * would do this work in the host, could not do it in the driver, and the
- * host and the driver must normalize alike. */
 #ifndef FF_TOK_NORM
+/* FF_TOK_NORM: the Unicode normalizers of tokenizer.json (NFC, NFD, NFKC,
+ * NFKD, Lowercase, StripAccents).  The host has them; emit keeps them in a
+ * driver only when its tokenizer normalizes, with the tables they read
+ * (unicode_tables.h, generated from Python's unicodedata): a driver pastes
+ * this file and links no library, so libutf8proc, which could do this work
+ * in the host, could not in the driver, and both must normalize alike. */
 #define FF_TOK_NORM FF_TOK_HF
 #endif
 #define FF_TOK_UNICODE (FF_TOK_HAS(BYTES) || FF_TOK_HAS(WORDPIECE) || FF_TOK_NORM)
