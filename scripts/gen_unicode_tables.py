@@ -119,6 +119,8 @@ def main():
         emit_map(f, "uc_lower_map", lower)
         emit_map(f, "uc_strip_map", strip)
         emit_ranges(f, "uc_mark", ranges(lambda cp: cat(cp).startswith("M")))
+        emit_ranges(f, "uc_upper", ranges(lambda cp: cat(cp) in ("Lu", "Lt")))
+        emit_ranges(f, "uc_lowercase", ranges(lambda cp: cat(cp) == "Ll"))
         emit_ccc(f, cps)
         emit_map(f, "uc_nfd_map", nfd)
         emit_map(f, "uc_nfkd_map", nfkd)

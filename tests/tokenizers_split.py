@@ -7,15 +7,18 @@ cases, newlines, CRLF, combining marks and full-width letters (passed as
 hex: a line may hold newlines):
 
   llama3      Sequence [Split(LLaMA-3's pattern, Isolated), ByteLevel(use_regex=false)],
-              ignore_merges, a byte-level BPE trained here;
+              ignore_merges, a byte-level BPE trained here, and (here, and for o200k)
+              the extra lines' short substrings as tokens: a piece found whole is
+              one id, so the ids show where the pattern split;
   qwen2       the NFC normalizer and Qwen2's pattern (single digits);
   gpt2 split  GPT-2's pattern as a Split;
+  o200k       GPT-4o's pattern (words by letter case, a contraction after a word);
   nfkc lower  Sequence [NFKC, Lowercase] before LLaMA-3's pattern;
   nfkd        NFKD before ByteLevel's own regex;
   bert nfd    BERT uncased as a Sequence [NFD, Lowercase, StripAccents] with WordPiece;
 
 ids and decoded text equal the reference's on every line.  The emitted
-program with the qwen2 tokenizer compiled in (gcc -Wall -Wextra -Werror
+programs with the qwen2 and the o200k tokenizer compiled in (gcc -Wall -Wextra -Werror
 -pedantic, and tcc) prints what `fixformer generate --text` prints.  Split
 and the normalizers are linear in the text (hardening_tokenizers' ratio),
 and a pattern or behaviour fixformer does not implement is refused in one
@@ -42,13 +45,18 @@ LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[
           r"\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2 = LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
 GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+O200K = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+         r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+         r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 EXTRA = ["1234567 89 0 12345678901", "a1b22c333d4444e", "٣٤٥٦٧ ١٢ ½Ⅻ ①②③④", "phone: +1-555-0100, ext.42",
          "I'M HE'S they'RE We'Ve you'LL she'D IT'S don'T 'S 's'", "'ll'd 're've", "line one\nline two\n\nthree",
          "crlf\r\nline\r\n\r\nend\r\n", "trailing newline\n", "\n\n  \n\tx", "  spaces\n  and\t\n tabs  ",
          "e\u0301 a\u0308 o\u0302\u0323 \u1e69 q\u0307\u0323 n\u0303", "Ｆｕｌｌ ｗｉｄｔｈ ＡＢＣ １２３", "ﬁ ﬂ ㎏ ™ ² ⁵ ℌ",
          "ΟΔΥΣΣΕΥΣ ΣΟΦΙΑ Σ ἈΘΉΝΑ", "İstanbul ǅ ß ẞ", "한국어 안녕 \u1100\u1161\u11a8", "Ａ\u0301 Å Å",
-         "..., !!! ?? )}\n]", "a\u20dd x\u093e\u0903 नमस्ते", "x  \n  y", "   ", "\r", "!\r\n\r\nx", "tab\t\t'sx 's9 '\u00e9"]
+         "..., !!! ?? )}\n]", "a\u20dd x\u093e\u0903 नमस्ते", "HelloWorld CamelCase iPhone McDONALD'S ABCdef XMLHttpRequest",
+         "ǅemal ǄUNGLA ʰeʰLLo ǈʰ ÀÉÎ'll Ａｂｃ x/y//\nz \u0301abc ṡ\u0301A", "中A 日本Go ʰǈ x\u0301Y a!\n//b",
+         "x  \n  y", "   ", "\r", "!\r\n\r\nx", "tab\t\t'sx 's9 '\u00e9"]
 
 
 BYTE = tk.bytes_to_unicode()
@@ -63,6 +71,21 @@ def train_bytelevel(lines, merges_wanted=500):
             words["".join(BYTE[b] for b in w.encode("utf-8"))] += 1
     vocab = [BYTE[b] for b in range(256)]
     return vocab, tk.learn_merges(words, vocab, merges_wanted)
+
+
+def piece_vocab(vocab, lines, longest=10):
+    """vocab and each substring of 2..longest characters of lines: with
+    ignore_merges a piece found whole is one id, so the ids show where the
+    pattern split (merges alone often agree across a wrong split)"""
+    out, seen = list(vocab), set(vocab)
+    for l in lines:
+        for i in range(len(l)):
+            for n in range(2, longest + 1):
+                t = "".join(BYTE[b] for b in l[i:i + n].encode("utf-8"))
+                if i + n <= len(l) and t not in seen:
+                    seen.add(t)
+                    out.append(t)
+    return out
 
 
 def bytelevel_json(vocab, merges, specials, pre, normalizer=None, ignore_merges=False):
@@ -91,18 +114,21 @@ def seq(*types):
 
 
 def tokenizers(vocab, merges):
-    llama3 = bytelevel_json(vocab, merges, ["<|begin_of_text|>", "<|end_of_text|>"], split_pre(LLAMA3),
+    pieces = piece_vocab(vocab, EXTRA)
+    llama3 = bytelevel_json(pieces, merges, ["<|begin_of_text|>", "<|end_of_text|>"], split_pre(LLAMA3),
                             ignore_merges=True)
     qwen2 = bytelevel_json(vocab, merges, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], split_pre(QWEN2),
                            normalizer={"type": "NFC"})
     gpt2 = bytelevel_json(vocab, merges, ["<|endoftext|>"], split_pre(GPT2))
+    o200k = bytelevel_json(pieces, merges, ["<|endoftext|>"], split_pre(O200K), ignore_merges=True)
     nfkc = bytelevel_json(vocab, merges, ["<|endoftext|>"], split_pre(LLAMA3), normalizer=seq("NFKC", "Lowercase"))
     nfkd = bytelevel_json(vocab, merges, ["<|endoftext|>"], {"type": "ByteLevel", "add_prefix_space": False,
                                                              "trim_offsets": True, "use_regex": True},
                           normalizer={"type": "NFKD"})
     bert = tk.wordpiece_json()
     bert["normalizer"] = seq("NFD", "Lowercase", "StripAccents")
-    return [("llama3", llama3), ("qwen2", qwen2), ("gpt2 split", gpt2), ("nfkc lower", nfkc), ("nfkd", nfkd),
+    return [("llama3", llama3), ("qwen2", qwen2), ("gpt2 split", gpt2), ("o200k", o200k),
+            ("nfkc lower", nfkc), ("nfkd", nfkd),
             ("bert nfd", bert)]
 
 
@@ -124,11 +150,11 @@ def tool_hex(binary, tok, lines_path):
     return rows
 
 
-def check_emitted(ff, tmp, tok, size):
-    """the emitted program's --text (the NFC tables compiled in): what generate --text prints"""
-    failed, main_c = tk.check_emitted(ff, tmp, "qw", tok, size, "Cafe\u0301 it'S 12345 <|im_start|>Ｆｕｌｌ\u212b  x")
-    if not failed and "uc_compose[]" not in main_c:
-        print("emitted    FAIL: the driver was built without its normalizer's tables")
+def check_emitted(ff, tmp, name, tok, size, table):
+    """the emitted program's --text (with the Unicode table its tokenizer reads): what generate --text prints"""
+    failed, main_c = tk.check_emitted(ff, tmp, name, tok, size, "Cafe\u0301 it'S 12345 <|im_start|>ＦｕｌｌAbC\u212b  x")
+    if not failed and table + "[]" not in main_c:
+        print("emitted    FAIL: the driver was built without %s" % table)
         return 1
     return int(failed)
 
@@ -154,18 +180,20 @@ def refusals(ff, tmp, base):
     return failures
 
 
-def linear_checks(tool, tmp, llama3, qwen2, nfkc):
+def linear_checks(tool, tmp, llama3, qwen2, nfkc, o200k):
     n = 1000
     spaces = lambda k: ("a" + " " * (k - 2) + "b")  # noqa: E731  (one whitespace run: \s+(?!\S))
     crs = lambda k: ("x" + " \r" * (k // 2))[:k]  # noqa: E731  (\s*[\r\n]+ over one run)
     digits = lambda k: ("1234567890" * k)[:k]  # noqa: E731
     marks = lambda k: ("e" + "\u0301\u0316" * k)[:k]  # noqa: E731  (one run of combining marks to reorder)
+    cased = lambda k: ("\u01c8\u02b0A\u4e2d" * k)[:k]  # noqa: E731  (one run of U letters, some also W)
     short, long_ = ht.words_text(n, 1), ht.words_text(n * ht.SCALE, 2)
     failures = 0
     for name, tok, s, l in (("split_llama3_text_linear", llama3, short, long_),
                             ("split_llama3_whitespace_run_linear", llama3, spaces(n), spaces(n * ht.SCALE)),
                             ("split_llama3_cr_run_linear", llama3, crs(n), crs(n * ht.SCALE)),
                             ("split_qwen2_digits_linear", qwen2, digits(n), digits(n * ht.SCALE)),
+                            ("split_o200k_cased_run_linear", o200k, cased(n), cased(n * ht.SCALE)),
                             ("norm_nfc_marks_linear", qwen2, marks(n), marks(n * ht.SCALE)),
                             ("norm_nfkc_lower_text_linear", nfkc, short, long_)):
         failures += ht.linear(tool, tmp, name, tok, s, l)
@@ -184,15 +212,17 @@ def main():
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         lp = hex_lines(tmp, "lines", lines + specials)
-        paths = {}
+        paths, sizes = {}, {}
         for name, j in tokenizers(vocab, merges):
             paths[name] = path = tk.write_json(os.path.join(tmp, name.replace(" ", "_") + ".json"), j)
+            sizes[name] = list(j["model"]["vocab"].values())
             ref = tk.node("hf", path, lp, "hex")
             failures += tk.compare(name, lines + specials, tool_hex(args.tool, path, lp), [r["ids"] for r in ref],
                                    [r["text"] for r in ref])
-        failures += check_emitted(args.fixformer, tmp, paths["qwen2"], len(vocab) + 3)
-        failures += linear_checks(args.tool, tmp, paths["llama3"], paths["qwen2"], paths["nfkc lower"])
-        failures += refusals(args.fixformer, tmp, dict(tokenizers(vocab, merges))["llama3"])
+        failures += check_emitted(args.fixformer, tmp, "qw", paths["qwen2"], len(vocab) + 3, "uc_compose")
+        failures += check_emitted(args.fixformer, tmp, "o2", paths["o200k"], max(sizes["o200k"]) + 1, "uc_upper")
+        failures += linear_checks(args.tool, tmp, paths["llama3"], paths["qwen2"], paths["nfkc lower"], paths["o200k"])
+        failures += refusals(args.fixformer, tmp, dict(tokenizers(vocab, merges))["gpt2 split"])
     print("tokenizers_split: %s" % ("ok" if not failures else "%d FAILED" % failures))
     return 1 if failures else 0
 

@@ -33,6 +33,11 @@
  * in the host, could not in the driver, and both must normalize alike. */
 #define FF_TOK_NORM FF_TOK_HF
 #endif
+#ifndef FF_TOK_CASED
+/* FF_TOK_CASED: GPT-4o's split, which tells letters by case: the host has
+ * it; emit keeps it (and its tables) in a driver whose tokenizer splits so */
+#define FF_TOK_CASED FF_TOK_HAS(BYTES)
+#endif
 #define FF_TOK_UNICODE (FF_TOK_HAS(BYTES) || FF_TOK_HAS(WORDPIECE) || FF_TOK_NORM)
 
 #if FF_TOK_UNICODE
@@ -547,31 +552,86 @@ static size_t tok_run(const char *s, size_t len, size_t at, int c, size_t max) {
   return at;
 }
 
+/* the length of the match at s of what cl100k's pattern and o200k's share:
+ * \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ (digits: 3,
+ * or 1 for Qwen2's \p{N}; slash: o200k's [\r\n/]*).  A whitespace run is read
+ * at most three times (the match leaves no newline or one space of it
+ * behind): linear in the text. */
+static size_t tok_cl100k_tail(const char *s, size_t len, size_t digits, int slash) {
+  size_t k, k1, at = 0, last = 0, nl = 0;
+  int c = tok_char_class(s, len, &k), c1 = k < len ? tok_char_class(s + k, len - k, &k1) : -1;
+  if (c == TOK_C_NUMBER) return tok_run(s, len, 0, TOK_C_NUMBER, digits);
+  if (c == TOK_C_OTHER || (s[0] == ' ' && c1 == TOK_C_OTHER)) {
+    at = tok_run(s, len, c == TOK_C_OTHER ? 0 : 1, TOK_C_OTHER, (size_t)-1);
+    while (at < len && (s[at] == '\r' || s[at] == '\n' || (slash && s[at] == '/'))) at++;
+    return at;
+  }
+  for (; at < len && tok_char_class(s + at, len - at, &k) == TOK_C_SPACE; at += k) /* the whitespace run */
+    if (last = at, s[at] == '\r' || s[at] == '\n') nl = at + 1;
+  if (nl) return nl;                         /* \s*[\r\n]+: to its last newline */
+  return at == len || last == 0 ? at : last; /* \s+(?!\S), else \s+ */
+}
+
 /* the length of the match at s of LLaMA-3's and GPT-4's (cl100k) pattern,
  * digits 3, or Qwen2's, digits 1 (\p{N} for \p{N}{1,3}), alternatives
  * tried in order as a backtracking engine does, each in one pass:
  * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
- *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
- * A whitespace run is read at most three times (the match leaves no newline
- * or one space of it behind): linear in the text. */
+ *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
 static size_t tok_cl100k_match(const char *s, size_t len, size_t digits) {
-  size_t k, k1, at = tok_contraction(s, len, 1), last = 0, nl = 0;
+  size_t k, k1, at = tok_contraction(s, len, 1);
   if (at) return at;
   int c = tok_char_class(s, len, &k), nlc = s[0] == '\r' || s[0] == '\n';
   int c1 = k < len ? tok_char_class(s + k, len - k, &k1) : -1;
   if (c == TOK_C_LETTER || (c != TOK_C_NUMBER && !nlc && c1 == TOK_C_LETTER))
     return tok_run(s, len, c == TOK_C_LETTER ? 0 : k, TOK_C_LETTER, (size_t)-1);
-  if (c == TOK_C_NUMBER) return tok_run(s, len, 0, TOK_C_NUMBER, digits);
-  if (c == TOK_C_OTHER || (s[0] == ' ' && c1 == TOK_C_OTHER)) {
-    at = tok_run(s, len, c == TOK_C_OTHER ? 0 : 1, TOK_C_OTHER, (size_t)-1);
-    while (at < len && (s[at] == '\r' || s[at] == '\n')) at++;
-    return at;
-  }
-  for (; at < len && tok_char_class(s + at, len - at, &k) == TOK_C_SPACE; at += k) /* the whitespace run */
-    if (last = at, s[at] == '\r' || s[at] == '\n') nl = at + 1;
-  if (nl) return nl;                                     /* \s*[\r\n]+: to its last newline */
-  return at == len || last == 0 ? at : last;             /* \s+(?!\S), else \s+ */
+  return tok_cl100k_tail(s, len, digits, 0);
 }
+
+#if FF_TOK_CASED
+/* o200k's letter classes: U [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], W [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
+enum { TOK_O_U = 1, TOK_O_W = 2 };
+
+static int tok_o200k_class(const char *s, size_t len, size_t *k) {
+  uint32_t cp = ff_uc_next(s, len, k);
+  if (cp >= 0x110000) return 0;
+  if (ff_uc_in_ranges(uc_upper, FF_UC_COUNT(uc_upper), cp)) return TOK_O_U;
+  if (ff_uc_in_ranges(uc_lowercase, FF_UC_COUNT(uc_lowercase), cp)) return TOK_O_W;
+  return ff_uc_letter_p(cp) || ff_uc_in_ranges(uc_mark, FF_UC_COUNT(uc_mark), cp) ? TOK_O_U | TOK_O_W : 0;
+}
+
+static size_t tok_o200k_w_run(const char *s, size_t len, size_t at) {
+  size_t k;
+  while (at < len && (tok_o200k_class(s + at, len - at, &k) & TOK_O_W)) at += k;
+  return at;
+}
+
+/* o200k's word at j: U*W+ (upper 0) or U+W* (upper 1), then (?i:'s|...)?:
+ * where it ends, or 0 when it does not match.  U* backtracks to the last
+ * character of its run that W+ can take, when the run is followed by none */
+static size_t tok_o200k_word(const char *s, size_t len, size_t j, int upper) {
+  size_t k, at = j, last_w = 0, end;
+  int c = 0;
+  for (; at < len && ((c = tok_o200k_class(s + at, len - at, &k)) & TOK_O_U); at += k)
+    if (c & TOK_O_W) last_w = at + k;
+  if (upper) end = at > j ? tok_o200k_w_run(s, len, at) : 0;
+  else end = at < len && (c & TOK_O_W) ? tok_o200k_w_run(s, len, at) : last_w;
+  return end ? end + tok_contraction(s + end, len - end, 1) : 0;
+}
+
+/* the length of the match at s of GPT-4o's (o200k) pattern:
+ * [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?|
+ * [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|
+ * \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * each word alternative with its optional first character, then without */
+static size_t tok_o200k_match(const char *s, size_t len) {
+  size_t k, end = 0;
+  int c = tok_char_class(s, len, &k);
+  int pre = c != TOK_C_LETTER && c != TOK_C_NUMBER && s[0] != '\r' && s[0] != '\n';
+  for (int upper = 0; upper < 2 && !end; upper++)
+    if (!(pre && k < len && (end = tok_o200k_word(s, len, k, upper)))) end = tok_o200k_word(s, len, 0, upper);
+  return end ? end : tok_cl100k_tail(s, len, 3, 1);
+}
+#endif
 
 /* byte-level BPE: the pattern's pieces, their bytes as characters */
 static int tok_bytes_segment(const ff_tok_tables *t, const char *s, size_t len, tok_out *o) {
@@ -590,6 +650,9 @@ static int tok_bytes_segment(const ff_tok_tables *t, const char *s, size_t len, 
     size_t wn = 0;
     if (t->split == FF_TOK_SPLIT_CL100K || t->split == FF_TOK_SPLIT_QWEN2)
       n = tok_cl100k_match(s + at, len - at, t->split == FF_TOK_SPLIT_CL100K ? 3 : 1);
+#if FF_TOK_CASED
+    else if (t->split == FF_TOK_SPLIT_O200K) n = tok_o200k_match(s + at, len - at);
+#endif
     else n = t->use_regex || t->split == FF_TOK_SPLIT_GPT2 ? tok_gpt2_match(s + at, len - at) : len - at;
     for (size_t i = 0; i < n; i++) wn += ff_uc_put(tok_byte_cp((unsigned char)s[at + i]), w + wn);
     rc = tok_bpe_word(t, w, wn, o);

@@ -261,6 +261,10 @@ static const struct {
     {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", FF_TOK_SPLIT_QWEN2}, /* Qwen2 */
     {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", FF_TOK_SPLIT_GPT2},
+    {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+     "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", FF_TOK_SPLIT_O200K}, /* GPT-4o's o200k */
 };
 
 /* Sequence [Split(a known pattern, Isolated), ByteLevel(use_regex=false)],
@@ -273,7 +277,7 @@ static int hf_split(hf_ctx *c, const cJSON *split, const cJSON *level) {
     if (!strcmp(re->valuestring, split_patterns[i].regex)) t->tab.split = split_patterns[i].split;
   if (!t->tab.split)
     return ff_fail(c->err, FF_EFORMAT, "%s: pre_tokenizer Split's pattern '%.300s' is not supported (only LLaMA-3's, "
-                   "Qwen2's and GPT-2's)", c->path, re->valuestring);
+                   "Qwen2's, GPT-4o's and GPT-2's)", c->path, re->valuestring);
   if (!str_is(split, "behavior", "Isolated") || flag(split, "invert", 0))
     return unsupported(c, "pre_tokenizer Split's behavior (only Isolated, not inverted)",
                        cJSON_IsString(GET(split, "behavior")) ? GET(split, "behavior")->valuestring : "(none)");

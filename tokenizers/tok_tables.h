@@ -35,7 +35,7 @@
 enum { FF_TOK_META_NEVER, FF_TOK_META_FIRST, FF_TOK_META_ALWAYS }; /* Metaspace's prepend_scheme */
 
 /* the Split pre-tokenizer's pattern before ByteLevel(use_regex=false), recognised by its text */
-enum { FF_TOK_SPLIT_NONE, FF_TOK_SPLIT_GPT2, FF_TOK_SPLIT_CL100K, FF_TOK_SPLIT_QWEN2 };
+enum { FF_TOK_SPLIT_NONE, FF_TOK_SPLIT_GPT2, FF_TOK_SPLIT_CL100K, FF_TOK_SPLIT_QWEN2, FF_TOK_SPLIT_O200K };
 
 /* tokenizer.json's Unicode normalizers, the steps of ff_tok_tables' norm */
 enum { FF_TOK_NORM_NFC = 1, FF_TOK_NORM_NFD, FF_TOK_NORM_NFKC, FF_TOK_NORM_NFKD, FF_TOK_NORM_LOWER, FF_TOK_NORM_STRIP };
