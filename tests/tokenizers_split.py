@@ -17,7 +17,9 @@ hex: a line may hold newlines):
   nfkd        NFKD before ByteLevel's own regex;
   bert nfd    BERT uncased as a Sequence [NFD, Lowercase, StripAccents] with WordPiece;
 
-ids and decoded text equal the reference's on every line.  The emitted
+ids and decoded text equal the reference's on every line.  NFC, NFD, NFKC
+and NFKD of random strings of marks, precomposed, Hangul and compatibility
+characters equal Python's unicodedata (the tables' source).  The emitted
 programs with the qwen2 and the o200k tokenizer compiled in (gcc -Wall -Wextra -Werror
 -pedantic, and tcc) prints what `fixformer generate --text` prints.  Split
 and the normalizers are linear in the text (hardening_tokenizers' ratio),
@@ -30,10 +32,12 @@ import argparse
 import collections
 import copy
 import os
+import random
 import re
 import subprocess
 import sys
 import tempfile
+import unicodedata
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -150,6 +154,41 @@ def tool_hex(binary, tok, lines_path):
     return rows
 
 
+# code points where normalization does its work: combining marks of several classes, precomposed
+# Latin and Greek, Hangul syllables and jamo, compatibility forms, excluded and singleton compositions
+NORM_POOL = [c for a, b in ((0x41, 0x5A), (0x300, 0x36F), (0xC0, 0x17F), (0x1E00, 0x1EFF), (0x1F00, 0x1FFF),
+                            (0x1100, 0x1112), (0x1161, 0x1175), (0x11A8, 0x11C2), (0xFB00, 0xFB06), (0xFF01, 0xFF5E),
+                            (0x3300, 0x33FF), (0x2460, 0x24FF), (0xA0, 0xBF), (0x958, 0x95F), (0x93C, 0x94D),
+                            (0x591, 0x5C7), (0xF900, 0xFAFF), (0x2000, 0x2030), (0x1D15E, 0x1D172))
+             for c in range(a, b + 1) if unicodedata.category(chr(c)) != "Cn"] + [0xFDFA, 0xAC00, 0xD7A3, 0x212B, 0x3A3]
+
+
+def check_forms(tool, tmp):
+    """NFC, NFD, NFKC and NFKD of random strings over NORM_POOL (and Hangul syllables) against Python's
+    unicodedata (the Unicode version the tables come from): a byte-level tokenizer without merges
+    decodes to exactly the normalized text"""
+    rnd = random.Random(26)
+    marks = [c for c in NORM_POOL if unicodedata.combining(chr(c))]
+
+    def cluster():  # a base (or a Hangul syllable), then up to 3 marks in any order: blocking, reordering
+        base = chr(rnd.choice(NORM_POOL) if rnd.random() < 0.85 else rnd.randint(0xAC00, 0xD7A3))
+        return base + "".join(chr(rnd.choice(marks)) for _ in range(rnd.choice((0, 1, 1, 2, 3))))
+    lines = ["".join(cluster() for _ in range(rnd.randint(1, 8))) for _ in range(400)]
+    lp = hex_lines(tmp, "forms", lines)
+    failures = 0
+    for form in ("NFC", "NFD", "NFKC", "NFKD"):
+        j = bytelevel_json([BYTE[b] for b in range(256)], [], [], {"type": "ByteLevel", "add_prefix_space": False,
+                                                                   "trim_offsets": True, "use_regex": False},
+                           normalizer={"type": form})
+        rows = tool_hex(tool, tk.write_json(os.path.join(tmp, form + ".json"), j), lp)
+        bad = [(l, r[1]) for l, r in zip(lines, rows) if r[1] != unicodedata.normalize(form, l)]
+        print("%-10s %s  (%d random lines against unicodedata %s)" % (
+            form.lower(), "ok" if not bad else "FAIL: %r -> %r, reference %r" % (
+                bad[0][0], bad[0][1], unicodedata.normalize(form, bad[0][0])), len(lines), unicodedata.unidata_version))
+        failures += bool(bad) or len(rows) != len(lines)
+    return failures
+
+
 def check_emitted(ff, tmp, name, tok, size, table):
     """the emitted program's --text (with the Unicode table its tokenizer reads): what generate --text prints"""
     failed, main_c = tk.check_emitted(ff, tmp, name, tok, size, "Cafe\u0301 it'S 12345 <|im_start|>ＦｕｌｌAbC\u212b  x")
@@ -219,6 +258,7 @@ def main():
             ref = tk.node("hf", path, lp, "hex")
             failures += tk.compare(name, lines + specials, tool_hex(args.tool, path, lp), [r["ids"] for r in ref],
                                    [r["text"] for r in ref])
+        failures += check_forms(args.tool, tmp)
         failures += check_emitted(args.fixformer, tmp, "qw", paths["qwen2"], len(vocab) + 3, "uc_compose")
         failures += check_emitted(args.fixformer, tmp, "o2", paths["o200k"], max(sizes["o200k"]) + 1, "uc_upper")
         failures += linear_checks(args.tool, tmp, paths["llama3"], paths["qwen2"], paths["nfkc lower"], paths["o200k"])
