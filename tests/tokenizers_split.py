@@ -204,7 +204,9 @@ def refusals(ff, tmp, base):
              ("removed", split_pre(LLAMA3, behavior="Removed"), None, ["Removed"]),
              ("split regex", split_pre(LLAMA3, use_regex=True), None, ["ByteLevel"]),
              ("long normalizer", base["pre_tokenizer"], seq("NFKC", "NFKD", "NFC"), ["NFKD"]),
-             ("nfc after bert", None, None, ["BertNormalizer"])]
+             ("nfc after bert", None, None, ["BertNormalizer"]),
+             ("nfkc after replace", None, {"type": "Sequence", "normalizers": [
+                 {"type": "Replace", "pattern": {"String": " "}, "content": tk.SP}, {"type": "NFKC"}]}, ["Replace"])]
     failures = 0
     for name, pre, normalizer, pieces in cases:
         j = copy.deepcopy(base)

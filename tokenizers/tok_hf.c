@@ -217,14 +217,17 @@ static int norm_step(const char *ty) {
 }
 
 /* one normalizer: Prepend("\u2581"), Replace(" ", "\u2581"), BertNormalizer,
- * the Unicode ones (tok_encode.c applies them first, in their order: a
- * Unicode one after BertNormalizer, which it would have to follow, is refused) */
+ * the Unicode ones (tok_encode.c applies them first, in their order: one
+ * that would have to follow BertNormalizer, or NFKC/NFKD after Replace,
+ * whose spaces (from U+00A0, U+3000, ...) Replace would not see, is refused) */
 static int hf_normalizer1(hf_ctx *c, const cJSON *n, int *steps) {
   const char *ty = type_of(n);
   ff_tokenizer *t = c->t;
   int wp = t->info.kind == FF_TOK_WORDPIECE, step = norm_step(ty);
   if (step && (t->tab.bert_clean || t->tab.bert_lower || t->tab.bert_strip || t->tab.bert_chinese))
     return unsupported(c, "normalizer after BertNormalizer", ty);
+  if ((step == FF_TOK_NORM_NFKC || step == FF_TOK_NORM_NFKD) && t->tab.replace_space) /* it makes spaces */
+    return unsupported(c, "normalizer after Replace", ty);
   if (step && (*steps == FF_TOK_NORM_STEPS || ff_tok_norm_growth(t->tab.norm | step << 4 * *steps) > 24))
     return unsupported(c, "normalizer Sequence (more Unicode steps than 4, or growing text more than 24 times)", ty);
   if (step) t->tab.norm |= step << 4 * (*steps)++;
