@@ -78,7 +78,7 @@ static int generate_text(generation *g, const char *text, int32_t *ids, ff_error
   if (bos) ids[0] = g->bos;
   int n, rc = c->max_seq <= bos + tail ? ff_fail(err, FF_ELENGTH, "--text: max_seq %d has no room", c->max_seq)
                                        : ff_tokenizer_encode(g->vocab, text, ids + bos, c->max_seq - bos - tail, &n, err);
-  if (!rc && n == 0) rc = ff_fail(err, FF_ELENGTH, "the text is empty");
+  if (!rc && n + bos + tail == 0) rc = ff_fail(err, FF_ELENGTH, "the text is empty"); /* a template's ids will do */
   if (!rc && tail) ids[bos + n] = info->tail;
   return rc ? rc : generate_one(g, ids, n + bos + tail, err);
 }

@@ -109,7 +109,7 @@ static int text_source(const ff_config *c, const char *text, ff_array *a, ff_err
   if (!ids) rc = ff_fail(err, FF_ENOMEM, "out of memory");
   else if (c->max_seq <= bos + tail) rc = ff_fail(err, FF_ELENGTH, "--text: max_seq %d has no room", c->max_seq);
   if (!rc) rc = ff_tokenizer_encode(t, text, ids + bos, c->max_seq - bos - tail, &n, err);
-  if (!rc && n == 0) rc = ff_fail(err, FF_ELENGTH, "--text: the text is empty");
+  if (!rc && n + bos + tail == 0) rc = ff_fail(err, FF_ELENGTH, "--text: the text is empty"); /* "  ": [CLS] [SEP] */
   if (!rc && bos) ids[0] = info->bos;
   if (!rc && tail) ids[bos + n] = info->tail;
   ff_tokenizer_free(t);

@@ -12,13 +12,14 @@ words, and vocab.json (their pieces numbered, </s> 0, <unk> 1, <pad> last).
 
 Checked: `fixformer import` of the folder; the ids of `fixformer tokenize`
 equal MarianTokenizer's (source.spm's pieces through vocab.json, </s>
-last); logits of `fixformer run` (runtime, tcc) within 1e-5 scaled of a
+last); logits of `fixformer run` (runtime, tcc, cc) within 1e-5 scaled of a
 PyTorch forward of MarianMTModel's layout (static sinusoidal positions with
 sines in the first half, sqrt(d)-scaled shared embeddings, post-LN layers,
 SiLU, final_logits_bias); `generate --text` (decoder start = pad) equals
 the reference's greedy ids and their text as target pieces joined, and
 `generate --beam N --text` Hugging Face's beam search (tests/beam.py's) on
-the reference's logits; broken folders refused with one line and nothing
+the reference's logits; the emitted program prints what generate prints
+(greedy and beam); broken folders refused with one line and nothing
 written.
 """
 import argparse
@@ -271,6 +272,25 @@ def check_beam(ff, check, lua, model, sp_src, vocab, texts):
                   "got %r %s, want %s (%.5f)" % (g.stdout.strip()[:80], g.stderr.strip()[-150:], want, score))
 
 
+def check_emitted(ff, tmp, check, lua, text):
+    """the emitted program (gcc -std=c99 -Wall -Wextra -Werror, the tokenizer compiled in): generate's ids,
+    text and beam search"""
+    out = os.path.join(tmp, "marian_emit")
+    exe = os.path.join(out, "marian")
+    for cmd in ([ff, "emit", lua, "-o", out, "--with-main"],
+                ["gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-o", exe, exe + ".c", exe + "_main.c",
+                 exe + "_kernels.c", "-lm"]):
+        p = run(cmd)
+        if p.returncode:
+            return check("marian emitted", False, "%s: %s" % (cmd[1], p.stderr.strip()[-300:]))
+    for flags in (["--max-new", "8"], ["--max-new", "6", "--beam", "3"]):
+        common = ["--text", text, "--ids"] + flags
+        a = run([exe, "--weights", exe + ".weights"] + common)
+        g = run([ff, "generate", lua, "--engine", "runtime"] + common)
+        check("marian emitted %s" % " ".join(flags[2:] or ["greedy"]), a.returncode == 0 and a.stdout == g.stdout,
+              (a.stdout.strip() if a.stdout == g.stdout else "%r / generate %r %s" % (a.stdout, g.stdout, a.stderr))[:70])
+
+
 def refusals(ff, tmp, check, cfg, sd, spm_src, spm_tgt, vocab):
     """a broken folder: one line naming the problem, a status in 1..125, no DIR written"""
     cases = [("heads differ", dict(cfg, decoder_attention_heads=4), sd, "decoder_attention_heads"),
@@ -305,7 +325,7 @@ def write_only(out, de, en):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--fixformer", required=False)
-    ap.add_argument("--engines", default="runtime,tcc")
+    ap.add_argument("--engines", default="runtime,tcc,cc")
     ap.add_argument("--write", metavar="DIR", help="write DIR/opus-mt-de-en (the folder the test imports) and stop")
     args = ap.parse_args()
     check = Check()
@@ -326,6 +346,7 @@ def main():
         check_model(args.fixformer, tmp, check, "marian", folder, model, sp_src, vocab, texts, engines)
         check_beam(args.fixformer, check, os.path.join(tmp, "marian_out", "marian.lua"), model, sp_src, vocab,
                    texts[:2])
+        check_emitted(args.fixformer, tmp, check, os.path.join(tmp, "marian_out", "marian.lua"), texts[1])
         folder = os.path.join(tmp, "opus-mt-copies")
         write_folder(folder, cfg, sd, spm_src, spm_tgt, vocab, copies=True)
         check_model(args.fixformer, tmp, check, "copies", folder, model, sp_src, vocab, texts[:1], engines[:1])

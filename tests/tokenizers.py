@@ -69,6 +69,14 @@ def node(*args):
     return [json.loads(l) for l in p.stdout.splitlines()]
 
 
+def tool_args(doc):
+    """--fixformer and --tool (tokenize_tool), what the tokenizer suites take"""
+    ap = argparse.ArgumentParser(description=doc)
+    for flag in ("--fixformer", "--tool"):
+        ap.add_argument(flag, required=True)
+    return ap.parse_args()
+
+
 def tool(binary, tok, lines_path, size=0):
     p = subprocess.run([binary, tok, lines_path, str(size)], capture_output=True)
     if p.returncode:

@@ -28,7 +28,6 @@ line naming it.
 
   tokenizers_split.py --fixformer BIN --tool TOKENIZE_TOOL
 """
-import argparse
 import collections
 import copy
 import os
@@ -242,10 +241,7 @@ def linear_checks(tool, tmp, llama3, qwen2, nfkc, o200k):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    for flag in ("--fixformer", "--tool"):
-        ap.add_argument(flag, required=True)
-    args = ap.parse_args()
+    args = tk.tool_args(__doc__)
     lines = tk.corpus() + EXTRA
     specials = ["Hello <|endoftext|> world\n", "<|im_start|>user\nhi<|im_end|>", "<|begin_of_text|>x  y",
                 "[CLS] Café [SEP]"]

@@ -16,7 +16,6 @@ tcc) prints what
 64x longer takes less than hardening_tokenizers' ratio of the time), and
 broken or unsupported model files are refused with one line.
 """
-import argparse
 import os
 import random
 import sys
@@ -97,10 +96,7 @@ def refusals(ff, tmp, good, bpe):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    for flag in ("--fixformer", "--tool"):
-        ap.add_argument(flag, required=True)
-    args = ap.parse_args()
+    args = tk.tool_args(__doc__)
     lines = corpus()
     sample = lines[:60] + TRICKY
     failures = 0

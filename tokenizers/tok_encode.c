@@ -66,9 +66,6 @@ static uint32_t ff_uc_next(const char *s, size_t len, size_t *n) {
   return cp;
 }
 
-#endif
-
-#if FF_TOK_HAS(BYTES) || FF_TOK_HAS(WORDPIECE)
 /* Unicode's White_Space property (Rust's char::is_whitespace, regex \s) */
 static int ff_uc_space_p(uint32_t cp) {
   return (cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
@@ -1165,7 +1162,24 @@ static int tok_added_at(const ff_tok_tables *t, const char *s, size_t len) {
   return -1;
 }
 
-/* added tokens split the text; each piece between them is encoded on its own */
+/* the end of the whitespace that starts s (len bytes) */
+static size_t tok_space_after(const char *s, size_t len) {
+  size_t at = 0, n;
+  while (at < len && ff_uc_space_p(ff_uc_next(s + at, len - at, &n))) at += n;
+  return at;
+}
+
+/* the start of the whitespace that ends s[0..end) */
+static size_t tok_space_before(const char *s, size_t end) {
+  for (size_t k = end, n; k > 0; end = k) {
+    while (--k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) {} /* the character's first byte */
+    if (!ff_uc_space_p(ff_uc_next(s + k, end - k, &n)) || k + n != end) return end;
+  }
+  return end;
+}
+
+/* added tokens split the text; each piece between them is encoded on its
+ * own, without the whitespace an lstrip / rstrip token takes */
 static int tok_hf_encode(const ff_tok_tables *t, const char *text, size_t len, tok_out *o) {
   size_t seg = 0;
   int rc = 0;
@@ -1175,8 +1189,11 @@ static int tok_hf_encode(const ff_tok_tables *t, const char *text, size_t len, t
       at++;
       continue;
     }
-    if (!(rc = tok_hf_segment(t, text + seg, at - seg, seg == 0, o))) rc = tok_push(o, id);
-    at += t->len[id], seg = at;
+    size_t end = t->special[id] & 4 ? seg + tok_space_before(text + seg, at - seg) : at;
+    if (!(rc = tok_hf_segment(t, text + seg, end - seg, seg == 0, o))) rc = tok_push(o, id);
+    at += t->len[id];
+    if (t->special[id] & 8) at += tok_space_after(text + at, len - at);
+    seg = at;
   }
   return rc ? rc : tok_hf_segment(t, text + seg, len - seg, seg == 0, o);
 }

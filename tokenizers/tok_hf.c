@@ -40,9 +40,11 @@ static int id_of(hf_ctx *c, const cJSON *j, const char *what) {
   return (int)d;
 }
 
+/* a token of model.vocab may be empty (Whisper's: never matched, decoded
+ * as nothing); an added token may not */
 static int check_token(hf_ctx *c, const char *s, const char *what) {
   size_t n = strlen(s);
-  if (!n) return ff_fail(c->err, FF_EFORMAT, "%s: %s: an empty token", c->path, what);
+  if (!n && strcmp(what, "model.vocab")) return ff_fail(c->err, FF_EFORMAT, "%s: %s: an empty token", c->path, what);
   if (n > TOK_MAX_BYTES)
     return ff_fail(c->err, FF_EFORMAT, "%s: %s: a token of %zu bytes, above %d", c->path, what, n, TOK_MAX_BYTES);
   return 0;
@@ -116,7 +118,8 @@ static int hf_added(hf_ctx *c, const cJSON *added) {
   for (const cJSON *e = added ? added->child : NULL; e && !rc; e = e->next) {
     int id = (int)GET(e, "id")->valuedouble;
     rc = set_token(c, id, GET(e, "content")->valuestring, "added_tokens");
-    c->t->special[id] |= (unsigned char)flag(e, "special", 0);
+    /* bits: 1 special, 4 lstrip, 8 rstrip (the whitespace beside the token goes with it) */
+    c->t->special[id] |= (unsigned char)(flag(e, "special", 0) | flag(e, "lstrip", 0) << 2 | flag(e, "rstrip", 0) << 3);
     order[n++] = (by_len){c->t->len[id], id};
   }
   qsort(order, (size_t)n, sizeof *order, longer_first);
@@ -406,10 +409,24 @@ static int hf_model(hf_ctx *c, const cJSON *m) {
   return hf_merges(c, GET(m, "merges"));
 }
 
+/* model.type, or what a file without one holds, as Hugging Face infers it
+ * (the hub's first GPT-2, RoBERTa and BERT files have none): pieces with
+ * scores are Unigram, a vocabulary with merges BPE, one with WordPiece's
+ * settings WordPiece */
+static const char *model_type(const cJSON *m) {
+  const char *ty = type_of(m);
+  if (*ty) return ty;
+  if (cJSON_IsArray(GET(m, "vocab"))) return "Unigram";
+  if (cJSON_IsObject(GET(m, "vocab")) && GET(m, "merges")) return "BPE";
+  if (cJSON_IsObject(GET(m, "vocab")) && (GET(m, "continuing_subword_prefix") || GET(m, "max_input_chars_per_word")))
+    return "WordPiece";
+  return "";
+}
+
 static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
   ff_tokenizer *t = c->t;
   const cJSON *model = GET(root, "model");
-  const char *ty = type_of(model);
+  const char *ty = model_type(model);
   int rc;
   if (strcmp(ty, "BPE") && strcmp(ty, "WordPiece") && strcmp(ty, "Unigram"))
     return ff_fail(c->err, FF_EFORMAT, "%s: model.type '%.60s' is not supported (BPE, WordPiece or Unigram)", c->path,

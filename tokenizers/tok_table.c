@@ -35,7 +35,7 @@ int ff_tok_index(ff_tokenizer *t, int *dup, ff_error *err) {
   if (!(t->index = calloc(t->tab.icap, sizeof *t->index))) return ff_fail(err, FF_ENOMEM, "out of memory");
   t->tab.index = t->index;
   for (int id = 0; id < t->info.size; id++) {
-    if (!t->tok[id]) continue;
+    if (!t->tok[id] || !t->len[id]) continue; /* an empty token is never looked up */
     if (ff_tok_insert(t->index, t->tab.icap, t->tok, t->len, id) && *dup < 0) *dup = id;
     if (t->len[id] > t->tab.max_len) t->tab.max_len = t->len[id];
   }

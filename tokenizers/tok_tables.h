@@ -57,7 +57,9 @@ typedef struct ff_tok_tables {
   const char *const *tok;       /* [size] a token's bytes (no NUL), NULL for an id no token has */
   const uint32_t *len;          /* [size] their lengths */
   const unsigned char *special; /* [size] bit 1: left out of decode; bit 2: no piece of Unigram's
-                                   lattice (SentencePiece's control, byte, unknown and unused pieces) */
+                                   lattice (SentencePiece's control, byte, unknown and unused pieces);
+                                   bits 4, 8: an added token that takes the whitespace before it (lstrip)
+                                   or after it (rstrip) */
   const int32_t *index;         /* [icap] string -> id + 1 (0: empty): FNV-1a, linear probing */
   size_t icap, max_len;         /* icap a power of two; max_len the longest token encode looks up */
   const ff_tok_merge *merges;   /* [mcap] BPE of tokenizer.json: (a, b) by ff_tok_merge_slot */
