@@ -8,7 +8,12 @@
  * program encodes with this code on the host's tables.  Plain C99 and
  * <string.h>: no malloc (encode works in scratch of ff_tok_work_bytes that
  * the caller gives), floating point only in Unigram's path scores; linear
- * in the text (n log n for BPE's heap).  FF_TOK_KINDS picks the kinds compiled in. */
+ * in the text (n log n for BPE's heap).  FF_TOK_KINDS picks the kinds compiled in.
+ * The Split patterns (GPT-2's, LLaMA-3's, Qwen2's, GPT-4o's) and the Unicode
+ * normalizers are written by hand, not taken from a regex library or
+ * libutf8proc, because the driver links nothing but libm: each pattern is a
+ * matcher over Unicode categories that decides its alternatives as a
+ * backtracking engine would, in one pass (no engine's quadratic \s+(?!\S)). */
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
