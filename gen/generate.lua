@@ -23,27 +23,35 @@ local UNICODE = { -- the tables of tokenizers/unicode_tables.h each kind reads
   [4] = { uc_letter = true, uc_punct = true, uc_other = true, uc_mark_nonspacing = true, uc_lower_map = true,
     uc_strip_map = true }, -- WordPiece: BertNormalizer, BertPreTokenizer
 }
+local CASED = { uc_upper = true, uc_lowercase = true, uc_mark = true } -- GPT-4o's split (FF_TOK_CASED)
+local NORM = { uc_letter = true, uc_mark_nonspacing = true, uc_lower_map = true, uc_mark = true, uc_ccc = true,
+  uc_nfd_map = true, uc_nfkd_map = true, uc_compose = true } -- tokenizer.json's normalizers (FF_TOK_NORM)
 
--- The core's text for one kind: its `#if` lines over FF_TOK_HAS(KIND) (and the names
--- defined from them) evaluated, only what that kind compiles kept, so that the driver
--- reads as that tokenizer alone; any other `#if` is kept as it is.
+-- The core's text for one kind: its `#if` lines over FF_TOK_HAS(KIND), FF_TOK_NORM
+-- (whether the tokenizer normalizes) and FF_TOK_CASED (whether it splits as GPT-4o)
+-- (and the names defined from them) evaluated, only
+-- what that tokenizer compiles kept, so that the driver reads as that tokenizer alone;
+-- any other `#if` is kept as it is.
 local KINDS = { VOCAB = 0, LLAMA2C = 1, BYTES = 2, SP = 3, WORDPIECE = 4, UNIGRAM = 5 }
 local DERIVED = { FF_TOK_BPE = { 1, 2, 3 }, FF_TOK_HF = { 2, 3, 4, 5 }, FF_TOK_SP_PIECE = { 1, 3, 5 },
-  FF_TOK_SP_TEXT = { 3, 5 } }
+  FF_TOK_SP_TEXT = { 3, 5 }, FF_TOK_UNICODE = { 2, 4, norm = true } }
 
-local function kind_if(expr, kind) -- true/false, or nil when expr is not of FF_TOK_HAS terms
+local function kind_if(expr, kind, norm, cased) -- true/false, or nil when expr is not of those terms
   local any = false
   for term in (expr .. "||"):gmatch("%s*(.-)%s*||") do
     local name = term:match("^FF_TOK_HAS%((%u[%u%d]*)%)$")
     if name and KINDS[name] then any = any or KINDS[name] == kind
+    elseif term == "FF_TOK_NORM" then any = any or norm
+    elseif term == "FF_TOK_CASED" then any = any or cased
     elseif DERIVED[term] then
+      any = any or (DERIVED[term].norm and norm)
       for _, k in ipairs(DERIVED[term]) do any = any or k == kind end
     else return nil end
   end
   return any
 end
 
-local function one_kind(code, kind)
+local function one_kind(code, kind, norm, cased)
   local out, stack = {}, {}
   local function live()
     for _, v in ipairs(stack) do if v == false then return false end end
@@ -51,7 +59,8 @@ local function one_kind(code, kind)
   end
   for line in (code .. "\n"):gmatch("([^\n]*)\n") do
     local expr = line:match("^#if%s+(.-)%s*$")
-    local v = expr and kind_if(expr, kind)
+    local v = expr and kind_if(expr, kind, norm, cased)
+    if line:match("^#ifndef FF_TOK_NORM") or line:match("^#ifndef FF_TOK_CASED") then v = false end -- the host's default
     if v ~= nil then
       stack[#stack + 1] = v
     elseif line:match("^#if") then
@@ -77,10 +86,14 @@ end
 local function tokenizer_code(tk)
   local all = host.read_template("tokenizers/unicode_tables.h")
   local picked = { (all:match("^(/%*.-%*/)\n")) }
+  local norm = tk.tables:find("%.norm = ") ~= nil -- tok_c.c writes an option when it is set
+  local cased = tk.tables:find("%.split = 4,") ~= nil -- FF_TOK_SPLIT_O200K
   for block, name in all:gmatch("(static const [^\n]- (uc_[%w_]+)%[[^\n]*\n.-\n};)") do
-    if (UNICODE[tk.kind] or {})[name] then picked[#picked + 1] = block end
+    if (UNICODE[tk.kind] or {})[name] or (norm and NORM[name]) or (cased and CASED[name]) then
+      picked[#picked + 1] = block
+    end
   end
-  local core = one_kind(host.read_template("tokenizers/tok_encode.c"), tk.kind)
+  local core = one_kind(host.read_template("tokenizers/tok_encode.c"), tk.kind, norm, cased)
   core = core:gsub('#include "tok_tables.h"[^\n]*', function()
     return (host.read_template("tokenizers/tok_tables.h"):gsub("\n+$", ""))
   end)

@@ -265,14 +265,45 @@ static int llama_bin(const ff_gguf *g, const strings *tok, uint8_t **bytes, size
   return 0;
 }
 
-/* byte-level BPE as a tokenizer.json (GPT-2's ByteLevel pre-tokenizer): the
- * vocabulary, the merges, control and user-defined tokens as added tokens */
+/* tokenizer.ggml.pre's pattern, as the Split of a tokenizer.json (the
+ * patterns tok_hf.c implements: llama.cpp's names for LLaMA-3's and
+ * Qwen2's); NULL: GPT-2's, ByteLevel's own; "": another */
+static const char *pre_pattern(const ff_gguf_kv *pre) {
+  static const char llama3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                               "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  static const char qwen2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                              "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  if (!pre || kv_is(pre, "default") || kv_is(pre, "gpt-2")) return NULL;
+  if (kv_is(pre, "llama-bpe") || kv_is(pre, "llama3") || kv_is(pre, "llama-v3")) return llama3;
+  return kv_is(pre, "qwen2") ? qwen2 : "";
+}
+
+/* the pre-tokenizer: ByteLevel with GPT-2's regex, or Sequence [Split
+ * (pattern, Isolated), ByteLevel without it] as LLaMA-3's and Qwen2's
+ * tokenizer.json files have it */
+static cJSON *pre_tokenizer(const char *pattern) {
+  cJSON *level = cJSON_CreateObject(), *seq, *list, *split;
+  cJSON_AddStringToObject(level, "type", "ByteLevel");
+  cJSON_AddBoolToObject(level, "add_prefix_space", 0), cJSON_AddBoolToObject(level, "use_regex", !pattern);
+  if (!pattern) return level;
+  seq = cJSON_CreateObject(), list = cJSON_AddArrayToObject(seq, "pretokenizers"), split = cJSON_CreateObject();
+  cJSON_AddStringToObject(seq, "type", "Sequence");
+  cJSON_AddStringToObject(split, "type", "Split"), cJSON_AddStringToObject(split, "behavior", "Isolated");
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(split, "pattern"), "Regex", pattern);
+  cJSON_AddItemToArray(list, split), cJSON_AddItemToArray(list, level);
+  return seq;
+}
+
+/* byte-level BPE as a tokenizer.json (ByteLevel, after LLaMA-3's or
+ * Qwen2's Split): the vocabulary, the merges, control and user-defined
+ * tokens as added tokens */
 static int gpt2_json(const ff_gguf *g, const strings *tok, uint8_t **bytes, size_t *len, char *note, size_t nn) {
   const ff_gguf_kv *pre = ff_gguf_find(g, "tokenizer.ggml.pre"), *types = ff_gguf_find(g, "tokenizer.ggml.token_type");
+  const char *pattern = pre_pattern(pre);
   strings merges;
-  if (pre && !kv_is(pre, "default") && !kv_is(pre, "gpt-2"))
-    return snprintf(note, nn, "tokenizer.ggml.pre is not \"default\" or \"gpt-2\" (GPT-2's pattern): another "
-                    "pre-tokenizer regex is not supported"), 1;
+  if (pattern && !pattern[0])
+    return snprintf(note, nn, "tokenizer.ggml.pre is not \"default\", \"gpt-2\", \"llama-bpe\" or \"qwen2\": "
+                    "another pre-tokenizer regex is not supported"), 1;
   int rc = get_strings(g, "tokenizer.ggml.merges", -1, &merges, note, nn);
   if (rc) return rc;
   cJSON *root = cJSON_CreateObject(), *model = cJSON_AddObjectToObject(root, "model");
@@ -282,8 +313,8 @@ static int gpt2_json(const ff_gguf *g, const strings *tok, uint8_t **bytes, size
   cJSON_AddStringToObject(model, "type", "BPE");
   cJSON_AddBoolToObject(level, "add_prefix_space", 0), cJSON_AddBoolToObject(level, "use_regex", 1);
   cJSON_AddStringToObject(level, "type", "ByteLevel");
-  cJSON_AddItemToObject(root, "pre_tokenizer", level);
-  cJSON_AddItemToObject(root, "decoder", cJSON_Duplicate(level, 1));
+  cJSON_AddItemToObject(root, "pre_tokenizer", pre_tokenizer(pattern));
+  cJSON_AddItemToObject(root, "decoder", level);
   for (int i = 0; i < tok->count; i++) {
     char *s = dup_n(tok->s[i], tok->n[i]);
     double type = 1;

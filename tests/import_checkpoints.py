@@ -420,14 +420,7 @@ def family_llama2c(c):
 def byte_level_tokenizer():
     """A GPT-2 style byte-level BPE tokenizer.json without merges: byte b is id b (through GPT-2's
     bytes_to_unicode), <|endoftext|> is 256; so encode(text) = list(text's UTF-8 bytes)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    vocab = {chr(c): b for b, c in zip(bs, cs)}
+    vocab = {c: b for b, c in tokenizers_tests().bytes_to_unicode().items()}
     vocab["<|endoftext|>"] = 256
     level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     return {"version": "1.0", "normalizer": None,

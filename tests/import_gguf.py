@@ -211,8 +211,14 @@ def sp_tokenizer():
     return kvs, len(vocab), (runc, [float(np.float32(s)) for s in scores])
 
 
+# Qwen2's pre-tokenizer regex (its tokenizer.json's Split; llama.cpp's "qwen2")
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
 def byte_bpe(n_merges=150):
-    """A byte-level BPE trained on the corpus: GPT-2's byte characters, merges by pair count."""
+    """A byte-level BPE trained on the corpus: GPT-2's byte characters, merges by pair count; the
+    metadata names Qwen2's pre-tokenizer, and the reference tokenizer.json has its Split."""
     j = ic.byte_level_tokenizer()
     vocab = {t: i for t, i in j["model"]["vocab"].items() if i < 256}
     b2u = {b: t for t, b in vocab.items()}
@@ -236,12 +242,15 @@ def byte_bpe(n_merges=150):
     vocab["<|endoftext|>"] = len(vocab)
     tokens = sorted(vocab, key=vocab.get)
     types = [3 if t == "<|endoftext|>" else 1 for t in tokens]
-    kvs = [("tokenizer.ggml.model", STRING, "gpt2"), ("tokenizer.ggml.pre", STRING, "default"),
+    kvs = [("tokenizer.ggml.model", STRING, "gpt2"), ("tokenizer.ggml.pre", STRING, "qwen2"),
            ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)), ("tokenizer.ggml.token_type", ARRAY, (I32, types)),
            ("tokenizer.ggml.merges", ARRAY, (STRING, merges)),
            ("tokenizer.ggml.eos_token_id", U32, vocab["<|endoftext|>"])]
     j["model"]["vocab"], j["model"]["merges"] = vocab, merges
     j["added_tokens"][0]["id"] = vocab["<|endoftext|>"]
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN2_SPLIT}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
     return kvs, len(vocab), j
 
 

@@ -1,7 +1,8 @@
 /* tokenize_tool.c - for tests/tokenizers.py: loads a tokenizer (any format)
  * and, for each line of a file, prints its ids and the hex of
  * decode(encode(line)), tab-separated; the first line is the tokenizer's
- * info.  Usage: tokenize_tool TOKENIZER LINES [EXPECTED_SIZE]
+ * info.  Usage: tokenize_tool [--hex] TOKENIZER LINES [EXPECTED_SIZE]; with
+ * --hex each line holds its text's bytes in hex (a text with newlines).
  *
  * For tests/hardening_tokenizers.py, --time RATIO TOKENIZER LINES
  * [EXPECTED_SIZE] prints for each line its ids' count and the CPU seconds of
@@ -86,16 +87,18 @@ int main(int argc, char **argv) {
   uint8_t *buf;
   size_t len;
   double ratio = 0, first = 0;
+  int hex = argc > 1 && !strcmp(argv[1], "--hex");
+  if (hex) argv++, argc--;
   int timing = argc > 2 && !strcmp(argv[1], "--time");
   if (timing) ratio = atof(argv[2]), argv += 2, argc -= 2;
   if (argc < 3 || (timing && !(ratio > 0)))
-    return fprintf(stderr, "usage: tokenize_tool [--time RATIO] TOKENIZER LINES [EXPECTED_SIZE]\n"), 2;
+    return fprintf(stderr, "usage: tokenize_tool [--hex] [--time RATIO] TOKENIZER LINES [EXPECTED_SIZE]\n"), 2;
   if (ff_tokenizer_load(argv[1], argc > 3 ? atoi(argv[3]) : 0, &t, &err) || ff_read_file(argv[2], &buf, &len, &err))
     return fprintf(stderr, "%s\n", err.msg), 1;
   const ff_tokenizer_info *in = ff_tokenizer_get_info(t);
   printf("kind=%d size=%d pad=%d bos=%d eos=%d unk=%d add_bos=%d round_trip=%d tail=%d\n", (int)in->kind, in->size,
          in->pad, in->bos, in->eos, in->unk, in->add_bos, in->round_trip, in->tail);
-  int cap = (int)len * 4 + 16, rc = 0, n, k = 0;
+  int cap = (int)len * 12 + 16, rc = 0, n, k = 0; /* room for a normalizer's growth */
   int32_t *ids = malloc(sizeof *ids * (size_t)cap);
   char *text = malloc(len + 1), *line = text, *end = text + len;
   if (text) memcpy(text, buf, len), text[len] = 0;
@@ -103,6 +106,7 @@ int main(int argc, char **argv) {
   while (!rc && ids && line && line < end) {
     char *nl = memchr(line, '\n', (size_t)(end - line));
     if (nl) *nl = 0;
+    for (size_t i = 0, h; hex && sscanf(line + 2 * i, "%2zx", &h) == 1; i++) line[i] = (char)h, line[i + 1] = 0;
     if (!timing) {
       rc = line_out(t, line, ids, cap);
     } else { /* the first line untimed by a limit, the others held to ratio times it */

@@ -100,6 +100,12 @@ def train_sp(lines, merges_wanted=300):
                 words[SP + w] += 1
     alphabet = sorted({c for w in words for c in w})
     vocab = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + alphabet
+    return vocab, learn_merges(words, vocab, merges_wanted)
+
+
+def learn_merges(words, vocab, merges_wanted):
+    """BPE's training: the most frequent pair of symbols (ties: the larger
+    pair) merged, merges_wanted times at most; each new token added to vocab"""
     seqs = {w: list(w) for w in words}
     merges = []
     while len(merges) < merges_wanted:
@@ -115,7 +121,19 @@ def train_sp(lines, merges_wanted=300):
         if a + b not in vocab:
             vocab.append(a + b)
         seqs = {w: merge_pair(s, a, b) for w, s in seqs.items()}
-    return vocab, merges
+    return merges
+
+
+def bytes_to_unicode():
+    """GPT-2's byte characters: printable bytes stand for themselves, the others for 256, 257, ..."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
 
 
 def merge_pair(s, a, b):
@@ -268,17 +286,23 @@ def decode_pieces(pieces, ids, bytelevel):
     return out[1:] if out.startswith(b" ") else out
 
 
-def check_generate(ff, tmp, name, tok, size, bos, prompt_ids, pieces, bytelevel):
-    """generate --text: the prompt (bos first where the format says) gives
-    what --tokens with the same ids gives, and the text printed is the
-    decoding of the generated ids"""
+def tiny_model(ff, tmp, name, tok, size, seed):
+    """a tiny decoder-only description whose vocabulary is tok, and its random weights: (lua, weights)"""
     lua = os.path.join(tmp, name + ".lua")
     with open(lua, "w") as f:
         f.write('return { name = "%s", arch = "decoder-only", d_model = 16, heads = 2, d_ff = 32, layers = 1,\n'
                 '  vocab = %d, positional = "rope", max_seq = 96, norm = "pre", norm_kind = "rmsnorm",\n'
                 '  activation = "swiglu", bias = false, final_norm = true, vocabulary = "%s" }\n' % (name, size, tok))
     w = os.path.join(tmp, name + ".safetensors")
-    subprocess.run([ff, "init", lua, "-o", w, "--seed", "3"], check=True)
+    subprocess.run([ff, "init", lua, "-o", w, "--seed", str(seed)], check=True)
+    return lua, w
+
+
+def check_generate(ff, tmp, name, tok, size, bos, prompt_ids, pieces, bytelevel):
+    """generate --text: the prompt (bos first where the format says) gives
+    what --tokens with the same ids gives, and the text printed is the
+    decoding of the generated ids"""
+    lua, w = tiny_model(ff, tmp, name, tok, size, 3)
     prompt = ([bos] if bos >= 0 else []) + prompt_ids
     common = ["--weights", w, "--max-new", "6", "--engine", "runtime", "--ids"]
     a = subprocess.run([ff, "generate", lua, "--text", GEN_TEXT] + common, capture_output=True)
@@ -317,6 +341,34 @@ MUST_FAIL = [
     ("vocab size", lambda g: g["gpt2"], ["token id 50256, but the model's vocab is 1000"]),
     ("bin count", lambda g: g["bin"], ["tokenizer.bin: 641 tokens, but the model's vocab is 1000"]),
 ]
+
+
+def check_emitted(ff, tmp, name, tok, size, text, label="emitted"):
+    """the emitted program of a tiny model whose vocabulary is tok, built with
+    gcc -std=c99 -Wall -Wextra -Werror -pedantic and with tcc: its --text
+    prints what `fixformer generate --text` prints.  Returns (failed, the driver's C)."""
+    lua, w = tiny_model(ff, tmp, name, tok, size, 5)
+    out = os.path.join(tmp, name + "_emit")
+    exe = os.path.join(out, name)
+    common = ["--text", text, "--max-new", "5", "--ids"]
+    steps = [[ff, "emit", lua, "--weights", w, "-o", out, "--with-main"],
+             ["gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-pedantic", "-o", exe, exe + ".c",
+              exe + "_main.c", exe + "_kernels.c", "-lm"],
+             ["tcc", "-Wall", "-Werror", "-o", exe + "_tcc", exe + ".c", exe + "_main.c", exe + "_kernels.c", "-lm"]]
+    for cmd in steps:
+        cmd = [c for c in cmd if not c.endswith("_kernels.c") or os.path.exists(c)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode:
+            print("%-10s FAIL: %s: %s" % (label, " ".join(cmd[:2]), p.stderr.strip()[-600:]))
+            return True, ""
+    a = subprocess.run([exe, "--weights", exe + ".weights"] + common, capture_output=True)
+    t = subprocess.run([exe + "_tcc", "--weights", exe + ".weights"] + common, capture_output=True)
+    g = subprocess.run([ff, "generate", lua, "--weights", w, "--engine", "runtime"] + common, capture_output=True)
+    ok = a.returncode == 0 and a.stdout == g.stdout and t.stdout == g.stdout and b"\t" in a.stdout
+    print("%-10s %s  [%s]" % (label, "ok" if ok else "FAIL: %r %r / %r" % (a.stdout, a.stderr[-300:], g.stdout),
+                              a.stdout.decode("utf-8", "replace").strip()[:80]))
+    with open(exe + "_main.c") as f:
+        return not ok, f.read()
 
 
 def refusal(ff, tmp, path, pieces):

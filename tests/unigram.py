@@ -16,10 +16,8 @@ tcc) prints what
 64x longer takes less than hardening_tokenizers' ratio of the time), and
 broken or unsupported model files are refused with one line.
 """
-import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
@@ -75,37 +73,6 @@ def unigram_json(sp, byte_fallback):
             "post_processor": None, "decoder": {"type": "Metaspace", "replacement": tk.SP, "prepend_scheme": "always",
                                                 "split": True},
             "model": {"type": "Unigram", "unk_id": sp.unk_id(), "vocab": vocab, "byte_fallback": byte_fallback}}
-
-
-def check_emitted(ff, tmp, model_path, size):
-    """the emitted program's --text: the same ids and text as generate --text"""
-    lua = os.path.join(tmp, "uni.lua")
-    with open(lua, "w") as f:
-        f.write('return { name = "uni", arch = "decoder-only", d_model = 16, heads = 2, d_ff = 32, layers = 1,\n'
-                '  vocab = %d, positional = "rope", max_seq = 64, norm = "pre", norm_kind = "rmsnorm",\n'
-                '  activation = "swiglu", bias = false, final_norm = true, vocabulary = "%s" }\n' % (size, model_path))
-    w = os.path.join(tmp, "uni.safetensors")
-    out = os.path.join(tmp, "uni_emit")
-    exe = os.path.join(out, "uni")
-    text = "Über  die Straße, ＡＢ 12"
-    common = ["--text", text, "--max-new", "5", "--ids"]
-    steps = [[ff, "init", lua, "-o", w, "--seed", "5"], [ff, "emit", lua, "--weights", w, "-o", out, "--with-main"],
-             ["gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-pedantic", "-o", exe, exe + ".c",
-              exe + "_main.c", exe + "_kernels.c", "-lm"],
-             ["tcc", "-Wall", "-Werror", "-o", exe + "_tcc", exe + ".c", exe + "_main.c", exe + "_kernels.c", "-lm"]]
-    for cmd in steps:
-        cmd = [c for c in cmd if not c.endswith("_kernels.c") or os.path.exists(c)]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode:
-            print("emitted    FAIL: %s: %s" % (" ".join(cmd[:2]), p.stderr.strip()[-600:]))
-            return 1
-    a = subprocess.run([exe, "--weights", exe + ".weights"] + common, capture_output=True)
-    t = subprocess.run([exe + "_tcc", "--weights", exe + ".weights"] + common, capture_output=True)
-    g = subprocess.run([ff, "generate", lua, "--weights", w, "--engine", "runtime"] + common, capture_output=True)
-    ok = a.returncode == 0 and a.stdout == g.stdout and t.stdout == g.stdout and b"\t" in a.stdout
-    print("emitted    %s  [%s]" % ("ok" if ok else "FAIL: %r %r / %r" % (a.stdout, a.stderr[-300:], g.stdout),
-                                   a.stdout.decode("utf-8", "replace").strip()[:80]))
-    return not ok
 
 
 def refusals(ff, tmp, good, bpe):
@@ -166,7 +133,8 @@ def main():
         with open(up, "w", encoding="utf-8") as f:
             f.write("\n".join(unspaced) + "\n")
         failures += check_spm(args.tool, "json bytes", path, sp_ident, unspaced, up)
-        failures += check_emitted(args.fixformer, tmp, nfkc, sp_nfkc.get_piece_size())
+        failures += tk.check_emitted(args.fixformer, tmp, "uni", nfkc, sp_nfkc.get_piece_size(),
+                                     "Über  die Straße, ＡＢ 12")[0]
         short, long_ = ht.words_text(1000, 1), ht.words_text(1000 * ht.SCALE, 2)
         word = lambda n, s: ht.words_text(n + n // 4, s, True).replace(" ", "")[:n]  # noqa: E731  (one word)
         failures += ht.linear(args.tool, tmp, "unigram_spm_linear", nfkc, short, long_)

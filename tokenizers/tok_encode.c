@@ -8,7 +8,12 @@
  * program encodes with this code on the host's tables.  Plain C99 and
  * <string.h>: no malloc (encode works in scratch of ff_tok_work_bytes that
  * the caller gives), floating point only in Unigram's path scores; linear
- * in the text (n log n for BPE's heap).  FF_TOK_KINDS picks the kinds compiled in. */
+ * in the text (n log n for BPE's heap).  FF_TOK_KINDS picks the kinds compiled in.
+ * The Split patterns (GPT-2's, LLaMA-3's, Qwen2's, GPT-4o's) and the Unicode
+ * normalizers are written by hand, not taken from a regex library or
+ * libutf8proc, because the driver links nothing but libm: each pattern is a
+ * matcher over Unicode categories that decides its alternatives as a
+ * backtracking engine would, in one pass (no engine's quadratic \s+(?!\S)). */
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +29,23 @@
 
 /* ---- Unicode ----------------------------------------------------------------- */
 
-#if FF_TOK_HAS(BYTES) || FF_TOK_HAS(WORDPIECE)
+#ifndef FF_TOK_NORM
+/* FF_TOK_NORM: the Unicode normalizers of tokenizer.json (NFC, NFD, NFKC,
+ * NFKD, Lowercase, StripAccents).  The host has them; emit keeps them in a
+ * driver only when its tokenizer normalizes, with the tables they read
+ * (unicode_tables.h, generated from Python's unicodedata): a driver pastes
+ * this file and links no library, so libutf8proc, which could do this work
+ * in the host, could not in the driver, and both must normalize alike. */
+#define FF_TOK_NORM FF_TOK_HF
+#endif
+#ifndef FF_TOK_CASED
+/* FF_TOK_CASED: GPT-4o's split, which tells letters by case: the host has
+ * it; emit keeps it (and its tables) in a driver whose tokenizer splits so */
+#define FF_TOK_CASED FF_TOK_HAS(BYTES)
+#endif
+#define FF_TOK_UNICODE (FF_TOK_HAS(BYTES) || FF_TOK_HAS(WORDPIECE) || FF_TOK_NORM)
+
+#if FF_TOK_UNICODE
 #include "unicode_tables.h" /* emit pastes the tables its kind reads */
 #define FF_UC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 #endif
@@ -56,12 +77,13 @@ static int ff_uc_space_p(uint32_t cp) {
          (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
          cp == 0x3000;
 }
-
 #endif
 
-#if FF_TOK_HAS(BYTES) || FF_TOK_HAS(WORDPIECE)
+#if FF_TOK_UNICODE
+/* cp as UTF-8 (a byte that was not UTF-8, 0x110000 + byte, as that byte) */
 static size_t ff_uc_put(uint32_t cp, char *o) {
   if (cp < 0x80) return o[0] = (char)cp, 1;
+  if (cp >= 0x110000) return o[0] = (char)(cp - 0x110000), 1;
   if (cp < 0x800) return o[0] = (char)(0xC0 | cp >> 6), o[1] = (char)(0x80 | (cp & 0x3F)), 2;
   if (cp < 0x10000)
     return o[0] = (char)(0xE0 | cp >> 12), o[1] = (char)(0x80 | (cp >> 6 & 0x3F)), o[2] = (char)(0x80 | (cp & 0x3F)), 3;
@@ -88,18 +110,9 @@ static int ff_uc_letter_p(uint32_t cp) { return ff_uc_in_ranges(uc_letter, FF_UC
 static int ff_uc_number_p(uint32_t cp) { return ff_uc_in_ranges(uc_number, FF_UC_COUNT(uc_number), cp); }
 #endif
 
-#if FF_TOK_HAS(WORDPIECE)
-static int ff_uc_punct_p(uint32_t cp) { return ff_uc_in_ranges(uc_punct, FF_UC_COUNT(uc_punct), cp); }
-static int ff_uc_other_p(uint32_t cp) { return cp < 0x110000 && ff_uc_in_ranges(uc_other, FF_UC_COUNT(uc_other), cp); }
+#if FF_TOK_HAS(WORDPIECE) || FF_TOK_NORM
 static int ff_uc_mn_p(uint32_t cp) {
   return ff_uc_in_ranges(uc_mark_nonspacing, FF_UC_COUNT(uc_mark_nonspacing), cp);
-}
-
-/* BERT's _is_chinese_char: the CJK Unified Ideographs blocks */
-static int ff_uc_cjk_p(uint32_t cp) {
-  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
-         (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
-         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
 }
 
 static const char *ff_uc_in_map(const ff_umap *m, size_t n, uint32_t cp) {
@@ -113,11 +126,64 @@ static const char *ff_uc_in_map(const ff_umap *m, size_t n, uint32_t cp) {
   return NULL;
 }
 
-/* lowercase / accent-stripped (NFD without Mn) form, or NULL when itself */
+/* lowercase form, or NULL when itself */
 static const char *ff_uc_lower(uint32_t cp) {
   return cp < 0x80 ? NULL : ff_uc_in_map(uc_lower_map, FF_UC_COUNT(uc_lower_map), cp);
 }
 
+typedef struct {
+  char *p;
+  size_t n, cap;
+  int over; /* more than cap: the growth bound is wrong */
+} tok_buf;
+
+static void tok_buf_put(tok_buf *b, const char *s, size_t n) {
+  if (n > b->cap - b->n) {
+    b->over = 1;
+    return;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+/* Unicode's Final_Sigma: capital sigma lowercases to final sigma after a
+ * letter and before none (nonspacing marks skipped), as JavaScript's and
+ * Python's lower() do */
+static int tok_final_sigma(const tok_buf *out, const char *rest, size_t len) {
+  size_t b = out->n, k;
+  if (!b--) return 0;
+  while (b > 0 && ((unsigned char)out->p[b] & 0xC0) == 0x80) b--; /* the last character written */
+  if (!ff_uc_letter_p(ff_uc_next(out->p + b, out->n - b, &k))) return 0;
+  for (size_t at = 0; at < len; at += k) {
+    uint32_t cp = ff_uc_next(rest + at, len - at, &k);
+    if (!ff_uc_mn_p(cp)) return !ff_uc_letter_p(cp);
+  }
+  return 1;
+}
+
+/* the character c (its k bytes at p) lowercased into out; rest: the text after it */
+static void tok_lower_put(uint32_t c, const char *p, size_t k, const char *rest, size_t len, tok_buf *out) {
+  const char *l = c < 0x110000 ? ff_uc_lower(c) : NULL;
+  char a = (char)(c + 32);
+  if (l && c == 0x3A3 && tok_final_sigma(out, rest, len)) l = "\xcf\x82";
+  if (c >= 'A' && c <= 'Z') tok_buf_put(out, &a, 1);
+  else if (l) tok_buf_put(out, l, strlen(l));
+  else tok_buf_put(out, p, k);
+}
+#endif
+
+#if FF_TOK_HAS(WORDPIECE)
+static int ff_uc_punct_p(uint32_t cp) { return ff_uc_in_ranges(uc_punct, FF_UC_COUNT(uc_punct), cp); }
+static int ff_uc_other_p(uint32_t cp) { return cp < 0x110000 && ff_uc_in_ranges(uc_other, FF_UC_COUNT(uc_other), cp); }
+
+/* BERT's _is_chinese_char: the CJK Unified Ideographs blocks */
+static int ff_uc_cjk_p(uint32_t cp) {
+  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
+         (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B820 && cp <= 0x2CEAF) ||
+         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+/* accent-stripped (NFD without Mn) form, or NULL when itself */
 static const char *ff_uc_strip(uint32_t cp, char buf[16]) {
   if (cp >= 0xAC00 && cp <= 0xD7A3) { /* Hangul syllable -> L V (T) jamo, by Unicode's formula */
     uint32_t s = cp - 0xAC00, l = 0x1100 + s / 588, v = 0x1161 + s % 588 / 28, tt = s % 28;
@@ -447,13 +513,29 @@ static int tok_char_class(const char *s, size_t len, size_t *k) {
                                                                                               : TOK_C_OTHER;
 }
 
+/* 's 't 're 've 'm 'll 'd at s: the match's length, or 0.  fold: (?i:...),
+ * Unicode's simple case folding as Oniguruma and Rust's regex apply it
+ * (ASCII, and U+017F long s for s) */
+static size_t tok_contraction(const char *s, size_t len, int fold) {
+  static const char *const tails[] = {"s", "t", "re", "ve", "m", "ll", "d"};
+  for (int i = 0; s[0] == '\'' && i < 7; i++) {
+    size_t at = 1, j = 0;
+    for (; tails[i][j] && at < len; j++) {
+      char c = fold && s[at] >= 'A' && s[at] <= 'Z' ? (char)(s[at] + 32) : s[at];
+      if (c == tails[i][j]) at++;
+      else if (fold && tails[i][j] == 's' && len - at >= 2 && !memcmp(s + at, "\xc5\xbf", 2)) at += 2;
+      else break;
+    }
+    if (!tails[i][j]) return at;
+  }
+  return 0;
+}
+
 /* the length of the match of GPT-2's pattern at s:
  * 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
 static size_t tok_gpt2_match(const char *s, size_t len) {
-  static const char *const tails[] = {"s", "t", "re", "ve", "m", "ll", "d"};
-  for (int i = 0; s[0] == '\'' && i < 7; i++)
-    if (strlen(tails[i]) < len && !memcmp(s + 1, tails[i], strlen(tails[i]))) return 1 + strlen(tails[i]);
-  size_t k, k1, at = 0, last = 0;
+  size_t k, k1, at = tok_contraction(s, len, 0), last = 0;
+  if (at) return at;
   int c = tok_char_class(s, len, &k);
   if (s[0] == ' ' && len > 1 && tok_char_class(s + 1, len - 1, &k1) != TOK_C_SPACE)
     at = 1, c = tok_char_class(s + 1, len - 1, &k1);
@@ -464,6 +546,94 @@ static size_t tok_gpt2_match(const char *s, size_t len) {
   while (at < len && tok_char_class(s + at, len - at, &k) == TOK_C_SPACE) last = at, at += k;
   return at == len || last == 0 ? at : last; /* \s+(?!\S) leaves the last space to the word after it */
 }
+
+/* a run of characters of class c from at: where it ends, after at most max of them */
+static size_t tok_run(const char *s, size_t len, size_t at, int c, size_t max) {
+  size_t k;
+  for (size_t i = 0; i < max && at < len && tok_char_class(s + at, len - at, &k) == c; i++) at += k;
+  return at;
+}
+
+/* the length of the match at s of what cl100k's pattern and o200k's share:
+ * \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ (digits: 3,
+ * or 1 for Qwen2's \p{N}; slash: o200k's [\r\n/]*).  A whitespace run is read
+ * at most three times (the match leaves no newline or one space of it
+ * behind): linear in the text. */
+static size_t tok_cl100k_tail(const char *s, size_t len, size_t digits, int slash) {
+  size_t k, k1, at = 0, last = 0, nl = 0;
+  int c = tok_char_class(s, len, &k), c1 = k < len ? tok_char_class(s + k, len - k, &k1) : -1;
+  if (c == TOK_C_NUMBER) return tok_run(s, len, 0, TOK_C_NUMBER, digits);
+  if (c == TOK_C_OTHER || (s[0] == ' ' && c1 == TOK_C_OTHER)) {
+    at = tok_run(s, len, c == TOK_C_OTHER ? 0 : 1, TOK_C_OTHER, (size_t)-1);
+    while (at < len && (s[at] == '\r' || s[at] == '\n' || (slash && s[at] == '/'))) at++;
+    return at;
+  }
+  for (; at < len && tok_char_class(s + at, len - at, &k) == TOK_C_SPACE; at += k) /* the whitespace run */
+    if (last = at, s[at] == '\r' || s[at] == '\n') nl = at + 1;
+  if (nl) return nl;                         /* \s*[\r\n]+: to its last newline */
+  return at == len || last == 0 ? at : last; /* \s+(?!\S), else \s+ */
+}
+
+/* the length of the match at s of LLaMA-3's and GPT-4's (cl100k) pattern,
+ * digits 3, or Qwen2's, digits 1 (\p{N} for \p{N}{1,3}), alternatives
+ * tried in order as a backtracking engine does, each in one pass:
+ * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t tok_cl100k_match(const char *s, size_t len, size_t digits) {
+  size_t k, k1, at = tok_contraction(s, len, 1);
+  if (at) return at;
+  int c = tok_char_class(s, len, &k), nlc = s[0] == '\r' || s[0] == '\n';
+  int c1 = k < len ? tok_char_class(s + k, len - k, &k1) : -1;
+  if (c == TOK_C_LETTER || (c != TOK_C_NUMBER && !nlc && c1 == TOK_C_LETTER))
+    return tok_run(s, len, c == TOK_C_LETTER ? 0 : k, TOK_C_LETTER, (size_t)-1);
+  return tok_cl100k_tail(s, len, digits, 0);
+}
+
+#if FF_TOK_CASED
+/* o200k's letter classes: U [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], W [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
+enum { TOK_O_U = 1, TOK_O_W = 2 };
+
+static int tok_o200k_class(const char *s, size_t len, size_t *k) {
+  uint32_t cp = ff_uc_next(s, len, k);
+  if (cp >= 0x110000) return 0;
+  if (ff_uc_in_ranges(uc_upper, FF_UC_COUNT(uc_upper), cp)) return TOK_O_U;
+  if (ff_uc_in_ranges(uc_lowercase, FF_UC_COUNT(uc_lowercase), cp)) return TOK_O_W;
+  return ff_uc_letter_p(cp) || ff_uc_in_ranges(uc_mark, FF_UC_COUNT(uc_mark), cp) ? TOK_O_U | TOK_O_W : 0;
+}
+
+static size_t tok_o200k_w_run(const char *s, size_t len, size_t at) {
+  size_t k;
+  while (at < len && (tok_o200k_class(s + at, len - at, &k) & TOK_O_W)) at += k;
+  return at;
+}
+
+/* o200k's word at j: U*W+ (upper 0) or U+W* (upper 1), then (?i:'s|...)?:
+ * where it ends, or 0 when it does not match.  U* backtracks to the last
+ * character of its run that W+ can take, when the run is followed by none */
+static size_t tok_o200k_word(const char *s, size_t len, size_t j, int upper) {
+  size_t k, at = j, last_w = 0, end;
+  int c = 0;
+  for (; at < len && ((c = tok_o200k_class(s + at, len - at, &k)) & TOK_O_U); at += k)
+    if (c & TOK_O_W) last_w = at + k;
+  if (upper) end = at > j ? tok_o200k_w_run(s, len, at) : 0;
+  else end = at < len && (c & TOK_O_W) ? tok_o200k_w_run(s, len, at) : last_w;
+  return end ? end + tok_contraction(s + end, len - end, 1) : 0;
+}
+
+/* the length of the match at s of GPT-4o's (o200k) pattern:
+ * [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?|
+ * [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|
+ * \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * each word alternative with its optional first character, then without */
+static size_t tok_o200k_match(const char *s, size_t len) {
+  size_t k, end = 0;
+  int c = tok_char_class(s, len, &k);
+  int pre = c != TOK_C_LETTER && c != TOK_C_NUMBER && s[0] != '\r' && s[0] != '\n';
+  for (int upper = 0; upper < 2 && !end; upper++)
+    if (!(pre && k < len && (end = tok_o200k_word(s, len, k, upper)))) end = tok_o200k_word(s, len, 0, upper);
+  return end ? end : tok_cl100k_tail(s, len, 3, 1);
+}
+#endif
 
 /* byte-level BPE: the pattern's pieces, their bytes as characters */
 static int tok_bytes_segment(const ff_tok_tables *t, const char *s, size_t len, tok_out *o) {
@@ -480,7 +650,12 @@ static int tok_bytes_segment(const ff_tok_tables *t, const char *s, size_t len, 
   if (!(w = tok_take(o, 2 * len))) return FF_TOK_EWORK; /* a byte's character has 1 or 2 bytes */
   for (size_t at = 0, n; !rc && at < len; at += n) {
     size_t wn = 0;
-    n = !t->use_regex ? len - at : tok_gpt2_match(s + at, len - at);
+    if (t->split == FF_TOK_SPLIT_CL100K || t->split == FF_TOK_SPLIT_QWEN2)
+      n = tok_cl100k_match(s + at, len - at, t->split == FF_TOK_SPLIT_CL100K ? 3 : 1);
+#if FF_TOK_CASED
+    else if (t->split == FF_TOK_SPLIT_O200K) n = tok_o200k_match(s + at, len - at);
+#endif
+    else n = t->use_regex || t->split == FF_TOK_SPLIT_GPT2 ? tok_gpt2_match(s + at, len - at) : len - at;
     for (size_t i = 0; i < n; i++) wn += ff_uc_put(tok_byte_cp((unsigned char)s[at + i]), w + wn);
     rc = tok_bpe_word(t, w, wn, o);
   }
@@ -695,35 +870,6 @@ static int tok_sp_segment(const ff_tok_tables *t, const char *s, size_t len, int
  * of 3 bytes becomes 3 jamo of 3) */
 #define TOK_BERT_GROWTH 3
 
-typedef struct {
-  char *p;
-  size_t n, cap;
-  int over; /* more than cap: the growth bound is wrong */
-} tok_buf;
-
-static void tok_buf_put(tok_buf *b, const char *s, size_t n) {
-  if (n > b->cap - b->n) {
-    b->over = 1;
-    return;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-}
-
-/* Unicode's Final_Sigma: capital sigma lowercases to final sigma after a
- * letter and before none (nonspacing marks skipped) */
-static int tok_final_sigma(const tok_buf *out, const char *rest, size_t len) {
-  size_t b = out->n, k;
-  if (!b--) return 0;
-  while (b > 0 && ((unsigned char)out->p[b] & 0xC0) == 0x80) b--; /* the last character written */
-  if (!ff_uc_letter_p(ff_uc_next(out->p + b, out->n - b, &k))) return 0;
-  for (size_t at = 0; at < len; at += k) {
-    uint32_t cp = ff_uc_next(rest + at, len - at, &k);
-    if (!ff_uc_mn_p(cp)) return !ff_uc_letter_p(cp);
-  }
-  return 1;
-}
-
 /* BertNormalizer: control characters out, whitespace to " ", spaces around
  * CJK ideographs, accents stripped (NFD without Mn), lowercase */
 static void tok_bert_normalize(const ff_tok_tables *t, const char *s, size_t len, tok_buf *out) {
@@ -746,11 +892,7 @@ static void tok_bert_normalize(const ff_tok_tables *t, const char *s, size_t len
     if (!p) p = s + at;
     for (size_t j = 0, kk; j < n; j += kk) {
       uint32_t c = ff_uc_next(p + j, n - j, &kk);
-      const char *l = t->bert_lower && c < 0x110000 ? ff_uc_lower(c) : NULL;
-      if (l && c == 0x3A3 && tok_final_sigma(out, s + at + k, len - at - k)) l = "\xcf\x82";
-      char a = (char)(c + 32);
-      if (t->bert_lower && c >= 'A' && c <= 'Z') tok_buf_put(out, &a, 1);
-      else if (l) tok_buf_put(out, l, strlen(l));
+      if (t->bert_lower) tok_lower_put(c, p + j, kk, s + at + k, len - at - k, out);
       else tok_buf_put(out, p + j, kk);
     }
   }
@@ -828,10 +970,165 @@ static int tok_wordpiece_segment(const ff_tok_tables *t, const char *s, size_t l
 }
 #endif
 
+/* ---- tokenizer.json's Unicode normalizers ----------------------------------------------- */
+
+#if FF_TOK_NORM
+#define TOK_DECOMP_MAX 18 /* code points of the longest decomposition (U+FDFA) */
+
+/* UTF-8 bytes out per byte in of each step, at most (scripts/gen_unicode_tables.py checks) */
+static size_t tok_norm_step_growth(int step) {
+  return step == FF_TOK_NORM_NFKC || step == FF_TOK_NORM_NFKD ? 11 : step == FF_TOK_NORM_LOWER ? 2
+                                                                  : step == FF_TOK_NORM_STRIP ? 1 : 3;
+}
+
+/* bytes out per byte in of the normalizer's steps (norm), at most */
+FF_TOK_API size_t ff_tok_norm_growth(int norm) {
+  size_t g = 1;
+  for (; norm; norm >>= 4) g *= tok_norm_step_growth(norm & 15);
+  return g;
+}
+
+static int tok_ccc(uint32_t cp) { /* canonical combining class */
+  size_t lo = 0, hi = FF_UC_COUNT(uc_ccc);
+  if (cp < 0x300) return 0;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (cp < uc_ccc[mid][0]) hi = mid;
+    else if (cp > uc_ccc[mid][1]) lo = mid + 1;
+    else return (int)uc_ccc[mid][2];
+  }
+  return 0;
+}
+
+/* cp's full decomposition (compat: NFKD's, else NFD's) into a: its length */
+static size_t tok_decompose(uint32_t cp, int compat, uint32_t *a) {
+  const char *d = compat && cp >= 0xA0 && cp < 0x110000 ? ff_uc_in_map(uc_nfkd_map, FF_UC_COUNT(uc_nfkd_map), cp) : NULL;
+  size_t m = 0, k;
+  if (cp >= 0xAC00 && cp <= 0xD7A3) { /* Hangul syllable -> L V (T) jamo, by Unicode's formula */
+    uint32_t x = cp - 0xAC00;
+    a[m++] = 0x1100 + x / 588, a[m++] = 0x1161 + x % 588 / 28;
+    if (x % 28) a[m++] = 0x11A7 + x % 28;
+    return m;
+  }
+  if (!d && cp >= 0xC0 && cp < 0x110000) d = ff_uc_in_map(uc_nfd_map, FF_UC_COUNT(uc_nfd_map), cp);
+  if (!d) return a[0] = cp, 1;
+  for (size_t n = strlen(d), at = 0; at < n && m < TOK_DECOMP_MAX; at += k) a[m++] = ff_uc_next(d + at, n - at, &k);
+  return m;
+}
+
+/* canonical ordering: each run of non-starters sorted by class, stably;
+ * a long run by counting (linear, not insertion sort's quadratic) */
+static void tok_reorder(uint32_t *a, size_t n, uint32_t *tmp) {
+  for (size_t i = 0, j; i < n; i = j + (j == i)) {
+    for (j = i; j < n && tok_ccc(a[j]); j++) {}
+    if (j - i <= 16) {
+      for (size_t x = i + 1; x < j; x++)
+        for (size_t y = x; y > i && tok_ccc(a[y - 1]) > tok_ccc(a[y]); y--) {
+          uint32_t v = a[y];
+          a[y] = a[y - 1], a[y - 1] = v;
+        }
+      continue;
+    }
+    size_t at[256] = {0};
+    for (size_t x = i; x < j; x++) at[tok_ccc(a[x])]++;
+    for (size_t c = 0, sum = 0, v; c < 256; c++) v = at[c], at[c] = sum, sum += v;
+    for (size_t x = i; x < j; x++) tmp[at[tok_ccc(a[x])]++] = a[x];
+    memcpy(a + i, tmp, (j - i) * sizeof *a);
+  }
+}
+
+/* the primary composite of a then b, or 0 */
+static uint32_t tok_compose_pair(uint32_t a, uint32_t b) {
+  size_t lo = 0, hi = FF_UC_COUNT(uc_compose);
+  if (a >= 0x1100 && a <= 0x1112 && b >= 0x1161 && b <= 0x1175) return 0xAC00 + ((a - 0x1100) * 21 + b - 0x1161) * 28;
+  if (a >= 0xAC00 && a <= 0xD7A3 && (a - 0xAC00) % 28 == 0 && b >= 0x11A8 && b <= 0x11C2) return a + b - 0x11A7;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    const uint32_t *e = uc_compose[mid];
+    if (a < e[0] || (a == e[0] && b < e[1])) hi = mid;
+    else if (a > e[0] || b > e[1]) lo = mid + 1;
+    else return e[2];
+  }
+  return 0;
+}
+
+/* Unicode's canonical composition, in place: each character joins the last
+ * starter unless a character between has class 0 or at least its own */
+static size_t tok_compose(uint32_t *a, size_t n) {
+  size_t o = 0, starter = (size_t)-1;
+  int prev = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t c = a[i], x;
+    int cc = tok_ccc(c);
+    if (starter != (size_t)-1 && (o == starter + 1 || (prev && prev < cc)) && (x = tok_compose_pair(a[starter], c))) {
+      a[starter] = x;
+      continue;
+    }
+    if (!cc) starter = o;
+    prev = cc, a[o++] = c;
+  }
+  return o;
+}
+
+/* NFC, NFD, NFKC or NFKD of s into out (cap bytes; a, tmp: cap code points) */
+static void tok_norm_form(int step, const char *s, size_t len, tok_buf *out, uint32_t *a, uint32_t *tmp) {
+  int compat = step == FF_TOK_NORM_NFKC || step == FF_TOK_NORM_NFKD;
+  size_t m = 0, k;
+  char u[4];
+  for (size_t at = 0; at < len; at += k) {
+    uint32_t cp = ff_uc_next(s + at, len - at, &k);
+    if (out->cap - m < TOK_DECOMP_MAX) {
+      out->over = 1;
+      return;
+    }
+    m += tok_decompose(cp, compat, a + m);
+  }
+  tok_reorder(a, m, tmp);
+  if (step == FF_TOK_NORM_NFC || step == FF_TOK_NORM_NFKC) m = tok_compose(a, m);
+  for (size_t i = 0; i < m; i++) tok_buf_put(out, u, ff_uc_put(a[i], u));
+}
+
+/* one step of norm, s into out */
+static void tok_norm_step(int step, const char *s, size_t len, tok_buf *out, uint32_t *a, uint32_t *tmp) {
+  size_t k;
+  if (step <= FF_TOK_NORM_NFKD) {
+    tok_norm_form(step, s, len, out, a, tmp);
+    return;
+  }
+  for (size_t at = 0; at < len; at += k) {
+    uint32_t c = ff_uc_next(s + at, len - at, &k);
+    if (step == FF_TOK_NORM_LOWER) tok_lower_put(c, s + at, k, s + at + k, len - at - k, out);
+    else if (c >= 0x110000 || !ff_uc_in_ranges(uc_mark, FF_UC_COUNT(uc_mark), c)) tok_buf_put(out, s + at, k);
+  }
+}
+
+/* the scratch tok_normalize takes for len bytes */
+static size_t tok_norm_bytes(const ff_tok_tables *t, size_t len) {
+  size_t cap = ff_tok_norm_growth(t->norm) * len + TOK_DECOMP_MAX;
+  return 2 * (cap + 8) + 2 * (cap * sizeof(uint32_t) + 8) + 16;
+}
+
+/* the text through the normalizer's steps, in two buffers by turns: *s and
+ * *len become the result's */
+static int tok_normalize(const ff_tok_tables *t, const char **s, size_t *len, tok_out *o) {
+  size_t cap = ff_tok_norm_growth(t->norm) * *len + TOK_DECOMP_MAX;
+  char *buf[2] = {tok_take(o, cap), tok_take(o, cap)};
+  uint32_t *a = tok_take(o, cap * sizeof *a), *tmp = tok_take(o, cap * sizeof *tmp);
+  if (!buf[0] || !buf[1] || !a || !tmp) return FF_TOK_EWORK;
+  for (int norm = t->norm, k = 0; norm; norm >>= 4, k ^= 1) {
+    tok_buf out = {buf[k], 0, cap, 0};
+    tok_norm_step(norm & 15, *s, *len, &out, a, tmp);
+    if (out.over) return FF_TOK_EWORK; /* the growth bound is wrong */
+    *s = out.p, *len = out.n;
+  }
+  return 0;
+}
+#endif
+
 /* ---- Hugging Face: added tokens, then the model's segments --------------------------------- */
 
 #if FF_TOK_HF
-static int tok_hf_segment(const ff_tok_tables *t, const char *s, size_t len, int first, tok_out *o) {
+static int tok_hf_kind(const ff_tok_tables *t, const char *s, size_t len, int first, tok_out *o) {
   (void)first;
   if (!len) return 0;
 #if FF_TOK_HAS(BYTES)
@@ -844,6 +1141,21 @@ static int tok_hf_segment(const ff_tok_tables *t, const char *s, size_t len, int
   if (t->kind == FF_TOK_KIND_WORDPIECE) return tok_wordpiece_segment(t, s, len, o);
 #endif
   return 0;
+}
+
+/* a piece of text between added tokens: normalized, then the model's; the
+ * scratch given back after (an unknown piece's message may point into it:
+ * nothing writes there before the caller reads it) */
+static int tok_hf_segment(const ff_tok_tables *t, const char *s, size_t len, int first, tok_out *o) {
+  unsigned char *work = o->work;
+  size_t left = o->left;
+  int rc = 0;
+#if FF_TOK_NORM
+  if (t->norm && len) rc = tok_normalize(t, &s, &len, o);
+#endif
+  if (!rc) rc = tok_hf_kind(t, s, len, first, o);
+  o->work = work, o->left = left;
+  return rc;
 }
 
 /* the added token at s (the longest), or -1 */
@@ -905,6 +1217,12 @@ FF_TOK_API size_t ff_tok_max_text(void) {
 FF_TOK_API size_t ff_tok_work_bytes(const ff_tok_tables *t, size_t len) {
   size_t n = 64;
   if (len > ff_tok_max_text()) return (size_t)-1;
+#if FF_TOK_NORM
+  if (t->norm) { /* the normalized text, then the model's scratch for it */
+    if (len > (ff_tok_max_text() - TOK_DECOMP_MAX) / ff_tok_norm_growth(t->norm)) return (size_t)-1;
+    n += tok_norm_bytes(t, len), len = ff_tok_norm_growth(t->norm) * len + TOK_DECOMP_MAX;
+  }
+#endif
   switch (t->kind) {
 #if FF_TOK_HAS(VOCAB)
   case FF_TOK_KIND_VOCAB: n += len + 8; break;

@@ -210,12 +210,31 @@ static int str_is(const cJSON *o, const char *key, const char *want) {
   return cJSON_IsString(j) && !strcmp(j->valuestring, want);
 }
 
-/* one normalizer: Prepend("\u2581"), Replace(" ", "\u2581"), BertNormalizer */
-static int hf_normalizer1(hf_ctx *c, const cJSON *n) {
+/* a Unicode normalizer (NFC, NFD, NFKC, NFKD, Lowercase, StripAccents): its
+ * FF_TOK_NORM_* step, or 0 */
+static int norm_step(const char *ty) {
+  static const char *const names[] = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents"};
+  for (int i = 0; i < 6; i++)
+    if (!strcmp(ty, names[i])) return FF_TOK_NORM_NFC + i;
+  return 0;
+}
+
+/* one normalizer: Prepend("\u2581"), Replace(" ", "\u2581"), BertNormalizer,
+ * the Unicode ones (tok_encode.c applies them first, in their order: one
+ * that would have to follow BertNormalizer, or NFKC/NFKD after Replace,
+ * whose spaces (from U+00A0, U+3000, ...) Replace would not see, is refused) */
+static int hf_normalizer1(hf_ctx *c, const cJSON *n, int *steps) {
   const char *ty = type_of(n);
   ff_tokenizer *t = c->t;
-  int wp = t->info.kind == FF_TOK_WORDPIECE;
-  if (!strcmp(ty, "Prepend") && !wp && str_is(n, "prepend", SP)) t->tab.prepend = 1;
+  int wp = t->info.kind == FF_TOK_WORDPIECE, step = norm_step(ty);
+  if (step && (t->tab.bert_clean || t->tab.bert_lower || t->tab.bert_strip || t->tab.bert_chinese))
+    return unsupported(c, "normalizer after BertNormalizer", ty);
+  if ((step == FF_TOK_NORM_NFKC || step == FF_TOK_NORM_NFKD) && t->tab.replace_space) /* it makes spaces */
+    return unsupported(c, "normalizer after Replace", ty);
+  if (step && (*steps == FF_TOK_NORM_STEPS || ff_tok_norm_growth(t->tab.norm | step << 4 * *steps) > 24))
+    return unsupported(c, "normalizer Sequence (more Unicode steps than 4, or growing text more than 24 times)", ty);
+  if (step) t->tab.norm |= step << 4 * (*steps)++;
+  else if (!strcmp(ty, "Prepend") && !wp && str_is(n, "prepend", SP)) t->tab.prepend = 1;
   else if (!strcmp(ty, "Replace") && !wp && cJSON_IsObject(GET(n, "pattern")) &&
            str_is(GET(n, "pattern"), "String", " ") && str_is(n, "content", SP))
     t->tab.replace_space = 1;
@@ -227,13 +246,53 @@ static int hf_normalizer1(hf_ctx *c, const cJSON *n) {
 }
 
 static int hf_normalizer(hf_ctx *c, const cJSON *n) {
-  int rc = 0;
+  int rc = 0, steps = 0;
   if (!n || cJSON_IsNull(n)) return 0;
-  if (strcmp(type_of(n), "Sequence")) return hf_normalizer1(c, n);
+  if (strcmp(type_of(n), "Sequence")) return hf_normalizer1(c, n, &steps);
   const cJSON *list = GET(n, "normalizers");
   if (!cJSON_IsArray(list)) return unsupported(c, "normalizer", "Sequence without normalizers");
-  for (const cJSON *e = list->child; e && !rc; e = e->next) rc = hf_normalizer1(c, e);
+  for (const cJSON *e = list->child; e && !rc; e = e->next) rc = hf_normalizer1(c, e, &steps);
   return rc;
+}
+
+/* Split's patterns in the published files, each matched by a hand-written
+ * matcher in tok_encode.c (a regex engine backtracks, or is a library the
+ * emitted driver could not carry) */
+static const struct {
+  const char *regex;
+  int split;
+} split_patterns[] = {
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", FF_TOK_SPLIT_CL100K}, /* LLaMA-3, GPT-4's cl100k */
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", FF_TOK_SPLIT_QWEN2}, /* Qwen2 */
+    {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", FF_TOK_SPLIT_GPT2},
+    {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+     "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", FF_TOK_SPLIT_O200K}, /* GPT-4o's o200k */
+};
+
+/* Sequence [Split(a known pattern, Isolated), ByteLevel(use_regex=false)],
+ * as LLaMA-3's and Qwen2's files have it */
+static int hf_split(hf_ctx *c, const cJSON *split, const cJSON *level) {
+  ff_tokenizer *t = c->t;
+  const cJSON *pat = GET(split, "pattern"), *re = cJSON_IsObject(pat) ? GET(pat, "Regex") : NULL;
+  if (!cJSON_IsString(re)) return unsupported(c, "pre_tokenizer Split's pattern", "(not a Regex)");
+  for (size_t i = 0; i < sizeof split_patterns / sizeof *split_patterns; i++)
+    if (!strcmp(re->valuestring, split_patterns[i].regex)) t->tab.split = split_patterns[i].split;
+  if (!t->tab.split)
+    return ff_fail(c->err, FF_EFORMAT, "%s: pre_tokenizer Split's pattern '%.300s' is not supported (only LLaMA-3's, "
+                   "Qwen2's, GPT-4o's and GPT-2's)", c->path, re->valuestring);
+  if (!str_is(split, "behavior", "Isolated") || flag(split, "invert", 0))
+    return unsupported(c, "pre_tokenizer Split's behavior (only Isolated, not inverted)",
+                       cJSON_IsString(GET(split, "behavior")) ? GET(split, "behavior")->valuestring : "(none)");
+  if (strcmp(type_of(level), "ByteLevel") || flag(level, "use_regex", 1) || flag(level, "add_prefix_space", 0) ||
+      t->info.kind != FF_TOK_BPE_SP || t->tab.prepend || t->tab.replace_space)
+    return unsupported(c, "pre_tokenizer after Split (only ByteLevel of a BPE model, use_regex and add_prefix_space "
+                       "false)", type_of(level)[0] ? type_of(level) : "(no type)");
+  t->info.kind = FF_TOK_BPE_BYTES;
+  return 0;
 }
 
 /* ByteLevel (GPT-2), Metaspace (SentencePiece), BertPreTokenizer */
@@ -243,6 +302,9 @@ static int hf_pre(hf_ctx *c, const cJSON *p) {
   int bpe = t->info.kind != FF_TOK_WORDPIECE;
   if (!strcmp(ty, "Sequence") && cJSON_GetArraySize(GET(p, "pretokenizers")) == 1)
     return hf_pre(c, GET(p, "pretokenizers")->child);
+  if (!strcmp(ty, "Sequence") && cJSON_GetArraySize(GET(p, "pretokenizers")) == 2 &&
+      !strcmp(type_of(GET(p, "pretokenizers")->child), "Split"))
+    return hf_split(c, GET(p, "pretokenizers")->child, GET(p, "pretokenizers")->child->next);
   if (!strcmp(ty, "null") && bpe) return 0;
   if (!strcmp(ty, "ByteLevel") && t->info.kind == FF_TOK_BPE_SP && !t->tab.prepend && !t->tab.replace_space) {
     t->info.kind = FF_TOK_BPE_BYTES;
@@ -410,7 +472,7 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
   int bytes = ff_tok_byte_ids(t);
   if (t->info.kind != FF_TOK_BPE_SP && t->info.kind != FF_TOK_UNIGRAM) t->tab.byte_fallback = 0; /* only they fall back to bytes */
   /* Metaspace leaves out a space it finds first (HF's decoder strips one that was there) */
-  t->info.round_trip = t->info.kind == FF_TOK_BPE_BYTES || (t->tab.byte_fallback && bytes == 256 && !t->tab.meta);
+  t->info.round_trip = !t->tab.norm && (t->info.kind == FF_TOK_BPE_BYTES || (t->tab.byte_fallback && bytes == 256 && !t->tab.meta));
   return 0;
 }
 

@@ -46,6 +46,8 @@ int ff_tok_find(const int32_t *index, size_t cap, const char *const *strs, const
 /* the slot of merge (a, b): its own, or the empty one where it goes */
 size_t ff_tok_merge_slot(const ff_tok_merge *m, size_t cap, int32_t a, int32_t b);
 size_t ff_tok_max_text(void);
+/* UTF-8 bytes out per byte in of tokenizer.json's normalizer steps (tab.norm), at most */
+size_t ff_tok_norm_growth(int norm);
 size_t ff_tok_work_bytes(const ff_tok_tables *t, size_t len);
 int ff_tok_encode(const ff_tok_tables *t, const char *text, size_t len, void *work, size_t work_bytes, int32_t *ids,
                   int cap, ff_tok_why *why);

@@ -34,6 +34,13 @@
 
 enum { FF_TOK_META_NEVER, FF_TOK_META_FIRST, FF_TOK_META_ALWAYS }; /* Metaspace's prepend_scheme */
 
+/* the Split pre-tokenizer's pattern before ByteLevel(use_regex=false), recognised by its text */
+enum { FF_TOK_SPLIT_NONE, FF_TOK_SPLIT_GPT2, FF_TOK_SPLIT_CL100K, FF_TOK_SPLIT_QWEN2, FF_TOK_SPLIT_O200K };
+
+/* tokenizer.json's Unicode normalizers, the steps of ff_tok_tables' norm */
+enum { FF_TOK_NORM_NFC = 1, FF_TOK_NORM_NFD, FF_TOK_NORM_NFKC, FF_TOK_NORM_NFKD, FF_TOK_NORM_LOWER, FF_TOK_NORM_STRIP };
+#define FF_TOK_NORM_STEPS 4 /* at most, 4 bits each */
+
 typedef struct {
   int32_t a, b, id; /* a b -> id; id -1: an empty slot */
   uint32_t rank;    /* merges apply lowest rank first */
@@ -74,6 +81,8 @@ typedef struct ff_tok_tables {
   int lowercase;                /* JSON vocabulary: ASCII lowercase first */
   /* tokenizer.json's options, as tok_hf.c reads them */
   int byte_fallback, fuse_unk, ignore_merges, add_prefix_space, use_regex;
+  int split;                            /* FF_TOK_SPLIT_*: the Split pre-tokenizer (byte-level BPE) */
+  int norm;                             /* FF_TOK_NORM_* steps in order, the first in the low 4 bits */
   int prepend, replace_space;           /* normalizers Prepend("\u2581"), Replace(" ", "\u2581") */
   int meta, meta_scheme, meta_split;    /* the Metaspace pre-tokenizer */
   int bert_clean, bert_chinese, bert_strip, bert_lower;

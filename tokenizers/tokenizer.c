@@ -125,6 +125,8 @@ int ff_tok_encode_text(const ff_tok_tables *t, const char *text, int32_t *ids, i
   *n = 0;
   if (len > ff_tok_max_text())
     return ff_fail(err, FF_ELENGTH, "text: %zu bytes, above %zu", len, ff_tok_max_text());
+  if (bytes == (size_t)-1) /* the normalizer's growth: a smaller bound */
+    return ff_fail(err, FF_ELENGTH, "text: %zu bytes, more than the tokenizer's normalizer takes", len);
   void *work = malloc(bytes);
   if (!work) return ff_fail(err, FF_ENOMEM, "out of memory");
   int rc = ff_tok_encode(t, text, len, work, bytes, ids, cap, &why);

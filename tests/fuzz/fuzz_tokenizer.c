@@ -23,8 +23,10 @@ static void use(const ff_tokenizer *t) {
   if (!long_words[0])
     for (int i = 0; i < 2048; i++) long_words[i] = i % 512 == 511 ? ' ' : "etaoinshrdlucmfwypvbgkjqxz"[(i * 7 + i / 26) % 26];
   const char *const texts[] = {"Hello, world 12-03.", "  caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\t!",
-                               "\xff\xfe bad \xc3 utf8", long_words};
-  for (int k = 0; k < 4; k++) {
+                               "\xff\xfe bad \xc3 utf8", long_words,
+                               /* newlines, marks out of order, titlecase, a contraction, digits, U+FDFA */
+                               "x\r\n\r\n  y\xcc\x81\xcc\x96 \xc7\x85" "A'S 1234567 \xef\xb7\xba\n"};
+  for (int k = 0; k < 5; k++) {
     if (ff_tokenizer_encode(t, texts[k], out, 4096, &n, &err)) continue;
     for (int i = 0; i < n; i++)
       if (out[i] < 0 || out[i] >= in->size) __builtin_trap();

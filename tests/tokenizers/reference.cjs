@@ -2,7 +2,8 @@
 // @huggingface/tokenizers, the tokenizer of transformers.js; js-tiktoken,
 // OpenAI's GPT-2 ranks).  Offline once `npm ci` has run here.
 //   node reference.cjs gpt2-json OUT.json      GPT-2's tokenizer.json, built from js-tiktoken's ranks
-//   node reference.cjs hf TOKENIZER.json LINES  ids and decoded text per line (JSON lines)
+//   node reference.cjs hf TOKENIZER.json LINES [hex]  ids and decoded text per line (JSON lines);
+//                                               hex: each line holds its text's UTF-8 in hex
 //   node reference.cjs hf-special TOKENIZER.json LINES  ids with the template's special tokens
 //   node reference.cjs tiktoken LINES           GPT-2 ids per line, by js-tiktoken
 //   node reference.cjs gguf FILE                a GGUF file's metadata (typed) and tensor infos, as
@@ -78,7 +79,8 @@ const [cmd, a, b] = process.argv.slice(2);
 if (cmd === "gpt2-json") gpt2Json(a);
 else if (cmd === "hf") {
   const tok = new Tokenizer(JSON.parse(fs.readFileSync(a, "utf8")), {});
-  for (const l of lines(b)) {
+  for (let l of lines(b)) {
+    if (process.argv[5] === "hex") l = Buffer.from(l, "hex").toString("utf8");
     const ids = tok.encode(l, { add_special_tokens: false }).ids;
     process.stdout.write(JSON.stringify({ ids, text: ids.length ? tok.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false }) : "" }) + "\n");
   }
