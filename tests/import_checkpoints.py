@@ -560,7 +560,7 @@ def hf_ids(tk, tokenizer, text, tmp):
 
 def e2e_cases(folder, tk):
     """Writes each family's checkpoint with its tokenizer into folder (e2e_llama, e2e_gpt2, e2e_bert,
-    e2e_l2c/model.bin) and yields (name, src folder or .bin, V, text, ids() the reference's prompt ids,
+    e2e_qwen2, e2e_l2c/model.bin) and yields (name, src folder or .bin, V, text, ids() the reference's prompt ids,
     forward, eos or None (BERT))."""
     vocab, merges = tk.train_sp(tk.corpus(), 120)
     V = len(vocab)
@@ -592,6 +592,18 @@ def e2e_cases(folder, tk):
     yield ("bert", src, cfg["vocab_size"], text,
            lambda tok=tok, text=text: cls_sep[:1] + hf_ids(tk, tok, text, folder) + cls_sep[1:],
            lambda ids, lens, cfg=cfg, sd=sd: ref.bert_forward(cfg, sd, ids, lens), None)
+
+    spec = importlib.util.spec_from_file_location("tokenizers_split", os.path.join(HERE, "tokenizers_split.py"))
+    ts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ts)
+    j = dict(ts.tokenizers(*ts.train_bytelevel(tk.corpus(), 200)))["qwen2"]  # Qwen2's Split pattern and NFC
+    cfg, sd = qwen2_case(seed=35, d=32, H=4, KV=2, ff=64, L=2, V=len(j["model"]["vocab"]), P=64, tied=True)
+    src = os.path.join(folder, "e2e_qwen2")
+    write_hf(src, cfg, sd)
+    tok = tk.write_json(os.path.join(src, "tokenizer.json"), j)
+    text = "Hello café world 12345 😀"
+    yield ("qwen2", src, cfg["vocab_size"], text, lambda tok=tok, text=text: hf_ids(tk, tok, text, folder),
+           lambda ids, lens, cfg=cfg, sd=sd: ref.llama_forward(cfg, sd, ids, lens), j["model"]["vocab"]["<|endoftext|>"])
 
     p, w = llama2c_case(seed=34, dim=48, hidden=96, L=2, H=6, KV=2, V=V, seq=64, shared=False)
     os.makedirs(os.path.join(folder, "e2e_l2c"), exist_ok=True)
