@@ -11,8 +11,9 @@ as llama.cpp's convert_hf_to_gguf.py permutes them.  Cases:
   weights     llama (GQA, untied, version 3) and qwen2 (q/k/v biases, tied,
               version 2, alignment 64) in F32, F16, BF16 and Q8_0 (quantized
               here as ggml's quantize_row_q8_0_ref: d = max|x| / 127 stored as
-              f16, q = round(x / d)): `run` on runtime and tcc within 1e-4 of
-              Hugging Face's formulas (tests/lib/hf_reference.py) on the values
+              f16, q = round(x / d)): `run` on runtime and tcc (Q8_0: also
+              cc, and the emitted program within 1e-5 of the runtime)
+              within 1e-4 of Hugging Face's formulas (tests/lib/hf_reference.py) on the values
               the file holds (Q8_0: q * d); the Q8_0 import describes dtype
               "int8", writes exactly q * d, and quant.c's int8 formula (scale
               max|w| / 127, q = round(w / scale)) gives back the stored blocks;
@@ -316,7 +317,33 @@ def case_weights(c):
             c.forward(name, lua, fw, cfg["vocab_size"], 8, [8, 5])
             if ttype == T_Q8_0:
                 check_q8(c, name, lua, sd)
+                check_cc_emitted(c, name, lua, fw, cfg["vocab_size"])
     case_mixed(c)
+
+
+def check_cc_emitted(c, name, lua, fw, V):
+    """The Q8_0 model (dtype int8) on the cc engine against the same reference, and as emitted C (gcc -O2
+    -Werror, packed weights): the program's logits within 1e-5 of the runtime's on the same ids"""
+    engines, c.engines = c.engines, ["cc"]
+    c.forward(name, lua, fw, V, 8, [8, 5])  # writes in.npy / len.npy, and out_cc.npy
+    c.engines = engines
+    out, model = os.path.join(c.tmp, name + "_emit"), os.path.basename(lua)[:-4]
+    exe, got, ref_out = os.path.join(out, model), os.path.join(c.tmp, name + "_emit.npy"), os.path.join(c.tmp, "rt.npy")
+    inp, lens = os.path.join(c.tmp, "in.npy"), os.path.join(c.tmp, "len.npy")
+    for cmd in ([c.ff, "run", lua, "--input", inp, "--lengths", lens, "--output", ref_out, "--engine", "runtime"],
+                [c.ff, "emit", lua, "-o", out, "--with-main"],
+                ["gcc", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, exe + ".c", exe + "_main.c",
+                 exe + "_kernels.c", "-lm"],
+                [exe, "--weights", exe + ".weights", "--input", inp, "--lengths", lens, "--output", got]):
+        p = ic.run(cmd)
+        if p.returncode:
+            return c.fail("%s emitted: %s exited %d: %s" % (name, os.path.basename(cmd[0]), p.returncode,
+                                                            p.stderr.strip()[-300:]))
+    a, b = np.load(got), np.load(ref_out)
+    err = float(np.abs(a - b).max() / np.abs(b).max()) if a.shape == b.shape else float("inf")
+    print("%-28s %-8s scaled error %.2e against the runtime" % (name, "emitted", err))
+    if not err <= 1e-5:
+        c.fail("%s emitted: scaled error %.3e" % (name, err))
 
 
 def case_mixed(c):
