@@ -15,6 +15,9 @@ struct cJSON;
  * two things.  NULL and one line in err naming what (a path, "header") and
  * the key; free the tree with cJSON_Delete. */
 struct cJSON *ff_json_parse(const char *text, size_t len, const char *what, ff_error *err);
+/* ff_json_parse of the file at path, read whole (ff_read_file): NULL and one
+ * line in err (its code: the read's or FF_EFORMAT) when it cannot be */
+struct cJSON *ff_json_read(const char *path, ff_error *err);
 /* The same check on a tree already parsed (a reader that parses to find out
  * whether a file is its format at all): 0 or FF_EFORMAT. */
 int ff_json_unique(const struct cJSON *root, const char *what, ff_error *err);

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "ff_io.h" /* ff_read_file */
 #include "ff_json.h"
 
 static int by_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -93,4 +94,13 @@ int ff_json_has_nul(const char *text, size_t len) {
       i++; /* the escaped character */
     }
   return 0;
+}
+
+cJSON *ff_json_read(const char *path, ff_error *err) {
+  uint8_t *text;
+  size_t len;
+  if (ff_read_file(path, &text, &len, err)) return NULL;
+  cJSON *root = ff_json_parse((const char *)text, len, path, err);
+  free(text);
+  return root;
 }

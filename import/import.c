@@ -686,14 +686,10 @@ static src_tensor *source_find(source *s, const char *name) {
 /* The shards named by model.safetensors.index.json's weight_map, each read
  * once; a missing shard, or a tensor not in the shard the map names, is an error. */
 static int read_shards(source *s, const char *dir, const char *index, ff_error *err) {
-  uint8_t *text;
-  size_t len;
-  int rc = ff_read_file(index, &text, &len, err);
-  if (rc) return rc;
-  cJSON *root = ff_json_parse((const char *)text, len, index, err);
-  free(text);
+  int rc = 0;
+  cJSON *root = ff_json_read(index, err);
   const cJSON *map = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
-  if (!root) rc = FF_EFORMAT;
+  if (!root) rc = err->code;
   else if (!cJSON_IsObject(map)) rc = ff_fail(err, FF_EFORMAT, "%s: no \"weight_map\" object", index);
   for (const cJSON *e = map ? map->child : NULL; e && !rc; e = e->next) {
     const char *shard = cJSON_GetStringValue(e);
@@ -1329,15 +1325,12 @@ static void marian_tokenizer(import_job *j, const char *spm, const char *vocab, 
 static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
   char *cfg_path = join(j->src, "config.json"), *tok_path = NULL, note[FF_ERROR_MAX] = "";
   char *spm = join(j->src, "source.spm"), *vocab = join(j->src, "vocab.json");
-  uint8_t *text = NULL;
-  size_t len;
   source s;
   memset(&s, 0, sizeof s);
   step(j->opt, "read the checkpoint", 0);
-  int rc = cfg_path && spm && vocab ? ff_read_file(cfg_path, &text, &len, err) : ff_fail(err, FF_ENOMEM, "out of memory");
-  cJSON *root = rc ? NULL : ff_json_parse((const char *)text, len, cfg_path, err);
-  free(text);
-  if (!rc && !root) rc = FF_EFORMAT;
+  int rc = cfg_path && spm && vocab ? 0 : ff_fail(err, FF_ENOMEM, "out of memory");
+  cJSON *root = rc ? NULL : ff_json_read(cfg_path, err);
+  if (!rc && !root) rc = err->code;
   else if (!rc && !cJSON_IsObject(root)) rc = ff_fail(err, FF_EFORMAT, "%s: not a JSON object", cfg_path);
   const family *f = rc ? NULL : family_of(root, cfg_path, err);
   if (!rc && !f) rc = FF_EINVAL;

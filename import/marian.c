@@ -28,15 +28,11 @@ int ff_marian_positions(int rows, int d, float **out, ff_error *err) {
 
 /* vocab.json: piece -> id, every id of [0, vocab) once */
 static int read_vocab(const char *path, int vocab, char ***names, int *unk, ff_error *err) {
-  uint8_t *text;
-  size_t len;
-  int rc = ff_read_file(path, &text, &len, err);
-  if (rc) return rc;
-  cJSON *root = ff_json_parse((const char *)text, len, path, err);
-  free(text);
-  if (!root) return FF_EFORMAT;
-  *names = calloc((size_t)vocab + 1, sizeof **names);
+  int rc = 0;
+  cJSON *root = ff_json_read(path, err);
   *unk = -1;
+  if (!root) return err->code;
+  *names = calloc((size_t)vocab + 1, sizeof **names);
   if (!*names) rc = ff_fail(err, FF_ENOMEM, "out of memory");
   else if (!cJSON_IsObject(root)) rc = ff_fail(err, FF_EFORMAT, "%s: not a JSON object of piece -> id", path);
   for (const cJSON *e = rc ? NULL : root->child; e && !rc; e = e->next) {

@@ -224,7 +224,7 @@ static int tok_lookup2(const ff_tok_tables *t, uint64_t h, const char *a, size_t
 }
 #endif
 
-#if FF_TOK_BPE
+#if FF_TOK_BPE || FF_TOK_HAS(UNIGRAM)
 static int tok_lookup(const ff_tok_tables *t, const char *s, size_t len) {
   return tok_lookup2(t, ff_tok_hash(FF_TOK_HASH0, s, len), s, len, "", 0);
 }
@@ -699,7 +699,7 @@ static double tok_path_add(const ff_tok_tables *t, double path, double score) {
  * tokens (byte_fallback, all of them there), else the unknown token */
 static int tok_unigram_unknown(const ff_tok_tables *t, const char *w, size_t n, tok_out *o) {
   size_t i = 0;
-  int rc = 0, id = n <= t->max_len ? tok_lookup2(t, ff_tok_hash(FF_TOK_HASH0, w, n), w, n, "", 0) : -1;
+  int rc = 0, id = n <= t->max_len ? tok_lookup(t, w, n) : -1;
   if (id >= 0 && id != t->unk && !(t->special[id] & 1)) return tok_push(o, id);
   while (t->byte_fallback && i < n && t->byte_id[(unsigned char)w[i]] >= 0) i++;
   if (t->byte_fallback && i == n) {
