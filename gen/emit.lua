@@ -152,6 +152,7 @@ local function layout_enums(P)
       if w.row0 == 0 then shape = string.format("[%d, %d], W^T in panels of %d", w.rows, w.cols, P.nr) end
     end
     if w.type ~= "f32" then shape = shape .. ", " .. w.type end
+    if w.folded then shape = shape .. ", rows times " .. w.folded .. " (folded)" end
     wl[#wl + 1] = string.format("  %-" .. width .. "s = %d, /* %s %s */", w.macro, w.offset, w.name, shape)
   end
   return table.concat(wl, "\n"), value_enum(P)
@@ -309,8 +310,14 @@ function M.emit_train(P, opts)
     TGT_NULL = encdec and " || !b->tgt" or "",
     TGT_LEN_CHECK = encdec and " || b->tgt_len < 1 || b->tgt_len > " .. uname .. "_TRAIN_TGT_LEN" or "",
     LABEL_LEN = encdec and "tgt_len" or "src_len", SLOT = P.attn_slot, SLOTS = P.max_threads,
-    STANDALONE = false, DECODER = false, WSUFFIX = "",
+    STANDALONE = false, DECODER = false, WSUFFIX = "", FOLDS = #P.folds > 0, FOLD_COUNT = #P.folds,
   }
+  local folds = {}
+  for _, f in ipairs(P.folds) do
+    folds[#folds + 1] = string.format("  /* %s into %s */\n  {%s, %s, %s, %d, %d, %d},", f.scale.name, f.weight.name,
+      f.scale.macro, f.weight.macro, f.bias and f.bias.macro or "0", f.weight.rows, f.weight.cols, f.bias and 1 or 0)
+  end
+  v.FOLD_TABLE = table.concat(folds, "\n")
   local function section(name, extra, lines)
     local x = {}
     for k, val in pairs(v) do x[k] = val end

@@ -118,11 +118,18 @@ local weight_words = M.weight_words
 local function weight_layout(P, specs)
   local c, d, NR, kvd = P.config, P.d, P.nr, P.kvd
   P.weights, P.weight_by = {}, {}
-  local at = 0
+  local at, folded = 0, {} -- stack/layer/role -> the scale folded into it
+  for _, s in ipairs(specs) do
+    if s.fold_weight then
+      folded[s.stack .. "/" .. s.layer .. "/" .. s.fold_weight] = s.name
+      folded[s.stack .. "/" .. s.layer .. "/" .. s.fold_bias] = s.name
+    end
+  end
   local function add_weight(s, role, row0, rows, suffix)
     local w = {
       name = s.name, role = role, stack = s.stack, layer = s.layer, row0 = row0, rows = rows, cols = s.cols,
       offset = at, macro = weight_macro(P.two_stacks, s) .. (suffix or ""),
+      folded = folded[s.stack .. "/" .. s.layer .. "/" .. s.role],
     }
     w.packing = s.matrix and "panels" or "rows" -- a linear op's matrix (include/ff_schema.h; the tied embedding)
     w.type = s.quantized and P.dtype or "f32"
@@ -132,7 +139,8 @@ local function weight_layout(P, specs)
     P.weight_by[s.stack .. "/" .. s.layer .. "/" .. role] = w
   end
   for _, s in ipairs(specs) do
-    if s.role == "multihead_attn.in_proj_weight" then -- q from the decoder, k|v from the memory
+    if s.fold_weight then -- a scale folded into its linear's weights when they are packed (host: runtime/fold.c)
+    elseif s.role == "multihead_attn.in_proj_weight" then -- q from the decoder, k|v from the memory
       add_weight(s, s.role .. ":q", 0, d, "_Q")
       add_weight(s, s.role .. ":kv", d, 2 * kvd, "_KV")
     else

@@ -53,6 +53,17 @@ local function param_layout(P, specs)
     P.param_by[s.stack .. "/" .. s.layer .. "/" .. s.role] = t
   end
   P.param_floats = at
+  -- scales folded into a linear (include/ff_schema.h FF_WEIGHT_FOLDS): the passes compute with
+  -- W' = diag(s) W, b' = s b, made from the parameters each call (loss_and_grad)
+  P.folds = {}
+  for _, s in ipairs(specs) do
+    if s.fold_weight then
+      local at_layer = s.stack .. "/" .. s.layer .. "/"
+      P.folds[#P.folds + 1] = { scale = P.param_by[at_layer .. s.role],
+        weight = assert(P.param_by[at_layer .. s.fold_weight], "train: no " .. at_layer .. s.fold_weight),
+        bias = P.param_by[at_layer .. s.fold_bias] }
+    end
+  end
 end
 
 local TB = setmetatable({}, { __index = plan.Builder })
@@ -422,6 +433,10 @@ function M.plan(c, specs, isa, shape)
   b.attn_scratch = b:value("attn_scratch", P.max_threads, P.attn_slot, true,
     "attention scratch per thread: K^T (or V^T) of a head group, a head's weights and their transpose")
   b.scratch = lin
+  if #P.folds > 0 then
+    b:value("folded_params", 1, P.param_floats, true, "the parameters, the folded linears' W', b' in place of W, b")
+    b:value("folded_grad", 1, P.param_floats, true, "the gradient for those parameters, before it is unfolded")
+  end
 
   b:begin_stage("forward", "the forward pass over a batch, keeping what the backward reads",
     "const train_batch *b, const train_opts *o")

@@ -670,7 +670,9 @@ static int read_weights(ff_model *m, const char *path, shared_weights **out, ff_
     ff_tensor_file_free(&file);
     return ff_fail(err, FF_ENOMEM, "out of memory");
   }
-  if ((rc = ff_rt_model_bind(&w->rt, CFG(m), &file, err))) { /* which takes the file either way */
+  rc = ff_rt_model_bind(&w->rt, CFG(m), &file, err); /* which takes the file either way */
+  if (!rc && (rc = ff_rt_model_fold(&w->rt, err))) ff_rt_model_free(&w->rt); /* LayerScale and its kind */
+  if (rc) {
     pthread_mutex_destroy(&w->fill_lock);
     free(w);
     if (err) {

@@ -65,6 +65,13 @@ static int push_spec(void *ctx, const ff_weight_spec *s) {
     lua_pushboolean(L, (ff_rt_weight_kinds[s->kind].flags & kinds[i].bit) != 0);
     lua_setfield(L, -2, kinds[i].key);
   }
+  const ff_rt_weight_fold *f = ff_rt_fold_of(s->kind);
+  if (f) { /* a scale folded into a linear (include/ff_schema.h FF_WEIGHT_FOLDS): its roles */
+    lua_pushstring(L, ff_rt_weight_kinds[f->weight].role);
+    lua_setfield(L, -2, "fold_weight");
+    lua_pushstring(L, ff_rt_weight_kinds[f->bias].role);
+    lua_setfield(L, -2, "fold_bias");
+  }
   lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
   return 0;
 }

@@ -193,6 +193,10 @@ static void json_weight(FILE *f, const ff_rt_weight_kind *w) {
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
     fprintf(f, ", \"%s\": %s", flags[i].name, w->flags & flags[i].flag ? "true" : "false");
   if (w->named_by != FF_KEY_NONE) fprintf(f, ", \"named_by\": \"%s\"", ff_rt_keys[w->named_by].key);
+  const ff_rt_weight_fold *fold = ff_rt_fold_of((enum ff_tensor_kind)(w - ff_rt_weight_kinds));
+  if (fold) /* include/ff_schema.h FF_WEIGHT_FOLDS */
+    fprintf(f, ", \"folds_into\": {\"weight\": \"%s\", \"bias\": \"%s\"}", ff_rt_weight_kinds[fold->weight].role,
+            ff_rt_weight_kinds[fold->bias].role);
   if (w->parts[0]) {
     fprintf(f, ", \"parts_need\": ");
     json_needs(f, w->parts_need);

@@ -16,7 +16,9 @@
  *   (runtime/quant.c), which are packed as matrices (gen/plan.lua, through the
  *   specs), projections stored apart (runtime/fuse.c) and import's names and
  *   shapes (import/import.c).
- * A new key is one row here, the op that uses it and its test. */
+ * A new key is one row here, the op that uses it and its test; a new weight
+ * kind that scales a linear's outputs (LayerScale) is a row of FF_WEIGHT_KINDS
+ * and one of FF_WEIGHT_FOLDS, and its test. */
 #ifndef FF_SCHEMA_H
 #define FF_SCHEMA_H
 
@@ -319,6 +321,22 @@ enum {
 #define FF_WEIGHT_KIND_ID(id, ...) FF_TENSOR_##id,
 enum ff_tensor_kind { FF_WEIGHT_KINDS(FF_WEIGHT_KIND_ID) FF_TENSOR_COUNT };
 #undef FF_WEIGHT_KIND_ID
+
+/* ---- kinds folded into a linear: F(scale, weight, bias) ------------------------
+ * scale, a vector kind [rows of weight], multiplies the output channels of the
+ * linear weight (and bias: a kind the model may not have) before anything
+ * reads them: y = scale * (x W^T + b) = x (diag(scale) W)^T + scale * b.  The
+ * ops never see scale: the weights are folded once at load for inference (the
+ * runtime and the packed weights of generated code), and a training step
+ * computes with folded copies and takes the gradient back through the fold
+ * (runtime/fold.c; generated training code: gen/train.lua), so a kind of this
+ * form is its row in FF_WEIGHT_KINDS (slot folded[i], i free in its layer) and
+ * its row here.  A scale kind's scope is its weight's. */
+#define FF_WEIGHT_FOLDS(F)
+
+#define FF_WEIGHT_FOLD_ONE(...) +1
+enum { FF_FOLD_COUNT = 0 FF_WEIGHT_FOLDS(FF_WEIGHT_FOLD_ONE) };
+#undef FF_WEIGHT_FOLD_ONE
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,13 @@ typedef struct {
   enum ff_dim part_rows[FF_MAX_PARTS];
 } ff_rt_weight_kind;
 extern const ff_rt_weight_kind ff_rt_weight_kinds[FF_TENSOR_COUNT];
+/* A row of FF_WEIGHT_FOLDS: scale folded into weight and, if the model has it, bias. */
+typedef struct {
+  enum ff_tensor_kind scale, weight, bias;
+} ff_rt_weight_fold;
+extern const ff_rt_weight_fold ff_rt_weight_folds[FF_FOLD_COUNT + 1]; /* (+ 1: the list may be empty) */
+/* The row whose scale is kind k, or NULL. */
+const ff_rt_weight_fold *ff_rt_fold_of(enum ff_tensor_kind k);
 extern const char *const ff_rt_dim_names[FF_DIM_COUNT];     /* "d_model", "qkv", ... ("" for NONE) */
 extern const char *const ff_rt_dim_docs[FF_DIM_COUNT];
 extern const char *const ff_rt_scope_names[FF_SCOPE_COUNT]; /* "embeddings", "layer", ... */

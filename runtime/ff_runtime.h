@@ -85,6 +85,7 @@ typedef struct {
   ff_rt_attn_w cross_attn;       /* "multihead_attn"; decoder of encoder-decoder only */
   ff_rt_linear_w linear1, linear2;
   ff_rt_norm_w norm1, norm2, norm3; /* norm3: decoder of encoder-decoder only */
+  const float *folded[4];        /* kinds folded into a linear (FF_WEIGHT_FOLDS): read by fold.c only */
 } ff_rt_layer_w;
 
 typedef struct {
@@ -196,6 +197,29 @@ int ff_rt_read_weights_deferred(const ff_config *c, const char *path, ff_tensor_
  * ownership of *file on success and on failure. */
 int ff_rt_model_bind(ff_rt_model *m, const ff_config *c, ff_tensor_file *file, ff_error *err);
 void ff_rt_model_free(ff_rt_model *m);
+
+/* ---- kinds folded into a linear (fold.c; include/ff_schema.h FF_WEIGHT_FOLDS) ----
+ * A scale s [rows] of the output channels of a linear W [rows, cols], b [rows]:
+ * the ops compute with W' = diag(s) W and b' = s b instead. */
+
+/* Whether c's model has a kind folded into another. */
+int ff_rt_has_folds(const ff_config *c);
+/* m's folded weights computed once (after binding, before anything computes
+ * or packs): W', b' in new memory of m's file, both the bound pointers and
+ * the file's tensors pointing at them (the packer and `info` see the folded
+ * values; s stays as it is).  FF_ENOMEM. */
+int ff_rt_model_fold(ff_rt_model *m, ff_error *err);
+/* dst: src's weights with the folded ones in new memory (the rest points
+ * where src's does, and dst owns no tensor), for a model whose weights
+ * change between uses (training); ff_rt_model_free(dst) after. */
+int ff_rt_model_folded(const ff_rt_model *src, ff_rt_model *dst, ff_error *err);
+/* The gradient taken back through the fold: g holds (pointed at by the
+ * layout of c, as ff_rt_weights_point) the gradient with respect to W', b'
+ * where W, b are, and nothing where s is; on return the gradient with
+ * respect to W, b and s (added into s's):
+ *   dW = s dW', db = s db', ds += sum_j dW'[., j] W[., j] + db' b.
+ * w: the unfolded weights (the parameters the gradient belongs to).  FF_ENOMEM. */
+int ff_rt_unfold_grad(const ff_config *c, const ff_rt_weights *w, float *g, ff_error *err);
 /* FF_EINVAL naming the first tensor that holds a NaN or an infinity. */
 int ff_rt_check_finite(const ff_rt_model *m, ff_error *err);
 

@@ -64,6 +64,16 @@ const char *ff_rt_test_name(enum ff_test t) {
 const ff_rt_weight_kind ff_rt_weight_kinds[FF_TENSOR_COUNT] = {FF_WEIGHT_KINDS(KIND_ROW)};
 #undef KIND_ROW
 
+#define FOLD_ROW(scale_, weight_, bias_) {FF_TENSOR_##scale_, FF_TENSOR_##weight_, FF_TENSOR_##bias_},
+const ff_rt_weight_fold ff_rt_weight_folds[FF_FOLD_COUNT + 1] = {FF_WEIGHT_FOLDS(FOLD_ROW){FF_TENSOR_COUNT, 0, 0}};
+#undef FOLD_ROW
+
+const ff_rt_weight_fold *ff_rt_fold_of(enum ff_tensor_kind k) {
+  for (int i = 0; i < FF_FOLD_COUNT; i++)
+    if (ff_rt_weight_folds[i].scale == k) return &ff_rt_weight_folds[i];
+  return NULL;
+}
+
 #define NAME_OF(id, name, ...) name,
 #define DOC_OF(id, name, doc) doc,
 const char *const ff_rt_dim_names[FF_DIM_COUNT] = {FF_DIMS(NAME_OF)};

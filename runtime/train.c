@@ -440,8 +440,8 @@ int ff_rt_train_check(const ff_config *c, const ff_rt_batch *b, const ff_rt_trai
   return FF_OK;
 }
 
-int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_train_opts *o, float *grad,
-                        double *loss_sum, int64_t *tokens, ff_error *err) {
+static int loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_train_opts *o, float *grad,
+                         double *loss_sum, int64_t *tokens, ff_error *err) {
   if (!m || !b || !o || !loss_sum || !tokens)
     return ff_fail(err, FF_EINVAL, "ff_rt_loss_and_grad: m, b, o, loss_sum and tokens must not be NULL");
   const ff_config *c = &m->cfg;
@@ -497,6 +497,27 @@ int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_
   }
   free(buf);
   free(glayers);
+  return rc;
+}
+
+/* Kinds folded into a linear (runtime/fold.c): the pass computes with
+ * W' = diag(s) W, b' = s b, its gradient taken back through them. */
+int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_train_opts *o, float *grad,
+                        double *loss_sum, int64_t *tokens, ff_error *err) {
+  if (!m || !ff_rt_has_folds(&m->cfg)) return loss_and_grad(m, b, o, grad, loss_sum, tokens, err);
+  size_t numel = 0;
+  ff_rt_count_weights(&m->cfg, NULL, &numel);
+  float *g = grad ? calloc(numel + 1, sizeof *g) : NULL; /* this pass's alone: the fold is not linear in W */
+  if (grad && !g) return ff_fail(err, FF_ENOMEM, "out of memory for a gradient of %zu floats", numel);
+  ff_rt_model folded;
+  int rc = ff_rt_model_folded(m, &folded, err);
+  if (!rc) {
+    rc = loss_and_grad(&folded, b, o, g, loss_sum, tokens, err);
+    ff_rt_model_free(&folded);
+  }
+  if (!rc && g) rc = ff_rt_unfold_grad(&m->cfg, &m->w, g, err);
+  for (size_t i = 0; !rc && g && i < numel; i++) grad[i] += g[i];
+  free(g);
   return rc;
 }
 

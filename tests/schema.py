@@ -284,13 +284,15 @@ def info_reads_back(c):
 def init_byte_identical(c):
     got = {}
     for name, text in MODELS.items():
+        if name not in INIT_SHA256:  # a model of keys added since: nothing from before to compare with
+            continue
         out = os.path.join(c.tmp, name + ".safetensors")
         c.run("init", c.write(fields_of(text), "init_" + name), "-o", out, "--seed", "1")
         with open(out, "rb") as f:
             got[name] = hashlib.sha256(f.read()).hexdigest()
-    diff = [n for n in MODELS if got[n] != INIT_SHA256[n]]
+    diff = [n for n in got if got[n] != INIT_SHA256[n]]
     assert not diff, "init differs for %s: %s" % (diff, {n: got[n] for n in diff})
-    return "%d weight files as before" % len(MODELS)
+    return "%d weight files as before" % len(got)
 
 
 def attention_bias_without_ffn_biases(c):

@@ -308,15 +308,17 @@ int ff_trainer_evaluate(ff_trainer *t, double *loss, double *exact, ff_error *er
   int64_t n = t->o.eval_exact < 0 || t->o.eval_exact > t->n_held ? t->n_held : t->o.eval_exact;
   if (!rc && exact_too) {
     ff_rt_state s;
+    ff_rt_model folded; /* the parameters as they are now, the folded kinds folded (runtime/fold.c) */
     float *logits = malloc((size_t)t->c->vocab * sizeof *logits);
     if (!logits) rc = ff_fail(err, FF_ENOMEM, "out of memory");
-    else if (!(rc = ff_rt_state_init(&s, &t->eval, err))) {
+    else if (!(rc = ff_rt_model_folded(&t->eval, &folded, err)) && !(rc = ff_rt_state_init(&s, &folded, err))) {
       for (int64_t i = share(n, t->rank, t->ranks); i < share(n, t->rank + 1, t->ranks) && !rc; i++) {
         int ok;
         if (!(rc = decode_exact(t, &s, logits, t->held_idx[i], &ok, err))) v[2] += ok;
       }
       ff_rt_state_free(&s);
     }
+    if (logits) ff_rt_model_free(&folded);
     free(logits);
   }
   if ((rc = agree(t, rc, err))) return rc;

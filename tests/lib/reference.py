@@ -16,6 +16,30 @@ import torch.nn.functional as F
 
 import configs
 
+# ---- kinds folded into a linear (include/ff_schema.h FF_WEIGHT_FOLDS: LayerScale), from the schema --------
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python",
+                       "fixformer_schema.json")) as _f:
+    SCHEMA = json.load(_f)
+FOLDS = [w for w in SCHEMA["weights"] if "folds_into" in w]  # each a scale of its linear's output channels
+
+
+def needs_hold(c, needs):
+    """Whether the schema's conditions `needs` hold for a config with its defaults (RefModel's c)."""
+    conds = {k["name"]: k for k in SCHEMA["conditions"]}
+    tests = {"set": lambda v, w: bool(v), "true": lambda v, w: v is True, "false": lambda v, w: v is False,
+             "is": lambda v, w: v == w}
+    return all(tests[conds[n]["test"]](c.get(conds[n]["key"]), conds[n].get("value")) for n in needs)
+
+
+def fold_scales(weights, c, name):
+    """The scale folded into the linear of weight `name` (its layer's tensor of a FOLDS role), or None."""
+    for k in FOLDS:
+        role = k["folds_into"]["weight"]
+        if name.endswith(role) and needs_hold(c, k["needs"]):
+            return weights.get(name[:-len(role)] + k["role"])
+    return None
+
 
 # ---- files ---------------------------------------------------------------
 
@@ -118,11 +142,28 @@ def store_as(w, dtype):
     return (q * scale).view(rows, G * 32)[:, :cols].contiguous().numpy()
 
 
+def folded(tensors):
+    """FOLDS's scales folded into the linears they scale: the weight's rows and its bias times the scale,
+    the scale 1 (what a weight type other than f32 stores: docs/model-description.md, `layer_scale`)."""
+    out = dict(tensors)
+    for k in FOLDS:
+        for name, g in tensors.items():
+            if name == k["role"] or name.endswith("." + k["role"]):
+                at, g = name[:-len(k["role"])], np.asarray(g, np.float32)
+                out[at + k["folds_into"]["weight"]] = g[:, None] * tensors[at + k["folds_into"]["weight"]]
+                if at + k["folds_into"]["bias"] in tensors:
+                    out[at + k["folds_into"]["bias"]] = g * tensors[at + k["folds_into"]["bias"]]
+                out[name] = np.ones_like(g)
+    return out
+
+
 def stored(cfg, tensors, dtype):
     """The tensors a model of weight type dtype computes with: every 2-D tensor but the positional and
-    token-type tables is a linear matrix or the token embedding table, and is stored in dtype."""
+    token-type tables is a linear matrix or the token embedding table, and is stored in dtype (the scales
+    of FOLDS folded first)."""
     if dtype in (None, "f32"):
         return tensors
+    tensors = folded(tensors)
     keep = {cfg.get("pos_embed_weight", "pos_embed.weight"), cfg.get("token_type_embed_weight",
                                                                       "token_type_embed.weight")}
     return {k: store_as(v, dtype) if np.ndim(v) == 2 and k not in keep else v for k, v in tensors.items()}
@@ -229,6 +270,13 @@ class RefModel:
         """A tensor of the layer stack (the prefix first), or outside it (named in full)."""
         return self.w.get(name if outside else self.c["prefix"] + name)
 
+    def linear(self, x, name):
+        """nn.Linear `name` (its .weight and .bias) of the layer stack, times the scale folded into it, if any
+        (FOLDS: LayerScale's gamma scales attention's out_proj and the feed-forward's linear2)."""
+        y = F.linear(x, self.W(name + ".weight"), self.W(name + ".bias"))
+        s = fold_scales(self.w, self.c, self.c["prefix"] + name + ".weight")
+        return y if s is None else y * s
+
     def norm(self, x, name, outside=False):
         if self.c["norm_kind"] == "rmsnorm":
             return rms_norm(x, self.W(name + ".weight", outside), self.c["eps"])
@@ -256,7 +304,7 @@ class RefModel:
         scores = scores.masked_fill(~allowed[:, None], float("-inf"))
         out = self.drop(torch.softmax(scores, dim=-1), name + ".probs") @ v
         out = out.transpose(1, 2).reshape(B, Tq, d)
-        return F.linear(out, self.W(name + ".out_proj.weight"), self.W(name + ".out_proj.bias"))
+        return self.linear(out, name + ".out_proj")
 
     def ffn(self, x, L):
         h = F.linear(x, self.W(L + "linear1.weight"), self.W(L + "linear1.bias"))
@@ -273,7 +321,7 @@ class RefModel:
             f = self.c["d_ff"]
             h = F.silu(h[..., :f]) * h[..., f:]
         h = self.drop(h, L + "ffn.hidden")
-        return F.linear(h, self.W(L + "linear2.weight"), self.W(L + "linear2.bias"))
+        return self.linear(h, L + "linear2")
 
     def sublayer(self, x, norm_name, f, site):
         if self.c["norm"] == "pre":
@@ -370,7 +418,7 @@ class RefModel:
 
 def random_weights(cfg, names_shapes, gen):
     """Torch-random weights for RefModel cases: matrices ~ N(0, 1/fan_in),
-    vectors ~ N(0, 0.1), norm weights ~ 1 + N(0, 0.1)."""
+    vectors ~ N(0, 0.1), norm weights ~ 1 + N(0, 0.1), the scales of FOLDS ~ 1 + N(0, 0.5)."""
     out = {}
     for name, shape in names_shapes:
         if len(shape) == 2:
@@ -379,6 +427,8 @@ def random_weights(cfg, names_shapes, gen):
                 t = torch.randn(*shape, generator=gen)
         elif "norm" in name.split(".")[-2] and name.endswith("weight"):
             t = 1 + 0.1 * torch.randn(*shape, generator=gen)
+        elif any(name.endswith("." + k["role"]) for k in FOLDS):
+            t = 1 + 0.5 * torch.randn(*shape, generator=gen)
         else:
             t = 0.1 * torch.randn(*shape, generator=gen)
         out[name] = t.numpy().astype(np.float32)
@@ -412,6 +462,9 @@ def weight_names(cfg):
             attn(L + "self_attn")
             if cross:
                 attn(L + "multihead_attn")
+            for k in FOLDS:  # vectors [d_model] of the layer (or of its cross-attention)
+                if needs_hold(c, k["needs"]) and (cross or k["scope"] == "layer"):
+                    out.append((p + L + k["role"], (d,)))
             out.append((p + L + "linear1.weight", (up, d)))
             if c["bias"]:
                 out.append((p + L + "linear1.bias", (up,)))
