@@ -69,7 +69,8 @@ extern "C" {
   C(OUT_PROJ_BIAS, "out_proj_bias", out_proj_bias, TRUE, 0, NULL)                                                    \
   C(FINAL_NORM, "final_norm", final_norm, TRUE, 0, NULL)                                                              \
   C(EMBED_NORM, "embed_norm", embed_norm, TRUE, 0, NULL)                                                              \
-  C(UNTIED, "untied", tie_embeddings, FALSE, 0, NULL)
+  C(UNTIED, "untied", tie_embeddings, FALSE, 0, NULL)                                                                 \
+  C(LAYER_SCALE, "layer_scale", layer_scale, TRUE, 0, NULL)
 
 #define FF_CONDITION_ID(id, name, key, test, value, why) FF_COND_##id,
 enum ff_condition { FF_CONDITIONS(FF_CONDITION_ID) FF_COND_COUNT };
@@ -183,6 +184,11 @@ enum ff_condition { FF_CONDITIONS(FF_CONDITION_ID) FF_COND_COUNT };
   K(embed_norm, BOOLEAN, BOOL, embed_norm, _, FF_NO_VALUES, FF_DEFAULT(0), 0, 0, 0, FF_ANY_ARCH,                        \
     "a norm (`norm_kind`, the model's `eps`) of the summed embeddings before the first layer (BERT's "                  \
     "`embeddings.LayerNorm`): `embed_norm.weight`, `embed_norm.bias`")                                                  \
+  K(layer_scale, BOOLEAN, BOOL, layer_scale, _, FF_NO_VALUES, FF_DEFAULT(0), 0, 0, 0, FF_ANY_ARCH,                      \
+    "LayerScale (CaiT, DINOv2): each sub-layer's output times a learned vector before the residual add: "              \
+    "`ls1.gamma` (self-attention), `ls2.gamma` (feed-forward), `ls_cross.gamma` (cross-attention), "                   \
+    "`[d_model]`, no weight decay (AdamW's norm group); folded into the rows of the linear before it at load, "       \
+    "and a `dtype` other than f32 stores the folded rows")                                                              \
   K(dtype, ENUM, ENUM, weight_type, ff_weight_type, FF_WEIGHT_TYPE_VALUES, FF_DEFAULT_STR("f32"), 0, 0, 0, FF_ANY_ARCH,  \
     "the weight type of the matrices of linear ops (attention, feed-forward, the output head) and the token "           \
     "embedding table ([Weight types](#weight-types)); `--dtype` on `run`, `generate`, `bench`, `emit`, `info` "         \
@@ -284,6 +290,8 @@ enum {
     FF_IS_MATRIX | FF_IS_QUANTIZED, NONE, self_attn.out_proj.weight, FF_NO_PARTS)                                       \
   W(SELF_OUT_PROJ_BIAS, "self_attn.out_proj.bias", LAYER, FF_IF(OUT_PROJ_BIAS), D_MODEL, NONE, ZEROS, D_MODEL,         \
     FF_IS_BIAS, NONE, self_attn.out_proj.bias, FF_NO_PARTS)                                                             \
+  W(LS1, "ls1.gamma", LAYER, FF_IF(LAYER_SCALE), D_MODEL, NONE, ONES, D_MODEL, FF_IS_NORM, NONE, folded[0],             \
+    FF_NO_PARTS)                                                                                                        \
   W(CROSS_IN_PROJ_WEIGHT, "multihead_attn.in_proj_weight", CROSS, 0, QKV, D_MODEL, XAVIER, D_MODEL,                     \
     FF_IS_MATRIX | FF_IS_QUANTIZED, NONE, cross_attn.in_proj.weight, FF_QKV_PARTS("multihead_attn", "weight"))          \
   W(CROSS_IN_PROJ_BIAS, "multihead_attn.in_proj_bias", CROSS, FF_IF(ATTENTION_BIAS), QKV, NONE, ZEROS, D_MODEL,         \
@@ -292,6 +300,8 @@ enum {
     FF_IS_MATRIX | FF_IS_QUANTIZED, NONE, cross_attn.out_proj.weight, FF_NO_PARTS)                                      \
   W(CROSS_OUT_PROJ_BIAS, "multihead_attn.out_proj.bias", CROSS, FF_IF(OUT_PROJ_BIAS), D_MODEL, NONE, ZEROS, D_MODEL,   \
     FF_IS_BIAS, NONE, cross_attn.out_proj.bias, FF_NO_PARTS)                                                            \
+  W(LS_CROSS, "ls_cross.gamma", CROSS, FF_IF(LAYER_SCALE), D_MODEL, NONE, ONES, D_MODEL, FF_IS_NORM, NONE, folded[2],   \
+    FF_NO_PARTS)                                                                                                        \
   W(LINEAR1_WEIGHT, "linear1.weight", LAYER, 0, UP, D_MODEL, LINEAR, D_MODEL, FF_IS_MATRIX | FF_IS_QUANTIZED, NONE,     \
     linear1.weight, FF_PARTS(FF_IF(SWIGLU), "gate_proj.weight", D_FF, "up_proj.weight", D_FF, NULL, NONE))             \
   W(LINEAR1_BIAS, "linear1.bias", LAYER, FF_IF(BIAS), UP, NONE, LINEAR_BIAS, D_MODEL, FF_IS_BIAS, NONE, linear1.bias,   \
@@ -299,6 +309,8 @@ enum {
   W(LINEAR2_WEIGHT, "linear2.weight", LAYER, 0, D_MODEL, D_FF, LINEAR, D_FF, FF_IS_MATRIX | FF_IS_QUANTIZED, NONE,      \
     linear2.weight, FF_NO_PARTS)                                                                                        \
   W(LINEAR2_BIAS, "linear2.bias", LAYER, FF_IF(BIAS), D_MODEL, NONE, LINEAR_BIAS, D_FF, FF_IS_BIAS, NONE, linear2.bias, \
+    FF_NO_PARTS)                                                                                                        \
+  W(LS2, "ls2.gamma", LAYER, FF_IF(LAYER_SCALE), D_MODEL, NONE, ONES, D_MODEL, FF_IS_NORM, NONE, folded[1],             \
     FF_NO_PARTS)                                                                                                        \
   W(NORM1_WEIGHT, "norm1.weight", LAYER, 0, D_MODEL, NONE, ONES, D_MODEL, FF_IS_NORM, NONE, norm1.weight, FF_NO_PARTS)  \
   W(NORM1_BIAS, "norm1.bias", LAYER, FF_IF(LAYERNORM), D_MODEL, NONE, ZEROS, D_MODEL, FF_IS_NORM | FF_IS_BIAS, NONE,    \
@@ -332,7 +344,10 @@ enum ff_tensor_kind { FF_WEIGHT_KINDS(FF_WEIGHT_KIND_ID) FF_TENSOR_COUNT };
  * (runtime/fold.c; generated training code: gen/train.lua), so a kind of this
  * form is its row in FF_WEIGHT_KINDS (slot folded[i], i free in its layer) and
  * its row here.  A scale kind's scope is its weight's. */
-#define FF_WEIGHT_FOLDS(F)
+#define FF_WEIGHT_FOLDS(F)                                                                                              \
+  F(LS1, SELF_OUT_PROJ_WEIGHT, SELF_OUT_PROJ_BIAS)                                                                      \
+  F(LS_CROSS, CROSS_OUT_PROJ_WEIGHT, CROSS_OUT_PROJ_BIAS)                                                               \
+  F(LS2, LINEAR2_WEIGHT, LINEAR2_BIAS)
 
 #define FF_WEIGHT_FOLD_ONE(...) +1
 enum { FF_FOLD_COUNT = 0 FF_WEIGHT_FOLDS(FF_WEIGHT_FOLD_ONE) };

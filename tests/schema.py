@@ -66,6 +66,8 @@ MODELS = {
     "dec": 'name = "dec", arch = "decoder-only", d_model = 8, heads = 2, layers = 1, norm_kind = "rmsnorm", '
            'vocab = 11, token_types = 3, token_type_embed_weight = "tt.weight", embed_norm = true, head_bias = true, '
            'max_seq = 5',
+    "scaled": 'name = "scaled", arch = "encoder-decoder", d_model = 8, heads = 2, layers = 1, vocab = 9, '
+              'max_seq = 4, layer_scale = true',
 }
 # sha256 of `init --seed 1` of MODELS, by the code before include/ff_schema.h (92a0d37)
 INIT_SHA256 = {

@@ -56,12 +56,19 @@ def random_config(rng, name, force=None, dtype=False):
     embed_head_keys(cfg)
     if dtype:
         weight_type_key(cfg)
+    layer_scale_key(cfg)
     return cfg
 
 
 def weight_type_key(cfg):
     """The weight type (issue 13), drawn like embed_head_keys from a generator of its own: f32, bf16, int8."""
     cfg["dtype"] = random.Random("dtype %r" % sorted(cfg.items())).choice(["f32", "bf16", "int8"])
+
+
+def layer_scale_key(cfg):
+    """LayerScale (issue 24's weight kind), drawn like embed_head_keys from a generator of its own."""
+    if random.Random("layer_scale %r" % sorted(cfg.items())).random() < 0.5:
+        cfg["layer_scale"] = True
 
 
 def embed_head_keys(cfg):
