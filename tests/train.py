@@ -157,7 +157,8 @@ def read_log(path):
 
 def no_decay(name, which=("bias", "norm", "embedding")):
     module = name.split(".")[-2] if "." in name else name
-    return (("bias" in which and name.endswith("bias")) or ("norm" in which and "norm" in module) or
+    norm = "norm" in module or name.endswith(".gamma")  # LayerScale's gammas: fixformer's norm group
+    return (("bias" in which and name.endswith("bias")) or ("norm" in which and norm) or
             ("embedding" in which and name in ("embed.weight", "pos_embed.weight", "token_type_embed.weight")))
 
 
@@ -325,7 +326,8 @@ def torch_train(cfg, w0, batch, o, steps):
 
 def check_e2e(env):
     enc_cfg, enc = env.model("e2e_encdec", bias=False)
-    enc_cfg2, enc2 = env.model("e2e_encdec_pre", norm="pre", positional="learned", tie_embeddings=False)
+    enc_cfg2, enc2 = env.model("e2e_encdec_pre", norm="pre", positional="learned", tie_embeddings=False,
+                               layer_scale=True)  # LayerScale: folded into the linears (runtime/fold.c)
     dec_cfg, dec = env.model("e2e_decoder", arch="decoder-only", bias=False, norm="pre", positional="learned",
                              max_seq=24)
     cases = [
@@ -364,6 +366,25 @@ def check_e2e(env):
             cfg["name"], where, err, lerr)
         worst = max(worst, err)
     print("  e2e: 3 models x 10 steps of fixformer train equal RefModel + torch.optim.AdamW (worst %.1e)" % worst)
+    check_eval(env, enc_cfg2, enc2)
+
+
+def check_eval(env, cfg, desc):
+    """The held-out loss the trainer logs (of a LayerScale model: evaluated with the gammas folded) equals
+    RefModel's on the weights it wrote, on the samples `train_check order` says it held out."""
+    held, out, log = 6, env.path("eval.safetensors"), env.path("eval.csv")
+    env.train(desc, "--data", env.pairs_path, "-o", out, "-q", "--log", log, "--steps", 4, "--batch", 8, "--holdout",
+              held, "--eval-every", 4, "--seed", 3, "--lr", 3e-3, "--init", "torch")
+    idx = [int(x) for x in env.check("order", desc, env.pairs_path, 0, "--holdout", held, "--seed", 3).split()]
+    src, lengths, tgt, labels = pair_batch([env.pairs[i] for i in idx])
+    model = RefModel(cfg, read_safetensors(out))
+    with torch.no_grad():
+        logits = model.outputs(torch.from_numpy(src), lengths, torch.from_numpy(tgt))
+        want = float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.from_numpy(labels).reshape(-1),
+                                     ignore_index=-100))
+    got = float(read_log(log)[-1]["valid_loss"])
+    assert abs(got - want) <= 1e-5 * want, "held-out loss %.7g, RefModel's %.7g" % (got, want)
+    print("  eval: the held-out loss of a LayerScale model equals RefModel's (%.6g)" % got)
 
 
 # ---- data ---------------------------------------------------------------------------------------
