@@ -21,7 +21,7 @@ local host = require("ff_host")
 local UNICODE = { -- the tables of tokenizers/unicode_tables.h each kind reads
   [2] = { uc_letter = true, uc_number = true }, -- byte-level BPE: GPT-2's pattern
   [4] = { uc_letter = true, uc_punct = true, uc_other = true, uc_mark_nonspacing = true, uc_lower_map = true,
-    uc_strip_map = true }, -- WordPiece: BertNormalizer, BertPreTokenizer
+    uc_nfd_map = true }, -- WordPiece: BertNormalizer (strip_accents: NFD without Mn), BertPreTokenizer
 }
 local CASED = { uc_upper = true, uc_lowercase = true, uc_mark = true } -- GPT-4o's split (FF_TOK_CASED)
 local NORM = { uc_letter = true, uc_mark_nonspacing = true, uc_lower_map = true, uc_mark = true, uc_ccc = true,

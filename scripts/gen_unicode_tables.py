@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Writes tokenizers/unicode_tables.h: the Unicode data the tokenizers need
-(general categories as ranges, lowercase and accent-stripping maps, and
-what the NFC/NFD/NFKC/NFKD normalizers read: full decompositions, combining
-classes, primary composites), from Python's unicodedata.  It also checks the
+(general categories as ranges, the lowercase map, and what the
+NFC/NFD/NFKC/NFKD normalizers and BERT's accent stripping (NFD without the
+nonspacing marks) read: full decompositions, combining classes, primary
+composites), from Python's unicodedata.  It also checks the
 growth bounds tok_encode.c assumes (TOK_GROW_*).
 Run: /usr/bin/python3 scripts/gen_unicode_tables.py"""
 import os
@@ -91,7 +92,7 @@ def check_growth(cps):
 def main():
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tokenizers", "unicode_tables.h")
     surrogate = lambda cp: 0xD800 <= cp <= 0xDFFF
-    lower, strip, nfd, nfkd = [], [], [], []
+    lower, nfd, nfkd = [], [], []
     cps = [cp for cp in range(MAX) if not surrogate(cp)]
     check_growth(cps)
     for cp in range(MAX):
@@ -100,9 +101,6 @@ def main():
         c = chr(cp)
         if c.lower() != c:
             lower.append((cp, c.lower()))
-        d = "".join(x for x in ud.normalize("NFD", c) if ud.category(x) != "Mn")
-        if d != c and cat(cp) != "Mn" and not 0xAC00 <= cp <= 0xD7A3:  # Hangul: by formula
-            strip.append((cp, d))
         if not 0xAC00 <= cp <= 0xD7A3:  # Hangul: by formula
             if ud.normalize("NFD", c) != c:
                 nfd.append((cp, ud.normalize("NFD", c)))
@@ -117,7 +115,6 @@ def main():
         emit_ranges(f, "uc_other", ranges(lambda cp: cat(cp).startswith("C")))
         emit_ranges(f, "uc_mark_nonspacing", ranges(lambda cp: cat(cp) == "Mn"))
         emit_map(f, "uc_lower_map", lower)
-        emit_map(f, "uc_strip_map", strip)
         emit_ranges(f, "uc_mark", ranges(lambda cp: cat(cp).startswith("M")))
         emit_ranges(f, "uc_upper", ranges(lambda cp: cat(cp) in ("Lu", "Lt")))
         emit_ranges(f, "uc_lowercase", ranges(lambda cp: cat(cp) == "Ll"))

@@ -193,7 +193,12 @@ static const char *ff_uc_strip(uint32_t cp, char buf[16]) {
     buf[k] = 0;
     return buf;
   }
-  return cp < 0xC0 ? NULL : ff_uc_in_map(uc_strip_map, FF_UC_COUNT(uc_strip_map), cp);
+  const char *d = cp < 0xC0 ? NULL : ff_uc_in_map(uc_nfd_map, FF_UC_COUNT(uc_nfd_map), cp); /* <= 12 bytes */
+  size_t n = 0;
+  for (size_t at = 0, k = 0, len = d ? strlen(d) : 0; at < len && n + 4 < 16; at += k) /* its marks (Mn) left out */
+    if (!ff_uc_mn_p(ff_uc_next(d + at, len - at, &k))) memcpy(buf + n, d + at, k), n += k;
+  buf[n] = 0;
+  return d ? buf : NULL;
 }
 #endif
 

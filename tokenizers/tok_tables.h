@@ -49,7 +49,7 @@ typedef struct {
 typedef struct {
   uint32_t cp;
   const char *s;
-} ff_umap; /* a code point's lowercase or accent-stripped form (unicode_tables.h) */
+} ff_umap; /* a code point's lowercase form or full decomposition (unicode_tables.h) */
 
 typedef struct ff_tok_tables {
   int kind;                     /* FF_TOK_KIND_* */
