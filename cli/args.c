@@ -80,6 +80,7 @@ int cli_train_shape(const cli_flag *flags, const ff_config *c, ff_train_shape *s
   const char *seq = cli_value(flags, "--seq");
   int rc = cli_int(flags, "--batch", 32, &shape->batch, err);
   shape->src = shape->tgt = c->max_seq;
+  shape->recompute = cli_value(flags, "--recompute") != NULL;
   if (!rc && seq) { /* N, or S,T (encoder-decoder: source and target) */
     char extra;
     int k = sscanf(seq, "%d,%d%c", &shape->src, &shape->tgt, &extra);

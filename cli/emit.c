@@ -158,9 +158,9 @@ static int run_emit(const char *path, cli_flag *flags, ff_error *err) {
     ff_model_close(m);
     return rc;
   }
-  if (cli_value(flags, "--batch") || cli_value(flags, "--seq")) {
+  if (cli_value(flags, "--batch") || cli_value(flags, "--seq") || cli_value(flags, "--recompute")) {
     ff_model_close(m);
-    return ff_fail(err, CLI_EUSAGE, "--batch and --seq go with --train");
+    return ff_fail(err, CLI_EUSAGE, "--batch, --seq and --recompute go with --train");
   }
   if (embed && !weights) {
     ff_model_close(m);
@@ -210,13 +210,15 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NUL
                            {"--dtype", NULL, NULL, 1},   {"--quiet", "-q", NULL, 0},
                            {"--no-line", NULL, NULL, 0}, {"--train", NULL, NULL, 0},
                            {"--batch", NULL, NULL, 1},   {"--seq", NULL, NULL, 1},
+                           {"--recompute", NULL, NULL, 0},
                            {NULL, NULL, NULL, 0}};
 
 const cli_command cli_emit = {
     "emit", "C specialised to the model (files, for any target)",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
      "                      [--isa ISA|native] [--with-main] [--dtype f32|bf16|int8] [--no-line]\n"
-     "       fixformer emit MODEL.lua -o DIR --train [--batch B] [--seq N|S,T] [--target T] [--isa I]\n"
+     "       fixformer emit MODEL.lua -o DIR --train [--batch B] [--seq N|S,T] [--recompute] [--target T]\n"
+     "                      [--isa I]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c, DIR/NAME.h and DIR/NAME_kernels.c\n"
      "(the kernels NAME.c calls, which it includes: build NAME.c alone).\n"
      "  -o, --output DIR the folder (made if need be)\n"
@@ -239,6 +241,8 @@ const cli_command cli_emit = {
      "                   NAME_train_kernels.c: the loss, its gradient and AdamW for batches of up\n"
      "                   to --batch B (32) sequences of up to --seq N positions (max_seq; S,T:\n"
      "                   source and target), the sizes as macros, no malloc\n"
+     "  --recompute      with --train: keep only each sub-layer's input; the backward pass runs\n"
+     "                   the sub-layer's forward again (a smaller state, the same results)\n"
      "  -q, --quiet      no progress lines on stderr\n"
      "The files appear all or none.  The same inputs give byte-identical files.  Build, e.g.:\n"
      "  cc -O2 -o NAME DIR/NAME.c DIR/NAME_main.c [DIR/NAME_weights.c] -lm\n"

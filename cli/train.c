@@ -65,6 +65,7 @@ static int train_options(ff_model *m, cli_flag *flags, const train_files *f, ff_
     const char *v = cli_value(flags, option_flags[i]);
     if (v && ff_train_option_set(o, option_flags[i] + 2, v, err)) rc = ff_fail(err, CLI_EUSAGE, "--%s", err->msg);
   }
+  if (!rc && cli_value(flags, "--recompute")) o->recompute = 1;
   return rc; /* (the engine's default is the runtime, the reference, not FIXFORMER_ENGINE's) */
 }
 
@@ -206,7 +207,8 @@ static cli_flag flags[] = {
     {"--seed", NULL, NULL, 1},       {"--engine", NULL, NULL, 1},        {"--threads", NULL, NULL, 1},
     {"--format", NULL, NULL, 1},     {"--seq", NULL, NULL, 1},           {"--holdout", NULL, NULL, 1},
     {"--eval-every", NULL, NULL, 1}, {"--eval-exact", NULL, NULL, 1},    {"--save-every", NULL, NULL, 1},
-    {"--log-every", NULL, NULL, 1},  {"--init", NULL, NULL, 1},          {NULL, NULL, NULL, 0}};
+    {"--log-every", NULL, NULL, 1},  {"--init", NULL, NULL, 1},          {"--recompute", NULL, NULL, 0},
+    {NULL, NULL, NULL, 0}};
 
 const cli_command cli_train = {
     "train", "train a model with AdamW on a data file",
@@ -241,6 +243,8 @@ const cli_command cli_train = {
      "Run:\n"
      "  --engine E            runtime (the default), or generated training code on tcc or cc\n"
      "  --threads N           runtime: a batch's sequences over N threads; tcc, cc: its products (1)\n"
+     "  --recompute           tcc, cc: keep only each sub-layer's input, run its forward again in the\n"
+     "                        backward pass (less memory, the same results; the runtime always does)\n"
      "  mpirun -np N fixformer train ...   N processes train one model, each a part of every batch\n"
      "                        (built with MPI; rank 0 writes; docs/training.md)\n"
      "  --holdout N           hold N samples out; evaluated every --eval-every N steps and at the\n"

@@ -311,6 +311,8 @@ function M.emit_train(P, opts)
     TGT_LEN_CHECK = encdec and " || b->tgt_len < 1 || b->tgt_len > " .. uname .. "_TRAIN_TGT_LEN" or "",
     LABEL_LEN = encdec and "tgt_len" or "src_len", SLOT = P.attn_slot, SLOTS = P.max_threads,
     STANDALONE = false, DECODER = false, WSUFFIX = "", FOLDS = #P.folds > 0, FOLD_COUNT = #P.folds,
+    KEPT = P.recompute and "The forward keeps each sub-layer's input; the backward runs the sub-layer's ops again "
+      .. "(--recompute)." or "The forward keeps every activation the backward reads.",
   }
   local folds = {}
   for _, f in ipairs(P.folds) do

@@ -14,9 +14,10 @@
 --   stages   pack_forward, forward (a batch of n sequences at once: rows
 --            R = n x length of every stack), loss, pack_backward, backward:
 --            one backward op per forward op, in reverse (the tape below).
---   values   the forward keeps what the backward reads (no recomputation):
---            every sub-layer's input, q | k | v, the attention weights, the
---            norms' inputs, the feed-forward's hidden layer; values and
+--   values   the forward keeps what the backward reads: every sub-layer's
+--            input, q | k | v, the attention weights, the norms' inputs, the
+--            feed-forward's hidden layer (with shape.recompute only each
+--            sub-layer's input: the backward runs its ops again); values and
 --            gradients live from the op that writes them to the last that
 --            reads them and share the arena by plan.place, over the whole
 --            program.  Rows are the maxima (B x S, B x T); a call takes n <=
@@ -329,7 +330,9 @@ function TB:feed_forward(L, st, layer, input, f)
 end
 
 -- post: y = Norm(x + drop(F(x)))     pre: y = x + drop(F(Norm(x)))
-function TB:sublayer(L, st, layer, kind, norm_role, x)
+-- The ops of a sub-layer over x -> y, and the function that adds their
+-- backward (dy -> dx) when the backward pass is built.
+function TB:sublayer_ops(L, st, layer, kind, norm_role, x)
   local c, d = self.c, self.d
   local pre = c.norm == "pre"
   local input, norm_back = x, nil
@@ -352,7 +355,7 @@ function TB:sublayer(L, st, layer, kind, norm_role, x)
     y = self:value(L .. "_y", st.max_rows, d, false, "the sub-layer's output stream")
     norm_back = self:norm_forward(L .. "_norm", st, layer, norm_role, z, y)
   end
-  self:push(function(dy)
+  return y, function(dy)
     local df = self:grad(L .. "_df", st)
     if pre then -- dx = dy + Norm'(x)^T F'^T drop(dy): dy's buffer becomes dx
       self:dropout(L .. "_dropout_backward", dy, df, n, st, layer, out, per)
@@ -366,6 +369,22 @@ function TB:sublayer(L, st, layer, kind, norm_role, x)
     self:dropout(L .. "_dropout_backward", dz, df, n, st, layer, out, per)
     body_back(df, dz, "add")
     return dz
+  end
+end
+
+-- A sub-layer, its backward on the tape.  With recomputation (shape.recompute)
+-- the backward first runs the sub-layer's ops again from x, the stream the
+-- forward keeps, into values of their own ("_re"): what the forward's ops
+-- wrote is read by no later op and shares the arena with the next sub-layer's.
+function TB:sublayer(L, st, layer, kind, norm_role, x)
+  local y, back = self:sublayer_ops(L, st, layer, kind, norm_role, x)
+  if not self.P.recompute then
+    self:push(back)
+    return y
+  end
+  self:push(function(dy)
+    local _, again = self:sublayer_ops(L .. "_re", st, layer, kind, norm_role, x)
+    return again(dy)
   end)
   return y
 end
@@ -403,7 +422,8 @@ function M.plan(c, specs, isa, shape)
   assert(c.vocab and c.lm_head, "train: the model has no output head")
   local encdec = c.arch == "encoder-decoder"
   local P = { config = c, d = c.d_model, dk = c.d_model // c.heads, isa = isa, nr = plan.NR[isa],
-    two_stacks = encdec, B = shape.batch, S = shape.src, T = encdec and shape.tgt or shape.src, dtype = "f32" }
+    two_stacks = encdec, B = shape.batch, S = shape.src, T = encdec and shape.tgt or shape.src, dtype = "f32",
+    recompute = shape.recompute == 1 }
   P.kvd = c.kv_heads * P.dk
   param_layout(P, specs)
   local b = plan.builder(P)

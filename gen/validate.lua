@@ -28,7 +28,7 @@ M.train_keys = {
   threads = "int", seq = "int", holdout = "int", eval_every = "int", eval_exact = "int", save_every = "int",
   log_every = "int", lr = "number", eps = "number", weight_decay = "number", min_lr = "number", clip = "number",
   label_smoothing = "number", dropout = "number", betas = "pair", no_decay = "names", schedule = "string",
-  engine = "string", format = "string", init = "string",
+  engine = "string", format = "string", init = "string", recompute = "boolean",
 }
 
 local function fail(path, key, fmt, ...)
@@ -111,6 +111,8 @@ function M.check_train(path, k, v)
         fail(path, key, "expected two numbers, e.g. { 0.9, 0.98 }")
       end
       x = { x[1], x[2] }
+    elseif kind == "boolean" then
+      if type(x) ~= "boolean" then fail(path, key, "expected true or false, got %s", type(x)) end
     elseif kind == "names" then
       if type(x) == "table" then
         local names = {}

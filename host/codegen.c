@@ -390,11 +390,11 @@ static int generate(ff_lua *h, void *arg, ff_error *err) {
   lua_setfield(L, -2, "dtype");
   lua_pushboolean(L, !o->no_line);
   lua_setfield(L, -2, "lines");
-  if (a->shape) { /* train = { batch, src, tgt } */
-    const int dims[] = {a->shape->batch, a->shape->src, a->shape->tgt};
-    const char *const names[] = {"batch", "src", "tgt"};
-    lua_createtable(L, 0, 3);
-    for (int i = 0; i < 3; i++) {
+  if (a->shape) { /* train = { batch, src, tgt, recompute } */
+    const int dims[] = {a->shape->batch, a->shape->src, a->shape->tgt, a->shape->recompute != 0};
+    const char *const names[] = {"batch", "src", "tgt", "recompute"};
+    lua_createtable(L, 0, 4);
+    for (int i = 0; i < 4; i++) {
       lua_pushinteger(L, dims[i]);
       lua_setfield(L, -2, names[i]);
     }

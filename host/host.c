@@ -709,6 +709,8 @@ static void train_value_text(lua_State *L, int idx, char *buf, size_t n) {
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
+  } else if (lua_type(L, idx) == LUA_TBOOLEAN) {
+    snprintf(buf, n, "%s", lua_toboolean(L, idx) ? "true" : "false");
   } else if (lua_isinteger(L, idx)) {
     snprintf(buf, n, "%lld", (long long)lua_tointeger(L, idx));
   } else if (lua_type(L, idx) == LUA_TNUMBER) {

@@ -86,6 +86,9 @@ typedef struct ff_train_options {
   int engine;             /* enum ff_engine: the runtime (default), or generated code on tcc or cc */
   int threads;            /* runtime: sequences of a batch over this many threads; generated code: its matrix
                              products and attention (1..FF_MAX_THREADS) */
+  int recompute;          /* generated code: keep only each sub-layer's input and run its forward again in the
+                             backward pass (ff_train_shape); the runtime always does.  Not recorded in
+                             checkpoints: it changes no result */
   enum ff_data_format format;
   int seq;                /* token streams: positions per sample; 0: max_seq */
   int holdout;            /* samples held out of training for evaluation (default 0) */
@@ -166,9 +169,13 @@ typedef struct ff_train_engine {
 /* The largest batch a call of generated training code takes, its fixed
  * shapes: batch sequences of src positions (the source of an
  * encoder-decoder, else the sequence) and tgt target positions
- * (encoder-decoder; else unused). */
+ * (encoder-decoder; else unused).  recompute: 1 keeps only each sub-layer's
+ * input for the backward pass, which runs the sub-layer's forward ops again
+ * before their backward (less memory, a second forward's FLOPs; the same
+ * results to the bit); 0 (the default) keeps every activation. */
 typedef struct ff_train_shape {
   int batch, src, tgt;
+  int recompute;
 } ff_train_shape;
 
 /* The reference runtime as an engine: ff_rt_loss_and_grad, the sequences of

@@ -36,6 +36,7 @@ oracle) and PyTorch autograd.
 import argparse
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -73,7 +74,7 @@ def worst(got, want):
 
 def check_gradients(tool, root, engines, n_random):
     cases = tg.CASES + tg.random_cases(n_random, 52)
-    by = {}
+    by, recomputed = {}, set()
     for i, (group, cfg, smoothing, ignore) in enumerate(cases):
         case = tg.Case(tool, root, group, cfg, smoothing, ignore, 2000 + i)
         for p in (0.0, 0.1):
@@ -89,6 +90,12 @@ def check_gradients(tool, root, engines, n_random):
                     raise AssertionError("%s (%s, dropout %g): %s differs from the runtime's by %.3e scaled, the loss by "
                                          "%.1e" % (cfg["name"], engine, p, where, err, lerr))
                 perr = tg.compare(case, "%s dropout %g" % (engine, p), got, ref)
+                if engine == engines[0]:  # each sub-layer recomputed in the backward pass: the same bits
+                    again = case.run("--engine", engine, "--recompute", "1", *flags)
+                    same = again[:2] == got[:2] and all(np.array_equal(again[2][k], got[2][k]) for k in got[2])
+                    assert same, "%s (%s, dropout %g): --recompute changes the loss or the gradient" % (
+                        cfg["name"], engine, p)
+                    recomputed.add(cfg["name"])
                 key = (group, engine, p)
                 old = by.get(key, (0.0, 0.0))
                 by[key] = (max(old[0], err), max(old[1], perr))
@@ -96,6 +103,8 @@ def check_gradients(tool, root, engines, n_random):
         print("  %-8s %-3s dropout %-3g  vs runtime %.2e  vs PyTorch %.2e" % (group, engine, p, err, perr))
     print("  gradients: %d configs x dropout 0, 0.1 x %s: within %g of the runtime, 1e-4 of PyTorch"
           % (len(cases), ",".join(engines), TOL_RUNTIME))
+    print("  recompute: %d configs x dropout 0, 0.1 on %s: the same loss and gradient to the bit"
+          % (len(recomputed), engines[0]))
 
 
 def big_batch(case, B, S, T, seed):
@@ -191,6 +200,12 @@ def compare_weights(got, want, skip, lr, steps, what):
     return err, where
 
 
+def state_bytes(header):
+    """NAME_TRAIN_STATE_BYTES of an emitted training header"""
+    with open(header) as f:
+        return int(re.search(r"#define \w+_TRAIN_STATE_BYTES (\d+)", f.read()).group(1))
+
+
 def check_emitted(tool, ff, root):
     cfgs = [tg.config("dev_encdec", "encoder-decoder", norm="pre", activation="gelu", positional="sinusoidal",
                       final_norm=True, tie_embeddings=False, head_bias=True, kv_heads=1),
@@ -219,26 +234,37 @@ def check_emitted(tool, ff, root):
                                 "--seq", shape, "--isa", "native"], capture_output=True, text=True)
             assert r.returncode == 0, r.stderr
             builds.append(("gcc", ["-O3", "-march=native", "-DFF_THREADS", "-pthread", "-I" + native]))
+            recompute = os.path.join(case.dir, "recompute")  # --recompute: a smaller state, the same steps
+            r = subprocess.run([ff, "emit", case.desc, "-o", recompute, "--train", "--batch", str(case.src.shape[0]),
+                                "--seq", shape, "--recompute"], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            sizes = [state_bytes(os.path.join(f, c["name"] + "_train.h")) for f in (emit, recompute)]
+            assert sizes[1] < sizes[0], "--recompute: a state of %d bytes, without %d" % (sizes[1], sizes[0])
+            builds.append(("gcc", ["-O2", "-DRECOMPUTE"]))
         for cc, extra in builds:
             name = c["name"]
-            exe = os.path.join(case.dir, "dev_%s%s" % (cc, "_native" if "-march=native" in extra else ""))
-            src_dir = native if "-march=native" in extra else emit
+            tag = "_native" if "-march=native" in extra else "_re" if "-DRECOMPUTE" in extra else ""
+            exe = os.path.join(case.dir, "dev_%s%s" % (cc, tag))
+            src_dir = native if "-march=native" in extra else recompute if "-DRECOMPUTE" in extra else emit
             argv = [cc, "-std=c99", "-Wall", "-Wextra", "-Werror"] + extra + [
                 "-I" + src_dir, "-DMODEL=" + name, "-DUMODEL=" + name.upper(), '-DHEADER="%s_train.h"' % name,
                 "-o", exe, os.path.join(HERE, "train_device.c"), os.path.join(src_dir, name + "_train.c"), "-lm"]
             r = subprocess.run(argv, capture_output=True, text=True)
             assert r.returncode == 0, "%s: %s" % (" ".join(argv), r.stderr[-3000:])
-            result = os.path.join(case.dir, "after_%s.f32" % cc)
+            result = os.path.join(case.dir, "after_%s%s.f32" % (cc, tag))
             threads = "2" if "-DFF_THREADS" in extra else "1"
             r = subprocess.run([exe, os.path.join(case.dir, "params.f32"), os.path.join(case.dir, "batch.i32"),
                                 str(steps), str(lr), "0.1", "1.0", str(p), "9", "0.1", threads, result],
                                capture_output=True, text=True)
             assert r.returncode == 0, (cc, r.stderr)
             got = unflat(case, np.fromfile(result, dtype="<f4"))
+            if tag == "_re":
+                with open(result, "rb") as a, open(os.path.join(case.dir, "after_gcc.f32"), "rb") as b:
+                    assert a.read() == b.read(), "%s: the --recompute program's steps differ from the other's" % name
             err, where = compare_weights(got, want, k_rows(c), lr, steps, name)
             assert err <= TOL_STEPS, "%s (%s %s): %s differs from the runtime's after %d steps by %.2e" % (
                 name, cc, " ".join(extra), where, steps, err)
-            out.append(("%s %s" % (cc, "native" if "-march=native" in extra else "generic"), err))
+            out.append(("%s %s" % (cc, "native" if tag == "_native" else "generic --recompute" if tag == "_re" else "generic"), err))
     print("  emitted: %d models, %d AdamW steps (dropout %g) built with %s: the runtime's parameters (worst %.1e)"
           % (len(cfgs), steps, p, ", ".join(sorted(set(w for w, _ in out))), max(e for _, e in out)))
 
@@ -259,12 +285,15 @@ def check_train(ff, root, engines):
            "vocab": 12, "max_seq": 8, "positional": "sinusoidal", "final_norm": True, "vocabulary": "vocab.json"}
     desc = write_description(cfg, d, "rev.lua")
     lr, steps, out = 3e-3, 10, {}
-    for engine in ["runtime"] + engines:
+    for engine, extra in [("runtime", [])] + [(e, []) for e in engines] + [(engines[0] + "_re", ["--recompute"])]:
         out[engine] = os.path.join(d, engine + ".safetensors")
         r = subprocess.run([ff, "train", desc, "--data", data, "-o", out[engine], "--steps", str(steps), "--batch", "16",
                             "--micro-batch", "6", "--lr", str(lr), "--dropout", "0.1", "--label-smoothing", "0.1",
-                            "--clip", "1", "--engine", engine, "-q"], capture_output=True, text=True)
+                            "--clip", "1", "--engine", engine.split("_")[0], "-q"] + extra, capture_output=True,
+                           text=True)
         assert r.returncode == 0, (engine, r.stderr)
+    with open(out[engines[0]], "rb") as a, open(out[engines[0] + "_re"], "rb") as b:
+        assert a.read() == b.read(), "train --recompute wrote other weights than without"
     want = read_safetensors(out["runtime"])
     for engine in engines:
         err, where = compare_weights(read_safetensors(out[engine]), want, k_rows(cfg), lr, steps, engine)

@@ -15,7 +15,8 @@
  * shapes); --fd N: OUT_DIR/fd.txt, for N coordinates of every tensor "NAME
  * INDEX ANALYTIC CENTRAL_DIFFERENCE" with step E (default 1e-2); --engine tcc|cc: generated
  * training code (ff_train_engine_generated) instead of the runtime, on --threads N, made for
- * --shape B,S,T (default: the batch's, B the micro-batch); --steps N [--lr X] [--weight-decay X]
+ * --shape B,S,T (default: the batch's, B the micro-batch), --recompute 1 its sub-layers recomputed
+ * in the backward pass; --steps N [--lr X] [--weight-decay X]
  * [--clip X]: N AdamW steps on the batch as the trainer takes them, OUT_DIR/params.safetensors the
  * parameters after them (grad.safetensors and loss.txt: the last step's). */
 #include <stdio.h>
@@ -205,7 +206,8 @@ static int run(const char *desc, const char *weights, const char *out, args *a, 
   w->params = p.data;
   if (!rc && a->engine != FF_ENGINE_RUNTIME) {
     ff_train_shape shape = {a->shape.batch ? a->shape.batch : (a->micro > 0 ? a->micro : b.batch),
-                            a->shape.src ? a->shape.src : b.src_len, a->shape.tgt ? a->shape.tgt : (encdec ? b.tgt_len : 0)};
+                            a->shape.src ? a->shape.src : b.src_len, a->shape.tgt ? a->shape.tgt : (encdec ? b.tgt_len : 0),
+                            a->shape.recompute};
     rc = ff_train_engine_generated(model, (enum ff_engine)a->engine, &shape, a->threads, &w->e, err);
   }
   double loss = 0.0;
@@ -268,6 +270,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(k, "--engine") && ff_engine_parse(v) >= 0) a.engine = ff_engine_parse(v);
     else if (!strcmp(k, "--threads")) a.threads = atoi(v);
     else if (!strcmp(k, "--shape")) sscanf(v, "%d,%d,%d", &a.shape.batch, &a.shape.src, &a.shape.tgt);
+    else if (!strcmp(k, "--recompute")) a.shape.recompute = atoi(v);
     else if (!strcmp(k, "--steps")) a.steps = atoi(v);
     else if (!strcmp(k, "--lr")) a.lr = strtod(v, NULL);
     else if (!strcmp(k, "--weight-decay")) a.weight_decay = strtod(v, NULL);

@@ -116,7 +116,7 @@ ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_op
   t->ranks = ff_train_ranks(&t->rank);
   if (!rc) { /* generated code's shapes: a micro-batch (of a rank's part at most) of the data's longest sample */
     int part = (int)((B + (int64_t)t->ranks - 1) / t->ranks);
-    ff_train_shape shape = {micro < part ? micro : part, t->data.max_src, t->data.max_tgt};
+    ff_train_shape shape = {micro < part ? micro : part, t->data.max_src, t->data.max_tgt, o->recompute};
     rc = ff_train_engine_open(m, o, &shape, &t->engine, err);
   }
   if (!rc) rc = split(t, data_path, err);

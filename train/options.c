@@ -152,6 +152,11 @@ int ff_train_option_set(ff_train_options *o, const char *name, const char *v, ff
     return 0;
   }
   if (!strcmp(k, "threads")) return int_value(name, v, 1, FF_MAX_THREADS, &o->threads, err);
+  if (!strcmp(k, "recompute")) { /* a flag (no value: "1") or the train block's boolean */
+    if (!strcmp(v, "1") || !strcmp(v, "true")) return o->recompute = 1, 0;
+    if (!strcmp(v, "0") || !strcmp(v, "false")) return o->recompute = 0, 0;
+    return bad(err, name, v, "true or false");
+  }
   if (!strcmp(k, "format")) {
     int rc = enum_value(name, v, formats, &e, err);
     return rc ? rc : (o->format = (enum ff_data_format)e, 0);
