@@ -16,11 +16,16 @@ hex: a line may hold newlines):
   nfkc lower  Sequence [NFKC, Lowercase] before LLaMA-3's pattern;
   nfkd        NFKD before ByteLevel's own regex;
   bert nfd    BERT uncased as a Sequence [NFD, Lowercase, StripAccents] with WordPiece;
+  digits      Sequence [Digits(individual_digits true / false), ByteLevel] (StarCoder's,
+              SmolLM's): the reference's ids on the lines whose numbers are ASCII digits
+              (its Digits splits on \d, the Rust library on char::is_numeric, \p{N}); on
+              every line, the ids of the line's Digits pieces (split here by Unicode
+              category N, as Rust does) each encoded by the reference with ByteLevel alone;
 
 ids and decoded text equal the reference's on every line.  NFC, NFD, NFKC
 and NFKD of random strings of marks, precomposed, Hangul and compatibility
 characters equal Python's unicodedata (the tables' source).  The emitted
-programs with the qwen2 and the o200k tokenizer compiled in (gcc -Wall -Wextra -Werror
+programs with the qwen2, the o200k and the digits-each tokenizer compiled in (gcc -Wall -Wextra -Werror
 -pedantic, and tcc) prints what `fixformer generate --text` prints.  Split
 and the normalizers are linear in the text (hardening_tokenizers' ratio),
 and a pattern or behaviour fixformer does not implement is refused in one
@@ -133,6 +138,44 @@ def tokenizers(vocab, merges):
     return [("llama3", llama3), ("qwen2", qwen2), ("gpt2 split", gpt2), ("o200k", o200k),
             ("nfkc lower", nfkc), ("nfkd", nfkd),
             ("bert nfd", bert)]
+
+
+def digits_pieces(line, each):
+    """the Rust library's Digits: runs of char::is_numeric (\p{N}) and of the rest; each: a number alone"""
+    out, i = [], 0
+    while i < len(line):
+        num, j = unicodedata.category(line[i])[0] == "N", i + 1
+        while j < len(line) and not (num and each) and (unicodedata.category(line[j])[0] == "N") == num:
+            j += 1
+        out.append(line[i:j])
+        i = j
+    return out
+
+
+def check_digits(tool, tmp, vocab, merges, lines):
+    """Sequence [Digits, ByteLevel] against the reference as the docstring says"""
+    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    plain = tk.write_json(os.path.join(tmp, "level.json"), bytelevel_json(vocab, merges, ["<|endoftext|>"], level))
+    ascii_lines = [l for l in lines if all(unicodedata.category(c)[0] != "N" or c.isascii() for c in l)]
+    failures, paths = 0, {}
+    for each in (True, False):
+        name = "digits %s" % ("each" if each else "runs")
+        pre = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": each}, level]}
+        paths[each] = path = tk.write_json(os.path.join(tmp, name.replace(" ", "_") + ".json"),
+                                           bytelevel_json(vocab, merges, ["<|endoftext|>"], pre))
+        ap = hex_lines(tmp, "ascii", ascii_lines)
+        ref = tk.node("hf", path, ap, "hex")
+        failures += tk.compare(name, ascii_lines, tool_hex(tool, path, ap), [r["ids"] for r in ref],
+                               [r["text"] for r in ref])
+        split = [digits_pieces(l, each) for l in lines]
+        pp = hex_lines(tmp, "pieces", [p for ps in split for p in ps])
+        by_piece = iter(tk.node("hf", plain, pp, "hex"))
+        want = [[i for _ in ps for i in next(by_piece)["ids"]] for ps in split]
+        lp = hex_lines(tmp, "all", lines)
+        failures += tk.compare(name + " N", lines, tool_hex(tool, path, lp), want, lines)
+    n, words = 1000, lambda k: ("abc def, " * k)[:k]  # noqa: E731  (one Digits piece of many pattern pieces)
+    failures += ht.linear(tool, tmp, "digits_runs_text_linear", paths[False], words(n), words(n * ht.SCALE))
+    return failures, paths[True], len(vocab) + 1
 
 
 def hex_lines(tmp, name, lines):
@@ -257,6 +300,8 @@ def main():
             failures += tk.compare(name, lines + specials, tool_hex(args.tool, path, lp), [r["ids"] for r in ref],
                                    [r["text"] for r in ref])
         failures += check_forms(args.tool, tmp)
+        failed, digits, size = check_digits(args.tool, tmp, vocab, merges, lines)
+        failures += failed + check_emitted(args.fixformer, tmp, "dg", digits, size, "uc_number")
         failures += check_emitted(args.fixformer, tmp, "qw", paths["qwen2"], len(vocab) + 3, "uc_compose")
         failures += check_emitted(args.fixformer, tmp, "o2", paths["o200k"], max(sizes["o200k"]) + 1, "uc_upper")
         failures += linear_checks(args.tool, tmp, paths["llama3"], paths["qwen2"], paths["nfkc lower"], paths["o200k"])

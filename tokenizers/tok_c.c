@@ -109,7 +109,7 @@ static void options(FILE *f, const ff_tok_tables *b) {
       {"meta_split", b->meta_split}, {"bert_clean", b->bert_clean}, {"bert_chinese", b->bert_chinese},
       {"bert_strip", b->bert_strip}, {"bert_lower", b->bert_lower}, {"wp_cleanup", b->wp_cleanup},
       {"score_f32", b->score_f32}, {"spm", b->spm}, {"spm_dummy", b->spm_dummy}, {"spm_extra_ws", b->spm_extra_ws},
-      {"spm_escape", b->spm_escape}, {"split", b->split}, {"norm", b->norm}};
+      {"spm_escape", b->spm_escape}, {"split", b->split}, {"digits", b->digits}, {"norm", b->norm}};
   for (size_t i = 0; i < sizeof set / sizeof *set; i++) option(f, set[i].name, set[i].v, &col);
   if (b->wp_prefix) {
     fputs("\n  .wp_prefix = ", f);

@@ -640,7 +640,17 @@ static size_t tok_o200k_match(const char *s, size_t len) {
 }
 #endif
 
-/* byte-level BPE: the pattern's pieces, their bytes as characters */
+/* the Digits pre-tokenizer's piece at s: a run of numbers (\p{N}: Rust's
+ * char::is_numeric), one of them (each), or a run of anything else */
+static size_t tok_digits_piece(const char *s, size_t len, int each) {
+  size_t k, at = 0;
+  int num = tok_char_class(s, len, &k) == TOK_C_NUMBER;
+  if (num && each) return k;
+  while (at < len && (tok_char_class(s + at, len - at, &k) == TOK_C_NUMBER) == num) at += k;
+  return at;
+}
+
+/* byte-level BPE: the pattern's pieces (within Digits' pieces), their bytes as characters */
 static int tok_bytes_segment(const ff_tok_tables *t, const char *s, size_t len, tok_out *o) {
   unsigned char *work = o->work;
   size_t left = o->left;
@@ -653,14 +663,15 @@ static int tok_bytes_segment(const ff_tok_tables *t, const char *s, size_t len, 
     s = pre, len++;
   }
   if (!(w = tok_take(o, 2 * len))) return FF_TOK_EWORK; /* a byte's character has 1 or 2 bytes */
-  for (size_t at = 0, n; !rc && at < len; at += n) {
+  for (size_t at = 0, n, end = 0; !rc && at < len; at += n) {
     size_t wn = 0;
+    if (at == end) end = t->digits ? at + tok_digits_piece(s + at, len - at, t->digits == 2) : len;
     if (t->split == FF_TOK_SPLIT_CL100K || t->split == FF_TOK_SPLIT_QWEN2)
-      n = tok_cl100k_match(s + at, len - at, t->split == FF_TOK_SPLIT_CL100K ? 3 : 1);
+      n = tok_cl100k_match(s + at, end - at, t->split == FF_TOK_SPLIT_CL100K ? 3 : 1);
 #if FF_TOK_CASED
-    else if (t->split == FF_TOK_SPLIT_O200K) n = tok_o200k_match(s + at, len - at);
+    else if (t->split == FF_TOK_SPLIT_O200K) n = tok_o200k_match(s + at, end - at);
 #endif
-    else n = t->use_regex || t->split == FF_TOK_SPLIT_GPT2 ? tok_gpt2_match(s + at, len - at) : len - at;
+    else n = t->use_regex || t->split == FF_TOK_SPLIT_GPT2 ? tok_gpt2_match(s + at, end - at) : end - at;
     for (size_t i = 0; i < n; i++) wn += ff_uc_put(tok_byte_cp((unsigned char)s[at + i]), w + wn);
     rc = tok_bpe_word(t, w, wn, o);
   }

@@ -295,6 +295,23 @@ static int hf_split(hf_ctx *c, const cJSON *split, const cJSON *level) {
   return 0;
 }
 
+static int hf_pre(hf_ctx *c, const cJSON *p);
+
+/* Sequence [Digits(individual_digits), ByteLevel(add_prefix_space=false)], as
+ * StarCoder's and SmolLM's files have it: ByteLevel's pattern within each
+ * run of digits (or each digit) and each run of the rest */
+static int hf_digits(hf_ctx *c, const cJSON *digits, const cJSON *level) {
+  ff_tokenizer *t = c->t;
+  int rc = strcmp(type_of(level), "ByteLevel") ? unsupported(c, "pre_tokenizer after Digits (only ByteLevel)",
+                                                              type_of(level)[0] ? type_of(level) : "(no type)")
+                                               : hf_pre(c, level);
+  if (!rc && (t->info.kind != FF_TOK_BPE_BYTES || t->tab.add_prefix_space))
+    return unsupported(c, "pre_tokenizer ByteLevel after Digits (only of a BPE model, add_prefix_space false)",
+                       "ByteLevel");
+  if (!rc) t->tab.digits = flag(digits, "individual_digits", 0) ? 2 : 1;
+  return rc;
+}
+
 /* ByteLevel (GPT-2), Metaspace (SentencePiece), BertPreTokenizer */
 static int hf_pre(hf_ctx *c, const cJSON *p) {
   ff_tokenizer *t = c->t;
@@ -305,6 +322,9 @@ static int hf_pre(hf_ctx *c, const cJSON *p) {
   if (!strcmp(ty, "Sequence") && cJSON_GetArraySize(GET(p, "pretokenizers")) == 2 &&
       !strcmp(type_of(GET(p, "pretokenizers")->child), "Split"))
     return hf_split(c, GET(p, "pretokenizers")->child, GET(p, "pretokenizers")->child->next);
+  if (!strcmp(ty, "Sequence") && cJSON_GetArraySize(GET(p, "pretokenizers")) == 2 &&
+      !strcmp(type_of(GET(p, "pretokenizers")->child), "Digits"))
+    return hf_digits(c, GET(p, "pretokenizers")->child, GET(p, "pretokenizers")->child->next);
   if (!strcmp(ty, "null") && bpe) return 0;
   if (!strcmp(ty, "ByteLevel") && t->info.kind == FF_TOK_BPE_SP && !t->tab.prepend && !t->tab.replace_space) {
     t->info.kind = FF_TOK_BPE_BYTES;

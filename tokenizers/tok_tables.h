@@ -82,6 +82,7 @@ typedef struct ff_tok_tables {
   /* tokenizer.json's options, as tok_hf.c reads them */
   int byte_fallback, fuse_unk, ignore_merges, add_prefix_space, use_regex;
   int split;                            /* FF_TOK_SPLIT_*: the Split pre-tokenizer (byte-level BPE) */
+  int digits;                           /* the Digits pre-tokenizer before ByteLevel: 1 runs, 2 each digit */
   int norm;                             /* FF_TOK_NORM_* steps in order, the first in the low 4 bits */
   int prepend, replace_space;           /* normalizers Prepend("\u2581"), Replace(" ", "\u2581") */
   int meta, meta_scheme, meta_split;    /* the Metaspace pre-tokenizer */
