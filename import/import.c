@@ -332,7 +332,19 @@ typedef struct {
   const role *dec_layer;
   const char *const *copies;   /* tensors that hold the embedding again (tied), checked equal to it */
   int (*extra)(const model_desc *d, outputs *o, ff_error *err); /* tensors the source computes, not stores */
+  const struct own_tokenizer *tokenizer; /* files of its own instead of tokenizer.json, or NULL */
 } family;
+
+/* A family's tokenizer made from two files beside config.json (no
+ * --tokenizer), instead of tokenizer.json: build fills the job's tokenizer,
+ * or leaves it out saying why in note. */
+struct import_job;
+typedef struct own_tokenizer {
+  const char *files[2];
+  void (*build)(struct import_job *j, char *const paths[2], char *note, size_t n);
+} own_tokenizer;
+static void marian_tokenizer(struct import_job *j, char *const paths[2], char *note, size_t n);
+static const own_tokenizer marian_files = {{"source.spm", "vocab.json"}, marian_tokenizer};
 
 #define WHOLE(kind) FF_TENSOR_##kind, -1
 #define PART(kind, i) FF_TENSOR_##kind, i
@@ -425,8 +437,8 @@ static const role gguf_layer[] = {
     END};
 static const ignore_rule gguf_ignore[] = {{NULL, 0, NULL}};
 static const family gguf_families[] = {
-    {"llama", "", NULL, "", "blk.", 0, gguf_globals, gguf_layer, gguf_ignore, NULL, NULL, NULL, NULL},
-    {"qwen2", "", NULL, "", "blk.", 0, gguf_globals, gguf_layer, gguf_ignore, NULL, NULL, NULL, NULL},
+    {"llama", "", NULL, "", "blk.", 0, gguf_globals, gguf_layer, gguf_ignore, NULL, NULL, NULL, NULL, NULL},
+    {"qwen2", "", NULL, "", "blk.", 0, gguf_globals, gguf_layer, gguf_ignore, NULL, NULL, NULL, NULL, NULL},
 };
 
 static const role marian_globals[] = {{"model.shared.weight", WHOLE(EMBED)},
@@ -470,15 +482,15 @@ static int marian_positions(const model_desc *d, outputs *o, ff_error *err) {
 
 static const family families[] = {
     {"llama", "Llama", llama_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore, NULL, NULL,
-     NULL, NULL},
+     NULL, NULL, NULL},
     {"qwen2", "Qwen2", qwen2_config, "", "model.layers.", 0, llama_globals, llama_layer, llama_ignore, NULL, NULL,
-     NULL, NULL},
+     NULL, NULL, NULL},
     {"gpt2", "GPT2", gpt2_config, "transformer.", "h.", 1, gpt2_globals, gpt2_layer, gpt2_ignore, NULL, NULL, NULL,
-     NULL},
-    {"bert", "Bert", bert_config, "bert.", "encoder.layer.", 0, bert_globals, bert_layer, bert_ignore, NULL, NULL,
      NULL, NULL},
+    {"bert", "Bert", bert_config, "bert.", "encoder.layer.", 0, bert_globals, bert_layer, bert_ignore, NULL, NULL,
+     NULL, NULL, NULL},
     {"marian", "Marian", marian_config, "", "model.encoder.layers.", 0, marian_globals, marian_encoder_layer,
-     marian_ignore, "model.decoder.layers.", marian_decoder_layer, marian_copies, marian_positions},
+     marian_ignore, "model.decoder.layers.", marian_decoder_layer, marian_copies, marian_positions, &marian_files},
 };
 #define N_FAMILIES (int)(sizeof families / sizeof *families)
 
@@ -1153,7 +1165,7 @@ static int check_name(const char *name, ff_error *err) {
   return c_keyword(name) ? ff_fail(err, FF_EINVAL, "--name: '%s' is a C keyword", name) : 0;
 }
 
-typedef struct {
+typedef struct import_job {
   const char *src, *dir, *name;
   const char *origin;      /* what the settings come from (config.json, the .bin), for messages */
   const char *tokenizer;   /* the file to copy, or NULL */
@@ -1303,13 +1315,10 @@ static void print_tokenizer(const import_job *j, const char *note, const char *n
 /* Marian's tokenizer (no --tokenizer): source.spm numbered by vocab.json, as
  * MarianTokenizer splits and numbers a text; left out (why in note) when
  * the files are missing or cannot be read */
-static void marian_tokenizer(import_job *j, const char *spm, const char *vocab, char *note, size_t n) {
+static void marian_tokenizer(import_job *j, char *const paths[2], char *note, size_t n) {
   ff_error e = {0, ""};
   ff_tokenizer *t = NULL;
-  if (!exists(spm) || !exists(vocab)) {
-    snprintf(note, n, "no source.spm and vocab.json beside config.json");
-    return;
-  }
+  const char *spm = paths[0], *vocab = paths[1];
   int rc = ff_marian_tokenizer(spm, vocab, &j->d, &j->tok, &j->tok_len, &e);
   if (!rc) rc = ff_tokenizer_parse(spm, j->tok, j->tok_len, j->d.vocab, &t, &e);
   ff_tokenizer_free(t);
@@ -1323,12 +1332,11 @@ static void marian_tokenizer(import_job *j, const char *spm, const char *vocab, 
 }
 
 static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
-  char *cfg_path = join(j->src, "config.json"), *tok_path = NULL, note[FF_ERROR_MAX] = "";
-  char *spm = join(j->src, "source.spm"), *vocab = join(j->src, "vocab.json");
+  char *cfg_path = join(j->src, "config.json"), *tok_path = NULL, note[FF_ERROR_MAX] = "", *own[2] = {NULL, NULL};
   source s;
   memset(&s, 0, sizeof s);
   step(j->opt, "read the checkpoint", 0);
-  int rc = cfg_path && spm && vocab ? 0 : ff_fail(err, FF_ENOMEM, "out of memory");
+  int rc = cfg_path ? 0 : ff_fail(err, FF_ENOMEM, "out of memory");
   cJSON *root = rc ? NULL : ff_json_read(cfg_path, err);
   if (!rc && !root) rc = err->code;
   else if (!rc && !cJSON_IsObject(root)) rc = ff_fail(err, FF_EFORMAT, "%s: not a JSON object", cfg_path);
@@ -1347,19 +1355,24 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
   if (!rc) rc = map_roles(&s, f, &j->d, &j->o, err);
   int counts[8] = {0}, tied_head = 0;
   if (!rc) rc = check_leftovers(&s, f, &j->d, &j->o, counts, &tied_head, err);
-  int marian = f && f->extra == marian_positions;
-  if (!rc && !tokenizer && !marian && (tok_path = join(j->src, "tokenizer.json")) && !exists(tok_path)) {
+  const own_tokenizer *ot = f && !tokenizer ? f->tokenizer : NULL;
+  char why[160] = "no tokenizer.json";
+  for (int i = 0; ot && i < 2 && !rc; i++)
+    if (!(own[i] = join(j->src, ot->files[i]))) rc = ff_fail(err, FF_ENOMEM, "out of memory");
+  if (ot) snprintf(why, sizeof why, "no %s and %s", ot->files[0], ot->files[1]);
+  if (!rc && !tokenizer && !ot && (tok_path = join(j->src, "tokenizer.json")) && !exists(tok_path)) {
     free(tok_path);
     tok_path = NULL;
   }
-  if (!rc && marian && !tokenizer) marian_tokenizer(j, spm, vocab, note, sizeof note);
+  if (!rc && ot && (!exists(own[0]) || !exists(own[1]))) snprintf(note, sizeof note, "%s beside config.json", why);
+  else if (!rc && ot) ot->build(j, own, note, sizeof note);
   else if (!rc) rc = take_tokenizer(j, tokenizer, tok_path, note, sizeof note, err);
   step(j->opt, "read the checkpoint", 1);
   /* every file read: config.json, the index, the shards, the tokenizer (Marian's: and vocab.json) */
   const char **inputs = rc ? NULL : calloc((size_t)s.n_files + 4, sizeof *inputs);
   if (!rc && !inputs) rc = ff_fail(err, FF_ENOMEM, "out of memory");
   if (!rc) {
-    inputs[0] = cfg_path, inputs[1] = s.what, inputs[2] = j->tokenizer, inputs[3] = marian ? vocab : NULL;
+    inputs[0] = cfg_path, inputs[1] = s.what, inputs[2] = j->tokenizer, inputs[3] = j->tokenizer ? own[1] : NULL;
     for (int i = 0; i < s.n_files; i++) inputs[4 + i] = s.paths[i];
     j->inputs = inputs;
     j->n_inputs = s.n_files + 4;
@@ -1371,12 +1384,12 @@ static int hf_import(import_job *j, const char *tokenizer, ff_error *err) {
     for (int i = 0; f->ignore[i].text; i++)
       if (counts[i]) say(j->opt, "  ignored %d tensor%s: %s", counts[i], counts[i] > 1 ? "s" : "", f->ignore[i].why);
     if (tied_head) say(j->opt, "  ignored lm_head.weight: tied to the embedding (the same values)");
-    print_tokenizer(j, note, marian ? "no source.spm and vocab.json" : "no tokenizer.json");
+    print_tokenizer(j, note, why);
     rc = write_all(j, err);
   }
   free(inputs);
   free(tok_path);
-  free(cfg_path), free(spm), free(vocab);
+  free(cfg_path), free(own[0]), free(own[1]);
   cJSON_Delete(root);
   source_free(&s);
   return rc;
