@@ -217,19 +217,20 @@ static int in_place(const char *path, int *yes, int *truncate, ff_error *err) {
   return 0;
 }
 
-int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_error *err) {
-  int direct, truncate, rc = in_place(path, &direct, &truncate, err), e;
+/* data [len], or (s set) what s->write writes */
+static int write_atomic(const char *path, const void *data, size_t len, const ff_file_stream *s, ff_error *err) {
+  int direct, truncate, rc = in_place(path, &direct, &truncate, err), e, code = 0;
   if (rc) return rc;
   if (direct) {
     int fd = open(path, O_WRONLY | O_CLOEXEC | (truncate ? O_TRUNC : 0));
     if (fd < 0) return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(errno));
-    e = ff_write_all(fd, data, len);
+    e = s ? ((code = s->write(s->ctx, fd, err)) ? -1 : 0) : ff_write_all(fd, data, len);
     if (close(fd) && !e) e = errno;
-    return e ? ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e)) : FF_OK;
+    return e < 0 ? code : e ? ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e)) : FF_OK;
   }
   char *tmp;
-  if ((e = write_temporary(path, data, len, NULL, NULL, NULL, &tmp)))
-    return ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e));
+  if ((e = write_temporary(path, data, len, s, &code, err, &tmp)))
+    return e < 0 ? code : ff_fail(err, FF_EIO, "%s: cannot write: %s", path, strerror(e));
   if (rename(tmp, path)) {
     e = errno;
     unlink(tmp);
@@ -238,6 +239,14 @@ int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_erro
   }
   free(tmp);
   return FF_OK;
+}
+
+int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_error *err) {
+  return write_atomic(path, data, len, NULL, err);
+}
+
+int ff_write_file_atomic_stream(const char *path, const ff_file_stream *s, ff_error *err) {
+  return write_atomic(path, NULL, 0, s, err);
 }
 
 int ff_write_files_atomic(const ff_file_out *files, int n, ff_error *err) {
@@ -706,10 +715,10 @@ int ff_safetensors_serialize(const char *path, const ff_tensor_view *tensors, in
   return ff_safetensors_serialize_meta(path, tensors, count, NULL, 0, out, out_len, err);
 }
 
-int ff_safetensors_serialize_meta(const char *path, const ff_tensor_view *tensors, int count, const ff_metadata *meta,
-                                  int n_meta, uint8_t **out, size_t *out_len, ff_error *err) {
-  *out = NULL;
-  *out_len = 0;
+int ff_safetensors_out_init(ff_safetensors_out *o, const char *path, const ff_tensor_view *tensors, int count,
+                            const ff_metadata *meta, int n_meta, ff_error *err) {
+  memset(o, 0, sizeof *o);
+  o->path = path, o->tensors = tensors, o->count = count;
   cJSON *root = cJSON_CreateObject();
   size_t at = 0;
   int rc = FF_OK;
@@ -729,17 +738,17 @@ int ff_safetensors_serialize_meta(const char *path, const ff_tensor_view *tensor
       if (ff_size_mul(numel, (size_t)t->shape[k], &numel)) numel = (size_t)-1;
     }
     cJSON *e = cJSON_CreateObject(), *offs = NULL;
-    double o[2] = {(double)at, 0};
+    double off[2] = {(double)at, 0};
     if (numel == (size_t)-1 || ff_size_mul(numel, sizeof(float), &bytes) || ff_size_add(at, bytes, &at)) {
       cJSON_Delete(e);
       rc = ff_fail(err, FF_ENOMEM, "%s: tensor '%s' too large", path, t->name);
       break;
     }
-    o[1] = (double)at;
+    off[1] = (double)at;
     if (e) {
       cJSON_AddStringToObject(e, "dtype", "F32");
       cJSON_AddItemToObject(e, "shape", cJSON_CreateDoubleArray(shape, t->rank));
-      offs = cJSON_CreateDoubleArray(o, 2);
+      offs = cJSON_CreateDoubleArray(off, 2);
       cJSON_AddItemToObject(e, "data_offsets", offs);
     }
     if (!e || !offs) {
@@ -753,44 +762,70 @@ int ff_safetensors_serialize_meta(const char *path, const ff_tensor_view *tensor
   cJSON_Delete(root);
   if (rc) return rc;
   if (!json) return ff_fail(err, FF_ENOMEM, "out of memory");
-  size_t jl = strlen(json), hl = (jl + 7) / 8 * 8, total; /* data 8-byte aligned, padded with spaces */
-  if (ff_size_add(8 + hl, at, &total)) {
+  size_t jl = strlen(json), hl = (jl + 7) / 8 * 8; /* data 8-byte aligned, padded with spaces */
+  if (ff_size_add(8 + hl, at, &o->bytes) || !(o->head = malloc(8 + hl))) {
     free(json);
-    return ff_fail(err, FF_ENOMEM, "%s: too large", path);
+    return ff_fail(err, FF_ENOMEM, "%s: out of memory for its header", path);
   }
-  uint8_t *buf = malloc(total);
-  if (!buf) {
-    free(json);
-    return ff_fail(err, FF_ENOMEM, "%s: out of memory for %zu bytes", path, total);
-  }
-  for (int k = 0; k < 8; k++) buf[k] = (uint8_t)((uint64_t)hl >> (8 * k));
-  memcpy(buf + 8, json, jl);
-  memset(buf + 8 + jl, ' ', hl - jl);
+  for (int k = 0; k < 8; k++) o->head[k] = (uint8_t)((uint64_t)hl >> (8 * k));
+  memcpy(o->head + 8, json, jl);
+  memset(o->head + 8 + jl, ' ', hl - jl);
   free(json);
-  uint8_t *p = buf + 8 + hl;
-  for (int i = 0; i < count; i++) {
-    size_t n = 1;
-    for (int k = 0; k < tensors[i].rank; k++) n *= (size_t)tensors[i].shape[k];
-    if (n) memcpy(p, tensors[i].data, n * sizeof(float));
-    p += n * sizeof(float);
-  }
-  *out = buf;
-  *out_len = total;
+  o->head_len = 8 + hl;
   return FF_OK;
+}
+
+static size_t view_bytes(const ff_tensor_view *t) {
+  size_t n = 1;
+  for (int k = 0; k < t->rank; k++) n *= (size_t)t->shape[k];
+  return n * sizeof(float); /* (checked by ff_safetensors_out_init) */
+}
+
+int ff_safetensors_out_write(void *ctx, int fd, ff_error *err) {
+  const ff_safetensors_out *o = ctx;
+  int e = ff_write_all(fd, o->head, o->head_len);
+  for (int i = 0; i < o->count && !e; i++) e = ff_write_all(fd, o->tensors[i].data, view_bytes(&o->tensors[i]));
+  return e ? ff_fail(err, FF_EIO, "%s: cannot write: %s", o->path, strerror(e)) : FF_OK;
+}
+
+void ff_safetensors_out_free(ff_safetensors_out *o) {
+  free(o->head);
+  memset(o, 0, sizeof *o);
+}
+
+int ff_safetensors_serialize_meta(const char *path, const ff_tensor_view *tensors, int count, const ff_metadata *meta,
+                                  int n_meta, uint8_t **out, size_t *out_len, ff_error *err) {
+  ff_safetensors_out o;
+  *out = NULL, *out_len = 0;
+  int rc = ff_safetensors_out_init(&o, path, tensors, count, meta, n_meta, err);
+  uint8_t *buf = rc ? NULL : malloc(o.bytes);
+  if (!rc && !buf) rc = ff_fail(err, FF_ENOMEM, "%s: out of memory for %zu bytes", path, o.bytes);
+  if (!rc) {
+    uint8_t *p = buf + o.head_len;
+    memcpy(buf, o.head, o.head_len);
+    for (int i = 0; i < count; i++) {
+      size_t n = view_bytes(&tensors[i]);
+      if (n) memcpy(p, tensors[i].data, n);
+      p += n;
+    }
+    *out = buf, *out_len = o.bytes;
+  }
+  ff_safetensors_out_free(&o);
+  return rc;
 }
 
 int ff_safetensors_write(const char *path, const ff_tensor_view *tensors, int count, ff_error *err) {
   return ff_safetensors_write_meta(path, tensors, count, NULL, 0, err);
 }
 
+/* streamed from the tensors' memory: no copy of the file in memory */
 int ff_safetensors_write_meta(const char *path, const ff_tensor_view *tensors, int count, const ff_metadata *meta,
                               int n_meta, ff_error *err) {
-  uint8_t *buf;
-  size_t total;
-  int rc = ff_safetensors_serialize_meta(path, tensors, count, meta, n_meta, &buf, &total, err);
-  if (rc) return rc;
-  rc = ff_write_file_atomic(path, buf, total, err);
-  free(buf);
+  ff_safetensors_out o;
+  int rc = ff_safetensors_out_init(&o, path, tensors, count, meta, n_meta, err);
+  ff_file_stream s = {ff_safetensors_out_write, &o};
+  if (!rc) rc = ff_write_file_atomic_stream(path, &s, err);
+  ff_safetensors_out_free(&o);
   return rc;
 }
 

@@ -1236,8 +1236,8 @@ static void print_cap(const ff_import_options *o, const model_desc *d) {
 /* NAME.lua, NAME.safetensors and the tokenizer into dir, all or none (dir made if need be). */
 static int write_all(import_job *j, ff_error *err) {
   char tok_name[FF_NAME_MAX + 32] = "";
-  uint8_t *tok = j->tok, *st = NULL;
-  size_t tok_len = j->tok_len, st_len = 0;
+  uint8_t *tok = j->tok;
+  size_t tok_len = j->tok_len;
   int rc = 0, made = 0;
   step(j->opt, "write the files", 0);
   if (j->tokenizer) {
@@ -1254,8 +1254,9 @@ static int write_all(import_job *j, ff_error *err) {
   for (int i = 0; i < j->o.n && !rc; i++)
     views[i] = (ff_tensor_view){j->o.t[i].name, j->o.t[i].rank, {j->o.t[i].shape[0], j->o.t[i].shape[1]}, j->o.t[i].data};
   snprintf(file, sizeof file, "%s.safetensors", j->name);
-  if (!rc && (paths[1] = join(j->dir, file)))
-    rc = ff_safetensors_serialize(paths[1], views, j->o.n, &st, &st_len, err);
+  ff_safetensors_out st; /* written from the tensors, no image of the file in memory */
+  memset(&st, 0, sizeof st);
+  if (!rc && (paths[1] = join(j->dir, file))) rc = ff_safetensors_out_init(&st, paths[1], views, j->o.n, NULL, 0, err);
   snprintf(file, sizeof file, "%s.lua", j->name);
   paths[0] = join(j->dir, file);
   paths[2] = j->tokenizer ? join(j->dir, tok_name) : NULL;
@@ -1269,20 +1270,21 @@ static int write_all(import_job *j, ff_error *err) {
   } else if (!rc && !S_ISDIR(sb.st_mode)) {
     rc = ff_fail(err, FF_EIO, "%s is not a directory", j->dir);
   }
-  ff_file_out files[3] = {{paths[1], st, st_len}, {paths[2], tok, tok_len}, {paths[0], lua, lua ? strlen(lua) : 0}};
+  ff_file_out files[3] = {{paths[1], NULL, 0}, {paths[2], tok, tok_len}, {paths[0], lua, lua ? strlen(lua) : 0}};
+  const ff_file_stream streams[3] = {{ff_safetensors_out_write, &st}, {NULL, NULL}, {NULL, NULL}};
   if (!rc && !j->tokenizer) files[1] = files[2];
-  if (!rc) rc = ff_write_files_atomic(files, j->tokenizer ? 3 : 2, err);
+  if (!rc) rc = ff_write_files_atomic_streamed(files, streams, j->tokenizer ? 3 : 2, err);
   if (rc && made) rmdir(j->dir); /* nothing half-written: not even the folder */
   step(j->opt, "write the files", 1);
   if (!rc) {
-    say(j->opt, "wrote %s (%zu tensors, %.1f MB)", paths[1], (size_t)j->o.n, st_len / 1e6);
+    say(j->opt, "wrote %s (%zu tensors, %.1f MB)", paths[1], (size_t)j->o.n, st.bytes / 1e6);
     if (j->tokenizer) say(j->opt, "wrote %s (%s %s)", paths[2], j->tok_ext ? "made from" : "copied from", j->tokenizer);
     say(j->opt, "%s", paths[0]);
   }
   for (int i = 0; i < 3; i++) free(paths[i]);
   free(views);
   free(lua);
-  free(st);
+  ff_safetensors_out_free(&st);
   return rc;
 }
 

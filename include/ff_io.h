@@ -94,6 +94,22 @@ typedef struct ff_metadata {
  * NULL when n_meta is 0). */
 int ff_safetensors_write_meta(const char *path, const ff_tensor_view *tensors, int count, const ff_metadata *meta,
                               int n_meta, ff_error *err);
+/* A safetensors file to write without its image in memory: its header
+ * (the 8-byte length and the JSON, padded to 8 bytes) and the tensors whose
+ * floats follow it, written from where they are by ff_safetensors_out_write
+ * (an ff_file_stream's write, ctx the ff_safetensors_out: with others all
+ * or none).  path names it in messages; bytes = the file's size. */
+typedef struct ff_safetensors_out {
+  const char *path;
+  uint8_t *head;
+  size_t head_len, bytes;
+  const ff_tensor_view *tensors;
+  int count;
+} ff_safetensors_out;
+int ff_safetensors_out_init(ff_safetensors_out *o, const char *path, const ff_tensor_view *tensors, int count,
+                            const ff_metadata *meta, int n_meta, ff_error *err);
+int ff_safetensors_out_write(void *o, int fd, ff_error *err);
+void ff_safetensors_out_free(ff_safetensors_out *o);
 /* The same file image in memory (*out malloc'd, *out_len bytes), to be
  * written with others all or none; path only names it in messages. */
 int ff_safetensors_serialize(const char *path, const ff_tensor_view *tensors, int count, uint8_t **out, size_t *out_len,
@@ -236,6 +252,9 @@ int ff_write_all(int fd, const void *data, size_t len);
  * existing symlink, FIFO or device (/dev/stdout, /dev/null) is written in
  * place instead, never replaced; a directory is an error. */
 int ff_write_file_atomic(const char *path, const void *data, size_t len, ff_error *err);
+/* The same, the bytes written by s->write (below) into the file. */
+struct ff_file_stream;
+int ff_write_file_atomic_stream(const char *path, const struct ff_file_stream *s, ff_error *err);
 /* Writes n regular files all or none: every temporary is written first, then
  * each renamed into place; a failure puts back what was there before. */
 typedef struct ff_file_out {
