@@ -313,6 +313,9 @@ function M.emit_train(P, opts)
     STANDALONE = false, DECODER = false, WSUFFIX = "", FOLDS = #P.folds > 0, FOLD_COUNT = #P.folds,
     KEPT = P.recompute and "The forward keeps each sub-layer's input; the backward runs the sub-layer's ops again "
       .. "(--recompute)." or "The forward keeps every activation the backward reads.",
+    KEPT_DETAIL = P.recompute and "The forward keeps each sub-layer's input; the backward runs the sub-layer's\n"
+      .. " * ops again before their backward (--recompute)." or "The forward keeps what the backward reads (every\n"
+      .. " * sub-layer's input, q | k | v, the attention weights, the norms' inputs, the hidden layers)."
   }
   local folds = {}
   for _, f in ipairs(P.folds) do
@@ -348,7 +351,7 @@ function M.emit_train(P, opts)
       TABLE_COLS = tab.cols, TABLE_FLOATS = #tab.values, TABLE_DATA = lit.table_lines(tab.values, lit.float) })
   end
   parts[#parts + 1] = kernel_declarations(P, rendered)
-  for _, name in ipairs({ "pack_forward", "forward", "loss", "pack_backward", "backward" }) do
+  for _, name in ipairs({ "pack_forward", "forward", "loss", "backward" }) do
     parts[#parts + 1] = train_stage_text(P.stage_by[name], P)
   end
   -- the state's threads: the inference code's section, for NAME_train

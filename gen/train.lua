@@ -8,12 +8,13 @@
 --            has the same layout.
 --   packed   every matrix a linear op multiplies by is packed each step
 --            (the weights change every step) into panels of NR columns for
---            the ISA's ff_linear: W^T for the forward (pack_forward), W for
---            dX = dY W (pack_backward); dW += dY^T X multiplies dY^T by
---            panels of X packed inside linear_backward.
+--            the ISA's ff_linear: W^T for the forward (pack_forward, kept
+--            for the step), W for dX = dY W just before its linear_backward
+--            (one matrix's panels live at a time); dW += dY^T X multiplies
+--            dY^T by panels of X packed inside linear_backward.
 --   stages   pack_forward, forward (a batch of n sequences at once: rows
---            R = n x length of every stack), loss, pack_backward, backward:
---            one backward op per forward op, in reverse (the tape below).
+--            R = n x length of every stack), loss, backward: one backward
+--            op per forward op, in reverse (the tape below).
 --   values   the forward keeps what the backward reads: every sub-layer's
 --            input, q | k | v, the attention weights, the norms' inputs, the
 --            feed-forward's hidden layer (with shape.recompute only each
@@ -98,7 +99,7 @@ function TB:matrix(stack, layer, wrole, brole, row0, out, tag)
     m.gb = "g + " .. m.bias.macro .. (row0 > 0 and " + " .. row0 or "")
   end
   m.fwd = self:value("wt_" .. base, IN, (out + NR - 1) // NR * NR, true, "W^T in panels (the forward's), packed each step")
-  m.bwd = self:value("w_" .. base, out, (IN + NR - 1) // NR * NR, true, "W in panels (dX's), packed each step")
+  m.bwd = self:value("w_" .. base, out, (IN + NR - 1) // NR * NR, false, "W in panels (dX's), packed before its use")
   self.matrices[key] = m
   self.matrix_list[#self.matrix_list + 1] = m
   self.lin_scratch = math.max(self.lin_scratch, plan.align(out * self.rows_max) + self.rows_max * m.bwd.cols)
@@ -127,12 +128,18 @@ function TB:linear(name, m, x, y, st)
     { "state", x, st.rows, m.fwd, m.b or "NULL", y })
 end
 
--- dx (set | add | none) = dy W, dW += dy^T x, db += sum dy
+-- dx (set | add | none) = dy W, dW += dy^T x, db += sum dy.  W in panels is
+-- packed right before (none: not at all), so that one matrix's panels at a
+-- time take the arena, not every matrix's for the whole backward pass.
 function TB:linear_backward(name, m, x, dy, dx, how, st)
+  if dx then
+    self:flop_op(0, "pack", "pack_" .. m.name .. "_backward", { K = m.OUT, N = m.IN, TRANS = false, ISA = self.isa,
+      NR = self.nr }, string.format("%s [%d,%d] -> panels of W", m.param.name, m.OUT, m.IN), { m.W, m.bwd })
+  end
   self:flop_op(4 * st.max_rows * m.IN * m.OUT, "linear_backward", name .. "_backward",
     { IN = m.IN, OUT = m.OUT, BIAS = m.b ~= nil, DX = dx and how or "none", ISA = self.isa, NR = self.nr },
     string.format("dy [%s,%d] -> dx [%s,%d], dW [%d,%d]", st.rows, m.OUT, st.rows, m.IN, m.OUT, m.IN),
-    { "state", x, dy, st.rows, m.bwd, dx or "NULL", m.G, m.gb or "NULL", self.scratch })
+    { "state", x, dy, st.rows, dx and m.bwd or "NULL", dx or "NULL", m.G, m.gb or "NULL", self.scratch })
 end
 
 function TB:dropout(name, x, y, count, st, layer, kind, per)
@@ -497,11 +504,6 @@ function M.plan(c, specs, isa, shape)
     b:flop_op(0, "pack", "pack_" .. m.name, { K = m.IN, N = m.OUT, TRANS = true, ISA = isa, NR = P.nr },
       string.format("%s [%d,%d] -> panels of W^T", m.param.name, m.OUT, m.IN), { m.W, m.fwd })
   end
-  b:begin_stage("pack_backward", "W of every matrix in panels, for dX = dY W", nil)
-  for _, m in ipairs(b.matrix_list) do
-    b:flop_op(0, "pack", "pack_" .. m.name .. "_backward", { K = m.OUT, N = m.IN, TRANS = false, ISA = isa, NR = P.nr },
-      string.format("%s [%d,%d] -> panels of W", m.param.name, m.OUT, m.IN), { m.W, m.bwd })
-  end
   lin.rows, lin.floats = 1, b.lin_scratch
   plan.place_values(P)
   -- FLOPs at the largest shapes
@@ -514,7 +516,7 @@ function M.plan(c, specs, isa, shape)
   P.stage_by = {}
   for _, s in ipairs(P.stages) do P.stage_by[s.name] = s end
   P.packed_floats = 0
-  for _, m in ipairs(b.matrix_list) do P.packed_floats = P.packed_floats + m.fwd.floats + m.bwd.floats end
+  for _, m in ipairs(b.matrix_list) do P.packed_floats = P.packed_floats + m.fwd.floats end
   P.enc, P.dec = enc, dec
   return P
 end

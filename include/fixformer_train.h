@@ -206,7 +206,8 @@ typedef struct ff_train_code {
   char *library;                   /* the ISA's whole kernel library (the cc engine builds it apart) */
   size_t params;                   /* floats of the parameters (and of the gradient, each AdamW moment) */
   size_t state_bytes;              /* NAME_TRAIN_STATE_BYTES: the next four */
-  size_t packed_bytes;             /* the weights in panels, both orientations, packed each step */
+  size_t packed_bytes;             /* W^T of every matrix in panels, packed each step (W's panels for
+                                      the backward's dX: in the activations, one matrix's at a time) */
   size_t activation_bytes;         /* kept activations and gradients, lifetimes overlapped */
   size_t activation_bytes_unshared; /* ... without sharing */
   size_t scratch_bytes;            /* linear_backward's and attention's (a slot per thread) */
