@@ -143,8 +143,49 @@ static int print_isas(void) {
 /* info --train: what training takes, before anything runs */
 static void mb(const char *what, size_t bytes) { printf("--   %-16s %14zu bytes  %10.2f MB\n", what, bytes, bytes / 1e6); }
 
-static int print_train_memory(const ff_config *c, const cli_flag *flags, ff_error *err) {
-  int B, S, threads, rc;
+/* --engine tcc|cc: generated training code's state at --batch x --seq for this machine's best ISA (as
+ * `fixformer train --engine` makes it), beside the parameters, gradient and moments */
+static int print_generated_memory(ff_model *m, const cli_flag *flags, int engine, ff_error *err) {
+  const ff_config *c = ff_model_config(m);
+  ff_train_shape shape;
+  ff_train_code code;
+  int rc = cli_train_shape(flags, c, &shape, err);
+  if (!rc) rc = ff_model_set_isa(m, "native", err);
+  if (!rc) rc = ff_model_train_code(m, &shape, NULL, &code, err);
+  if (rc) return rc;
+  int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  size_t params = code.params * sizeof(float), rows = (size_t)shape.batch * (size_t)(encdec ? shape.src + 2 * shape.tgt
+                                                                                             : 2 * shape.src);
+  size_t batch = (rows + (size_t)shape.batch) * sizeof(int32_t); /* as the runtime's estimate counts it */
+  char positions[64];
+  snprintf(positions, sizeof positions, encdec ? "%d source and %d target positions" : "%d positions", shape.src,
+           shape.tgt);
+  printf("-- training %s: %zu parameters, batch %d x %s, generated code (%s, %s)%s\n", c->name, code.params,
+         shape.batch, positions, ff_engine_name((enum ff_engine)engine), ff_model_isa(m),
+         shape.recompute ? ", --recompute" : "");
+  mb("parameters", params);
+  mb("gradients", params);
+  mb("AdamW moments", 2 * params);
+  mb("packed weights", code.packed_bytes);
+  mb("activations", code.activation_bytes);
+  mb("scratch", code.scratch_bytes);
+  mb("batch", batch);
+  mb("total", 4 * params + code.state_bytes + batch);
+  printf("-- assumes the generated code's state (NAME_TRAIN_STATE_BYTES of emit --train): the packed W^T of every "
+         "matrix, the batch's activations and gradients with their lifetimes overlapped%s, its scratch\n",
+         shape.recompute ? " (each sub-layer's input kept, the rest recomputed)" : "");
+  ff_train_code_free(&code);
+  return 0;
+}
+
+static int print_train_memory(ff_model *m, const cli_flag *flags, ff_error *err) {
+  const ff_config *c = ff_model_config(m);
+  int B, S, threads, rc, engine = FF_ENGINE_RUNTIME;
+  const char *e = cli_value(flags, "--engine");
+  if (e && (engine = ff_engine_parse(e)) < 0) return ff_fail(err, CLI_EUSAGE, "--engine: '%s' is not one of cc, tcc, "
+                                                             "runtime", e);
+  if (engine != FF_ENGINE_RUNTIME) return print_generated_memory(m, flags, engine, err);
+  if (cli_value(flags, "--recompute")) return ff_fail(err, CLI_EUSAGE, "--recompute goes with --engine tcc or cc");
   if ((rc = cli_int(flags, "--batch", 32, &B, err)) || (rc = cli_int(flags, "--seq", c->max_seq, &S, err)) ||
       (rc = cli_int(flags, "--threads", 1, &threads, err)))
     return rc;
@@ -185,12 +226,13 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
   ff_model_set_progress(m, NULL, NULL);
   const ff_config *c = ff_model_config(m);
   const char *weights = cli_value(flags, "--weights");
-  if (!cli_value(flags, "--train") && (cli_value(flags, "--batch") || cli_value(flags, "--seq"))) {
+  if (!cli_value(flags, "--train") && (cli_value(flags, "--batch") || cli_value(flags, "--seq") ||
+                                       cli_value(flags, "--engine") || cli_value(flags, "--recompute"))) {
     ff_model_close(m);
-    return ff_fail(err, CLI_EUSAGE, "--batch and --seq go with --train");
+    return ff_fail(err, CLI_EUSAGE, "--batch, --seq, --engine and --recompute go with --train");
   }
   if (cli_value(flags, "--train")) {
-    int rc = weights ? ff_fail(err, CLI_EUSAGE, "--train takes no --weights") : print_train_memory(c, flags, err);
+    int rc = weights ? ff_fail(err, CLI_EUSAGE, "--train takes no --weights") : print_train_memory(m, flags, err);
     ff_model_close(m);
     return rc;
   }
@@ -219,12 +261,13 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
 static cli_flag flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {"--isas", NULL, NULL, 0},
                            {"--dtype", NULL, NULL, 1},  {"--schema", NULL, NULL, 0},  {"--markdown", NULL, NULL, 0},
                            {"--train", NULL, NULL, 0},  {"--batch", NULL, NULL, 1},   {"--seq", NULL, NULL, 1},
-                           {"--threads", NULL, NULL, 1}, {NULL, NULL, NULL, 0}};
+                           {"--threads", NULL, NULL, 1}, {"--engine", NULL, NULL, 1}, {"--recompute", NULL, NULL, 0},
+                           {NULL, NULL, NULL, 0}};
 
 const cli_command cli_info = {
     "info", "the resolved description, weights, parameters and FLOPs",
      "usage: fixformer info MODEL.lua [--weights W.safetensors]\n"
-     "       fixformer info MODEL.lua --train [--batch B] [--seq T] [--threads N]\n"
+     "       fixformer info MODEL.lua --train [--batch B] [--seq T] [--threads N] [--engine E [--recompute]]\n"
      "       fixformer info --isas\n"
      "       fixformer info --schema [--markdown]\n"
      "Prints the resolved description (defaults filled in), the weight tensors\n"
@@ -235,7 +278,9 @@ const cli_command cli_info = {
      "                the first problem\n"
      "  --train       instead: the bytes `fixformer train` takes for a batch of B (32)\n"
      "                sequences of T positions (max_seq) on N threads (1): parameters,\n"
-     "                gradients, AdamW's moments, activations (the runtime engine's scheme)\n"
+     "                gradients, AdamW's moments, activations (the runtime engine's scheme;\n"
+     "                --engine tcc or cc: generated code's state for this machine, --seq\n"
+     "                N or S,T, --recompute as train's)\n"
      "  --isas        instead: the ISAs of emit --isa (kernels/isas.h): register\n"
      "                tile MR x NR, whether this machine runs them, the CPU features\n"
      "                and target architectures they need, their C flags\n"

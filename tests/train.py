@@ -45,6 +45,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import struct
 import subprocess
@@ -643,7 +644,23 @@ def check_memory(env):
     assert (a["parameters"], a["gradients"], a["AdamW moments"]) == (params, params, 2 * params), a
     assert a["activations"] == b["activations"] and c["activations"] == 2 * a["activations"], (a, b, c)
     assert a["batch"] > b["batch"] and c["gradients"] == 2 * params, (a, b, c)
-    print("  memory: info --train's bytes follow the parameters; activations one sequence per thread")
+    # generated code: the state emit --train writes for this machine's ISA, and --recompute's smaller one
+    for extra in ([], ["--recompute"]):
+        g = info("--batch", "64", "--seq", "48,32", "--engine", "cc", *extra)
+        out = env.path("mem_emit%d" % len(extra))
+        subprocess.run([env.ff, "emit", os.path.join(HERE, "..", "models", "dates.lua"), "-o", out, "--train", "--batch",
+                        "64", "--seq", "48,32", "--isa", "native"] + extra, capture_output=True, check=True)
+        with open(os.path.join(out, "dates_train.h")) as f:
+            m = re.search(r"STATE_BYTES (\d+) /\* packed weights (\d+), activations (\d+), scratch (\d+)", f.read())
+        state = [int(x) for x in m.groups()]
+        assert [g["packed weights"], g["activations"], g["scratch"]] == state[1:] and sum(state[1:]) == state[0], (g, m)
+        assert (g["parameters"], g["gradients"], g["AdamW moments"]) == (params, params, 2 * params), g
+        assert g["total"] == 4 * params + state[0] + g["batch"], g
+        if extra:
+            assert g["activations"] < kept["activations"], (g, kept)
+        kept = g
+    print("  memory: info --train's bytes follow the parameters; activations one sequence per thread; --engine cc: "
+          "the emitted state, smaller with --recompute")
 
 
 def check_init(env):
