@@ -149,28 +149,26 @@ static int print_generated_memory(ff_model *m, const cli_flag *flags, int engine
   const ff_config *c = ff_model_config(m);
   ff_train_shape shape;
   ff_train_code code;
-  int rc = cli_train_shape(flags, c, &shape, err);
+  ff_train_memory mem; /* the parameters, one gradient, the moments and the batch: as the runtime's on 1 thread */
+  int rc = cli_train_shape(flags, c, &shape, err), encdec = c->arch == FF_ARCH_ENCODER_DECODER;
+  if (!rc) rc = ff_train_memory_estimate(c, shape.batch, shape.src, encdec ? shape.tgt : shape.src, 1, &mem, err);
   if (!rc) rc = ff_model_set_isa(m, "native", err);
   if (!rc) rc = ff_model_train_code(m, &shape, NULL, &code, err);
   if (rc) return rc;
-  int encdec = c->arch == FF_ARCH_ENCODER_DECODER;
-  size_t params = code.params * sizeof(float), rows = (size_t)shape.batch * (size_t)(encdec ? shape.src + 2 * shape.tgt
-                                                                                             : 2 * shape.src);
-  size_t batch = (rows + (size_t)shape.batch) * sizeof(int32_t); /* as the runtime's estimate counts it */
   char positions[64];
   snprintf(positions, sizeof positions, encdec ? "%d source and %d target positions" : "%d positions", shape.src,
            shape.tgt);
   printf("-- training %s: %zu parameters, batch %d x %s, generated code (%s, %s)%s\n", c->name, code.params,
          shape.batch, positions, ff_engine_name((enum ff_engine)engine), ff_model_isa(m),
          shape.recompute ? ", --recompute" : "");
-  mb("parameters", params);
-  mb("gradients", params);
-  mb("AdamW moments", 2 * params);
+  mb("parameters", mem.params);
+  mb("gradients", mem.grads);
+  mb("AdamW moments", mem.optimizer);
   mb("packed weights", code.packed_bytes);
   mb("activations", code.activation_bytes);
   mb("scratch", code.scratch_bytes);
-  mb("batch", batch);
-  mb("total", 4 * params + code.state_bytes + batch);
+  mb("batch", mem.batch);
+  mb("total", mem.params + mem.grads + mem.optimizer + code.state_bytes + mem.batch);
   printf("-- assumes the generated code's state (NAME_TRAIN_STATE_BYTES of emit --train): the packed W^T of every "
          "matrix, the batch's activations and gradients with their lifetimes overlapped%s, its scratch\n",
          shape.recompute ? " (each sub-layer's input kept, the rest recomputed)" : "");

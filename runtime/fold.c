@@ -34,11 +34,22 @@ static const ff_weight_spec *find(const lister *l, const ff_weight_spec *near, e
   return NULL;
 }
 
+/* From the rows alone, no listing: every training pass asks.  A scale's
+ * scope is its weight's; CROSS only in an encoder-decoder's decoder. */
+int ff_rt_has_folds(const ff_config *c) {
+  for (int i = 0; i < FF_FOLD_COUNT; i++) {
+    const ff_rt_weight_kind *k = &ff_rt_weight_kinds[ff_rt_weight_folds[i].scale];
+    if (ff_rt_needs_hold(c, k->needs) && (k->scope != FF_SCOPE_CROSS || c->arch == FF_ARCH_ENCODER_DECODER))
+      return 1;
+  }
+  return 0;
+}
+
 /* The folds of c over w's slots into out (NULL: counted only): how many,
  * or -1 out of memory. */
 static int sites(const ff_config *c, ff_rt_weights *w, site *out) {
   size_t tensors = 0;
-  if (!FF_FOLD_COUNT) return 0;
+  if (!ff_rt_has_folds(c)) return 0;
   ff_rt_count_weights(c, &tensors, NULL);
   lister l = {malloc((tensors + 1) * sizeof(ff_weight_spec)), 0};
   if (!l.specs) return -1;
@@ -55,7 +66,6 @@ static int sites(const ff_config *c, ff_rt_weights *w, site *out) {
   return n;
 }
 
-int ff_rt_has_folds(const ff_config *c) { return sites(c, NULL, NULL) != 0; }
 
 /* The folded copies of n sites into store (rows (cols + 1) floats a site),
  * the slots pointed at them: the floats used. */

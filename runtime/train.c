@@ -507,7 +507,8 @@ int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_
   if (!m || !ff_rt_has_folds(&m->cfg)) return loss_and_grad(m, b, o, grad, loss_sum, tokens, err);
   size_t numel = 0;
   ff_rt_count_weights(&m->cfg, NULL, &numel);
-  float *g = grad ? calloc(numel + 1, sizeof *g) : NULL; /* this pass's alone: the fold is not linear in W */
+  float *g = grad ? calloc(numel + 1, sizeof *g) : NULL; /* this pass's alone: grad may hold earlier passes',
+                                                            already taken back through the fold */
   if (grad && !g) return ff_fail(err, FF_ENOMEM, "out of memory for a gradient of %zu floats", numel);
   ff_rt_model folded;
   int rc = ff_rt_model_folded(m, &folded, err);
