@@ -23,12 +23,13 @@ local UNICODE = { -- the tables of tokenizers/unicode_tables.h each kind reads
   [4] = { uc_letter = true, uc_punct = true, uc_other = true, uc_mark_nonspacing = true, uc_lower_map = true,
     uc_nfd_map = true }, -- WordPiece: BertNormalizer (strip_accents: NFD without Mn), BertPreTokenizer
 }
-local CASED = { uc_upper = true, uc_lowercase = true, uc_mark = true } -- GPT-4o's split (FF_TOK_CASED)
+-- the pre-tokenizers that read more classes (FF_TOK_CLASSES): GPT-4o's split, DeepSeek's, Punctuation
+local CLASSES = { uc_upper = true, uc_lowercase = true, uc_mark = true, uc_punct = true, uc_symbol = true }
 local NORM = { uc_letter = true, uc_mark_nonspacing = true, uc_lower_map = true, uc_mark = true, uc_ccc = true,
   uc_nfd_map = true, uc_nfkd_map = true, uc_compose = true } -- tokenizer.json's normalizers (FF_TOK_NORM)
 
 -- The core's text for one kind: its `#if` lines over FF_TOK_HAS(KIND), FF_TOK_NORM
--- (whether the tokenizer normalizes) and FF_TOK_CASED (whether it splits as GPT-4o)
+-- (whether the tokenizer normalizes) and FF_TOK_CLASSES (whether it splits by more Unicode classes)
 -- (and the names defined from them) evaluated, only
 -- what that tokenizer compiles kept, so that the driver reads as that tokenizer alone;
 -- any other `#if` is kept as it is.
@@ -42,7 +43,7 @@ local function kind_if(expr, kind, norm, cased) -- true/false, or nil when expr 
     local name = term:match("^FF_TOK_HAS%((%u[%u%d]*)%)$")
     if name and KINDS[name] then any = any or KINDS[name] == kind
     elseif term == "FF_TOK_NORM" then any = any or norm
-    elseif term == "FF_TOK_CASED" then any = any or cased
+    elseif term == "FF_TOK_CLASSES" then any = any or cased
     elseif DERIVED[term] then
       any = any or (DERIVED[term].norm and norm)
       for _, k in ipairs(DERIVED[term]) do any = any or k == kind end
@@ -60,7 +61,7 @@ local function one_kind(code, kind, norm, cased)
   for line in (code .. "\n"):gmatch("([^\n]*)\n") do
     local expr = line:match("^#if%s+(.-)%s*$")
     local v = expr and kind_if(expr, kind, norm, cased)
-    if line:match("^#ifndef FF_TOK_NORM") or line:match("^#ifndef FF_TOK_CASED") then v = false end -- the host's default
+    if line:match("^#ifndef FF_TOK_NORM") or line:match("^#ifndef FF_TOK_CLASSES") then v = false end -- the host's default
     if v ~= nil then
       stack[#stack + 1] = v
     elseif line:match("^#if") then
@@ -87,9 +88,10 @@ local function tokenizer_code(tk)
   local all = host.read_template("tokenizers/unicode_tables.h")
   local picked = { (all:match("^(/%*.-%*/)\n")) }
   local norm = tk.tables:find("%.norm = ") ~= nil -- tok_c.c writes an option when it is set
-  local cased = tk.tables:find("%.split = 4,") ~= nil -- FF_TOK_SPLIT_O200K
+  local cased = tk.tables:find("FF_TOK_SPLIT_O200K") or tk.tables:find("FF_TOK_SPLIT_DS_MAIN") or
+    tk.tables:find("FF_TOK_PRE_PUNCT") -- (tok_c.c names the pre-tokenizers)
   for block, name in all:gmatch("(static const [^\n]- (uc_[%w_]+)%[[^\n]*\n.-\n};)") do
-    if (UNICODE[tk.kind] or {})[name] or (norm and NORM[name]) or (cased and CASED[name]) then
+    if (UNICODE[tk.kind] or {})[name] or (norm and NORM[name]) or (cased and CLASSES[name]) then
       picked[#picked + 1] = block
     end
   end

@@ -118,6 +118,7 @@ def main():
         emit_ranges(f, "uc_mark", ranges(lambda cp: cat(cp).startswith("M")))
         emit_ranges(f, "uc_upper", ranges(lambda cp: cat(cp) in ("Lu", "Lt")))
         emit_ranges(f, "uc_lowercase", ranges(lambda cp: cat(cp) == "Ll"))
+        emit_ranges(f, "uc_symbol", ranges(lambda cp: cat(cp).startswith("S")))
         emit_ccc(f, cps)
         emit_map(f, "uc_nfd_map", nfd)
         emit_map(f, "uc_nfkd_map", nfkd)

@@ -103,10 +103,11 @@ def train_sp(lines, merges_wanted=300):
     return vocab, learn_merges(words, vocab, merges_wanted)
 
 
-def learn_merges(words, vocab, merges_wanted):
+def learn_merges(words, vocab, merges_wanted, symbols=list):
     """BPE's training: the most frequent pair of symbols (ties: the larger
-    pair) merged, merges_wanted times at most; each new token added to vocab"""
-    seqs = {w: list(w) for w in words}
+    pair) merged, merges_wanted times at most; each new token added to vocab.
+    symbols: a word's first symbols (its characters)"""
+    seqs = {w: symbols(w) for w in words}
     merges = []
     while len(merges) < merges_wanted:
         pairs = collections.Counter()

@@ -243,8 +243,6 @@ def check_emitted(ff, tmp, name, tok, size, table):
 def refusals(ff, tmp, base):
     """what fixformer does not implement: one line naming it, a status in 1..125"""
     cases = [("other pattern", split_pre(r"\p{L}+|\p{N}+|\s+|[^\s\p{L}\p{N}]+"), None, [r"\p{L}+|\p{N}+"]),
-             ("removed", split_pre(LLAMA3, behavior="Removed"), None, ["Removed"]),
-             ("split regex", split_pre(LLAMA3, use_regex=True), None, ["ByteLevel"]),
              ("long normalizer", base["pre_tokenizer"], seq("NFKC", "NFKD", "NFC"), ["NFKD"]),
              ("nfc after bert", None, None, ["BertNormalizer"]),
              ("nfkc after replace", None, {"type": "Sequence", "normalizers": [

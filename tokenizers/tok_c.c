@@ -104,13 +104,41 @@ static void options(FILE *f, const ff_tok_tables *b) {
   if (b->charsmap_growth) fprintf(f, " .charsmap_growth = %zu,", b->charsmap_growth);
   const struct { const char *name; long v; } set[] = {
       {"lowercase", b->lowercase}, {"fuse_unk", b->fuse_unk}, {"ignore_merges", b->ignore_merges},
-      {"add_prefix_space", b->add_prefix_space}, {"use_regex", b->use_regex}, {"prepend", b->prepend},
+      {"prepend", b->prepend},
       {"replace_space", b->replace_space}, {"meta", b->meta}, {"meta_scheme", b->meta_scheme},
       {"meta_split", b->meta_split}, {"bert_clean", b->bert_clean}, {"bert_chinese", b->bert_chinese},
       {"bert_strip", b->bert_strip}, {"bert_lower", b->bert_lower}, {"wp_cleanup", b->wp_cleanup},
       {"score_f32", b->score_f32}, {"spm", b->spm}, {"spm_dummy", b->spm_dummy}, {"spm_extra_ws", b->spm_extra_ws},
-      {"spm_escape", b->spm_escape}, {"split", b->split}, {"digits", b->digits}, {"norm", b->norm}};
+      {"spm_escape", b->spm_escape}, {"norm", b->norm}};
   for (size_t i = 0; i < sizeof set / sizeof *set; i++) option(f, set[i].name, set[i].v, &col);
+  for (int w = 0; w < 2; w++) { /* the normalizer steps' strings */
+    const char *const *v = w ? b->norm_to : b->norm_from;
+    int n = FF_TOK_NORM_STEPS;
+    while (n > 0 && !v[n - 1]) n--;
+    if (n) fprintf(f, "\n  .%s = {", w ? "norm_to" : "norm_from");
+    for (int i = 0; i < n; i++) {
+      if (v[i]) c_string(f, v[i], strlen(v[i]));
+      else fputs("0", f);
+      fputs(i + 1 < n ? ", " : "},", f);
+    }
+  }
+  if (b->suffix) fputs("\n  .suffix = ", f), c_string(f, b->suffix, strlen(b->suffix)), fputc(',', f);
+  if (b->n_pre) { /* the pre-tokenizers by name: FF_TOK_PRE(kind, behavior, invert, argument) */
+    static const char *const kinds[] = {"", "BYTELEVEL", "SPLIT", "DIGITS", "PUNCT"};
+    static const char *const hows[] = {"REMOVED", "ISOLATED", "MERGED_PREV", "MERGED_NEXT", "CONTIGUOUS"};
+    static const char *const splits[] = {"NONE", "GPT2", "CL100K", "QWEN2", "O200K", "DS_NUM", "DS_CJK", "DS_MAIN",
+                                         "TRIPLES", "CLIP"};
+    fprintf(f, "\n  .n_pre = %d, .pre = {", b->n_pre);
+    for (int i = 0; i < b->n_pre; i++) {
+      int st = b->pre[i], kind = st & 15, arg = st >> 8;
+      fprintf(f, "%s\n    FF_TOK_PRE(FF_TOK_PRE_%s, FF_TOK_%s, %d, ", i ? "," : "", kinds[kind], hows[st >> 4 & 7], st >> 7 & 1);
+      if (kind == FF_TOK_PRE_SPLIT) fprintf(f, "FF_TOK_SPLIT_%s)", splits[arg]);
+      else if (kind == FF_TOK_PRE_BYTELEVEL)
+        fprintf(f, "%s)", arg == 3 ? "FF_TOK_BL_REGEX | FF_TOK_BL_PREFIX" : arg == 2 ? "FF_TOK_BL_PREFIX" : arg ? "FF_TOK_BL_REGEX" : "0");
+      else fprintf(f, "%d)", arg);
+    }
+    fputs("},", f);
+  }
   if (b->wp_prefix) {
     fputs("\n  .wp_prefix = ", f);
     c_string(f, b->wp_prefix, strlen(b->wp_prefix));

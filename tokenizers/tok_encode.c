@@ -38,10 +38,13 @@
  * in the host, could not in the driver, and both must normalize alike. */
 #define FF_TOK_NORM FF_TOK_HF
 #endif
-#ifndef FF_TOK_CASED
-/* FF_TOK_CASED: GPT-4o's split, which tells letters by case: the host has
- * it; emit keeps it (and its tables) in a driver whose tokenizer splits so */
-#define FF_TOK_CASED FF_TOK_HAS(BYTES)
+#ifndef FF_TOK_CLASSES
+/* FF_TOK_CLASSES: the pre-tokenizers that read Unicode classes besides
+ * letters, numbers and spaces (GPT-4o's split tells letters by case,
+ * DeepSeek's reads marks, punctuation and symbols, Punctuation punctuation):
+ * the host has them; emit keeps them (and their tables) in a driver whose
+ * tokenizer splits so */
+#define FF_TOK_CLASSES FF_TOK_HAS(BYTES)
 #endif
 #define FF_TOK_UNICODE (FF_TOK_HAS(BYTES) || FF_TOK_HAS(WORDPIECE) || FF_TOK_NORM)
 
@@ -172,8 +175,11 @@ static void tok_lower_put(uint32_t c, const char *p, size_t k, const char *rest,
 }
 #endif
 
-#if FF_TOK_HAS(WORDPIECE)
+#if FF_TOK_HAS(WORDPIECE) || FF_TOK_CLASSES
 static int ff_uc_punct_p(uint32_t cp) { return ff_uc_in_ranges(uc_punct, FF_UC_COUNT(uc_punct), cp); }
+#endif
+
+#if FF_TOK_HAS(WORDPIECE)
 static int ff_uc_other_p(uint32_t cp) { return cp < 0x110000 && ff_uc_in_ranges(uc_other, FF_UC_COUNT(uc_other), cp); }
 
 /* BERT's _is_chinese_char: the CJK Unified Ideographs blocks */
@@ -463,9 +469,10 @@ static int tok_llama2c_encode(const ff_tok_tables *t, const char *text, size_t l
 /* ---- Hugging Face's BPE ------------------------------------------------------------ */
 
 #if FF_TOK_HAS(BYTES) || FF_TOK_HAS(SP)
-/* a word: each character its token, else its <0xXX> bytes (byte_fallback),
- * else unk (runs of unknowns fused into one by fuse_unk); then merges by
- * rank.  A symbol a byte at most: the scratch of len symbols */
+/* a word: each character its token (the last one with end_of_word_suffix
+ * after it), else its <0xXX> bytes (byte_fallback), else unk (runs of
+ * unknowns fused into one by fuse_unk); then merges by rank.  A symbol a
+ * byte at most: the scratch of len symbols */
 static int tok_bpe_word(const ff_tok_tables *t, const char *w, size_t len, tok_out *o) {
   int id, m = 0, rc, last_unk = 0;
   unsigned char *work = o->work;
@@ -476,7 +483,9 @@ static int tok_bpe_word(const ff_tok_tables *t, const char *w, size_t len, tok_o
   if ((rc = tok_bpe_get(o, len, &bw))) return rc;
   for (size_t at = 0, k, b; !rc && at < len; at += k) {
     ff_uc_next(w + at, len - at, &k);
-    if ((id = tok_lookup(t, w + at, k)) >= 0) {
+    const char *suf = t->suffix && at + k == len ? t->suffix : "";
+    size_t ls = strlen(suf);
+    if ((id = tok_lookup2(t, ff_tok_hash(ff_tok_hash(FF_TOK_HASH0, w + at, k), suf, ls), w + at, k, suf, ls)) >= 0) {
       bw.sym[m++] = id, last_unk = 0;
       continue;
     }
@@ -559,13 +568,23 @@ static size_t tok_run(const char *s, size_t len, size_t at, int c, size_t max) {
   return at;
 }
 
+/* the whitespace alternatives cl100k's, o200k's and DeepSeek's patterns
+ * end with, at s: \s*[\r\n]+|\s+(?!\S)|\s+ (0: s is no space).  A
+ * whitespace run is read at most three times (the match leaves no newline
+ * or one space of it behind): linear in the text. */
+static size_t tok_space_tail(const char *s, size_t len) {
+  size_t k, at = 0, last = 0, nl = 0;
+  for (; at < len && tok_char_class(s + at, len - at, &k) == TOK_C_SPACE; at += k) /* the whitespace run */
+    if (last = at, s[at] == '\r' || s[at] == '\n') nl = at + 1;
+  if (nl) return nl;                         /* \s*[\r\n]+: to its last newline */
+  return at == len || last == 0 ? at : last; /* \s+(?!\S), else \s+ */
+}
+
 /* the length of the match at s of what cl100k's pattern and o200k's share:
  * \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ (digits: 3,
- * or 1 for Qwen2's \p{N}; slash: o200k's [\r\n/]*).  A whitespace run is read
- * at most three times (the match leaves no newline or one space of it
- * behind): linear in the text. */
+ * or 1 for Qwen2's \p{N}; slash: o200k's [\r\n/]*) */
 static size_t tok_cl100k_tail(const char *s, size_t len, size_t digits, int slash) {
-  size_t k, k1, at = 0, last = 0, nl = 0;
+  size_t k, k1, at;
   int c = tok_char_class(s, len, &k), c1 = k < len ? tok_char_class(s + k, len - k, &k1) : -1;
   if (c == TOK_C_NUMBER) return tok_run(s, len, 0, TOK_C_NUMBER, digits);
   if (c == TOK_C_OTHER || (s[0] == ' ' && c1 == TOK_C_OTHER)) {
@@ -573,10 +592,7 @@ static size_t tok_cl100k_tail(const char *s, size_t len, size_t digits, int slas
     while (at < len && (s[at] == '\r' || s[at] == '\n' || (slash && s[at] == '/'))) at++;
     return at;
   }
-  for (; at < len && tok_char_class(s + at, len - at, &k) == TOK_C_SPACE; at += k) /* the whitespace run */
-    if (last = at, s[at] == '\r' || s[at] == '\n') nl = at + 1;
-  if (nl) return nl;                         /* \s*[\r\n]+: to its last newline */
-  return at == len || last == 0 ? at : last; /* \s+(?!\S), else \s+ */
+  return tok_space_tail(s, len);
 }
 
 /* the length of the match at s of LLaMA-3's and GPT-4's (cl100k) pattern,
@@ -594,7 +610,7 @@ static size_t tok_cl100k_match(const char *s, size_t len, size_t digits) {
   return tok_cl100k_tail(s, len, digits, 0);
 }
 
-#if FF_TOK_CASED
+#if FF_TOK_CLASSES
 /* o200k's letter classes: U [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], W [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
 enum { TOK_O_U = 1, TOK_O_W = 2 };
 
@@ -640,41 +656,195 @@ static size_t tok_o200k_match(const char *s, size_t len) {
 }
 #endif
 
-/* the Digits pre-tokenizer's piece at s: a run of numbers (\p{N}: Rust's
- * char::is_numeric), one of them (each), or a run of anything else */
-static size_t tok_digits_piece(const char *s, size_t len, int each) {
-  size_t k, at = 0;
-  int num = tok_char_class(s, len, &k) == TOK_C_NUMBER;
-  if (num && each) return k;
-  while (at < len && (tok_char_class(s + at, len - at, &k) == TOK_C_NUMBER) == num) at += k;
+/* ---- the pre-tokenizers of byte-level BPE (tok_tables.h's pre) ------------------------ */
+
+#if FF_TOK_CLASSES
+static int ff_uc_symbol_p(uint32_t cp) { return ff_uc_in_ranges(uc_symbol, FF_UC_COUNT(uc_symbol), cp); }
+
+/* Punctuation's characters: Rust's char::is_ascii_punctuation or \p{P} */
+static int tok_punct_p(uint32_t cp) {
+  return (cp < 0x80 && cp > 0x20 && cp != 0x7F && !((cp | 32) >= 'a' && (cp | 32) <= 'z') && !(cp >= '0' && cp <= '9')) ||
+         (cp < 0x110000 && ff_uc_punct_p(cp));
+}
+
+enum { TOK_D_LM = 1, TOK_D_PS = 2, TOK_D_NL = 4 }; /* DeepSeek's classes: [\p{L}\p{M}], [\p{P}\p{S}], [\r\n] */
+
+static int tok_ds_class(const char *s, size_t len, size_t *k) {
+  uint32_t cp = ff_uc_next(s, len, k);
+  if (cp == '\r' || cp == '\n') return TOK_D_NL;
+  if (cp >= 0x110000) return 0;
+  if (ff_uc_letter_p(cp) || ff_uc_in_ranges(uc_mark, FF_UC_COUNT(uc_mark), cp)) return TOK_D_LM;
+  return ff_uc_punct_p(cp) || ff_uc_symbol_p(cp) ? TOK_D_PS : 0;
+}
+
+static size_t tok_ds_run(const char *s, size_t len, size_t at, int c) {
+  size_t k;
+  while (at < len && tok_ds_class(s + at, len - at, &k) == c) at += k;
   return at;
 }
 
-/* byte-level BPE: the pattern's pieces (within Digits' pieces), their bytes as characters */
-static int tok_bytes_segment(const ff_tok_tables *t, const char *s, size_t len, tok_out *o) {
-  unsigned char *work = o->work;
-  size_t left = o->left;
-  int rc = 0;
+static int tok_ascii_letter(char c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }
+
+/* the length of the match at s of DeepSeek-V3's third pattern, or 0:
+ * [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
+ *  ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t tok_ds_main_match(const char *s, size_t len) {
+  size_t k, k1, at = 1;
+  unsigned char b = (unsigned char)s[0];
+  if (b > 0x20 && b < 0x7F && !tok_ascii_letter((char)b) && !(b >= '0' && b <= '9') && len > 1 && tok_ascii_letter(s[1])) {
+    while (at < len && tok_ascii_letter(s[at])) at++;
+    return at;
+  }
+  int c = tok_ds_class(s, len, &k), c1 = k < len ? tok_ds_class(s + k, len - k, &k1) : 0;
+  if (c == TOK_D_LM || (c == 0 && c1 == TOK_D_LM)) return tok_ds_run(s, len, c == TOK_D_LM ? 0 : k, TOK_D_LM);
+  if (c == TOK_D_PS || (s[0] == ' ' && c1 == TOK_D_PS)) {
+    at = tok_ds_run(s, len, c == TOK_D_PS ? 0 : 1, TOK_D_PS);
+    while (at < len && (s[at] == '\r' || s[at] == '\n')) at++;
+    return at;
+  }
+  return tok_space_tail(s, len);
+}
+#endif
+
+/* CLIP's pattern at s, or 0: <\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|
+ * [\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+ */
+static size_t tok_clip_match(const char *s, size_t len) {
+  static const char *const words[] = {"<|startoftext|>", "<|endoftext|>"};
+  size_t k, at;
+  for (int i = 0; i < 2; i++)
+    if (len >= strlen(words[i]) && !memcmp(s, words[i], strlen(words[i]))) return strlen(words[i]);
+  if ((at = tok_contraction(s, len, 0))) return at;
+  int c = tok_char_class(s, len, &k);
+  return c == TOK_C_NUMBER ? k : c == TOK_C_SPACE ? 0 : tok_run(s, len, 0, c, (size_t)-1);
+}
+
+/* the length of the match of Split's pattern p at s, or 0 when none starts there */
+static size_t tok_split_match(int p, const char *s, size_t len) {
+  size_t k;
+  switch (p) {
+  case FF_TOK_SPLIT_GPT2: return tok_gpt2_match(s, len);
+  case FF_TOK_SPLIT_CL100K: return tok_cl100k_match(s, len, 3);
+  case FF_TOK_SPLIT_QWEN2: return tok_cl100k_match(s, len, 1);
+#if FF_TOK_CLASSES
+  case FF_TOK_SPLIT_O200K: return tok_o200k_match(s, len);
+  case FF_TOK_SPLIT_DS_MAIN: return tok_ds_main_match(s, len);
+#endif
+  case FF_TOK_SPLIT_DS_NUM: return tok_run(s, len, 0, TOK_C_NUMBER, 3); /* \p{N}{1,3} */
+  case FF_TOK_SPLIT_DS_CJK: { /* [\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+ */
+    size_t at = 0;
+    for (uint32_t c; at < len && (c = ff_uc_next(s + at, len - at, &k), (c >= 0x4E00 && c <= 0x9FA5) ||
+                                                                      (c >= 0x3040 && c <= 0x30FF));)
+      at += k;
+    return at;
+  }
+  case FF_TOK_SPLIT_TRIPLES: /* [0-9][0-9][0-9] */
+    return len >= 3 && s[0] >= '0' && s[0] <= '9' && s[1] >= '0' && s[1] <= '9' && s[2] >= '0' && s[2] <= '9' ? 3 : 0;
+  case FF_TOK_SPLIT_CLIP: return tok_clip_match(s, len);
+  default: return 0;
+  }
+}
+
+/* the match at s of a step that splits (a Split pattern, one number of
+ * Digits, one punctuation mark of Punctuation), or 0 */
+static size_t tok_pre_match(int step, const char *s, size_t len) {
+  size_t k;
+  uint32_t cp;
+  switch (step & 15) {
+  case FF_TOK_PRE_SPLIT: return tok_split_match(step >> 8, s, len);
+  case FF_TOK_PRE_DIGITS: return tok_char_class(s, len, &k) == TOK_C_NUMBER ? k : 0; /* Rust's char::is_numeric */
+#if FF_TOK_CLASSES
+  case FF_TOK_PRE_PUNCT: return cp = ff_uc_next(s, len, &k), tok_punct_p(cp) ? k : 0;
+#endif
+  default: (void)cp; return 0;
+  }
+}
+
+static int tok_pre_run(const ff_tok_tables *t, int k, const char *s, size_t len, tok_out *o);
+
+/* ByteLevel: a space first (add_prefix_space), GPT-2's pattern's pieces
+ * (use_regex), each piece's bytes as characters for the steps after */
+static int tok_byte_level(const ff_tok_tables *t, int k, const char *s, size_t len, tok_out *o) {
+  int arg = t->pre[k] >> 8, rc = 0;
   char *w;
-  if (t->add_prefix_space && s[0] != ' ') {
+  if ((arg & FF_TOK_BL_PREFIX) && s[0] != ' ') {
     char *pre = tok_take(o, len + 1);
     if (!pre) return FF_TOK_EWORK;
     pre[0] = ' ', memcpy(pre + 1, s, len);
     s = pre, len++;
   }
   if (!(w = tok_take(o, 2 * len))) return FF_TOK_EWORK; /* a byte's character has 1 or 2 bytes */
-  for (size_t at = 0, n, end = 0; !rc && at < len; at += n) {
+  for (size_t at = 0, n; !rc && at < len; at += n) {
     size_t wn = 0;
-    if (at == end) end = t->digits ? at + tok_digits_piece(s + at, len - at, t->digits == 2) : len;
-    if (t->split == FF_TOK_SPLIT_CL100K || t->split == FF_TOK_SPLIT_QWEN2)
-      n = tok_cl100k_match(s + at, end - at, t->split == FF_TOK_SPLIT_CL100K ? 3 : 1);
-#if FF_TOK_CASED
-    else if (t->split == FF_TOK_SPLIT_O200K) n = tok_o200k_match(s + at, end - at);
-#endif
-    else n = t->use_regex || t->split == FF_TOK_SPLIT_GPT2 ? tok_gpt2_match(s + at, end - at) : end - at;
+    n = arg & FF_TOK_BL_REGEX ? tok_gpt2_match(s + at, len - at) : len - at;
     for (size_t i = 0; i < n; i++) wn += ff_uc_put(tok_byte_cp((unsigned char)s[at + i]), w + wn);
-    rc = tok_bpe_word(t, w, wn, o);
+    rc = tok_pre_run(t, k + 1, w, wn, o);
   }
+  return rc;
+}
+
+/* a split step's pieces, put together by its behavior as Hugging Face's
+ * NormalizedString::split does: the piece held back [a, b) waits for what
+ * may join it; each piece made goes on to the next step */
+typedef struct {
+  const ff_tok_tables *t;
+  int k, how, prev_match, held_match;
+  const char *s;
+  size_t a, b;
+  tok_out *o;
+} tok_split;
+
+static int tok_split_flush(tok_split *p) {
+  size_t a = p->a;
+  p->a = p->b;
+  return p->b > a ? tok_pre_run(p->t, p->k + 1, p->s + a, p->b - a, p->o) : 0;
+}
+
+/* the next span [start, end) of the piece, a match or the text between two */
+static int tok_split_span(tok_split *p, size_t start, size_t end, int match) {
+  int rc = 0, held = p->b > p->a;
+  if (p->how == FF_TOK_REMOVED && match) return 0;
+  if (held && ((p->how == FF_TOK_MERGED_PREV && match && !p->prev_match) ||
+               (p->how == FF_TOK_MERGED_NEXT && p->held_match && !match) ||
+               (p->how == FF_TOK_CONTIGUOUS && match == p->prev_match))) {
+    p->b = end, p->held_match = 0;
+  } else {
+    rc = tok_split_flush(p);
+    p->a = start, p->b = end, p->held_match = match;
+  }
+  p->prev_match = match;
+  return rc || p->how == FF_TOK_MERGED_PREV || p->how == FF_TOK_MERGED_NEXT || p->how == FF_TOK_CONTIGUOUS
+             ? rc : tok_split_flush(p); /* Isolated, Removed: nothing joins a piece */
+}
+
+/* a split step: matches (Split's pattern, Digits' numbers, Punctuation's
+ * marks, one character each) and the text between them, their roles
+ * swapped by invert */
+static int tok_split_step(const ff_tok_tables *t, int k, const char *s, size_t len, tok_out *o) {
+  int step = t->pre[k], invert = step >> 7 & 1, rc = 0;
+  tok_split p = {t, k, step >> 4 & 7, 0, 0, s, 0, 0, o};
+  size_t at = 0, gap = 0, n, ch; /* gap: where the text since the last match starts */
+  while (!rc && at < len) {
+    if (!(n = tok_pre_match(step, s + at, len - at))) {
+      ff_uc_next(s + at, len - at, &ch);
+      at += ch;
+      continue;
+    }
+    if (gap < at) rc = tok_split_span(&p, gap, at, invert);
+    if (!rc) rc = tok_split_span(&p, at, at + n, !invert);
+    gap = at += n;
+  }
+  if (!rc && gap < len) rc = tok_split_span(&p, gap, len, invert);
+  return rc ? rc : tok_split_flush(&p);
+}
+
+/* the piece through steps k, k+1, ... then BPE */
+static int tok_pre_run(const ff_tok_tables *t, int k, const char *s, size_t len, tok_out *o) {
+  unsigned char *work = o->work;
+  size_t left = o->left;
+  int rc;
+  if (!len) return 0;
+  if (k == t->n_pre) return tok_bpe_word(t, s, len, o);
+  rc = (t->pre[k] & 15) == FF_TOK_PRE_BYTELEVEL ? tok_byte_level(t, k, s, len, o) : tok_split_step(t, k, s, len, o);
   o->work = work, o->left = left;
   return rc;
 }
@@ -997,11 +1167,30 @@ static size_t tok_norm_step_growth(int step) {
                                                                   : step == FF_TOK_NORM_STRIP ? 1 : 3;
 }
 
-/* bytes out per byte in of the normalizer's steps (norm), at most */
-FF_TOK_API size_t ff_tok_norm_growth(int norm) {
+/* bytes out per byte in of the normalizer's steps, at most (Prepend's text
+ * counted against the first byte: it prepends to no empty text) */
+FF_TOK_API size_t ff_tok_norm_growth(const ff_tok_tables *t) {
   size_t g = 1;
-  for (; norm; norm >>= 4) g *= tok_norm_step_growth(norm & 15);
+  for (int norm = t->norm, i = 0; norm; norm >>= 4, i++) {
+    int step = norm & 15;
+    size_t to = t->norm_to[i] ? strlen(t->norm_to[i]) : 0, from = t->norm_from[i] ? strlen(t->norm_from[i]) : 1;
+    if (step == FF_TOK_NORM_REPLACE || step == FF_TOK_NORM_SPACES) g *= to > from ? (to + from - 1) / from : 1;
+    else if (step == FF_TOK_NORM_PREPEND) g *= 1 + to;
+    else g *= tok_norm_step_growth(step);
+  }
   return g;
+}
+
+/* Replace: each match of the pattern (the string from, or \s+ when from is
+ * NULL), leftmost first, not overlapping, for to */
+static void tok_replace(const char *from, const char *to, const char *s, size_t len, tok_buf *out) {
+  size_t lf = from ? strlen(from) : 0, lt = strlen(to), k;
+  for (size_t at = 0; at < len;)
+    if (from && len - at >= lf && !memcmp(s + at, from, lf)) tok_buf_put(out, to, lt), at += lf;
+    else if (!from && ff_uc_space_p(ff_uc_next(s + at, len - at, &k))) {
+      while (at < len && ff_uc_space_p(ff_uc_next(s + at, len - at, &k))) at += k;
+      tok_buf_put(out, to, lt);
+    } else tok_buf_put(out, s + at, 1), at++;
 }
 
 static int tok_ccc(uint32_t cp) { /* canonical combining class */
@@ -1104,9 +1293,20 @@ static void tok_norm_form(int step, const char *s, size_t len, tok_buf *out, uin
   for (size_t i = 0; i < m; i++) tok_buf_put(out, u, ff_uc_put(a[i], u));
 }
 
-/* one step of norm, s into out */
-static void tok_norm_step(int step, const char *s, size_t len, tok_buf *out, uint32_t *a, uint32_t *tmp) {
+/* step i of norm, s into out */
+static void tok_norm_step(const ff_tok_tables *t, int i, const char *s, size_t len, tok_buf *out, uint32_t *a,
+                          uint32_t *tmp) {
+  int step = t->norm >> 4 * i & 15;
   size_t k;
+  if (step == FF_TOK_NORM_REPLACE || step == FF_TOK_NORM_SPACES) {
+    tok_replace(step == FF_TOK_NORM_REPLACE ? t->norm_from[i] : NULL, t->norm_to[i], s, len, out);
+    return;
+  }
+  if (step == FF_TOK_NORM_PREPEND) {
+    tok_buf_put(out, t->norm_to[i], strlen(t->norm_to[i]));
+    tok_buf_put(out, s, len);
+    return;
+  }
   if (step <= FF_TOK_NORM_NFKD) {
     tok_norm_form(step, s, len, out, a, tmp);
     return;
@@ -1120,20 +1320,20 @@ static void tok_norm_step(int step, const char *s, size_t len, tok_buf *out, uin
 
 /* the scratch tok_normalize takes for len bytes */
 static size_t tok_norm_bytes(const ff_tok_tables *t, size_t len) {
-  size_t cap = ff_tok_norm_growth(t->norm) * len + TOK_DECOMP_MAX;
+  size_t cap = ff_tok_norm_growth(t) * len + TOK_DECOMP_MAX;
   return 2 * (cap + 8) + 2 * (cap * sizeof(uint32_t) + 8) + 16;
 }
 
 /* the text through the normalizer's steps, in two buffers by turns: *s and
  * *len become the result's */
 static int tok_normalize(const ff_tok_tables *t, const char **s, size_t *len, tok_out *o) {
-  size_t cap = ff_tok_norm_growth(t->norm) * *len + TOK_DECOMP_MAX;
+  size_t cap = ff_tok_norm_growth(t) * *len + TOK_DECOMP_MAX;
   char *buf[2] = {tok_take(o, cap), tok_take(o, cap)};
   uint32_t *a = tok_take(o, cap * sizeof *a), *tmp = tok_take(o, cap * sizeof *tmp);
   if (!buf[0] || !buf[1] || !a || !tmp) return FF_TOK_EWORK;
-  for (int norm = t->norm, k = 0; norm; norm >>= 4, k ^= 1) {
+  for (int norm = t->norm, k = 0, i = 0; norm; norm >>= 4, k ^= 1, i++) {
     tok_buf out = {buf[k], 0, cap, 0};
-    tok_norm_step(norm & 15, *s, *len, &out, a, tmp);
+    tok_norm_step(t, i, *s, *len, &out, a, tmp);
     if (out.over) return FF_TOK_EWORK; /* the growth bound is wrong */
     *s = out.p, *len = out.n;
   }
@@ -1148,7 +1348,7 @@ static int tok_hf_kind(const ff_tok_tables *t, const char *s, size_t len, int fi
   (void)first;
   if (!len) return 0;
 #if FF_TOK_HAS(BYTES)
-  if (t->kind == FF_TOK_KIND_BYTES) return tok_bytes_segment(t, s, len, o);
+  if (t->kind == FF_TOK_KIND_BYTES) return tok_pre_run(t, 0, s, len, o);
 #endif
 #if FF_TOK_SP_TEXT
   if (t->kind == FF_TOK_KIND_SP || t->kind == FF_TOK_KIND_UNIGRAM) return tok_sp_segment(t, s, len, first, o);
@@ -1235,8 +1435,8 @@ FF_TOK_API size_t ff_tok_work_bytes(const ff_tok_tables *t, size_t len) {
   if (len > ff_tok_max_text()) return (size_t)-1;
 #if FF_TOK_NORM
   if (t->norm) { /* the normalized text, then the model's scratch for it */
-    if (len > (ff_tok_max_text() - TOK_DECOMP_MAX) / ff_tok_norm_growth(t->norm)) return (size_t)-1;
-    n += tok_norm_bytes(t, len), len = ff_tok_norm_growth(t->norm) * len + TOK_DECOMP_MAX;
+    if (len > (ff_tok_max_text() - TOK_DECOMP_MAX) / ff_tok_norm_growth(t)) return (size_t)-1;
+    n += tok_norm_bytes(t, len), len = ff_tok_norm_growth(t) * len + TOK_DECOMP_MAX;
   }
 #endif
   switch (t->kind) {
@@ -1301,7 +1501,8 @@ FF_TOK_API int ff_tok_encode(const ff_tok_tables *t, const char *text, size_t le
 typedef struct {
   char *text;
   size_t cap, need, copied;
-  int first; /* nothing put yet */
+  int first;      /* nothing put yet */
+  int tail_space; /* the last piece ended in end_of_word_suffix: a space before the next */
 } tok_sink;
 
 /* where a piece of n bytes goes, or NULL when it does not fit whole (nor
@@ -1351,11 +1552,17 @@ static void tok_sp_piece(const ff_tok_tables *t, const char *s, size_t n, tok_si
 #endif
 
 #if FF_TOK_HAS(BYTES)
-static void tok_bytes_piece(const char *s, size_t n, tok_sink *k) {
-  size_t m = 0, at, c;
+/* a byte-level token's bytes; end_of_word_suffix a space, as transformers'
+ * CLIPTokenizerFast decodes (which strips the text's last one) */
+static void tok_bytes_piece(const ff_tok_tables *t, const char *s, size_t n, tok_sink *k) {
+  size_t m = 0, at, c, ls = t->suffix ? strlen(t->suffix) : 0;
+  int eow = ls && n >= ls && !memcmp(s + n - ls, t->suffix, ls), space = k->tail_space;
   char *out;
+  if (eow) n -= ls;
   for (at = 0; at < n; at += c) m += tok_cp_byte(ff_uc_next(s + at, n - at, &c)) >= 0 ? 1 : c;
-  if (!(out = tok_room(k, m))) return;
+  k->tail_space = eow;
+  if (!(out = tok_room(k, m + (size_t)space))) return;
+  if (space) *out++ = ' ';
   for (at = 0; at < n; at += c) {
     int b = tok_cp_byte(ff_uc_next(s + at, n - at, &c));
     if (b >= 0) *out++ = (char)b;
@@ -1397,13 +1604,13 @@ static void tok_wordpiece_piece(const ff_tok_tables *t, const char *s, size_t le
  * cap - 1 bytes); special ids and ids outside the vocabulary are left out.
  * Returns the length it needed. */
 FF_TOK_API size_t ff_tok_decode(const ff_tok_tables *t, const int32_t *ids, int n, char *text, size_t cap) {
-  tok_sink k = {text, cap, 0, 0, 1};
+  tok_sink k = {text, cap, 0, 0, 1, 0};
   for (int i = 0; i < n; i++) {
     int id = ids[i];
     if (id < 0 || id >= t->size || !t->tok[id] || (t->special[id] & 1)) continue;
     switch (t->kind) {
 #if FF_TOK_HAS(BYTES)
-    case FF_TOK_KIND_BYTES: tok_bytes_piece(t->tok[id], t->len[id], &k); break;
+    case FF_TOK_KIND_BYTES: tok_bytes_piece(t, t->tok[id], t->len[id], &k); break;
 #endif
 #if FF_TOK_HAS(WORDPIECE)
     case FF_TOK_KIND_WORDPIECE: tok_wordpiece_piece(t, t->tok[id], t->len[id], &k); break;

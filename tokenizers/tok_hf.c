@@ -4,6 +4,7 @@
  * What it cannot follow exactly is refused with one line naming it. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,26 +220,64 @@ static int norm_step(const char *ty) {
   return 0;
 }
 
-/* one normalizer: Prepend("\u2581"), Replace(" ", "\u2581"), BertNormalizer,
- * the Unicode ones (tok_encode.c applies them first, in their order: one
- * that would have to follow BertNormalizer, or NFKC/NFKD after Replace,
- * whose spaces (from U+00A0, U+3000, ...) Replace would not see, is refused) */
+/* a normalizer's string (Replace's pattern or content, Prepend's text) kept
+ * for step i of the tables' norm */
+static const char *norm_string(hf_ctx *c, const cJSON *j, int i, int which, const char *what) {
+  char *to = c->t->norm_str[i][which];
+  if (!cJSON_IsString(j) || strlen(j->valuestring) >= sizeof c->t->norm_str[i][which] || (!which && !j->valuestring[0])) {
+    ff_fail(c->err, FF_EFORMAT, "%s: normalizer %s must be a string of 1 to %zu bytes", c->path, what,
+            sizeof c->t->norm_str[i][which] - 1);
+    return NULL;
+  }
+  return strcpy(to, j->valuestring);
+}
+
+/* Replace of a string, or of the regular expression \s+ (CLIP's), and
+ * Prepend: their step and strings, or 0 after a message */
+static int text_step(hf_ctx *c, const cJSON *n, const char *ty, int i) {
+  ff_tok_tables *tab = &c->t->tab;
+  const cJSON *pat = GET(n, "pattern"), *re = cJSON_IsObject(pat) ? GET(pat, "Regex") : NULL;
+  if (!strcmp(ty, "Prepend")) return (tab->norm_to[i] = norm_string(c, GET(n, "prepend"), i, 1, "Prepend's prepend")) ? FF_TOK_NORM_PREPEND : 0;
+  if (cJSON_IsString(re) && strcmp(re->valuestring, "\\s+")) {
+    ff_fail(c->err, FF_EFORMAT, "%s: normalizer Replace's pattern Regex '%.100s' is not supported (only a String, or \\s+)",
+            c->path, re->valuestring);
+    return 0;
+  }
+  if (!cJSON_IsString(re) && !(tab->norm_from[i] = norm_string(c, cJSON_IsObject(pat) ? GET(pat, "String") : NULL, i, 0,
+                                                                "Replace's pattern String")))
+    return 0;
+  if (!(tab->norm_to[i] = norm_string(c, GET(n, "content"), i, 1, "Replace's content"))) return 0;
+  if (!tab->norm_to[i][0]) tab->norm_to[i] = ""; /* (an empty content removes) */
+  return cJSON_IsString(re) ? FF_TOK_NORM_SPACES : FF_TOK_NORM_REPLACE;
+}
+
+/* one normalizer: the Unicode ones, Replace and Prepend as steps of the
+ * tables' norm, in order; SentencePiece's Prepend("\u2581") and
+ * Replace(" ", "\u2581") as the options tok_encode.c applies after them
+ * (a step after those, or NFKC/NFKD after Replace, whose spaces (from
+ * U+00A0, U+3000, ...) Replace would not see, is refused); BertNormalizer
+ * (nothing after it) */
 static int hf_normalizer1(hf_ctx *c, const cJSON *n, int *steps) {
   const char *ty = type_of(n);
   ff_tokenizer *t = c->t;
   int wp = t->info.kind == FF_TOK_WORDPIECE, step = norm_step(ty);
-  if (step && (t->tab.bert_clean || t->tab.bert_lower || t->tab.bert_strip || t->tab.bert_chinese))
+  int text = !strcmp(ty, "Prepend") || !strcmp(ty, "Replace");
+  int sp = !wp && ((!strcmp(ty, "Prepend") && str_is(n, "prepend", SP)) ||
+                   (!strcmp(ty, "Replace") && cJSON_IsObject(GET(n, "pattern")) &&
+                    str_is(GET(n, "pattern"), "String", " ") && str_is(n, "content", SP)));
+  if ((step || text) && (t->tab.bert_clean || t->tab.bert_lower || t->tab.bert_strip || t->tab.bert_chinese))
     return unsupported(c, "normalizer after BertNormalizer", ty);
-  if ((step == FF_TOK_NORM_NFKC || step == FF_TOK_NORM_NFKD) && t->tab.replace_space) /* it makes spaces */
-    return unsupported(c, "normalizer after Replace", ty);
-  if (step && (*steps == FF_TOK_NORM_STEPS || ff_tok_norm_growth(t->tab.norm | step << 4 * *steps) > 24))
-    return unsupported(c, "normalizer Sequence (more Unicode steps than 4, or growing text more than 24 times)", ty);
-  if (step) t->tab.norm |= step << 4 * (*steps)++;
-  else if (!strcmp(ty, "Prepend") && !wp && str_is(n, "prepend", SP)) t->tab.prepend = 1;
-  else if (!strcmp(ty, "Replace") && !wp && cJSON_IsObject(GET(n, "pattern")) &&
-           str_is(GET(n, "pattern"), "String", " ") && str_is(n, "content", SP))
-    t->tab.replace_space = 1;
-  else if (!strcmp(ty, "BertNormalizer") && wp) {
+  if (((step == FF_TOK_NORM_NFKC || step == FF_TOK_NORM_NFKD) && t->tab.replace_space) ||
+      ((step || (text && !sp)) && (t->tab.replace_space || t->tab.prepend)))
+    return unsupported(c, "normalizer after SentencePiece's Replace or Prepend", ty);
+  if (sp && !strcmp(ty, "Prepend")) t->tab.prepend = 1;
+  else if (sp) t->tab.replace_space = 1;
+  else if (step || text) {
+    if (*steps == FF_TOK_NORM_STEPS) return unsupported(c, "normalizer Sequence (more steps than 6)", ty);
+    if (text && !(step = text_step(c, n, ty, *steps))) return FF_EFORMAT;
+    t->tab.norm |= step << 4 * (*steps)++;
+    if (ff_tok_norm_growth(&t->tab) > 24) return unsupported(c, "normalizer Sequence (growing text more than 24 times)", ty);
+  } else if (!strcmp(ty, "BertNormalizer") && wp) {
     t->tab.bert_clean = flag(n, "clean_text", 1), t->tab.bert_chinese = flag(n, "handle_chinese_chars", 1);
     t->tab.bert_lower = flag(n, "lowercase", 1), t->tab.bert_strip = flag(n, "strip_accents", t->tab.bert_lower);
   } else return unsupported(c, "normalizer", ty[0] ? ty : "(no type)");
@@ -271,73 +310,114 @@ static const struct {
      "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
      "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", FF_TOK_SPLIT_O200K}, /* GPT-4o's o200k */
+    {"\\p{N}{1,3}", FF_TOK_SPLIT_DS_NUM}, /* DeepSeek-V3's three */
+    {"[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+", FF_TOK_SPLIT_DS_CJK},
+    {"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+     " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+", FF_TOK_SPLIT_DS_MAIN}, /* CR, LF as characters */
+    {"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+     " ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", FF_TOK_SPLIT_DS_MAIN}, /* or as escapes */
+    {"[0-9][0-9][0-9]", FF_TOK_SPLIT_TRIPLES}, /* Falcon's */
+    {"<\\|startoftext\\|>|<\\|endoftext\\|>|'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+",
+     FF_TOK_SPLIT_CLIP}, /* CLIP's (the library's converter leaves out the first two alternatives: */
+    {"'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+", FF_TOK_SPLIT_CLIP}, /* they are added tokens) */
 };
 
-/* Sequence [Split(a known pattern, Isolated), ByteLevel(use_regex=false)],
- * as LLaMA-3's and Qwen2's files have it */
-static int hf_split(hf_ctx *c, const cJSON *split, const cJSON *level) {
-  ff_tokenizer *t = c->t;
-  const cJSON *pat = GET(split, "pattern"), *re = cJSON_IsObject(pat) ? GET(pat, "Regex") : NULL;
-  if (!cJSON_IsString(re)) return unsupported(c, "pre_tokenizer Split's pattern", "(not a Regex)");
+/* SplitDelimiterBehavior by name, or -1 */
+static int behavior(const cJSON *p, const char *dflt) {
+  static const char *const names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+  const cJSON *j = GET(p, "behavior");
+  const char *b = cJSON_IsString(j) ? j->valuestring : dflt;
+  for (int i = 0; i < 5; i++)
+    if (!strcmp(b, names[i])) return FF_TOK_REMOVED + i;
+  return -1;
+}
+
+/* one pre-tokenizer of a byte-level BPE: its step (FF_TOK_PRE(...)), or 0 after a message */
+static int pre_step(hf_ctx *c, const cJSON *p) {
+  const char *ty = type_of(p);
+  if (!strcmp(ty, "ByteLevel"))
+    return FF_TOK_PRE(FF_TOK_PRE_BYTELEVEL, 0, 0, (flag(p, "use_regex", 1) ? FF_TOK_BL_REGEX : 0) |
+                                                      (flag(p, "add_prefix_space", 0) ? FF_TOK_BL_PREFIX : 0));
+  if (!strcmp(ty, "Digits"))
+    return FF_TOK_PRE(FF_TOK_PRE_DIGITS, flag(p, "individual_digits", 0) ? FF_TOK_ISOLATED : FF_TOK_CONTIGUOUS, 0, 0);
+  int how = behavior(p, !strcmp(ty, "Punctuation") ? "Isolated" : "");
+  if ((!strcmp(ty, "Punctuation") || !strcmp(ty, "Split")) && how < 0)
+    return unsupported(c, "pre_tokenizer behavior", cJSON_IsString(GET(p, "behavior")) ? GET(p, "behavior")->valuestring
+                                                                                         : "(none)"), 0;
+  if (!strcmp(ty, "Punctuation")) return FF_TOK_PRE(FF_TOK_PRE_PUNCT, how, 0, 0);
+  if (strcmp(ty, "Split")) return unsupported(c, "pre_tokenizer", ty[0] ? ty : "(no type)"), 0;
+  const cJSON *pat = GET(p, "pattern"), *re = cJSON_IsObject(pat) ? GET(pat, "Regex") : NULL;
+  if (!cJSON_IsString(re)) return unsupported(c, "pre_tokenizer Split's pattern", "(not a Regex)"), 0;
   for (size_t i = 0; i < sizeof split_patterns / sizeof *split_patterns; i++)
-    if (!strcmp(re->valuestring, split_patterns[i].regex)) t->tab.split = split_patterns[i].split;
-  if (!t->tab.split)
-    return ff_fail(c->err, FF_EFORMAT, "%s: pre_tokenizer Split's pattern '%.300s' is not supported (only LLaMA-3's, "
-                   "Qwen2's, GPT-4o's and GPT-2's)", c->path, re->valuestring);
-  if (!str_is(split, "behavior", "Isolated") || flag(split, "invert", 0))
-    return unsupported(c, "pre_tokenizer Split's behavior (only Isolated, not inverted)",
-                       cJSON_IsString(GET(split, "behavior")) ? GET(split, "behavior")->valuestring : "(none)");
-  if (strcmp(type_of(level), "ByteLevel") || flag(level, "use_regex", 1) || flag(level, "add_prefix_space", 0) ||
-      t->info.kind != FF_TOK_BPE_SP || t->tab.prepend || t->tab.replace_space)
-    return unsupported(c, "pre_tokenizer after Split (only ByteLevel of a BPE model, use_regex and add_prefix_space "
-                       "false)", type_of(level)[0] ? type_of(level) : "(no type)");
+    if (!strcmp(re->valuestring, split_patterns[i].regex))
+      return FF_TOK_PRE(FF_TOK_PRE_SPLIT, how, flag(p, "invert", 0), split_patterns[i].split);
+  return ff_fail(c->err, FF_EFORMAT, "%s: pre_tokenizer Split's pattern '%.300s' is not supported (only GPT-2's, "
+                 "LLaMA-3's, Qwen2's, GPT-4o's, DeepSeek-V3's, Falcon's and CLIP's)", c->path, re->valuestring), 0;
+}
+
+/* the pre-tokenizers of a byte-level BPE, in order (a Sequence's, or one
+ * ByteLevel): exactly one ByteLevel, and Split, Digits and Punctuation
+ * before or after it */
+static int hf_byte_pre(hf_ctx *c, const cJSON *p) {
+  ff_tokenizer *t = c->t;
+  const cJSON *list = GET(p, "pretokenizers"), *e = strcmp(type_of(p), "Sequence") ? p : list ? list->child : NULL;
+  int levels = 0;
+  for (; e; e = strcmp(type_of(p), "Sequence") ? NULL : e->next) {
+    if (t->tab.n_pre == FF_TOK_PRE_STEPS) return unsupported(c, "pre_tokenizer Sequence", "(more than 6 steps)");
+    int step = pre_step(c, e);
+    if (!step) return FF_EFORMAT;
+    levels += (step & 15) == FF_TOK_PRE_BYTELEVEL;
+    t->tab.pre[t->tab.n_pre++] = step;
+  }
+  if (levels != 1 || t->info.kind != FF_TOK_BPE_SP || t->tab.prepend || t->tab.replace_space)
+    return unsupported(c, "pre_tokenizer Sequence (one ByteLevel, of a BPE model without SentencePiece's normalizers)",
+                       levels ? "ByteLevel" : "(no ByteLevel)");
   t->info.kind = FF_TOK_BPE_BYTES;
   return 0;
 }
 
-static int hf_pre(hf_ctx *c, const cJSON *p);
-
-/* Sequence [Digits(individual_digits), ByteLevel(add_prefix_space=false)], as
- * StarCoder's and SmolLM's files have it: ByteLevel's pattern within each
- * run of digits (or each digit) and each run of the rest */
-static int hf_digits(hf_ctx *c, const cJSON *digits, const cJSON *level) {
-  ff_tokenizer *t = c->t;
-  int rc = strcmp(type_of(level), "ByteLevel") ? unsupported(c, "pre_tokenizer after Digits (only ByteLevel)",
-                                                              type_of(level)[0] ? type_of(level) : "(no type)")
-                                               : hf_pre(c, level);
-  if (!rc && (t->info.kind != FF_TOK_BPE_BYTES || t->tab.add_prefix_space))
-    return unsupported(c, "pre_tokenizer ByteLevel after Digits (only of a BPE model, add_prefix_space false)",
-                       "ByteLevel");
-  if (!rc) t->tab.digits = flag(digits, "individual_digits", 0) ? 2 : 1;
-  return rc;
+/* whether the pre-tokenizer is of a byte-level BPE: a ByteLevel in it */
+static int has_byte_level(const cJSON *p) {
+  if (!strcmp(type_of(p), "ByteLevel")) return 1;
+  const cJSON *list = GET(p, "pretokenizers");
+  for (const cJSON *e = !strcmp(type_of(p), "Sequence") && list ? list->child : NULL; e; e = e->next)
+    if (!strcmp(type_of(e), "ByteLevel")) return 1;
+  return 0;
 }
 
-/* ByteLevel (GPT-2), Metaspace (SentencePiece), BertPreTokenizer */
+/* Sequence [WhitespaceSplit, Punctuation(Isolated)]: BertPreTokenizer's steps, spelled out */
+static int bert_steps(const cJSON *p) {
+  const cJSON *list = GET(p, "pretokenizers"), *a = list ? list->child : NULL, *b = a ? a->next : NULL;
+  return !strcmp(type_of(p), "Sequence") && b && !b->next && !strcmp(type_of(a), "WhitespaceSplit") &&
+         !strcmp(type_of(b), "Punctuation") && behavior(b, "Isolated") == FF_TOK_ISOLATED;
+}
+
+/* ByteLevel (GPT-2) with Split, Digits or Punctuation, Metaspace
+ * (SentencePiece), BertPreTokenizer */
 static int hf_pre(hf_ctx *c, const cJSON *p) {
   ff_tokenizer *t = c->t;
   const char *ty = p && !cJSON_IsNull(p) ? type_of(p) : "null";
   int bpe = t->info.kind != FF_TOK_WORDPIECE;
+  if (bpe && has_byte_level(p)) return hf_byte_pre(c, p);
   if (!strcmp(ty, "Sequence") && cJSON_GetArraySize(GET(p, "pretokenizers")) == 1)
     return hf_pre(c, GET(p, "pretokenizers")->child);
-  if (!strcmp(ty, "Sequence") && cJSON_GetArraySize(GET(p, "pretokenizers")) == 2 &&
-      !strcmp(type_of(GET(p, "pretokenizers")->child), "Split"))
-    return hf_split(c, GET(p, "pretokenizers")->child, GET(p, "pretokenizers")->child->next);
-  if (!strcmp(ty, "Sequence") && cJSON_GetArraySize(GET(p, "pretokenizers")) == 2 &&
-      !strcmp(type_of(GET(p, "pretokenizers")->child), "Digits"))
-    return hf_digits(c, GET(p, "pretokenizers")->child, GET(p, "pretokenizers")->child->next);
   if (!strcmp(ty, "null") && bpe) return 0;
-  if (!strcmp(ty, "ByteLevel") && t->info.kind == FF_TOK_BPE_SP && !t->tab.prepend && !t->tab.replace_space) {
-    t->info.kind = FF_TOK_BPE_BYTES;
-    t->tab.add_prefix_space = flag(p, "add_prefix_space", 0), t->tab.use_regex = flag(p, "use_regex", 1);
-  } else if (!strcmp(ty, "Metaspace") && bpe && str_is(p, "replacement", SP)) {
+  if (!strcmp(ty, "Metaspace") && bpe && str_is(p, "replacement", SP)) {
     const cJSON *scheme = GET(p, "prepend_scheme");
     t->tab.meta = 1, t->tab.meta_split = flag(p, "split", 1);
     t->tab.meta_scheme = flag(p, "add_prefix_space", 1) ? FF_TOK_META_ALWAYS : FF_TOK_META_NEVER;
     if (cJSON_IsString(scheme))
       t->tab.meta_scheme = !strcmp(scheme->valuestring, "first") ? FF_TOK_META_FIRST
                        : !strcmp(scheme->valuestring, "never") ? FF_TOK_META_NEVER : FF_TOK_META_ALWAYS;
-  } else if (!strcmp(ty, "BertPreTokenizer") && !bpe) {
+  } else if ((!strcmp(ty, "BertPreTokenizer") || bert_steps(p)) && !bpe) {
     t->bert_pre = 1;
+  } else if (!strcmp(ty, "Sequence")) {
+    char names[120] = "";
+    const cJSON *list = GET(p, "pretokenizers");
+    size_t n = 0;
+    for (const cJSON *e = list ? list->child : NULL; e && n < sizeof names - 40; e = e->next)
+      n += (size_t)snprintf(names + n, sizeof names - n, "%s%.30s", n ? ", " : "", type_of(e)[0] ? type_of(e) : "(no type)");
+    return unsupported(c, "pre_tokenizer Sequence of", names);
   } else return unsupported(c, "pre_tokenizer", ty[0] ? ty : "(no type)");
   return 0;
 }
@@ -446,8 +526,13 @@ static int hf_model(hf_ctx *c, const cJSON *m) {
     t->tab.wp_prefix = t->wp_prefix;
     return wp_max_chars(c, maxc);
   }
-  if ((cJSON_IsString(pre) && pre->valuestring[0]) || (cJSON_IsString(suf) && suf->valuestring[0]))
-    return unsupported(c, "BPE with a subword prefix or suffix", cJSON_IsString(pre) ? pre->valuestring : suf->valuestring);
+  if (cJSON_IsString(pre) && pre->valuestring[0]) return unsupported(c, "BPE's continuing_subword_prefix", pre->valuestring);
+  if (cJSON_IsString(suf) && suf->valuestring[0]) { /* CLIP's "</w>": a word's last character has it */
+    if (strlen(suf->valuestring) >= sizeof t->suffix || t->info.kind != FF_TOK_BPE_BYTES || flag(m, "byte_fallback", 0))
+      return unsupported(c, "end_of_word_suffix (up to 15 bytes, of a byte-level BPE without byte_fallback)",
+                         suf->valuestring);
+    t->tab.suffix = strcpy(t->suffix, suf->valuestring);
+  }
   if (cJSON_IsNumber(drop) && drop->valuedouble > 0) return unsupported(c, "BPE dropout", "> 0");
   t->tab.byte_fallback = flag(m, "byte_fallback", 0), t->tab.fuse_unk = flag(m, "fuse_unk", 0);
   t->tab.ignore_merges = flag(m, "ignore_merges", 0);
@@ -492,7 +577,10 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
   int bytes = ff_tok_byte_ids(t);
   if (t->info.kind != FF_TOK_BPE_SP && t->info.kind != FF_TOK_UNIGRAM) t->tab.byte_fallback = 0; /* only they fall back to bytes */
   /* Metaspace leaves out a space it finds first (HF's decoder strips one that was there) */
-  t->info.round_trip = !t->tab.norm && (t->info.kind == FF_TOK_BPE_BYTES || (t->tab.byte_fallback && bytes == 256 && !t->tab.meta));
+  int removes = 0; /* a split that drops text */
+  for (int i = 0; i < t->tab.n_pre; i++) removes |= (t->tab.pre[i] >> 4 & 7) == FF_TOK_REMOVED && (t->tab.pre[i] & 15) != FF_TOK_PRE_BYTELEVEL;
+  t->info.round_trip = !t->tab.norm && !t->tab.suffix && !removes &&
+                       (t->info.kind == FF_TOK_BPE_BYTES || (t->tab.byte_fallback && bytes == 256 && !t->tab.meta));
   return 0;
 }
 

@@ -34,6 +34,8 @@ struct ff_tokenizer {
   int32_t byte_id[256];   /* <0xXX> tokens, -1 when absent */
   int32_t *added;         /* added tokens matched in text, longest first */
   char wp_prefix[16];
+  char norm_str[FF_TOK_NORM_STEPS][2][64]; /* tab.norm_from / norm_to */
+  char suffix[16];                        /* tab.suffix */
   int bert_pre;           /* BertPreTokenizer seen */
 };
 
@@ -47,7 +49,7 @@ int ff_tok_find(const int32_t *index, size_t cap, const char *const *strs, const
 size_t ff_tok_merge_slot(const ff_tok_merge *m, size_t cap, int32_t a, int32_t b);
 size_t ff_tok_max_text(void);
 /* UTF-8 bytes out per byte in of tokenizer.json's normalizer steps (tab.norm), at most */
-size_t ff_tok_norm_growth(int norm);
+size_t ff_tok_norm_growth(const ff_tok_tables *t);
 size_t ff_tok_work_bytes(const ff_tok_tables *t, size_t len);
 int ff_tok_encode(const ff_tok_tables *t, const char *text, size_t len, void *work, size_t work_bytes, int32_t *ids,
                   int cap, ff_tok_why *why);

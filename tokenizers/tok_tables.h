@@ -34,12 +34,28 @@
 
 enum { FF_TOK_META_NEVER, FF_TOK_META_FIRST, FF_TOK_META_ALWAYS }; /* Metaspace's prepend_scheme */
 
-/* the Split pre-tokenizer's pattern before ByteLevel(use_regex=false), recognised by its text */
-enum { FF_TOK_SPLIT_NONE, FF_TOK_SPLIT_GPT2, FF_TOK_SPLIT_CL100K, FF_TOK_SPLIT_QWEN2, FF_TOK_SPLIT_O200K };
+/* A byte-level BPE's pre-tokenizers (tokenizer.json's pre_tokenizer, a
+ * Sequence of them or one), in order: each splits every piece the one before
+ * made; ByteLevel (exactly one) maps a piece's bytes to characters, and the
+ * steps after it see those.  A step is FF_TOK_PRE_* | behavior << 4 |
+ * invert << 7 | argument << 8: Split's pattern (FF_TOK_SPLIT_*), Digits'
+ * individual_digits, ByteLevel's FF_TOK_BL_* bits. */
+enum { FF_TOK_PRE_BYTELEVEL = 1, FF_TOK_PRE_SPLIT, FF_TOK_PRE_DIGITS, FF_TOK_PRE_PUNCT };
+/* how a split treats its matches, as Hugging Face's SplitDelimiterBehavior */
+enum { FF_TOK_REMOVED, FF_TOK_ISOLATED, FF_TOK_MERGED_PREV, FF_TOK_MERGED_NEXT, FF_TOK_CONTIGUOUS };
+enum { FF_TOK_BL_REGEX = 1, FF_TOK_BL_PREFIX = 2 }; /* ByteLevel's use_regex, add_prefix_space */
+#define FF_TOK_PRE(kind, behavior, invert, arg) ((kind) | (behavior) << 4 | (invert) << 7 | (arg) << 8)
+#define FF_TOK_PRE_STEPS 6
+/* the Split patterns, recognised by their text (tok_hf.c has them) */
+enum { FF_TOK_SPLIT_NONE, FF_TOK_SPLIT_GPT2, FF_TOK_SPLIT_CL100K, FF_TOK_SPLIT_QWEN2, FF_TOK_SPLIT_O200K,
+       FF_TOK_SPLIT_DS_NUM, FF_TOK_SPLIT_DS_CJK, FF_TOK_SPLIT_DS_MAIN, FF_TOK_SPLIT_TRIPLES, FF_TOK_SPLIT_CLIP };
 
-/* tokenizer.json's Unicode normalizers, the steps of ff_tok_tables' norm */
-enum { FF_TOK_NORM_NFC = 1, FF_TOK_NORM_NFD, FF_TOK_NORM_NFKC, FF_TOK_NORM_NFKD, FF_TOK_NORM_LOWER, FF_TOK_NORM_STRIP };
-#define FF_TOK_NORM_STEPS 4 /* at most, 4 bits each */
+/* tokenizer.json's normalizers, the steps of ff_tok_tables' norm: the
+ * Unicode ones, Replace (a string, or the regular expression \s+) and
+ * Prepend (their strings in norm_from / norm_to) */
+enum { FF_TOK_NORM_NFC = 1, FF_TOK_NORM_NFD, FF_TOK_NORM_NFKC, FF_TOK_NORM_NFKD, FF_TOK_NORM_LOWER, FF_TOK_NORM_STRIP,
+       FF_TOK_NORM_REPLACE, FF_TOK_NORM_SPACES, FF_TOK_NORM_PREPEND };
+#define FF_TOK_NORM_STEPS 6 /* at most, 4 bits each */
 
 typedef struct {
   int32_t a, b, id; /* a b -> id; id -1: an empty slot */
@@ -80,10 +96,12 @@ typedef struct ff_tok_tables {
   int32_t unk;                  /* -1: none */
   int lowercase;                /* JSON vocabulary: ASCII lowercase first */
   /* tokenizer.json's options, as tok_hf.c reads them */
-  int byte_fallback, fuse_unk, ignore_merges, add_prefix_space, use_regex;
-  int split;                            /* FF_TOK_SPLIT_*: the Split pre-tokenizer (byte-level BPE) */
-  int digits;                           /* the Digits pre-tokenizer before ByteLevel: 1 runs, 2 each digit */
+  int byte_fallback, fuse_unk, ignore_merges;
+  int pre[FF_TOK_PRE_STEPS], n_pre;     /* byte-level BPE: the pre-tokenizers, FF_TOK_PRE(...) each */
+  const char *suffix;                   /* BPE's end_of_word_suffix (CLIP's "</w>"), or NULL */
   int norm;                             /* FF_TOK_NORM_* steps in order, the first in the low 4 bits */
+  const char *norm_from[FF_TOK_NORM_STEPS]; /* step i's Replace pattern (a string) */
+  const char *norm_to[FF_TOK_NORM_STEPS];   /* step i's Replace content, Prepend text */
   int prepend, replace_space;           /* normalizers Prepend("\u2581"), Replace(" ", "\u2581") */
   int meta, meta_scheme, meta_split;    /* the Metaspace pre-tokenizer */
   int bert_clean, bert_chinese, bert_strip, bert_lower;
