@@ -25,11 +25,13 @@ local UNICODE = { -- the tables of tokenizers/unicode_tables.h each kind reads
 }
 -- the pre-tokenizers that read more classes (FF_TOK_CLASSES): GPT-4o's split, DeepSeek's, Punctuation
 local CLASSES = { uc_upper = true, uc_lowercase = true, uc_mark = true, uc_punct = true, uc_symbol = true }
+local GRAPHEME = { uc_gcb = true, uc_extpict = true } -- tokenizer.json's Precompiled (FF_TOK_GRAPHEME)
 local NORM = { uc_letter = true, uc_mark_nonspacing = true, uc_lower_map = true, uc_mark = true, uc_ccc = true,
   uc_nfd_map = true, uc_nfkd_map = true, uc_compose = true } -- tokenizer.json's normalizers (FF_TOK_NORM)
 
 -- The core's text for one kind: its `#if` lines over FF_TOK_HAS(KIND), FF_TOK_NORM
--- (whether the tokenizer normalizes) and FF_TOK_CLASSES (whether it splits by more Unicode classes)
+-- (whether the tokenizer normalizes), FF_TOK_CLASSES (whether it splits by more Unicode
+-- classes) and FF_TOK_GRAPHEME (whether it normalizes in grapheme clusters): f.norm, f.cased, f.grapheme
 -- (and the names defined from them) evaluated, only
 -- what that tokenizer compiles kept, so that the driver reads as that tokenizer alone;
 -- any other `#if` is kept as it is.
@@ -37,22 +39,23 @@ local KINDS = { VOCAB = 0, LLAMA2C = 1, BYTES = 2, SP = 3, WORDPIECE = 4, UNIGRA
 local DERIVED = { FF_TOK_BPE = { 1, 2, 3 }, FF_TOK_HF = { 2, 3, 4, 5 }, FF_TOK_SP_PIECE = { 1, 3, 5 },
   FF_TOK_SP_TEXT = { 3, 5 }, FF_TOK_UNICODE = { 2, 4, norm = true } }
 
-local function kind_if(expr, kind, norm, cased) -- true/false, or nil when expr is not of those terms
+local function kind_if(expr, kind, f) -- true/false, or nil when expr is not of those terms
   local any = false
   for term in (expr .. "||"):gmatch("%s*(.-)%s*||") do
     local name = term:match("^FF_TOK_HAS%((%u[%u%d]*)%)$")
     if name and KINDS[name] then any = any or KINDS[name] == kind
-    elseif term == "FF_TOK_NORM" then any = any or norm
-    elseif term == "FF_TOK_CLASSES" then any = any or cased
+    elseif term == "FF_TOK_NORM" then any = any or f.norm
+    elseif term == "FF_TOK_CLASSES" then any = any or f.cased
+    elseif term == "FF_TOK_GRAPHEME" then any = any or f.grapheme
     elseif DERIVED[term] then
-      any = any or (DERIVED[term].norm and norm)
+      any = any or (DERIVED[term].norm and f.norm)
       for _, k in ipairs(DERIVED[term]) do any = any or k == kind end
     else return nil end
   end
   return any
 end
 
-local function one_kind(code, kind, norm, cased)
+local function one_kind(code, kind, f)
   local out, stack = {}, {}
   local function live()
     for _, v in ipairs(stack) do if v == false then return false end end
@@ -60,8 +63,9 @@ local function one_kind(code, kind, norm, cased)
   end
   for line in (code .. "\n"):gmatch("([^\n]*)\n") do
     local expr = line:match("^#if%s+(.-)%s*$")
-    local v = expr and kind_if(expr, kind, norm, cased)
-    if line:match("^#ifndef FF_TOK_NORM") or line:match("^#ifndef FF_TOK_CLASSES") then v = false end -- the host's default
+    local v = expr and kind_if(expr, kind, f)
+    if line:match("^#ifndef FF_TOK_NORM") or line:match("^#ifndef FF_TOK_CLASSES") or
+      line:match("^#ifndef FF_TOK_GRAPHEME") then v = false end -- the host's default
     if v ~= nil then
       stack[#stack + 1] = v
     elseif line:match("^#if") then
@@ -88,14 +92,24 @@ local function tokenizer_code(tk)
   local all = host.read_template("tokenizers/unicode_tables.h")
   local picked = { (all:match("^(/%*.-%*/)\n")) }
   local norm = tk.tables:find("%.norm = ") ~= nil -- tok_c.c writes an option when it is set
+  local grapheme = false -- a Precompiled step (FF_TOK_NORM_PRECOMPILED, 11) among norm's nibbles
+  for steps in tk.tables:gmatch("%.norm = (%d+),") do
+    local n = tonumber(steps)
+    while n > 0 do
+      grapheme = grapheme or n % 16 == 11
+      n = n // 16
+    end
+  end
   local cased = tk.tables:find("FF_TOK_SPLIT_O200K") or tk.tables:find("FF_TOK_SPLIT_DS_MAIN") or
     tk.tables:find("FF_TOK_PRE_PUNCT") -- (tok_c.c names the pre-tokenizers)
   for block, name in all:gmatch("(static const [^\n]- (uc_[%w_]+)%[[^\n]*\n.-\n};)") do
-    if (UNICODE[tk.kind] or {})[name] or (norm and NORM[name]) or (cased and CLASSES[name]) then
+    if (UNICODE[tk.kind] or {})[name] or (norm and NORM[name]) or (cased and CLASSES[name]) or
+      (grapheme and GRAPHEME[name]) then
       picked[#picked + 1] = block
     end
   end
-  local core = one_kind(host.read_template("tokenizers/tok_encode.c"), tk.kind, norm, cased)
+  local core = one_kind(host.read_template("tokenizers/tok_encode.c"), tk.kind,
+    { norm = norm, cased = cased, grapheme = grapheme })
   core = core:gsub('#include "tok_tables.h"[^\n]*', function()
     return (host.read_template("tokenizers/tok_tables.h"):gsub("\n+$", ""))
   end)

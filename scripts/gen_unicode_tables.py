@@ -5,7 +5,11 @@ NFC/NFD/NFKC/NFKD normalizers and BERT's accent stripping (NFD without the
 nonspacing marks) read: full decompositions, combining classes, primary
 composites), from Python's unicodedata.  It also checks the
 growth bounds tok_encode.c assumes (TOK_GROW_*).
-Run: /usr/bin/python3 scripts/gen_unicode_tables.py"""
+The grapheme cluster break property and Extended_Pictographic (UAX #29's
+segmentation, which Hugging Face's Precompiled normalizer works in) come
+from the UCD files of Debian's unicode-data package (Python's unicodedata
+has neither).
+Run: /usr/bin/python3 scripts/gen_unicode_tables.py (apt-get install unicode-data)"""
 import os
 import sys
 import unicodedata as ud
@@ -89,6 +93,49 @@ def check_growth(cps):
         assert len(ud.normalize("NFKD", c)) <= 18, hex(cp)  # TOK_DECOMP_MAX
 
 
+UCD = "/usr/share/unicode"
+# tok_encode.c's TOK_G_*, in this order (LV and LVT, every Hangul syllable, by formula there)
+GCB = ["Other", "CR", "LF", "Control", "Extend", "ZWJ", "Regional_Indicator", "Prepend", "SpacingMark", "L", "V", "T"]
+
+
+def ucd_property(path, names):
+    """[(first, last, name)] of a UCD file's lines whose property is one of names, merged"""
+    out, version = [], None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("# Used with Emoji Version "):
+                version = "emoji-data.txt, Emoji " + line.split()[5]
+            elif version is None and line.startswith("# ") and line.strip().endswith(".txt"):
+                version = line.strip()[2:]
+            body = line.split("#")[0].strip()
+            if not body:
+                continue
+            cps, prop = [x.strip() for x in body.split(";")]
+            if prop not in names:
+                continue
+            a, _, b = cps.partition("..")
+            out.append([int(a, 16), int(b or a, 16), prop])
+    out.sort()
+    merged = []
+    for a, b, p in out:
+        if merged and merged[-1][1] == a - 1 and merged[-1][2] == p:
+            merged[-1][1] = b
+        else:
+            merged.append([a, b, p])
+    return merged, version
+
+
+def emit_graphemes(f):
+    gcb, v1 = ucd_property(os.path.join(UCD, "auxiliary", "GraphemeBreakProperty.txt"), GCB[1:])
+    pict, v2 = ucd_property(os.path.join(UCD, "emoji", "emoji-data.txt"), ["Extended_Pictographic"])
+    f.write("/* the grapheme cluster break property but LV and LVT (tok_encode.c's TOK_G_*), from %s */\n" % v1)
+    f.write("static const uint32_t uc_gcb[][3] = { /* first, last, class */\n")
+    for a, b, p in gcb:
+        f.write("  {0x%x, 0x%x, %d},\n" % (a, b, GCB.index(p)))
+    f.write("};\n/* Extended_Pictographic, from %s */\n" % v2)
+    emit_ranges(f, "uc_extpict", [(a, b) for a, b, _ in pict])
+
+
 def main():
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tokenizers", "unicode_tables.h")
     surrogate = lambda cp: 0xD800 <= cp <= 0xDFFF
@@ -126,6 +173,7 @@ def main():
         for a, b, c in compositions(cps):
             f.write("  {0x%x, 0x%x, 0x%x},\n" % (a, b, c))
         f.write("};\n")
+        emit_graphemes(f)
     print(path)
 
 

@@ -46,6 +46,12 @@
  * tokenizer splits so */
 #define FF_TOK_CLASSES FF_TOK_HAS(BYTES)
 #endif
+#ifndef FF_TOK_GRAPHEME
+/* FF_TOK_GRAPHEME: tokenizer.json's Precompiled normalizer, which works in
+ * grapheme clusters (UAX #29): the host has it; emit keeps it (and the
+ * break property's tables) in a driver whose tokenizer normalizes so */
+#define FF_TOK_GRAPHEME FF_TOK_NORM
+#endif
 #define FF_TOK_UNICODE (FF_TOK_HAS(BYTES) || FF_TOK_HAS(WORDPIECE) || FF_TOK_NORM)
 
 #if FF_TOK_UNICODE
@@ -79,6 +85,22 @@ static int ff_uc_space_p(uint32_t cp) {
   return (cp >= 9 && cp <= 13) || cp == 32 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
          (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
          cp == 0x3000;
+}
+
+/* the end of the whitespace that starts s (len bytes) */
+static size_t tok_space_after(const char *s, size_t len) {
+  size_t at = 0, n;
+  while (at < len && ff_uc_space_p(ff_uc_next(s + at, len - at, &n))) at += n;
+  return at;
+}
+
+/* the start of the whitespace that ends s[0..end) */
+static size_t tok_space_before(const char *s, size_t end) {
+  for (size_t k = end, n; k > 0; end = k) {
+    while (--k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) {} /* the character's first byte */
+    if (!ff_uc_space_p(ff_uc_next(s + k, end - k, &n)) || k + n != end) return end;
+  }
+  return end;
 }
 #endif
 
@@ -934,11 +956,13 @@ static int tok_unigram_word(const ff_tok_tables *t, const char *w, size_t n, tok
   o->work = work, o->left = left;
   return rc;
 }
+#endif
 
-/* the longest rule of the charsmap that s starts with: its length (0: none)
- * and *to its replacement (darts-clone's commonPrefixSearch, every index
- * checked: the array comes from a file) */
-static size_t tok_charsmap_rule(const ff_tok_tables *t, const char *s, size_t len, const char **to) {
+#if FF_TOK_HAS(UNIGRAM) || FF_TOK_GRAPHEME
+/* the longest rule of the charsmap that s starts with (the shortest: first):
+ * its length (0: none) and *to its replacement (darts-clone's
+ * commonPrefixSearch, every index checked: the array comes from a file) */
+static size_t tok_charsmap_rule(const ff_tok_tables *t, const char *s, size_t len, const char **to, int first) {
   const uint32_t *a = t->charsmap;
   size_t units = t->charsmap_units, pos = 0, best = 0;
 #define TOK_DA_OFFSET(u) ((size_t)((u) >> 10) << (((u) & 0x200u) >> 6))
@@ -949,19 +973,24 @@ static size_t tok_charsmap_rule(const ff_tok_tables *t, const char *s, size_t le
     uint32_t u;
     if ((pos ^= c) >= units || ((u = a[pos]) & 0x800000FFu) != c) break;
     if ((pos ^= TOK_DA_OFFSET(u)) >= units) break;
-    if ((u >> 8 & 1) && (a[pos] & 0x7FFFFFFFu) < t->charsmap_text_len)
+    if ((u >> 8 & 1) && (a[pos] & 0x7FFFFFFFu) < t->charsmap_text_len) {
       best = i + 1, *to = t->charsmap_text + (a[pos] & 0x7FFFFFFFu);
+      if (first) break;
+    }
   }
 #undef TOK_DA_OFFSET
   return best;
 }
+#endif
+
+#if FF_TOK_HAS(UNIGRAM)
 
 /* what SentencePiece's normalizer makes of the text at s: the rule's
  * replacement, else the character, else (not UTF-8) U+FFFD for one byte;
  * *used the bytes it takes */
 static const char *tok_spm_prefix(const ff_tok_tables *t, const char *s, size_t len, size_t *used, size_t *n) {
   const char *to = NULL;
-  if ((*used = tok_charsmap_rule(t, s, len, &to)) > 0) return *n = strlen(to), to;
+  if ((*used = tok_charsmap_rule(t, s, len, &to, 0)) > 0) return *n = strlen(to), to;
   if (ff_uc_next(s, len, used) >= 0x110000u) return *used = 1, *n = 3, "\xef\xbf\xbd";
   return *n = *used, s;
 }
@@ -1174,12 +1203,100 @@ FF_TOK_API size_t ff_tok_norm_growth(const ff_tok_tables *t) {
   for (int norm = t->norm, i = 0; norm; norm >>= 4, i++) {
     int step = norm & 15;
     size_t to = t->norm_to[i] ? strlen(t->norm_to[i]) : 0, from = t->norm_from[i] ? strlen(t->norm_from[i]) : 1;
-    if (step == FF_TOK_NORM_REPLACE || step == FF_TOK_NORM_SPACES) g *= to > from ? (to + from - 1) / from : 1;
+    if (step == FF_TOK_NORM_SPACES2) from = 2;
+    if (step == FF_TOK_NORM_REPLACE || step == FF_TOK_NORM_SPACES || step == FF_TOK_NORM_SPACES2)
+      g *= to > from ? (to + from - 1) / from : 1;
     else if (step == FF_TOK_NORM_PREPEND) g *= 1 + to;
+    else if (step == FF_TOK_NORM_PRECOMPILED) g *= t->charsmap_growth > 3 ? t->charsmap_growth : 3;
+    else if (step >= FF_TOK_NORM_TRIM_LEFT) g *= 1;
     else g *= tok_norm_step_growth(step);
   }
   return g;
 }
+
+/* Replace of " {2,}" (two spaces or more) */
+static void tok_replace_spaces2(const char *to, const char *s, size_t len, tok_buf *out) {
+  for (size_t at = 0, n; at < len; at += n) {
+    for (n = 0; at + n < len && s[at + n] == ' ';) n++;
+    if (n >= 2) tok_buf_put(out, to, strlen(to));
+    else tok_buf_put(out, s + at, n = n ? n : 1);
+  }
+}
+
+/* Strip: the whitespace (Rust's char::is_whitespace) at the text's start, end or both */
+static void tok_trim(int step, const char *s, size_t len, tok_buf *out) {
+  size_t a = step == FF_TOK_NORM_TRIM_RIGHT ? 0 : tok_space_after(s, len);
+  size_t b = step == FF_TOK_NORM_TRIM_LEFT ? len : a + tok_space_before(s + a, len - a);
+  tok_buf_put(out, s + a, b - a);
+}
+#endif
+
+#if FF_TOK_GRAPHEME
+/* UAX #29's grapheme cluster break classes (uc_gcb), LV and LVT by formula */
+enum { TOK_G_OTHER, TOK_G_CR, TOK_G_LF, TOK_G_CONTROL, TOK_G_EXTEND, TOK_G_ZWJ, TOK_G_RI, TOK_G_PREPEND,
+       TOK_G_SPACING, TOK_G_L, TOK_G_V, TOK_G_T, TOK_G_LV, TOK_G_LVT };
+
+static int tok_gcb(uint32_t cp) {
+  size_t lo = 0, hi = FF_UC_COUNT(uc_gcb);
+  if (cp >= 0x110000) return TOK_G_CONTROL; /* a byte that is not UTF-8: a cluster of its own */
+  if (cp >= 0xAC00 && cp <= 0xD7A3) return (cp - 0xAC00) % 28 ? TOK_G_LVT : TOK_G_LV;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (cp < uc_gcb[mid][0]) hi = mid;
+    else if (cp > uc_gcb[mid][1]) lo = mid + 1;
+    else return (int)uc_gcb[mid][2];
+  }
+  return TOK_G_OTHER;
+}
+
+/* the length of the extended grapheme cluster at s (Unicode 15.0's rules
+ * GB3 to GB13), at least one character */
+static size_t tok_grapheme(const char *s, size_t len) {
+  size_t k, at;
+  uint32_t cp = ff_uc_next(s, len, &at);
+  int prev = tok_gcb(cp), ri = prev == TOK_G_RI;
+  int pict = cp < 0x110000 && ff_uc_in_ranges(uc_extpict, FF_UC_COUNT(uc_extpict), cp); /* 1: ExtPict Extend*, 2: then ZWJ */
+  for (; at < len; at += k) {
+    cp = ff_uc_next(s + at, len - at, &k);
+    int c = tok_gcb(cp), xp = cp < 0x110000 && ff_uc_in_ranges(uc_extpict, FF_UC_COUNT(uc_extpict), cp), join;
+    if (prev == TOK_G_CR || prev == TOK_G_LF || prev == TOK_G_CONTROL || c == TOK_G_CR || c == TOK_G_LF ||
+        c == TOK_G_CONTROL)
+      join = prev == TOK_G_CR && c == TOK_G_LF; /* GB3, GB4, GB5 */
+    else if (prev == TOK_G_L) join = c == TOK_G_L || c == TOK_G_V || c == TOK_G_LV || c == TOK_G_LVT; /* GB6 */
+    else join = ((prev == TOK_G_LV || prev == TOK_G_V) && (c == TOK_G_V || c == TOK_G_T)) ||  /* GB7 */
+                ((prev == TOK_G_LVT || prev == TOK_G_T) && c == TOK_G_T) ||                 /* GB8 */
+                c == TOK_G_EXTEND || c == TOK_G_ZWJ || c == TOK_G_SPACING || prev == TOK_G_PREPEND || /* GB9-9b */
+                (pict == 2 && xp) || (prev == TOK_G_RI && c == TOK_G_RI && ri % 2);         /* GB11, GB12-13 */
+    if (!join) break;
+    pict = xp ? 1 : pict == 1 && c == TOK_G_EXTEND ? 1 : pict == 1 && c == TOK_G_ZWJ ? 2 : 0;
+    ri = c == TOK_G_RI ? ri + 1 : 0;
+    prev = c;
+  }
+  return at;
+}
+
+/* Precompiled as the Rust library applies it: a grapheme cluster of fewer
+ * than 6 bytes whole when a rule matches its start (the shortest rule, its
+ * replacement for the whole cluster), else each character by the rule of
+ * that character alone, or as it is */
+static void tok_precompiled(const ff_tok_tables *t, const char *s, size_t len, tok_buf *out) {
+  const char *to;
+  for (size_t at = 0, g; at < len; at += g) {
+    g = tok_grapheme(s + at, len - at);
+    if (g < 6 && tok_charsmap_rule(t, s + at, g, &to, 1)) {
+      tok_buf_put(out, to, strlen(to));
+      continue;
+    }
+    for (size_t i = 0, k; i < g; i += k) {
+      ff_uc_next(s + at + i, g - i, &k);
+      if (tok_charsmap_rule(t, s + at + i, k, &to, 1)) tok_buf_put(out, to, strlen(to));
+      else tok_buf_put(out, s + at + i, k);
+    }
+  }
+}
+#endif
+
+#if FF_TOK_NORM
 
 /* Replace: each match of the pattern (the string from, or \s+ when from is
  * NULL), leftmost first, not overlapping, for to */
@@ -1302,6 +1419,20 @@ static void tok_norm_step(const ff_tok_tables *t, int i, const char *s, size_t l
     tok_replace(step == FF_TOK_NORM_REPLACE ? t->norm_from[i] : NULL, t->norm_to[i], s, len, out);
     return;
   }
+  if (step == FF_TOK_NORM_SPACES2) {
+    tok_replace_spaces2(t->norm_to[i], s, len, out);
+    return;
+  }
+  if (step >= FF_TOK_NORM_TRIM_LEFT) {
+    tok_trim(step, s, len, out);
+    return;
+  }
+#if FF_TOK_GRAPHEME
+  if (step == FF_TOK_NORM_PRECOMPILED) {
+    tok_precompiled(t, s, len, out);
+    return;
+  }
+#endif
   if (step == FF_TOK_NORM_PREPEND) {
     tok_buf_put(out, t->norm_to[i], strlen(t->norm_to[i]));
     tok_buf_put(out, s, len);
@@ -1381,22 +1512,6 @@ static int tok_added_at(const ff_tok_tables *t, const char *s, size_t len) {
     if (t->len[id] <= len && !memcmp(s, t->tok[id], t->len[id])) return id;
   }
   return -1;
-}
-
-/* the end of the whitespace that starts s (len bytes) */
-static size_t tok_space_after(const char *s, size_t len) {
-  size_t at = 0, n;
-  while (at < len && ff_uc_space_p(ff_uc_next(s + at, len - at, &n))) at += n;
-  return at;
-}
-
-/* the start of the whitespace that ends s[0..end) */
-static size_t tok_space_before(const char *s, size_t end) {
-  for (size_t k = end, n; k > 0; end = k) {
-    while (--k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) {} /* the character's first byte */
-    if (!ff_uc_space_p(ff_uc_next(s + k, end - k, &n)) || k + n != end) return end;
-  }
-  return end;
 }
 
 /* added tokens split the text; each piece between them is encoded on its

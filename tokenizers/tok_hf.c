@@ -232,15 +232,16 @@ static const char *norm_string(hf_ctx *c, const cJSON *j, int i, int which, cons
   return strcpy(to, j->valuestring);
 }
 
-/* Replace of a string, or of the regular expression \s+ (CLIP's), and
- * Prepend: their step and strings, or 0 after a message */
+/* Replace of a string, or of the regular expressions \s+ (CLIP's) and
+ * " {2,}" (converted SentencePiece models'), and Prepend: their step and
+ * strings, or 0 after a message */
 static int text_step(hf_ctx *c, const cJSON *n, const char *ty, int i) {
   ff_tok_tables *tab = &c->t->tab;
   const cJSON *pat = GET(n, "pattern"), *re = cJSON_IsObject(pat) ? GET(pat, "Regex") : NULL;
   if (!strcmp(ty, "Prepend")) return (tab->norm_to[i] = norm_string(c, GET(n, "prepend"), i, 1, "Prepend's prepend")) ? FF_TOK_NORM_PREPEND : 0;
-  if (cJSON_IsString(re) && strcmp(re->valuestring, "\\s+")) {
-    ff_fail(c->err, FF_EFORMAT, "%s: normalizer Replace's pattern Regex '%.100s' is not supported (only a String, or \\s+)",
-            c->path, re->valuestring);
+  if (cJSON_IsString(re) && strcmp(re->valuestring, "\\s+") && strcmp(re->valuestring, " {2,}")) {
+    ff_fail(c->err, FF_EFORMAT, "%s: normalizer Replace's pattern Regex '%.100s' is not supported (only a String, \\s+ "
+            "or \" {2,}\")", c->path, re->valuestring);
     return 0;
   }
   if (!cJSON_IsString(re) && !(tab->norm_from[i] = norm_string(c, cJSON_IsObject(pat) ? GET(pat, "String") : NULL, i, 0,
@@ -248,7 +249,44 @@ static int text_step(hf_ctx *c, const cJSON *n, const char *ty, int i) {
     return 0;
   if (!(tab->norm_to[i] = norm_string(c, GET(n, "content"), i, 1, "Replace's content"))) return 0;
   if (!tab->norm_to[i][0]) tab->norm_to[i] = ""; /* (an empty content removes) */
-  return cJSON_IsString(re) ? FF_TOK_NORM_SPACES : FF_TOK_NORM_REPLACE;
+  return !cJSON_IsString(re) ? FF_TOK_NORM_REPLACE : re->valuestring[0] == ' ' ? FF_TOK_NORM_SPACES2 : FF_TOK_NORM_SPACES;
+}
+
+/* standard base64 (with or without its padding) into out (len * 3 / 4
+ * bytes at most): the bytes' count, or -1 when s is not base64 (no
+ * library the project links has a decoder; this is the RFC 4648 table) */
+static long base64_decode(const char *s, uint8_t *out) {
+  static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  uint32_t acc = 0;
+  long n = 0;
+  int bits = 0, pad = 0;
+  for (; *s; s++) {
+    const char *p = *s == '=' ? NULL : strchr(abc, *s);
+    if (*s == '=') {
+      pad++;
+      continue;
+    }
+    if (!p || pad) return -1;
+    acc = acc << 6 | (uint32_t)(p - abc), bits += 6;
+    if (bits >= 8) bits -= 8, out[n++] = (uint8_t)(acc >> bits);
+  }
+  return pad > 2 || bits >= 6 ? -1 : n;
+}
+
+/* Precompiled: SentencePiece's rules, base64 in precompiled_charsmap */
+static int precompiled_step(hf_ctx *c, const cJSON *n) {
+  const cJSON *j = GET(n, "precompiled_charsmap");
+  const char *why = NULL;
+  if (c->t->charsmap) return unsupported(c, "normalizer", "Precompiled (twice)"), 0;
+  if (!cJSON_IsString(j) || !j->valuestring[0])
+    return ff_fail(c->err, FF_EFORMAT, "%s: normalizer Precompiled without a precompiled_charsmap", c->path), 0;
+  uint8_t *blob = malloc(strlen(j->valuestring) / 4 * 3 + 3);
+  long len = blob ? base64_decode(j->valuestring, blob) : -1;
+  int rc = !blob ? FF_ENOMEM : len < 0 ? (why = "not base64", 1) : ff_tok_charsmap(c->t, blob, (size_t)len, &why);
+  free(blob);
+  if (rc == FF_ENOMEM) return ff_fail(c->err, FF_ENOMEM, "out of memory"), 0;
+  if (rc) return ff_fail(c->err, FF_EFORMAT, "%s: normalizer Precompiled's precompiled_charsmap: %s", c->path, why), 0;
+  return FF_TOK_NORM_PRECOMPILED;
 }
 
 /* one normalizer: the Unicode ones, Replace and Prepend as steps of the
@@ -261,7 +299,13 @@ static int hf_normalizer1(hf_ctx *c, const cJSON *n, int *steps) {
   const char *ty = type_of(n);
   ff_tokenizer *t = c->t;
   int wp = t->info.kind == FF_TOK_WORDPIECE, step = norm_step(ty);
-  int text = !strcmp(ty, "Prepend") || !strcmp(ty, "Replace");
+  int text = !strcmp(ty, "Prepend") || !strcmp(ty, "Replace"), strip = !strcmp(ty, "Strip");
+  if (strip) { /* of whitespace, left and / or right */
+    step = flag(n, "strip_left", 0) | flag(n, "strip_right", 0) << 1;
+    if (!step) return 0;
+    step = step == 1 ? FF_TOK_NORM_TRIM_LEFT : step == 2 ? FF_TOK_NORM_TRIM_RIGHT : FF_TOK_NORM_TRIM;
+  }
+  if (!strcmp(ty, "Precompiled")) text = 1;
   int sp = !wp && ((!strcmp(ty, "Prepend") && str_is(n, "prepend", SP)) ||
                    (!strcmp(ty, "Replace") && cJSON_IsObject(GET(n, "pattern")) &&
                     str_is(GET(n, "pattern"), "String", " ") && str_is(n, "content", SP)));
@@ -274,9 +318,10 @@ static int hf_normalizer1(hf_ctx *c, const cJSON *n, int *steps) {
   else if (sp) t->tab.replace_space = 1;
   else if (step || text) {
     if (*steps == FF_TOK_NORM_STEPS) return unsupported(c, "normalizer Sequence (more steps than 6)", ty);
-    if (text && !(step = text_step(c, n, ty, *steps))) return FF_EFORMAT;
+    if (text && !(step = strcmp(ty, "Precompiled") ? text_step(c, n, ty, *steps) : precompiled_step(c, n)))
+      return c->err->code ? c->err->code : FF_EFORMAT;
     t->tab.norm |= step << 4 * (*steps)++;
-    if (ff_tok_norm_growth(&t->tab) > 24) return unsupported(c, "normalizer Sequence (growing text more than 24 times)", ty);
+    if (ff_tok_norm_growth(&t->tab) > 32) return unsupported(c, "normalizer Sequence (growing text more than 32 times)", ty);
   } else if (!strcmp(ty, "BertNormalizer") && wp) {
     t->tab.bert_clean = flag(n, "clean_text", 1), t->tab.bert_chinese = flag(n, "handle_chinese_chars", 1);
     t->tab.bert_lower = flag(n, "lowercase", 1), t->tab.bert_strip = flag(n, "strip_accents", t->tab.bert_lower);

@@ -80,6 +80,8 @@ int ff_tok_byte_ids(ff_tokenizer *t);
 /* the tables of a JSON vocabulary (vocab.c): views of its arrays */
 ff_tok_tables ff_vocab_tables(const ff_vocab *v);
 
+/* SentencePiece's normalization rules (tok_spm.c): 0, FF_ENOMEM, or 1 with *why */
+int ff_tok_charsmap(ff_tokenizer *t, const uint8_t *p, size_t n, const char **why);
 /* a SentencePiece model (tok_spm.c) */
 int ff_tok_spm_parse(const char *path, const uint8_t *buf, size_t len, int expected, ff_tokenizer *t, ff_error *err);
 

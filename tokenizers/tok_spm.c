@@ -166,14 +166,14 @@ static size_t escaped_len(const char *s) {
 /* tab.charsmap_growth: the most normalized bytes one input byte becomes, a
  * rule's replacement over its key's length (every key walked once: the
  * encoder's scratch is sized by it; at least 3, a space or a stray byte) */
-static int charsmap_growth(spm_ctx *c, ff_tokenizer *t) {
+static int charsmap_growth(ff_tokenizer *t) {
   const uint32_t *a = t->charsmap;
   size_t units = t->tab.charsmap_units, top = 0, growth = 3;
   size_t *stack = malloc(2 * sizeof *stack * (units + 1));
   unsigned char *seen = calloc(units, 1);
   if (!stack || !seen) {
     free(stack), free(seen);
-    return ff_fail(c->err, FF_ENOMEM, "out of memory");
+    return FF_ENOMEM;
   }
   stack[top++] = DA_OFFSET(a[0]), stack[top++] = 0; /* a node's base, its depth */
   while (top) {
@@ -194,26 +194,31 @@ static int charsmap_growth(spm_ctx *c, ff_tokenizer *t) {
   return 0;
 }
 
-/* the charsmap blob: a little-endian uint32 size of the trie, the trie's
- * units, then the replacements, each ending in NUL */
-static int read_charsmap(spm_ctx *c, pb b, ff_tokenizer *t) {
-  size_t n = (size_t)(b.end - b.p), trie;
-  if (!b.p || !n) return 0;
-  if (n < 4) return bad(c, "a charsmap shorter than its header");
-  trie = (size_t)b.p[0] | (size_t)b.p[1] << 8 | (size_t)b.p[2] << 16 | (size_t)b.p[3] << 24;
-  if (trie % 4 || trie < 4 || trie > n - 4 || n - 4 - trie < 1 || b.p[n - 1] != 0)
-    return bad(c, "a charsmap whose trie or replacements do not fit");
+/* the charsmap blob (a SentencePiece model's, tokenizer.json's Precompiled):
+ * a little-endian uint32 size of the trie, the trie's units, then the
+ * replacements, each ending in NUL.  0, FF_ENOMEM, or 1 with *why */
+int ff_tok_charsmap(ff_tokenizer *t, const uint8_t *p, size_t n, const char **why) {
+  size_t trie;
+  if (n < 4) return *why = "a charsmap shorter than its header", 1;
+  trie = (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 | (size_t)p[3] << 24;
+  if (trie % 4 || trie < 4 || trie > n - 4 || n - 4 - trie < 1 || p[n - 1] != 0)
+    return *why = "a charsmap whose trie or replacements do not fit", 1;
   size_t units = trie / 4, text = n - 4 - trie;
-  if (!(t->charsmap = malloc(trie)) || !(t->charsmap_text = malloc(text)))
-    return ff_fail(c->err, FF_ENOMEM, "out of memory");
+  if (!(t->charsmap = malloc(trie)) || !(t->charsmap_text = malloc(text))) return FF_ENOMEM;
   for (size_t i = 0; i < units; i++) {
-    const uint8_t *u = b.p + 4 + 4 * i;
+    const uint8_t *u = p + 4 + 4 * i;
     t->charsmap[i] = (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
   }
-  memcpy(t->charsmap_text, b.p + 4 + trie, text);
+  memcpy(t->charsmap_text, p + 4 + trie, text);
   t->tab.charsmap = t->charsmap, t->tab.charsmap_units = units;
   t->tab.charsmap_text = t->charsmap_text, t->tab.charsmap_text_len = text;
-  return charsmap_growth(c, t);
+  return charsmap_growth(t);
+}
+
+static int read_charsmap(spm_ctx *c, pb b, ff_tokenizer *t) {
+  const char *why = NULL;
+  int rc = b.p && b.end > b.p ? ff_tok_charsmap(t, b.p, (size_t)(b.end - b.p), &why) : 0;
+  return rc == 1 ? bad(c, why) : rc ? ff_fail(c->err, FF_ENOMEM, "out of memory") : 0;
 }
 
 static int read_pieces(spm_ctx *c, pb b, ff_tokenizer *t) {

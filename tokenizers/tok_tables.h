@@ -51,10 +51,13 @@ enum { FF_TOK_SPLIT_NONE, FF_TOK_SPLIT_GPT2, FF_TOK_SPLIT_CL100K, FF_TOK_SPLIT_Q
        FF_TOK_SPLIT_DS_NUM, FF_TOK_SPLIT_DS_CJK, FF_TOK_SPLIT_DS_MAIN, FF_TOK_SPLIT_TRIPLES, FF_TOK_SPLIT_CLIP };
 
 /* tokenizer.json's normalizers, the steps of ff_tok_tables' norm: the
- * Unicode ones, Replace (a string, or the regular expression \s+) and
- * Prepend (their strings in norm_from / norm_to) */
+ * Unicode ones, Replace (a string, or the regular expressions \s+ and
+ * " {2,}"), Prepend (their strings in norm_from / norm_to), Strip (of
+ * whitespace: left, right or both) and Precompiled (SentencePiece's rules,
+ * tables' charsmap, in Hugging Face's grapheme clusters) */
 enum { FF_TOK_NORM_NFC = 1, FF_TOK_NORM_NFD, FF_TOK_NORM_NFKC, FF_TOK_NORM_NFKD, FF_TOK_NORM_LOWER, FF_TOK_NORM_STRIP,
-       FF_TOK_NORM_REPLACE, FF_TOK_NORM_SPACES, FF_TOK_NORM_PREPEND };
+       FF_TOK_NORM_REPLACE, FF_TOK_NORM_SPACES, FF_TOK_NORM_SPACES2, FF_TOK_NORM_PREPEND, FF_TOK_NORM_PRECOMPILED,
+       FF_TOK_NORM_TRIM_LEFT, FF_TOK_NORM_TRIM_RIGHT, FF_TOK_NORM_TRIM };
 #define FF_TOK_NORM_STEPS 6 /* at most, 4 bits each */
 
 typedef struct {
