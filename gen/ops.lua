@@ -19,6 +19,11 @@ local lit = require("literal")
 
 local M = {}
 
+-- The rows of a norm's backward whose d gamma sums one task makes: the sums
+-- go on in chunk order, the same whatever the thread count (train.lua sizes
+-- the scratch for them)
+M.NORM_CHUNK = 32
+
 -- The matrix kernels' name for each weight type: ff_linear<SUFFIX>_<ISA> (kernels/prototypes.h)
 M.KERNEL_SUFFIX = { f32 = "", bf16 = "_bf16", int8 = "_q8" }
 
@@ -63,6 +68,15 @@ local function norm_kind(name, title, flops)
   }
 end
 
+-- A norm in training code (norm.c, section `name`_train): the same on the
+-- state's threads, in ranges of rows.
+local function norm_train_kind(name, title, flops)
+  local k = norm_kind(name, title, flops)
+  k.section = function() return name .. "_train" end
+  k.fn = function(p) return string.format("%s_train_%d", name, p.D) end
+  return k
+end
+
 -- A norm's backward (norm.c, section `name`_backward): dx (= or +=) Norm'(x)^T dy.
 local function norm_backward_kind(name, title, flops)
   return {
@@ -70,7 +84,9 @@ local function norm_backward_kind(name, title, flops)
     fn = function(p) return string.format("%s_backward_%d%s", name, p.D, p.ACC and "_add" or "") end,
     doc = function(p) return string.format("dx %s %s'(x)^T dy; d gamma%s += ...", p.ACC and "+=" or "=", title,
       name == "layernorm" and ", d beta" or "") end,
-    vars = function(p) return { EPS = lit.float(p.EPS), ACC = b(p.ACC), OP = p.ACC and "+=" or "=" } end,
+    vars = function(p)
+      return { EPS = lit.float(p.EPS), ACC = b(p.ACC), OP = p.ACC and "+=" or "=", CHUNK = M.NORM_CHUNK }
+    end,
     flops = function(p, T) return flops * T * p.D end,
     calls = function() return { name .. "_backward" } end,
   }
@@ -189,6 +205,8 @@ M.kinds = {
   },
   layernorm = norm_kind("layernorm", "LayerNorm", 8),
   rmsnorm = norm_kind("rmsnorm", "RMSNorm", 5),
+  layernorm_train = norm_train_kind("layernorm", "LayerNorm", 8),
+  rmsnorm_train = norm_train_kind("rmsnorm", "RMSNorm", 5),
   activation = {
     file = "ffn.c", section = function(p) return p.ACT end, params = { "N", "ACT", "ISA" },
     fn = function(p) return string.format("%s_%d", p.ACT, p.N) end,

@@ -134,7 +134,7 @@ end
 function TB:linear_backward(name, m, x, dy, dx, how, st)
   if dx then
     self:flop_op(0, "pack", "pack_" .. m.name .. "_backward", { K = m.OUT, N = m.IN, TRANS = false, ISA = self.isa,
-      NR = self.nr }, string.format("%s [%d,%d] -> panels of W", m.param.name, m.OUT, m.IN), { m.W, m.bwd })
+      NR = self.nr }, string.format("%s [%d,%d] -> panels of W", m.param.name, m.OUT, m.IN), { "state", m.W, m.bwd })
   end
   self:flop_op(4 * st.max_rows * m.IN * m.OUT, "linear_backward", name .. "_backward",
     { IN = m.IN, OUT = m.OUT, BIAS = m.b ~= nil, DX = dx and how or "none", ISA = self.isa, NR = self.nr },
@@ -144,7 +144,7 @@ end
 
 function TB:dropout(name, x, y, count, st, layer, kind, per)
   self:flop_op(0, "dropout", name, { ISA = self.isa }, "p = o->dropout",
-    { "b", "o", x, y, count, site(st.wstack, layer, kind), per })
+    { "state", "b", "o", x, y, count, site(st.wstack, layer, kind), per })
 end
 
 function TB:norm_forward(name, st, layer, role, x, y)
@@ -154,22 +154,24 @@ function TB:norm_forward(name, st, layer, role, x, y)
   local gamma = self:pexpr("w", wstack, l, role .. ".weight")
   local shape = string.format("[%s,%d] -> [%s,%d]", st.rows, d, st.rows, d)
   if c.norm_kind == "layernorm" then
-    self:flop_op(8 * st.max_rows * d, "layernorm", name, { D = d, EPS = c.eps, ISA = self.isa }, shape,
-      { x, st.rows, gamma, self:pexpr("w", wstack, l, role .. ".bias"), y })
+    self:flop_op(8 * st.max_rows * d, "layernorm_train", name, { D = d, EPS = c.eps, ISA = self.isa }, shape,
+      { "state", x, st.rows, gamma, self:pexpr("w", wstack, l, role .. ".bias"), y })
   else
-    self:flop_op(5 * st.max_rows * d, "rmsnorm", name, { D = d, EPS = c.eps, ISA = self.isa }, shape,
-      { x, st.rows, gamma, y })
+    self:flop_op(5 * st.max_rows * d, "rmsnorm_train", name, { D = d, EPS = c.eps, ISA = self.isa }, shape,
+      { "state", x, st.rows, gamma, y })
   end
-  return function(dy, dx, acc) -- the backward op
+  return function(dy, dx, acc) -- the backward op: its d gamma sums per chunk of rows in the scratch
     local p = { D = d, EPS = c.eps, ISA = self.isa, ACC = acc }
     local g = self:pexpr("g", wstack, l, role .. ".weight")
     local what = string.format("dy [%s,%d] -> dx [%s,%d]", st.rows, d, st.rows, d)
+    local chunks = (st.max_rows + ops.NORM_CHUNK - 1) // ops.NORM_CHUNK
+    self.lin_scratch = math.max(self.lin_scratch, chunks * 2 * d)
     if c.norm_kind == "layernorm" then
       self:flop_op(16 * st.max_rows * d, "layernorm_backward", name .. "_backward", p, what,
-        { x, st.rows, gamma, dy, dx, g, self:pexpr("g", wstack, l, role .. ".bias") })
+        { "state", x, st.rows, gamma, dy, dx, g, self:pexpr("g", wstack, l, role .. ".bias"), self.scratch })
     else
       self:flop_op(10 * st.max_rows * d, "rmsnorm_backward", name .. "_backward", p, what,
-        { x, st.rows, gamma, dy, dx, g })
+        { "state", x, st.rows, gamma, dy, dx, g, self.scratch })
     end
   end
 end
@@ -324,14 +326,14 @@ function TB:feed_forward(L, st, layer, input, f)
   local per = string.format("(size_t)%s * %d", st.len, N)
   local ap = { N = N, ACT = c.activation, ISA = self.isa }
   self:flop_op(8 * st.max_rows * N, "activation_train", L .. "_ffn_" .. c.activation, ap,
-    string.format("[%s,%d] -> [%s,%d]", st.rows, up, st.rows, N), { "b", "o", h, a, st.rows, s, per })
+    string.format("[%s,%d] -> [%s,%d]", st.rows, up, st.rows, N), { "state", "b", "o", h, a, st.rows, s, per })
   self:linear(L .. "_ffn_down", m2, a, f, st)
   return function(df, dinput, how)
     local da = self:grad(L .. "_ffn_dact", st, N)
     self:linear_backward(L .. "_ffn_down", m2, a, df, da, "set", st)
     local dh = self:grad(L .. "_ffn_dhidden", st, up)
     self:flop_op(12 * st.max_rows * N, "activation_backward", L .. "_ffn_" .. c.activation .. "_backward", ap,
-      string.format("[%s,%d] -> [%s,%d]", st.rows, N, st.rows, up), { "b", "o", h, da, dh, st.rows, s, per })
+      string.format("[%s,%d] -> [%s,%d]", st.rows, N, st.rows, up), { "state", "b", "o", h, da, dh, st.rows, s, per })
     self:linear_backward(L .. "_ffn_up", m1, input, dh, dinput, how, st)
   end
 end
@@ -356,7 +358,7 @@ function TB:sublayer_ops(L, st, layer, kind, norm_role, x)
   local z = self:value(L .. "_sum", st.max_rows, d, false, pre and "the sub-layer's output stream" or
     "x + the sub-layer's output: the norm's input")
   self:flop_op(st.max_rows * d, "residual", L .. "_residual", { D = d, ISA = self.isa },
-    string.format("z = x + drop(f) [%s,%d]", st.rows, d), { "b", "o", x, f, z, st.rows, s, per })
+    string.format("z = x + drop(f) [%s,%d]", st.rows, d), { "state", "b", "o", x, f, z, st.rows, s, per })
   local y = z
   if not pre then
     y = self:value(L .. "_y", st.max_rows, d, false, "the sub-layer's output stream")
@@ -454,7 +456,7 @@ function M.plan(c, specs, isa, shape)
   b.enc = enc
   -- the state's persistent parts: threads, the scratch of linear_backward and attention
   b:value("threads", 1, 8, true, "int32 magic (init_state) and thread count, the parallel-for and its pool")
-  local lin = b:value("lin_scratch", 1, 1, true, "linear_backward's dy^T and x in panels")
+  local lin = b:value("lin_scratch", 1, 1, true, "linear_backward's dy^T and x in panels, the norms' chunk sums")
   local max_q = math.max(P.T, P.S)
   P.attn_slot = plan.align((P.dk + 2 * max_q) * max_q)
   b.attn_scratch = b:value("attn_scratch", P.max_threads, P.attn_slot, true,
@@ -502,7 +504,7 @@ function M.plan(c, specs, isa, shape)
   b:begin_stage("pack_forward", "W^T of every matrix in panels, for the forward", nil)
   for _, m in ipairs(b.matrix_list) do
     b:flop_op(0, "pack", "pack_" .. m.name, { K = m.IN, N = m.OUT, TRANS = true, ISA = isa, NR = P.nr },
-      string.format("%s [%d,%d] -> panels of W^T", m.param.name, m.OUT, m.IN), { m.W, m.fwd })
+      string.format("%s [%d,%d] -> panels of W^T", m.param.name, m.OUT, m.IN), { "state", m.W, m.fwd })
   end
   lin.rows, lin.floats = 1, b.lin_scratch
   plan.place_values(P)

@@ -294,6 +294,20 @@ def check_train(ff, root, engines):
         assert r.returncode == 0, (engine, r.stderr)
     with open(out[engines[0]], "rb") as a, open(out[engines[0] + "_re"], "rb") as b:
         assert a.read() == b.read(), "train --recompute wrote other weights than without"
+    # the trainer's optimizer step in chunks on its threads: 2 threads write the bytes of 1 (a model of
+    # 13 chunks of the gradient, with clipping)
+    wide = write_description(dict(cfg, name="wide", d_model=64, d_ff=256, layers=2), d, "wide.lua")
+    by_threads = []
+    for threads in (1, 2):
+        path = os.path.join(d, "wide%d.safetensors" % threads)
+        r = subprocess.run([ff, "train", wide, "--data", data, "-o", path, "--steps", "4", "--batch", "16", "--lr",
+                            str(lr), "--dropout", "0.1", "--clip", "0.5", "--engine", engines[0], "--threads",
+                            str(threads), "-q"], capture_output=True, text=True)
+        assert r.returncode == 0, (threads, r.stderr)
+        with open(path, "rb") as f:
+            by_threads.append(f.read())
+    assert by_threads[0] == by_threads[1], "train --threads 2 wrote other weights than --threads 1"
+    print("  train: fixformer train --engine %s --threads 2 writes the weights of --threads 1" % engines[0])
     want = read_safetensors(out["runtime"])
     for engine in engines:
         err, where = compare_weights(read_safetensors(out[engine]), want, k_rows(cfg), lr, steps, engine)

@@ -50,6 +50,7 @@ void ff_trainer_free(ff_trainer *t) {
   if (t->engine.release) t->engine.release(t->engine.ctx);
   ff_rt_model_free(&t->eval);
   ff_rt_params_free(&t->p);
+  ff_train_optimizer_free(t);
   free(t->grad), free(t->exp_avg), free(t->exp_avg_sq), free(t->decay);
   ff_train_data_free(&t->data);
   free(t->train_idx), free(t->held_idx), free(t->epoch_perm), free(t->step_idx);
@@ -133,6 +134,7 @@ ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_op
     if (!t->grad || !t->exp_avg || !t->exp_avg_sq || !t->decay || !t->step_idx)
       rc = ff_fail(err, FF_ENOMEM, "out of memory for the gradient and AdamW's moments (%zu parameters)", t->p.numel);
   }
+  if (!rc) rc = ff_train_optimizer_init(t, err);
   if (rc) {
     ff_trainer_free(t);
     return NULL;
@@ -240,21 +242,13 @@ int ff_trainer_step(ff_trainer *t, ff_train_report *r, ff_error *err) {
   if (rc) return rc;
   if (tokens == 0)
     return ff_fail(err, FF_EINVAL, "step %lld: the batch has no labelled tokens", (long long)t->step + 1);
-  /* the mean over the step's tokens, as CrossEntropyLoss(reduction='mean') over the whole batch */
-  float scale = (float)(1.0 / (double)tokens);
-  for (size_t i = 0; i < t->p.numel; i++) t->grad[i] *= scale;
-  double norm = ff_clip_grad_norm(t->grad, t->p.numel, t->o.clip);
+  /* the mean over the step's tokens, as CrossEntropyLoss(reduction='mean') over the whole batch,
+   * clipped, AdamW (optimizer.c; not when the loss or the gradient is not finite) */
+  double lr = t->sched.lr, norm = isfinite(loss) ? ff_train_optimize(t, (float)(1.0 / (double)tokens), lr) : NAN;
   if (!isfinite(norm) || !isfinite(loss))
     return ff_fail(err, FF_EINVAL,
                    "step %lld: the %s is not finite (lr %g too high?); the weights are as after step %lld",
                    (long long)t->step + 1, isfinite(loss) ? "gradient" : "loss", t->sched.lr, (long long)t->step);
-  double lr = t->sched.lr;
-  for (int i = 0; i < t->p.count; i++) {
-    const ff_rt_param *q = &t->p.tensors[i];
-    ff_adamw h = {lr, t->o.beta1, t->o.beta2, t->o.eps, t->decay[i] ? t->o.weight_decay : 0.0};
-    ff_adamw_update(t->p.data + q->offset, t->grad + q->offset, t->exp_avg + q->offset, t->exp_avg_sq + q->offset,
-                    q->numel, t->step + 1, &h);
-  }
   ff_lr_schedule_step(&t->sched);
   float *row = t->history + (size_t)t->step * 4;
   row[0] = (float)(loss / (double)tokens), row[1] = (float)lr, row[2] = (float)norm, row[3] = (float)tokens;

@@ -131,7 +131,17 @@ struct ff_trainer {
   int initialized;             /* weights set (init or resume) */
   int rank, ranks;             /* data parallelism: this process's part of every batch */
   volatile sig_atomic_t *stop;
+  struct ff_pool *pool;        /* the optimizer step's threads (o.threads > 1), else NULL */
+  double *chunk_sums;          /* [chunks] the optimizer step's sums of squares (optimizer.c) */
 };
+
+/* The optimizer step over the summed gradient: scaled by scale (1 / the
+ * step's tokens), clipped by its global L2 norm (o.clip; returned), AdamW
+ * at lr on every tensor (optimizer.c) */
+double ff_train_optimize(ff_trainer *t, float scale, double lr);
+/* the optimizer step's chunks and threads for t's parameters */
+int ff_train_optimizer_init(ff_trainer *t, ff_error *err);
+void ff_train_optimizer_free(ff_trainer *t);
 
 /* layout's identity: sha256 of every tensor's name and shape */
 void ff_train_layout_hash(const ff_rt_params *p, char hex[65]);
