@@ -131,10 +131,14 @@ static void options(FILE *f, const ff_tok_tables *b) {
     fprintf(f, "\n  .n_pre = %d, .pre = {", b->n_pre);
     for (int i = 0; i < b->n_pre; i++) {
       int st = b->pre[i], kind = st & 15, arg = st >> 8;
-      fprintf(f, "%s\n    FF_TOK_PRE(FF_TOK_PRE_%s, FF_TOK_%s, %d, ", i ? "," : "", kinds[kind], hows[st >> 4 & 7], st >> 7 & 1);
+      fprintf(f, "%s\n    FF_TOK_PRE(FF_TOK_PRE_%s, FF_TOK_%s, %d, ", i ? "," : "", kinds[kind], hows[st >> 4 & 7],
+              st >> 7 & 1);
       if (kind == FF_TOK_PRE_SPLIT) fprintf(f, "FF_TOK_SPLIT_%s)", splits[arg]);
       else if (kind == FF_TOK_PRE_BYTELEVEL)
-        fprintf(f, "%s)", arg == 3 ? "FF_TOK_BL_REGEX | FF_TOK_BL_PREFIX" : arg == 2 ? "FF_TOK_BL_PREFIX" : arg ? "FF_TOK_BL_REGEX" : "0");
+        fprintf(f, "%s)", arg == 3   ? "FF_TOK_BL_REGEX | FF_TOK_BL_PREFIX"
+                          : arg == 2 ? "FF_TOK_BL_PREFIX"
+                          : arg      ? "FF_TOK_BL_REGEX"
+                                     : "0");
       else fprintf(f, "%d)", arg);
     }
     fputs("},", f);

@@ -685,7 +685,7 @@ static int ff_uc_symbol_p(uint32_t cp) { return ff_uc_in_ranges(uc_symbol, FF_UC
 
 /* Punctuation's characters: Rust's char::is_ascii_punctuation or \p{P} */
 static int tok_punct_p(uint32_t cp) {
-  return (cp < 0x80 && cp > 0x20 && cp != 0x7F && !((cp | 32) >= 'a' && (cp | 32) <= 'z') && !(cp >= '0' && cp <= '9')) ||
+  return (cp > 0x20 && cp < 0x7F && !((cp | 32) >= 'a' && (cp | 32) <= 'z') && !(cp >= '0' && cp <= '9')) ||
          (cp < 0x110000 && ff_uc_punct_p(cp));
 }
 
@@ -713,7 +713,8 @@ static int tok_ascii_letter(char c) { return (c | 32) >= 'a' && (c | 32) <= 'z';
 static size_t tok_ds_main_match(const char *s, size_t len) {
   size_t k, k1, at = 1;
   unsigned char b = (unsigned char)s[0];
-  if (b > 0x20 && b < 0x7F && !tok_ascii_letter((char)b) && !(b >= '0' && b <= '9') && len > 1 && tok_ascii_letter(s[1])) {
+  int ascii_punct = b > 0x20 && b < 0x7F && !tok_ascii_letter((char)b) && !(b >= '0' && b <= '9');
+  if (ascii_punct && len > 1 && tok_ascii_letter(s[1])) {
     while (at < len && tok_ascii_letter(s[at])) at++;
     return at;
   }
@@ -770,14 +771,13 @@ static size_t tok_split_match(int p, const char *s, size_t len) {
  * Digits, one punctuation mark of Punctuation), or 0 */
 static size_t tok_pre_match(int step, const char *s, size_t len) {
   size_t k;
-  uint32_t cp;
   switch (step & 15) {
   case FF_TOK_PRE_SPLIT: return tok_split_match(step >> 8, s, len);
   case FF_TOK_PRE_DIGITS: return tok_char_class(s, len, &k) == TOK_C_NUMBER ? k : 0; /* Rust's char::is_numeric */
 #if FF_TOK_CLASSES
-  case FF_TOK_PRE_PUNCT: return cp = ff_uc_next(s, len, &k), tok_punct_p(cp) ? k : 0;
+  case FF_TOK_PRE_PUNCT: return tok_punct_p(ff_uc_next(s, len, &k)) ? k : 0;
 #endif
-  default: (void)cp; return 0;
+  default: return 0;
   }
 }
 
@@ -1255,7 +1255,8 @@ static size_t tok_grapheme(const char *s, size_t len) {
   size_t k, at;
   uint32_t cp = ff_uc_next(s, len, &at);
   int prev = tok_gcb(cp), ri = prev == TOK_G_RI;
-  int pict = cp < 0x110000 && ff_uc_in_ranges(uc_extpict, FF_UC_COUNT(uc_extpict), cp); /* 1: ExtPict Extend*, 2: then ZWJ */
+  /* pict 1: in ExtPict Extend*, 2: then ZWJ (GB11) */
+  int pict = cp < 0x110000 && ff_uc_in_ranges(uc_extpict, FF_UC_COUNT(uc_extpict), cp);
   for (; at < len; at += k) {
     cp = ff_uc_next(s + at, len - at, &k);
     int c = tok_gcb(cp), xp = cp < 0x110000 && ff_uc_in_ranges(uc_extpict, FF_UC_COUNT(uc_extpict), cp), join;

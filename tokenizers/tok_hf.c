@@ -224,7 +224,8 @@ static int norm_step(const char *ty) {
  * for step i of the tables' norm */
 static const char *norm_string(hf_ctx *c, const cJSON *j, int i, int which, const char *what) {
   char *to = c->t->norm_str[i][which];
-  if (!cJSON_IsString(j) || strlen(j->valuestring) >= sizeof c->t->norm_str[i][which] || (!which && !j->valuestring[0])) {
+  if (!cJSON_IsString(j) || strlen(j->valuestring) >= sizeof c->t->norm_str[i][which] ||
+      (!which && !j->valuestring[0])) {
     ff_fail(c->err, FF_EFORMAT, "%s: normalizer %s must be a string of 1 to %zu bytes", c->path, what,
             sizeof c->t->norm_str[i][which] - 1);
     return NULL;
@@ -233,23 +234,25 @@ static const char *norm_string(hf_ctx *c, const cJSON *j, int i, int which, cons
 }
 
 /* Replace of a string, or of the regular expressions \s+ (CLIP's) and
- * " {2,}" (converted SentencePiece models'), and Prepend: their step and
- * strings, or 0 after a message */
-static int text_step(hf_ctx *c, const cJSON *n, const char *ty, int i) {
+ * " {2,}" (converted SentencePiece models'), and Prepend: *step and the
+ * strings of step i of the tables' norm */
+static int text_step(hf_ctx *c, const cJSON *n, const char *ty, int i, int *step) {
   ff_tok_tables *tab = &c->t->tab;
   const cJSON *pat = GET(n, "pattern"), *re = cJSON_IsObject(pat) ? GET(pat, "Regex") : NULL;
-  if (!strcmp(ty, "Prepend")) return (tab->norm_to[i] = norm_string(c, GET(n, "prepend"), i, 1, "Prepend's prepend")) ? FF_TOK_NORM_PREPEND : 0;
-  if (cJSON_IsString(re) && strcmp(re->valuestring, "\\s+") && strcmp(re->valuestring, " {2,}")) {
-    ff_fail(c->err, FF_EFORMAT, "%s: normalizer Replace's pattern Regex '%.100s' is not supported (only a String, \\s+ "
-            "or \" {2,}\")", c->path, re->valuestring);
-    return 0;
-  }
+  *step = FF_TOK_NORM_PREPEND;
+  if (!strcmp(ty, "Prepend"))
+    return (tab->norm_to[i] = norm_string(c, GET(n, "prepend"), i, 1, "Prepend's prepend")) ? 0 : FF_EFORMAT;
+  if (cJSON_IsString(re) && strcmp(re->valuestring, "\\s+") && strcmp(re->valuestring, " {2,}"))
+    return ff_fail(c->err, FF_EFORMAT, "%s: normalizer Replace's pattern Regex '%.100s' is not supported (only a "
+                   "String, \\s+ or \" {2,}\")", c->path, re->valuestring);
   if (!cJSON_IsString(re) && !(tab->norm_from[i] = norm_string(c, cJSON_IsObject(pat) ? GET(pat, "String") : NULL, i, 0,
                                                                 "Replace's pattern String")))
-    return 0;
-  if (!(tab->norm_to[i] = norm_string(c, GET(n, "content"), i, 1, "Replace's content"))) return 0;
-  if (!tab->norm_to[i][0]) tab->norm_to[i] = ""; /* (an empty content removes) */
-  return !cJSON_IsString(re) ? FF_TOK_NORM_REPLACE : re->valuestring[0] == ' ' ? FF_TOK_NORM_SPACES2 : FF_TOK_NORM_SPACES;
+    return FF_EFORMAT;
+  if (!(tab->norm_to[i] = norm_string(c, GET(n, "content"), i, 1, "Replace's content"))) return FF_EFORMAT;
+  *step = !cJSON_IsString(re)           ? FF_TOK_NORM_REPLACE
+          : re->valuestring[0] == ' ' ? FF_TOK_NORM_SPACES2
+                                      : FF_TOK_NORM_SPACES;
+  return 0;
 }
 
 /* standard base64 (with or without its padding) into out (len * 3 / 4
@@ -274,19 +277,20 @@ static long base64_decode(const char *s, uint8_t *out) {
 }
 
 /* Precompiled: SentencePiece's rules, base64 in precompiled_charsmap */
-static int precompiled_step(hf_ctx *c, const cJSON *n) {
+static int precompiled_step(hf_ctx *c, const cJSON *n, int *step) {
   const cJSON *j = GET(n, "precompiled_charsmap");
   const char *why = NULL;
-  if (c->t->charsmap) return unsupported(c, "normalizer", "Precompiled (twice)"), 0;
+  *step = FF_TOK_NORM_PRECOMPILED;
+  if (c->t->charsmap) return unsupported(c, "normalizer", "Precompiled (twice)");
   if (!cJSON_IsString(j) || !j->valuestring[0])
-    return ff_fail(c->err, FF_EFORMAT, "%s: normalizer Precompiled without a precompiled_charsmap", c->path), 0;
+    return ff_fail(c->err, FF_EFORMAT, "%s: normalizer Precompiled without a precompiled_charsmap", c->path);
   uint8_t *blob = malloc(strlen(j->valuestring) / 4 * 3 + 3);
   long len = blob ? base64_decode(j->valuestring, blob) : -1;
   int rc = !blob ? FF_ENOMEM : len < 0 ? (why = "not base64", 1) : ff_tok_charsmap(c->t, blob, (size_t)len, &why);
   free(blob);
-  if (rc == FF_ENOMEM) return ff_fail(c->err, FF_ENOMEM, "out of memory"), 0;
-  if (rc) return ff_fail(c->err, FF_EFORMAT, "%s: normalizer Precompiled's precompiled_charsmap: %s", c->path, why), 0;
-  return FF_TOK_NORM_PRECOMPILED;
+  if (rc == FF_ENOMEM) return ff_fail(c->err, FF_ENOMEM, "out of memory");
+  if (rc) return ff_fail(c->err, FF_EFORMAT, "%s: normalizer Precompiled's precompiled_charsmap: %s", c->path, why);
+  return 0;
 }
 
 /* one normalizer: the Unicode ones, Replace and Prepend as steps of the
@@ -318,10 +322,11 @@ static int hf_normalizer1(hf_ctx *c, const cJSON *n, int *steps) {
   else if (sp) t->tab.replace_space = 1;
   else if (step || text) {
     if (*steps == FF_TOK_NORM_STEPS) return unsupported(c, "normalizer Sequence (more steps than 6)", ty);
-    if (text && !(step = strcmp(ty, "Precompiled") ? text_step(c, n, ty, *steps) : precompiled_step(c, n)))
-      return c->err->code ? c->err->code : FF_EFORMAT;
+    int rc = !text ? 0 : strcmp(ty, "Precompiled") ? text_step(c, n, ty, *steps, &step) : precompiled_step(c, n, &step);
+    if (rc) return rc;
     t->tab.norm |= step << 4 * (*steps)++;
-    if (ff_tok_norm_growth(&t->tab) > 32) return unsupported(c, "normalizer Sequence (growing text more than 32 times)", ty);
+    if (ff_tok_norm_growth(&t->tab) > 32)
+      return unsupported(c, "normalizer Sequence (growing text more than 32 times)", ty);
   } else if (!strcmp(ty, "BertNormalizer") && wp) {
     t->tab.bert_clean = flag(n, "clean_text", 1), t->tab.bert_chinese = flag(n, "handle_chinese_chars", 1);
     t->tab.bert_lower = flag(n, "lowercase", 1), t->tab.bert_strip = flag(n, "strip_accents", t->tab.bert_lower);
@@ -377,27 +382,36 @@ static int behavior(const cJSON *p, const char *dflt) {
   return -1;
 }
 
-/* one pre-tokenizer of a byte-level BPE: its step (FF_TOK_PRE(...)), or 0 after a message */
-static int pre_step(hf_ctx *c, const cJSON *p) {
+/* one pre-tokenizer of a byte-level BPE: its step, FF_TOK_PRE(...) */
+static int pre_step(hf_ctx *c, const cJSON *p, int *step) {
   const char *ty = type_of(p);
-  if (!strcmp(ty, "ByteLevel"))
-    return FF_TOK_PRE(FF_TOK_PRE_BYTELEVEL, 0, 0, (flag(p, "use_regex", 1) ? FF_TOK_BL_REGEX : 0) |
-                                                      (flag(p, "add_prefix_space", 0) ? FF_TOK_BL_PREFIX : 0));
-  if (!strcmp(ty, "Digits"))
-    return FF_TOK_PRE(FF_TOK_PRE_DIGITS, flag(p, "individual_digits", 0) ? FF_TOK_ISOLATED : FF_TOK_CONTIGUOUS, 0, 0);
+  if (!strcmp(ty, "ByteLevel")) {
+    *step = FF_TOK_PRE(FF_TOK_PRE_BYTELEVEL, 0, 0, (flag(p, "use_regex", 1) ? FF_TOK_BL_REGEX : 0) |
+                                                       (flag(p, "add_prefix_space", 0) ? FF_TOK_BL_PREFIX : 0));
+    return 0;
+  }
+  if (!strcmp(ty, "Digits")) {
+    *step = FF_TOK_PRE(FF_TOK_PRE_DIGITS, flag(p, "individual_digits", 0) ? FF_TOK_ISOLATED : FF_TOK_CONTIGUOUS, 0, 0);
+    return 0;
+  }
   int how = behavior(p, !strcmp(ty, "Punctuation") ? "Isolated" : "");
   if ((!strcmp(ty, "Punctuation") || !strcmp(ty, "Split")) && how < 0)
     return unsupported(c, "pre_tokenizer behavior", cJSON_IsString(GET(p, "behavior")) ? GET(p, "behavior")->valuestring
-                                                                                         : "(none)"), 0;
-  if (!strcmp(ty, "Punctuation")) return FF_TOK_PRE(FF_TOK_PRE_PUNCT, how, 0, 0);
-  if (strcmp(ty, "Split")) return unsupported(c, "pre_tokenizer", ty[0] ? ty : "(no type)"), 0;
+                                                                                        : "(none)");
+  if (!strcmp(ty, "Punctuation")) {
+    *step = FF_TOK_PRE(FF_TOK_PRE_PUNCT, how, 0, 0);
+    return 0;
+  }
+  if (strcmp(ty, "Split")) return unsupported(c, "pre_tokenizer", ty[0] ? ty : "(no type)");
   const cJSON *pat = GET(p, "pattern"), *re = cJSON_IsObject(pat) ? GET(pat, "Regex") : NULL;
-  if (!cJSON_IsString(re)) return unsupported(c, "pre_tokenizer Split's pattern", "(not a Regex)"), 0;
+  if (!cJSON_IsString(re)) return unsupported(c, "pre_tokenizer Split's pattern", "(not a Regex)");
   for (size_t i = 0; i < sizeof split_patterns / sizeof *split_patterns; i++)
-    if (!strcmp(re->valuestring, split_patterns[i].regex))
-      return FF_TOK_PRE(FF_TOK_PRE_SPLIT, how, flag(p, "invert", 0), split_patterns[i].split);
+    if (!strcmp(re->valuestring, split_patterns[i].regex)) {
+      *step = FF_TOK_PRE(FF_TOK_PRE_SPLIT, how, flag(p, "invert", 0), split_patterns[i].split);
+      return 0;
+    }
   return ff_fail(c->err, FF_EFORMAT, "%s: pre_tokenizer Split's pattern '%.300s' is not supported (only GPT-2's, "
-                 "LLaMA-3's, Qwen2's, GPT-4o's, DeepSeek-V3's, Falcon's and CLIP's)", c->path, re->valuestring), 0;
+                 "LLaMA-3's, Qwen2's, GPT-4o's, DeepSeek-V3's, Falcon's and CLIP's)", c->path, re->valuestring);
 }
 
 /* the pre-tokenizers of a byte-level BPE, in order (a Sequence's, or one
@@ -409,8 +423,8 @@ static int hf_byte_pre(hf_ctx *c, const cJSON *p) {
   int levels = 0;
   for (; e; e = strcmp(type_of(p), "Sequence") ? NULL : e->next) {
     if (t->tab.n_pre == FF_TOK_PRE_STEPS) return unsupported(c, "pre_tokenizer Sequence", "(more than 6 steps)");
-    int step = pre_step(c, e);
-    if (!step) return FF_EFORMAT;
+    int step = 0, rc = pre_step(c, e, &step);
+    if (rc) return rc;
     levels += (step & 15) == FF_TOK_PRE_BYTELEVEL;
     t->tab.pre[t->tab.n_pre++] = step;
   }
@@ -461,7 +475,8 @@ static int hf_pre(hf_ctx *c, const cJSON *p) {
     const cJSON *list = GET(p, "pretokenizers");
     size_t n = 0;
     for (const cJSON *e = list ? list->child : NULL; e && n < sizeof names - 40; e = e->next)
-      n += (size_t)snprintf(names + n, sizeof names - n, "%s%.30s", n ? ", " : "", type_of(e)[0] ? type_of(e) : "(no type)");
+      n += (size_t)snprintf(names + n, sizeof names - n, "%s%.30s", n ? ", " : "",
+                            type_of(e)[0] ? type_of(e) : "(no type)");
     return unsupported(c, "pre_tokenizer Sequence of", names);
   } else return unsupported(c, "pre_tokenizer", ty[0] ? ty : "(no type)");
   return 0;
@@ -571,7 +586,8 @@ static int hf_model(hf_ctx *c, const cJSON *m) {
     t->tab.wp_prefix = t->wp_prefix;
     return wp_max_chars(c, maxc);
   }
-  if (cJSON_IsString(pre) && pre->valuestring[0]) return unsupported(c, "BPE's continuing_subword_prefix", pre->valuestring);
+  if (cJSON_IsString(pre) && pre->valuestring[0])
+    return unsupported(c, "BPE's continuing_subword_prefix", pre->valuestring);
   if (cJSON_IsString(suf) && suf->valuestring[0]) { /* CLIP's "</w>": a word's last character has it */
     if (strlen(suf->valuestring) >= sizeof t->suffix || t->info.kind != FF_TOK_BPE_BYTES || flag(m, "byte_fallback", 0))
       return unsupported(c, "end_of_word_suffix (up to 15 bytes, of a byte-level BPE without byte_fallback)",
@@ -623,7 +639,8 @@ static int hf_build(hf_ctx *c, const cJSON *root, int expected) {
   if (t->info.kind != FF_TOK_BPE_SP && t->info.kind != FF_TOK_UNIGRAM) t->tab.byte_fallback = 0; /* only they fall back to bytes */
   /* Metaspace leaves out a space it finds first (HF's decoder strips one that was there) */
   int removes = 0; /* a split that drops text */
-  for (int i = 0; i < t->tab.n_pre; i++) removes |= (t->tab.pre[i] >> 4 & 7) == FF_TOK_REMOVED && (t->tab.pre[i] & 15) != FF_TOK_PRE_BYTELEVEL;
+  for (int i = 0; i < t->tab.n_pre; i++)
+    removes |= (t->tab.pre[i] >> 4 & 7) == FF_TOK_REMOVED && (t->tab.pre[i] & 15) != FF_TOK_PRE_BYTELEVEL;
   t->info.round_trip = !t->tab.norm && !t->tab.suffix && !removes &&
                        (t->info.kind == FF_TOK_BPE_BYTES || (t->tab.byte_fallback && bytes == 256 && !t->tab.meta));
   return 0;
