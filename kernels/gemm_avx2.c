@@ -253,6 +253,7 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
 /* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_avx2
+#define FF_PLAIN_AVX 1 /* plain.c may take 8 floats as an __m256 (immintrin.h above) */
 #include "plain.c"
 
 /* @part sdpa */

@@ -2,7 +2,9 @@
  * vectorise: LayerNorm and RMSNorm over the rows of x [T, D], and the
  * activations GELU (exact and tanh) and SwiGLU.  The libtcc engine gets the
  * host's build of them, as with the matrix kernels.  The ISA's file defines
- * FF_PLAIN(name) (ff_##name##_ISA), then includes this.
+ * FF_PLAIN(name) (ff_##name##_ISA), and FF_PLAIN_AVX when it has
+ * immintrin.h and AVX (the norms' Kahan lanes as one __m256: gcc keeps
+ * them scalar), then includes this.
  *
  * Norms: in float only (no double, no libm: a Cortex-M4F has a float unit
  * and nothing else), as accurate as the runtime's double sums to a few float
@@ -76,7 +78,25 @@ static inline float ff_layernorm_stats(const float *xt, int D, float eps, float 
   for (int i = D8; i < D; i++) s[i - D8] += xt[i];
   const float m = ff_sum8(s) / (float)D;
   ff_kahan8 sd = {{0}, {0}}, sq = {{0}, {0}};
+#ifdef FF_PLAIN_AVX
+  /* the 8 lanes as one vector, lane l taking x[i + l]: each lane's adds,
+   * subtractions and products as the loop below makes them (no FMA), so the
+   * same sums; gcc keeps that loop's lanes scalar */
+  __m256 ds = _mm256_setzero_ps(), dc = ds, qs = ds, qc = ds;
+  const __m256 mv = _mm256_set1_ps(m);
+  for (int i = 0; i < D8; i += 8) {
+    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xt + i), mv);
+    __m256 y = _mm256_sub_ps(d, dc), t = _mm256_add_ps(ds, y);
+    dc = _mm256_sub_ps(_mm256_sub_ps(t, ds), y), ds = t;
+    y = _mm256_sub_ps(_mm256_mul_ps(d, d), qc), t = _mm256_add_ps(qs, y);
+    qc = _mm256_sub_ps(_mm256_sub_ps(t, qs), y), qs = t;
+  }
+  _mm256_storeu_ps(sd.sum, ds), _mm256_storeu_ps(sd.comp, dc);
+  _mm256_storeu_ps(sq.sum, qs), _mm256_storeu_ps(sq.comp, qc);
+  for (int i = D8; i < D; i++) {
+#else
   for (int i = 0; i < D; i++) {
+#endif
     const float d = xt[i] - m;
     ff_kahan8_add(&sd, i % 8, d);
     ff_kahan8_add(&sq, i % 8, d * d);
@@ -101,7 +121,18 @@ FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *ga
 /* 1/sqrt(mean(x^2) + eps) of a row of D, as rmsnorm normalises it */
 static inline float ff_rmsnorm_rstd(const float *xt, int D, float eps) {
   ff_kahan8 sq = {{0}, {0}};
+#ifdef FF_PLAIN_AVX
+  const int D8 = D - D % 8;
+  __m256 qs = _mm256_setzero_ps(), qc = qs; /* the 8 lanes as one vector, as in ff_layernorm_stats */
+  for (int i = 0; i < D8; i += 8) {
+    const __m256 x = _mm256_loadu_ps(xt + i), y = _mm256_sub_ps(_mm256_mul_ps(x, x), qc), t = _mm256_add_ps(qs, y);
+    qc = _mm256_sub_ps(_mm256_sub_ps(t, qs), y), qs = t;
+  }
+  _mm256_storeu_ps(sq.sum, qs), _mm256_storeu_ps(sq.comp, qc);
+  for (int i = D8; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
+#else
   for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
+#endif
   float ss = ff_kahan8_total(&sq);
   if (ss != ss) { /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
     ss = 0.0f;
@@ -223,9 +254,18 @@ FF_KERNEL void FF_PLAIN(layernorm_backward)(const float *x, int T, int D, const 
     const float *xt = x + (size_t)t * D, *dyt = dy + (size_t)t * D;
     float *dxt = dx + (size_t)t * D, m, e, sg[8] = {0}, sgx[8] = {0};
     const float rstd = ff_layernorm_stats(xt, D, eps, &m, &e);
-    for (int i = 0; i < D; i++) {
+    const int D8 = D - D % 8;
+    for (int i = 0; i < D8; i += 8) /* lane l takes i + l, i % 8 (in this form the lanes vectorize) */
+      for (int l = 0; l < 8; l++) {
+        const float xhat = ((xt[i + l] - m) - e) * rstd, g = dyt[i + l] * gamma[i + l];
+        sg[l] += g, sgx[l] += g * xhat;
+      }
+    for (int i = D8; i < D; i++) {
       const float xhat = ((xt[i] - m) - e) * rstd, g = dyt[i] * gamma[i];
-      sg[i % 8] += g, sgx[i % 8] += g * xhat;
+      sg[i - D8] += g, sgx[i - D8] += g * xhat;
+    }
+    for (int i = 0; i < D; i++) {
+      const float xhat = ((xt[i] - m) - e) * rstd;
       dgamma[i] += dyt[i] * xhat, dbeta[i] += dyt[i];
     }
     const float mg = ff_sum8(sg) / (float)D, mgx = ff_sum8(sgx) / (float)D;
