@@ -23,20 +23,29 @@ local function lines_of(text)
 end
 
 -- The lines of path with each #include "X.c" (or "../runtime/X.h") replaced by that file's, as
--- { text, file, line, part } into out; needs[part] = the parts it calls.
-local function read(path, part, out, needs)
-  local n = 0
+-- { text, file, line, part } into out; needs[part] = the parts it calls.  defs: the flags the
+-- ISA's file #defines (FF_PLAIN_AVX): an #ifdef of one keeps only the branch that applies, so
+-- that a model's kernels read as its ISA's alone (such blocks hold no other #if).
+local function read(path, part, out, needs, defs)
+  local n, keep = 0, nil -- keep: inside an #ifdef of a flag, whether this branch is the ISA's
   for line in lines_of(host.read_template(path)) do
     n = n + 1
     local name, deps = line:match("^/%* @part ([%w_]+):?([%w_ ]-) %*/$")
     local include = line:match('^#include "([%w_%./]+%.[ch])"$')
+    local flag = line:match("^#define (FF_PLAIN_AVX) ")
+    local ifdef = line:match("^#ifdef (FF_PLAIN_AVX)$")
+    if flag then defs[flag] = true end
     if name then
       part = name
       needs[name] = needs[name] or {}
       for d in deps:gmatch("[%w_]+") do table.insert(needs[name], d) end
     end
-    if include then -- relative to kernels/ ("../runtime/ff_dropout.h": runtime/ff_dropout.h)
-      read(("kernels/" .. include):gsub("[%w_]+/%.%./", ""), part, out, needs)
+    if ifdef then keep = defs[ifdef] == true
+    elseif keep ~= nil and line:match("^#else") then keep = not keep
+    elseif keep ~= nil and line:match("^#endif") then keep = nil
+    elseif keep == false then -- (the other ISAs' branch)
+    elseif include then -- relative to kernels/ ("../runtime/ff_dropout.h": runtime/ff_dropout.h)
+      read(("kernels/" .. include):gsub("[%w_]+/%.%./", ""), part, out, needs, defs)
     else
       out[#out + 1] = { text = line, file = path, line = n, part = part }
     end
@@ -48,7 +57,7 @@ local cache = {}
 local function parts_of(isa)
   if not cache[isa] then
     local out, needs = {}, {}
-    read("kernels/gemm_" .. isa .. ".c", nil, out, needs)
+    read("kernels/gemm_" .. isa .. ".c", nil, out, needs, {})
     cache[isa] = { lines = out, needs = needs }
   end
   return cache[isa]
