@@ -199,6 +199,15 @@ static void tok_lower_put(uint32_t c, const char *p, size_t k, const char *rest,
 
 #if FF_TOK_HAS(WORDPIECE) || FF_TOK_CLASSES
 static int ff_uc_punct_p(uint32_t cp) { return ff_uc_in_ranges(uc_punct, FF_UC_COUNT(uc_punct), cp); }
+
+/* Rust's char::is_ascii_punctuation: !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~ */
+static int tok_ascii_punct(uint32_t cp) {
+  return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126);
+}
+
+/* a punctuation mark as BertPreTokenizer and the Punctuation pre-tokenizer
+ * take it: ASCII's, or \p{P} */
+static int tok_punct_p(uint32_t cp) { return tok_ascii_punct(cp) || ff_uc_punct_p(cp); }
 #endif
 
 #if FF_TOK_HAS(WORDPIECE)
@@ -683,12 +692,6 @@ static size_t tok_o200k_match(const char *s, size_t len) {
 #if FF_TOK_CLASSES
 static int ff_uc_symbol_p(uint32_t cp) { return ff_uc_in_ranges(uc_symbol, FF_UC_COUNT(uc_symbol), cp); }
 
-/* Punctuation's characters: Rust's char::is_ascii_punctuation or \p{P} */
-static int tok_punct_p(uint32_t cp) {
-  return (cp > 0x20 && cp < 0x7F && !((cp | 32) >= 'a' && (cp | 32) <= 'z') && !(cp >= '0' && cp <= '9')) ||
-         (cp < 0x110000 && ff_uc_punct_p(cp));
-}
-
 enum { TOK_D_LM = 1, TOK_D_PS = 2, TOK_D_NL = 4 }; /* DeepSeek's classes: [\p{L}\p{M}], [\p{P}\p{S}], [\r\n] */
 
 static int tok_ds_class(const char *s, size_t len, size_t *k) {
@@ -712,9 +715,7 @@ static int tok_ascii_letter(char c) { return (c | 32) >= 'a' && (c | 32) <= 'z';
  *  ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
 static size_t tok_ds_main_match(const char *s, size_t len) {
   size_t k, k1, at = 1;
-  unsigned char b = (unsigned char)s[0];
-  int ascii_punct = b > 0x20 && b < 0x7F && !tok_ascii_letter((char)b) && !(b >= '0' && b <= '9');
-  if (ascii_punct && len > 1 && tok_ascii_letter(s[1])) {
+  if (tok_ascii_punct((unsigned char)s[0]) && len > 1 && tok_ascii_letter(s[1])) {
     while (at < len && tok_ascii_letter(s[at])) at++;
     return at;
   }
@@ -834,8 +835,8 @@ static int tok_split_span(tok_split *p, size_t start, size_t end, int match) {
     p->a = start, p->b = end, p->held_match = match;
   }
   p->prev_match = match;
-  return rc || p->how == FF_TOK_MERGED_PREV || p->how == FF_TOK_MERGED_NEXT || p->how == FF_TOK_CONTIGUOUS
-             ? rc : tok_split_flush(p); /* Isolated, Removed: nothing joins a piece */
+  if (!rc && (p->how == FF_TOK_ISOLATED || p->how == FF_TOK_REMOVED)) rc = tok_split_flush(p); /* nothing joins it */
+  return rc;
 }
 
 /* a split step: matches (Split's pattern, Digits' numbers, Punctuation's
@@ -1113,11 +1114,6 @@ static void tok_bert_normalize(const ff_tok_tables *t, const char *s, size_t len
   }
 }
 
-static int tok_bert_punct(uint32_t cp) {
-  return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126) ||
-         ff_uc_punct_p(cp);
-}
-
 /* greedy longest match first, as Hugging Face's WordPiece: the pieces of w
  * in sub, their count, or -1 when some start has none.  From each start only
  * candidates up to the longest token are tried, hashed a character at a
@@ -1174,7 +1170,7 @@ static int tok_wordpiece_segment(const ff_tok_tables *t, const char *s, size_t l
   if (n.over) return FF_TOK_EWORK;
   for (; !rc && at < n.n; at += k) {
     uint32_t cp = ff_uc_next(n.p + at, n.n - at, &k);
-    int space = ff_uc_space_p(cp), punct = !space && tok_bert_punct(cp);
+    int space = ff_uc_space_p(cp), punct = !space && tok_punct_p(cp);
     if (!space && !punct) continue;
     if (at > word) rc = tok_wordpiece_word(t, n.p + word, at - word, o);
     if (!rc && punct) rc = tok_wordpiece_word(t, n.p + at, k, o);
@@ -1208,8 +1204,7 @@ FF_TOK_API size_t ff_tok_norm_growth(const ff_tok_tables *t) {
       g *= to > from ? (to + from - 1) / from : 1;
     else if (step == FF_TOK_NORM_PREPEND) g *= 1 + to;
     else if (step == FF_TOK_NORM_PRECOMPILED) g *= t->charsmap_growth > 3 ? t->charsmap_growth : 3;
-    else if (step >= FF_TOK_NORM_TRIM_LEFT) g *= 1;
-    else g *= tok_norm_step_growth(step);
+    else if (step < FF_TOK_NORM_TRIM_LEFT) g *= tok_norm_step_growth(step); /* (Strip only shortens) */
   }
   return g;
 }
