@@ -100,8 +100,8 @@ local function tokenizer_code(tk)
       n = n // 16
     end
   end
-  local cased = tk.tables:find("FF_TOK_SPLIT_O200K") or tk.tables:find("FF_TOK_SPLIT_DS_MAIN") or
-    tk.tables:find("FF_TOK_PRE_PUNCT") -- (tok_c.c names the pre-tokenizers)
+  local cased = (tk.tables:find("FF_TOK_SPLIT_O200K") or tk.tables:find("FF_TOK_SPLIT_DS_MAIN") or
+    tk.tables:find("FF_TOK_PRE_PUNCT")) ~= nil -- (tok_c.c names the pre-tokenizers; kind_if wants a boolean)
   for block, name in all:gmatch("(static const [^\n]- (uc_[%w_]+)%[[^\n]*\n.-\n};)") do
     if (UNICODE[tk.kind] or {})[name] or (norm and NORM[name]) or (cased and CLASSES[name]) or
       (grapheme and GRAPHEME[name]) then
