@@ -92,14 +92,7 @@ local function tokenizer_code(tk)
   local all = host.read_template("tokenizers/unicode_tables.h")
   local picked = { (all:match("^(/%*.-%*/)\n")) }
   local norm = tk.tables:find("%.norm = ") ~= nil -- tok_c.c writes an option when it is set
-  local grapheme = false -- a Precompiled step (FF_TOK_NORM_PRECOMPILED, 11) among norm's nibbles
-  for steps in tk.tables:gmatch("%.norm = (%d+),") do
-    local n = tonumber(steps)
-    while n > 0 do
-      grapheme = grapheme or n % 16 == 11
-      n = n // 16
-    end
-  end
+  local grapheme = tk.tables:find("FF_TOK_NORM_PRECOMPILED") ~= nil -- (tok_c.c names the normalizer's steps)
   local cased = (tk.tables:find("FF_TOK_SPLIT_O200K") or tk.tables:find("FF_TOK_SPLIT_DS_MAIN") or
     tk.tables:find("FF_TOK_PRE_PUNCT")) ~= nil -- (tok_c.c names the pre-tokenizers; kind_if wants a boolean)
   for block, name in all:gmatch("(static const [^\n]- (uc_[%w_]+)%[[^\n]*\n.-\n};)") do

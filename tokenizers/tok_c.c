@@ -109,8 +109,16 @@ static void options(FILE *f, const ff_tok_tables *b) {
       {"meta_split", b->meta_split}, {"bert_clean", b->bert_clean}, {"bert_chinese", b->bert_chinese},
       {"bert_strip", b->bert_strip}, {"bert_lower", b->bert_lower}, {"wp_cleanup", b->wp_cleanup},
       {"score_f32", b->score_f32}, {"spm", b->spm}, {"spm_dummy", b->spm_dummy}, {"spm_extra_ws", b->spm_extra_ws},
-      {"spm_escape", b->spm_escape}, {"norm", b->norm}};
+      {"spm_escape", b->spm_escape}};
   for (size_t i = 0; i < sizeof set / sizeof *set; i++) option(f, set[i].name, set[i].v, &col);
+  if (b->norm) { /* the normalizer's steps by name, the first in the low 4 bits */
+    static const char *const steps[] = {"", "NFC", "NFD", "NFKC", "NFKD", "LOWER", "STRIP", "REPLACE", "SPACES",
+                                        "SPACES2", "PREPEND", "PRECOMPILED", "TRIM_LEFT", "TRIM_RIGHT", "TRIM", ""};
+    fputs("\n  .norm = ", f);
+    for (int norm = b->norm, i = 0; norm; norm >>= 4, i++)
+      fprintf(f, i ? " | FF_TOK_NORM_%s << %d" : "FF_TOK_NORM_%s", steps[norm & 15], 4 * i);
+    fputc(',', f);
+  }
   for (int w = 0; w < 2; w++) { /* the normalizer steps' strings */
     const char *const *v = w ? b->norm_to : b->norm_from;
     int n = FF_TOK_NORM_STEPS;
