@@ -25,12 +25,19 @@ void ff_adamw_update(float *p, const float *g, float *m, float *v, size_t n, int
   }
 }
 
+/* clip_grad_norm_'s factor for a gradient of L2 norm norm: max_norm / (norm + 1e-6),
+ * clamped to 1 (a factor of 1 changes nothing: the caller skips it); max_norm <= 0: 1 */
+static float clip_coef(double norm, double max_norm) {
+  const double coef = max_norm / (norm + 1e-6);
+  return max_norm > 0.0 && coef < 1.0 ? (float)coef : 1.0f;
+}
+
 double ff_clip_grad_norm(float *g, size_t n, double max_norm) {
   double sum = 0.0;
   for (size_t i = 0; i < n; i++) sum += (double)g[i] * g[i];
-  double norm = sqrt(sum), coef = max_norm / (norm + 1e-6);
-  if (max_norm > 0.0 && coef < 1.0) /* clamp(max=1): a factor of 1 changes nothing */
-    for (size_t i = 0; i < n; i++) g[i] *= (float)coef;
+  const double norm = sqrt(sum);
+  const float coef = clip_coef(norm, max_norm);
+  for (size_t i = 0; coef < 1.0f && i < n; i++) g[i] *= coef;
   return norm;
 }
 
@@ -86,9 +93,9 @@ double ff_train_optimize(ff_trainer *t, float scale, double lr) {
   double sum = 0.0;
   opt_run(t, &j);
   for (size_t c = 0; c < j.chunks; c++) sum += t->chunk_sums[c];
-  const double norm = sqrt(sum), coef = t->o.clip / (norm + 1e-6);
+  const double norm = sqrt(sum);
   if (!isfinite(norm)) return norm; /* the caller stops: the weights stay as they are */
-  j.pass = 2, j.coef = t->o.clip > 0.0 && coef < 1.0 ? (float)coef : 1.0f; /* clip_grad_norm_'s clamp(max=1) */
+  j.pass = 2, j.coef = clip_coef(norm, t->o.clip);
   opt_run(t, &j);
   return norm;
 }
