@@ -6,9 +6,14 @@
   decoder   a GPT-2-style decoder-only model (pre-LN, gelu, learned
             positions, final norm, tied head) decoding greedily with a
             key/value cache in plain torch ops, from a 1-token prompt.
-Prints one JSON object: name -> median milliseconds.
+Prints one JSON object: name -> median milliseconds.  --quantized adds
+each encoder after torch.ao.quantization.quantize_dynamic (its nn.Linear
+layers in int8: the feed-forward's two; attention's projections are not
+nn.Linear modules it converts) as NAME_q, with NAME_q_err, the scaled error (max |q - f32|
+/ max |f32|) of its output against the f32 encoder's on the same input, and the
+quantized engine as "qengine".
 
-  torch_bench.py [--iters 20] [--new 128]
+  torch_bench.py [--iters 20] [--new 128] [--quantized] [--no-decode]
 """
 import argparse
 import json
@@ -67,10 +72,22 @@ class Decoder:
         return out
 
 
+def quantized_forward(enc, x):
+    """The post-LN layers of a quantize_dynamic'd nn.TransformerEncoder, step by step: the layer's own
+    forward would take its fast path, which reads linear1.weight as a tensor (a method once quantized).
+    linear1 and linear2 are int8; attention's out_proj (NonDynamicallyQuantizableLinear) stays float."""
+    for layer in enc.layers:
+        x = layer.norm1(x + layer.self_attn(x, x, x, need_weights=False)[0])
+        x = layer.norm2(x + layer.linear2(torch.relu(layer.linear1(x))))
+    return x
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--new", type=int, default=128)
+    ap.add_argument("--quantized", action="store_true", help="also each encoder under quantize_dynamic")
+    ap.add_argument("--no-decode", action="store_true", help="the encoders only")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -81,8 +98,15 @@ def main():
             enc = nn.TransformerEncoder(layer, L, enable_nested_tensor=False).eval()
             x = torch.randn(1, T, d)
             result[name] = median_ms(lambda: enc(x), args.iters)
-        dec = Decoder(**DECODER)
-        result["decode"] = median_ms(lambda: dec.generate(1, args.new), max(3, args.iters // 4), warmup=1)
+            if args.quantized:
+                q = torch.ao.quantization.quantize_dynamic(enc, {nn.Linear}, dtype=torch.qint8)
+                result[name + "_q"] = median_ms(lambda: quantized_forward(q, x), args.iters)
+                ref = enc(x)
+                result[name + "_q_err"] = float((quantized_forward(q, x) - ref).abs().max() / ref.abs().max())
+                result["qengine"] = torch.backends.quantized.engine
+        if not args.no_decode:
+            dec = Decoder(**DECODER)
+            result["decode"] = median_ms(lambda: dec.generate(1, args.new), max(3, args.iters // 4), warmup=1)
     result["torch_version"] = torch.__version__
     print(json.dumps(result))
 

@@ -212,13 +212,13 @@ done:
 
 static cli_flag flags[] = {{"--help", "-h", NULL, 0},   {"--weights", NULL, NULL, 1}, {"--batch", NULL, NULL, 1},
                            {"--seq", NULL, NULL, 1},    {"--engine", NULL, NULL, 1},  {"--threads", NULL, NULL, 1},
-                           {"--iters", NULL, NULL, 1},  {"--generate", NULL, NULL, 1}, {"--dtype", NULL, NULL, 1},
+                           {"--iters", NULL, NULL, 1},  {"--generate", NULL, NULL, 1}, {"--dtype", NULL, NULL, 1}, {"--compute", NULL, NULL, 1},
                            {NULL, NULL, NULL, 0}};
 
 const cli_command cli_bench = {
     "bench", "timings of forward passes or of greedy decoding",
      "usage: fixformer bench MODEL.lua [--weights W] [--batch B] [--seq T] [--engine cc|tcc|runtime]\n"
-     "                       [--threads N] [--iters N] [--generate N] [--dtype f32|bf16|int8]\n"
+     "                       [--threads N] [--iters N] [--generate N] [--dtype f32|bf16|int8] [--compute f32|int8]\n"
      "Times forward passes (after two warm-up runs) on random inputs and prints\n"
      "min/median/max, GFLOP/s at the median and a last line `median_ms: X`.\n"
      "  --weights W    default: the description's, else random (`init`) weights\n"
@@ -231,6 +231,9 @@ const cli_command cli_bench = {
      "  --generate N   instead: greedy decoding of N tokens with the KV cache, tokens/s\n"
      "  --dtype T      the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                 description's dtype (f32 unless it says)\n"
+     "  --compute C    what the blocks' linear layers compute in: f32, or int8 (opt-in:\n"
+     "                 inputs quantized per row, weights per channel; docs/performance.md);\n"
+     "                 default: the description's compute (f32 unless it says)\n"
      "Example:\n"
      "  fixformer bench models/tiny.lua --seq 16 --iters 50\n",
     "MODEL.lua", 0, run_bench, flags};

@@ -41,7 +41,8 @@ void cli_progress(void *ctx, const char *step, int done) {
 ff_model *cli_open_model(const char *path, const cli_flag *flags, ff_error *err) {
   ff_model *m = ff_model_open(path, err);
   const char *dtype = cli_value(flags, "--dtype");
-  if (m && dtype && ff_model_set_dtype(m, dtype, err)) {
+  const char *compute = cli_value(flags, "--compute");
+  if (m && ((dtype && ff_model_set_dtype(m, dtype, err)) || (compute && ff_model_set_compute(m, compute, err)))) {
     ff_model_close(m);
     return NULL;
   }

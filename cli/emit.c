@@ -105,7 +105,7 @@ static int write_files(const char *dir, ff_file_out *files, const ff_file_stream
 /* --train: NAME_train.h, NAME_train.c, NAME_train_kernels.c for the shapes of --batch and --seq */
 static int emit_train(ff_model *m, const char *path, const char *dir, const char *command, cli_flag *flags,
                       ff_error *err) {
-  static const char *const alone[] = {"--weights", "--embed", "--with-main", "--dtype", NULL};
+  static const char *const alone[] = {"--weights", "--embed", "--with-main", "--dtype", "--compute", NULL};
   const ff_config *c = ff_model_config(m);
   for (int i = 0; alone[i]; i++)
     if (cli_value(flags, alone[i]))
@@ -207,7 +207,7 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NUL
                            {"--weights", NULL, NULL, 1}, {"--embed", NULL, NULL, 0},
                            {"--target", NULL, NULL, 1},  {"--with-main", NULL, NULL, 0},
                            {"--isa", NULL, NULL, 1},     {"--allow-nonfinite", NULL, NULL, 0},
-                           {"--dtype", NULL, NULL, 1},   {"--quiet", "-q", NULL, 0},
+                           {"--dtype", NULL, NULL, 1}, {"--compute", NULL, NULL, 1},   {"--quiet", "-q", NULL, 0},
                            {"--no-line", NULL, NULL, 0}, {"--train", NULL, NULL, 0},
                            {"--batch", NULL, NULL, 1},   {"--seq", NULL, NULL, 1},
                            {"--recompute", NULL, NULL, 0},
@@ -216,7 +216,7 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NUL
 const cli_command cli_emit = {
     "emit", "C specialised to the model (files, for any target)",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
-     "                      [--isa ISA|native] [--with-main] [--dtype f32|bf16|int8] [--no-line]\n"
+     "                      [--isa ISA|native] [--with-main] [--dtype f32|bf16|int8] [--compute f32|int8] [--no-line]\n"
      "       fixformer emit MODEL.lua -o DIR --train [--batch B] [--seq N|S,T] [--recompute] [--target T]\n"
      "                      [--isa I]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c, DIR/NAME.h and DIR/NAME_kernels.c\n"
@@ -234,6 +234,9 @@ const cli_command cli_emit = {
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
      "  --dtype T        the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                   description's dtype (f32 unless it says)\n"
+     "  --compute C      what the blocks' linear layers compute in: f32, or int8 (opt-in:\n"
+     "                   inputs quantized per row, weights per channel; docs/performance.md);\n"
+     "                   default: the description's compute (f32 unless it says)\n"
      "  --no-line        no #line directives (they name fixformer's templates/ and kernels/)\n"
      "  --allow-nonfinite  write weights holding NaN or infinities (refused by default;\n"
      "                   the packed blob only: --embed cannot write them as C literals)\n"

@@ -281,7 +281,7 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},    {"--weights", NULL, NUL
                            {"--engine", NULL, NULL, 1},  {"--bos", NULL, NULL, 1},
                            {"--eos", NULL, NULL, 1},     {"--logits", NULL, NULL, 1},
                            {"--ids", NULL, NULL, 0},     {"--threads", NULL, NULL, 1},
-                           {"--dtype", NULL, NULL, 1},   {"--quiet", "-q", NULL, 0},
+                           {"--dtype", NULL, NULL, 1}, {"--compute", NULL, NULL, 1},   {"--quiet", "-q", NULL, 0},
                            {"--allow-nonfinite", NULL, NULL, 0}, {"--temperature", NULL, NULL, 1},
                            {"--top-k", NULL, NULL, 1},   {"--top-p", NULL, NULL, 1},
                            {"--min-p", NULL, NULL, 1},   {"--repeat-penalty", NULL, NULL, 1},
@@ -293,7 +293,7 @@ const cli_command cli_generate = {
     "generate", "greedy, sampled or beam-search decoding with a key/value cache (text or ids)",
      "usage: fixformer generate MODEL.lua (--text \"...\" | --lines FILE | --tokens \"ids\")\n"
      "                          [--weights W.safetensors] [--max-new N] [--engine cc|tcc|runtime]\n"
-     "                          [--dtype f32|bf16|int8] [--temperature T [--top-k K] [--top-p P]\n"
+     "                          [--dtype f32|bf16|int8] [--compute f32|int8] [--temperature T [--top-k K] [--top-p P]\n"
      "                          [--min-p P] [--repeat-penalty R] [--seed N]]\n"
      "                          [--beam N [--length-penalty X] [--early-stopping true|false|never] [--score]]\n"
      "Greedy, sampled or beam-search decoding with a key/value cache: encoder-decoder\n"
@@ -313,6 +313,9 @@ const cli_command cli_generate = {
      "  --threads N       tcc, cc: split matrix products and attention over N threads\n"
      "  --dtype T         the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                    description's dtype (f32 unless it says)\n"
+     "  --compute C       what the blocks' linear layers compute in: f32, or int8 (opt-in:\n"
+     "                    inputs quantized per row, weights per channel; docs/performance.md);\n"
+     "                    default: the description's compute (f32 unless it says)\n"
      "  --logits OUT.npy  float32 [1, P, vocab]: the logits of every position fed to\n"
      "                    the decoder (one input only)\n"
      "  --temperature T   0 (default): greedy; > 0: sample from softmax(logits / T),\n"

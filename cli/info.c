@@ -257,7 +257,7 @@ static int run_info(const char *path, cli_flag *flags, ff_error *err) {
 }
 
 static cli_flag flags[] = {{"--help", "-h", NULL, 0}, {"--weights", NULL, NULL, 1}, {"--isas", NULL, NULL, 0},
-                           {"--dtype", NULL, NULL, 1},  {"--schema", NULL, NULL, 0},  {"--markdown", NULL, NULL, 0},
+                           {"--dtype", NULL, NULL, 1}, {"--compute", NULL, NULL, 1},  {"--schema", NULL, NULL, 0},  {"--markdown", NULL, NULL, 0},
                            {"--train", NULL, NULL, 0},  {"--batch", NULL, NULL, 1},   {"--seq", NULL, NULL, 1},
                            {"--threads", NULL, NULL, 1}, {"--engine", NULL, NULL, 1}, {"--recompute", NULL, NULL, 0},
                            {NULL, NULL, NULL, 0}};
@@ -287,6 +287,9 @@ const cli_command cli_info = {
      "  --markdown    with --schema: the key table of docs/model-description.md\n"
      "  --dtype T     the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                description's dtype (f32 unless it says)\n"
+     "  --compute C   what the blocks' linear layers compute in: f32, or int8 (opt-in:\n"
+     "                inputs quantized per row, weights per channel; docs/performance.md);\n"
+     "                default: the description's compute (f32 unless it says)\n"
      "Examples:\n"
      "  fixformer info models/tiny.lua\n"
      "  fixformer info models/tiny.lua --weights tiny.safetensors\n"

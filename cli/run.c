@@ -224,7 +224,7 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},      {"--weights", NULL, N
                            {"--lengths", NULL, NULL, 1},   {"--output", "-o", NULL, 1},
                            {"--engine", NULL, NULL, 1},    {"--tokens", NULL, NULL, 1},
                            {"--target-tokens", NULL, NULL, 1}, {"--threads", NULL, NULL, 1},
-                           {"--text", NULL, NULL, 1},      {"--dtype", NULL, NULL, 1},
+                           {"--text", NULL, NULL, 1},      {"--dtype", NULL, NULL, 1}, {"--compute", NULL, NULL, 1},
                            {"--allow-nonfinite", NULL, NULL, 0}, {"--quiet", "-q", NULL, 0},
                            {NULL, NULL, NULL, 0}};
 
@@ -232,7 +232,7 @@ const cli_command cli_run = {
     "run", "one forward pass over .npy, ids or text",
      "usage: fixformer run MODEL.lua [--weights W.safetensors] --input IN.npy [--output OUT.npy]\n"
      "                     [--lengths LEN.npy] [--target-input TGT.npy] [--engine cc|tcc|runtime]\n"
-     "                     [--dtype f32|bf16|int8]\n"
+     "                     [--dtype f32|bf16|int8] [--compute f32|int8]\n"
      "       fixformer run MODEL.lua [--weights W.safetensors] --tokens \"5 17 42, 7 7\" [...]\n"
      "       fixformer run MODEL.lua [--weights W.safetensors] --text \"...\" [...]\n"
      "One forward pass.\n"
@@ -254,6 +254,9 @@ const cli_command cli_run = {
      "  --threads N             tcc, cc: split matrix products and attention over N threads\n"
      "  --dtype T               the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                          description's dtype (f32 unless it says)\n"
+     "  --compute C             what the blocks' linear layers compute in: f32, or int8 (opt-in:\n"
+     "                          inputs quantized per row, weights per channel; docs/performance.md);\n"
+     "                          default: the description's compute (f32 unless it says)\n"
      "  --allow-nonfinite       run with NaN or infinite weights (refused by default);\n"
      "                          they propagate as in PyTorch\n"
      "  -q, --quiet             no progress lines on stderr\n"

@@ -66,8 +66,10 @@ function M.kernel_unit(list)
   isa = isa or "generic"
   parts[#parts + 1] = library.block(isa, nil, library.text(isa))
   -- one thread: the state and parallel helpers with no state to read
+  local int8 = false
+  for _, entry in ipairs(list) do int8 = int8 or entry[1] == "linear_i8" end
   local one = { NAME = "kernels", UNAME = "KERNELS", ISA = isa, NR = require("plan").NR[isa], SCRATCH = 0, SLOTS = 1,
-    STANDALONE = true, ENCDEC = false, DECODER = false, WSUFFIX = "" }
+    STANDALONE = true, ENCDEC = false, DECODER = false, WSUFFIX = "", F32 = true, INT8 = int8 }
   parts[#parts + 1] = template.render("model.c", "state", one)
   parts[#parts + 1] = template.render("model.c", "parallel", one)
   parts[#parts + 1] = template.render("mha.c", "attend", one)
@@ -100,7 +102,7 @@ end
 local function common_vars(P, opts)
   local c = P.config
   local uname = c.name:upper()
-  local quantized = P.dtype ~= "f32"
+  local quantized = P.dtype ~= "f32" or P.compute == "int8" -- (the stack of the int8 tile: as a dequantized block)
   local stacks = host.isas[P.isa].stack
   local stack = stacks[quantized and "quantized" or "f32"]
   local v = {
@@ -122,7 +124,11 @@ local function common_vars(P, opts)
     MAX_THREADS = P.max_threads, SCRATCH = P.scratch_per_thread, SLOTS = P.max_threads,
     DTYPE = P.dtype, QUANTIZED = P.dtype ~= "f32",
     WSUFFIX = ops.KERNEL_SUFFIX[P.dtype], LINES = opts.lines ~= false,
+    COMPUTE_INT8 = P.compute == "int8", F32 = false, INT8 = false, -- which linear helpers the ops call
   }
+  for _, k in ipairs(P.kernels or {}) do
+    if k.kind == "linear" then v.F32 = true elseif k.kind == "linear_i8" then v.INT8 = true end
+  end
   v.INPUT = c.vocab and "tokens" or "input"
   v.INPUT_DECL = v.INPUT_TYPE .. " *" .. v.INPUT
   v.SRC_DECL = v.INPUT_TYPE .. " *src"
@@ -362,7 +368,8 @@ function M.emit_train(P, opts)
     ISA = P.isa, VERSION = M.VERSION, LINES = lines }
   parts[#parts + 1] = template.render("model.c", "library", kvars, { lines = false }):gsub("\n+$", "\n") ..
     library.block(P.isa, calls, '#include "' .. kernel_file .. '"')
-  parts[#parts + 1] = template.render("model.c", "parallel", { ISA = P.isa, NR = P.nr, WSUFFIX = "" }, { lines = lines })
+  parts[#parts + 1] = template.render("model.c", "parallel", { ISA = P.isa, NR = P.nr, WSUFFIX = "", F32 = true,
+    INT8 = false }, { lines = lines })
   parts[#parts + 1] = section("helpers", nil, lines)
   parts[#parts + 1] = table.concat(rendered, "\n")
   for i, text in ipairs(parts) do parts[i] = text:gsub("\n+$", "") end

@@ -25,7 +25,7 @@ local M = {}
 M.NORM_CHUNK = 32
 
 -- The matrix kernels' name for each weight type: ff_linear<SUFFIX>_<ISA> (kernels/prototypes.h)
-M.KERNEL_SUFFIX = { f32 = "", bf16 = "_bf16", int8 = "_q8" }
+M.KERNEL_SUFFIX = { f32 = "", bf16 = "_bf16", int8 = "_q8", i8 = "_i8" }
 
 local function b(v) return v and 1 or 0 end
 
@@ -158,11 +158,26 @@ M.kinds = {
       if p.RELU then flags[#flags + 1] = "FF_RELU" end
       return { PANELS = (p.OUT + p.NR - 1) // p.NR, FLAGS = #flags > 0 and table.concat(flags, " | ") or "0",
         KERNEL = "ff_linear" .. M.KERNEL_SUFFIX[p.DTYPE] .. "_" .. p.ISA,
-        STORED = ({ f32 = "", bf16 = " as bfloat16", int8 = " as int8 (a scale per 32 inputs)" })[p.DTYPE],
+        STORED = ({ f32 = "", bf16 = " as bfloat16", int8 = " as int8 (a scale per 32 inputs)",
+          i8 = " as int8 (a scale per column)" })[p.DTYPE],
         OPDOC_SHAPE = M.kinds.linear.doc(p):gsub("^y ", "") .. ", x [T, " .. p.IN .. "]" }
     end,
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
     calls = function(p) return { "linear" .. M.KERNEL_SUFFIX[p.DTYPE] } end,
+  },
+  -- compute int8 (kernels/int8.c): the same product on x's rows quantized
+  -- into the op's buffer q and W's int8 panels (weight type i8)
+  linear_i8 = {
+    file = "linear.c", params = { "IN", "OUT", "BIAS", "ACC", "RELU", "ISA", "NR", "DTYPE" },
+    fn = function(p) return M.kinds.linear.fn(p) .. "_int8" end,
+    doc = function(p) return M.kinds.linear.doc(p) .. " in int8" end,
+    vars = function(p)
+      local v = M.kinds.linear.vars(p)
+      v.Q_BYTES = 4 * ((p.IN + 3) // 4)
+      return v
+    end,
+    flops = function(p, T) return 2 * T * p.IN * p.OUT end,
+    calls = function() return { "quantize_rows", "linear_i8" } end,
   },
   rope = {
     file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDX", "PAIRING", "MAX_SEQ" },

@@ -104,11 +104,14 @@ end
 
 -- The 4-byte words of `rows` rows of `cols` weights stored in type t: f32
 -- one each; bf16 two per word, a row padded to whole words (a panel row of
--- NR is whole); int8 per group of Q8 inputs a float scale and Q8 bytes.
+-- NR is whole); int8 per group of Q8 inputs a float scale and Q8 bytes; i8
+-- (compute int8's panels, kernels/int8.c) per row a scale, a sum and the
+-- bytes of cols padded to a multiple of 4.
 local Q8 = 32 -- FF_Q8_GROUP (include/ff_config.h)
 function M.weight_words(t, rows, cols)
   if t == "bf16" then return rows * ((cols + 1) // 2) end
   if t == "int8" then return rows * ((cols + Q8 - 1) // Q8) * (4 + Q8) // 4 end
+  if t == "i8" then return rows * (2 + (cols + 3) // 4) end
   return rows * cols
 end
 local weight_words = M.weight_words
@@ -133,6 +136,7 @@ local function weight_layout(P, specs)
     }
     w.packing = s.matrix and "panels" or "rows" -- a linear op's matrix (include/ff_schema.h; the tied embedding)
     w.type = s.quantized and P.dtype or "f32"
+    if P.compute == "int8" and s.matrix and s.layer >= 0 then w.type = "i8" end -- runtime/quant.c's rule
     w.floats = weight_words(w.type, w.packing == "panels" and (rows + NR - 1) // NR * NR or rows, math.max(s.cols, 1))
     at = align(at + w.floats)
     P.weights[#P.weights + 1] = w
@@ -264,10 +268,15 @@ function Builder:linear(name, wstack, layer, module, x, y, IN, OUT, part, opts)
   local rows = opts.rows or "T"
   local what = string.format("[%s,%d] -> [%s,%d]", rows, IN, rows, OUT)
   if opts.acc then what = what .. " added to the residual stream" end
-  self:op("linear", name, { IN = IN, OUT = OUT, BIAS = has_bias, ACC = opts.acc or false, RELU = opts.relu or false,
-    ISA = self.isa, NR = self.nr, DTYPE = self.P.dtype },
-    what, { "state", x, rows, self:Wexpr(wstack, layer, wname),
-      has_bias and self:Wexpr(wstack, layer, bname, part == "kv" and tostring(self.d) or nil) or "NULL", y })
+  local dtype = self:W(wstack, layer, wname).type
+  local args = { "state", x, rows, self:Wexpr(wstack, layer, wname),
+    has_bias and self:Wexpr(wstack, layer, bname, part == "kv" and tostring(self.d) or nil) or "NULL", y }
+  if dtype == "i8" then -- compute int8: x's rows quantized into a buffer of their own first
+    args[#args + 1] = self:value(name .. "_int8", self.S, 1 + (IN + 3) // 4, false,
+      "the rows of " .. name .. "'s input in int8: a scale each, then their bytes")
+  end
+  self:op(dtype == "i8" and "linear_i8" or "linear", name, { IN = IN, OUT = OUT, BIAS = has_bias,
+    ACC = opts.acc or false, RELU = opts.relu or false, ISA = self.isa, NR = self.nr, DTYPE = dtype }, what, args)
 end
 
 -- A sub-layer with its residual connection and norm.  body(input, x) ends
@@ -534,11 +543,13 @@ end
 -- isa: a row of kernels/isas.h (ff_host.isas): the matrix kernels the code
 -- calls, which fix the panel width of the packed weights.
 -- dtype: "f32" | "bf16" | "int8", the weight type (default: the config's).
-function M.plan(c, specs, isa, dtype)
+-- compute: "f32" | "int8", the blocks' linear layers (default: the config's).
+function M.plan(c, specs, isa, dtype, compute)
   isa = isa or "generic"
   assert(M.NR[isa], "plan: unknown ISA " .. tostring(isa))
   local P = { config = c, d = c.d_model, dk = c.d_model // c.heads, S = c.max_seq, isa = isa, nr = M.NR[isa],
-    two_stacks = c.arch == "encoder-decoder", dtype = dtype or c.dtype or "f32" }
+    two_stacks = c.arch == "encoder-decoder", dtype = dtype or c.dtype or "f32",
+    compute = compute or c.compute or "f32" }
   P.kvd = c.kv_heads * P.dk -- the width of k (and of v): kv_heads heads
   weight_layout(P, specs)
   local B = builder(P)

@@ -142,7 +142,7 @@ struct ff_model {
   pthread_mutex_t lock;     /* held by every call on this model */
   shared_desc *desc;
   shared_weights *w;        /* NULL: no weights yet */
-  shared_weights *wq;       /* the runtime's reference of w in weight_type (not f32): made on demand */
+  shared_weights *wq;       /* the runtime's reference of w in weight_type and compute (not f32): on demand */
   shared_program *prog;     /* NULL: not generated for isa yet */
   shared_blob *blob;        /* NULL: not packed yet (depends on prog and w) */
   shared_code *code;        /* NULL: not compiled (runtime engine, or unprepared) */
@@ -150,6 +150,7 @@ struct ff_model {
   char target[64];          /* the triple it is generated for; "": this machine */
   int no_line;              /* generated without #line directives */
   enum ff_weight_type weight_type; /* the description's dtype, or ff_model_set_dtype's */
+  enum ff_compute compute;         /* the description's compute, or ff_model_set_compute's */
   enum ff_engine engine;
   int prepared;
   /* this model's own */
@@ -233,6 +234,7 @@ static ff_model *model_open(const char *path, const char *text, size_t len, ff_e
     return NULL;
   }
   m->weight_type = d->cfg.weight_type;
+  m->compute = d->cfg.compute;
   return m;
 }
 
@@ -333,25 +335,47 @@ int ff_model_set_line_directives(ff_model *m, int on, ff_error *err) {
   return 0;
 }
 
+/* A choice the program, the packed weights and the reference depend on:
+ * set to t, and they are made again when next needed. */
+static void set_number_type(ff_model *m, int t, int compute) {
+  lock(m);
+  if ((compute ? (int)m->compute : (int)m->weight_type) != t) {
+    release_program(m);
+    weights_unref(m->wq);
+    m->wq = NULL;
+    if (compute) m->compute = (enum ff_compute)t;
+    else m->weight_type = (enum ff_weight_type)t;
+  }
+  unlock(m);
+}
+
 int ff_model_set_dtype(ff_model *m, const char *dtype, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_set_dtype", "the model");
   if (!dtype) return null_arg(err, "ff_model_set_dtype", "dtype");
   for (int t = FF_WEIGHT_F32; t <= FF_WEIGHT_INT8; t++)
     if (!strcmp(dtype, ff_weight_type_name((enum ff_weight_type)t))) {
-      lock(m);
-      if ((int)m->weight_type != t) { /* the program, the packed weights and the reference depend on it */
-        release_program(m);
-        weights_unref(m->wq);
-        m->wq = NULL;
-        m->weight_type = (enum ff_weight_type)t;
-      }
-      unlock(m);
+      set_number_type(m, t, 0);
       return 0;
     }
   return ff_fail(err, FF_EINVAL, "dtype: '%s' is not one of f32, bf16, int8", dtype);
 }
 
 const char *ff_model_dtype(const ff_model *m) { return m ? ff_weight_type_name(m->weight_type) : NULL; }
+
+static const char *const compute_names[] = {"f32", "int8"}; /* FF_COMPUTE_VALUES' words */
+
+int ff_model_set_compute(ff_model *m, const char *compute, ff_error *err) {
+  if (!m) return null_arg(err, "ff_model_set_compute", "the model");
+  if (!compute) return null_arg(err, "ff_model_set_compute", "compute");
+  for (int t = FF_COMPUTE_F32; t <= FF_COMPUTE_INT8; t++)
+    if (!strcmp(compute, compute_names[t])) {
+      set_number_type(m, t, 1);
+      return 0;
+    }
+  return ff_fail(err, FF_EINVAL, "compute: '%s' is not one of f32, int8", compute);
+}
+
+const char *ff_model_compute(const ff_model *m) { return m ? compute_names[m->compute] : NULL; }
 
 /* ---- generating and packing ---------------------------------------------------- */
 
@@ -367,7 +391,8 @@ static int generate_locked(ff_model *m, const char *command, ff_error *err) {
   memcpy(p->command, command, n);
   p->refs = 1;
   shared_desc *d = m->desc;
-  ff_gen_options o = {d->path, command, m->isa, ff_weight_type_name(m->weight_type), m->target, m->no_line};
+  ff_gen_options o = {d->path, command, m->isa, ff_weight_type_name(m->weight_type), compute_names[m->compute],
+                      m->target, m->no_line};
   pthread_mutex_lock(&d->lock);
   step(m, "generate C", 0);
   int rc = ff_generate(d->lua, &d->cfg, &o, &p->program, err);
@@ -410,8 +435,8 @@ static int render_locked(ff_model *m, const ff_extra *x, char **text, ff_error *
   pthread_mutex_lock(&d->lock);
   if (d->last != m->prog->id) {
     ff_program again = {0};
-    ff_gen_options o = {d->path, m->prog->command, m->isa, ff_weight_type_name(m->weight_type), m->target,
-                        m->no_line};
+    ff_gen_options o = {d->path, m->prog->command, m->isa, ff_weight_type_name(m->weight_type),
+                        compute_names[m->compute], m->target, m->no_line};
     if (!(rc = ff_generate(d->lua, &d->cfg, &o, &again, err))) d->last = m->prog->id;
     ff_program_free(&again);
   }
@@ -559,7 +584,7 @@ static int weights_c_locked(ff_model *m, const char *weights_path, const ff_text
   int rc = generate_locked(m, "fixformer", err);
   if (rc) return rc;
   const ff_program *p = &m->prog->program;
-  const int floats = m->weight_type == FF_WEIGHT_F32;
+  const int floats = m->weight_type == FF_WEIGHT_F32 && m->compute == FF_COMPUTE_F32;
   char hex[65], *text = NULL;
   weights_fill(m->w);
   step(m, "write the weights as C", 0);
@@ -879,7 +904,7 @@ static int quantize_reference(ff_model *m, ff_error *err) {
     free(q);
     return ff_fail(err, FF_ENOMEM, "out of memory");
   }
-  int rc = ff_rt_model_quantized(&m->w->rt, m->weight_type, &q->rt, err);
+  int rc = ff_rt_model_quantized(&m->w->rt, m->weight_type, m->compute, &q->rt, err);
   if (rc) {
     pthread_mutex_destroy(&q->fill_lock);
     free(q);
@@ -899,7 +924,7 @@ static int prepare_locked(ff_model *m, enum ff_engine engine, ff_error *err) {
     rc = prepare_generated(m, engine, err);
   } else {
     weights_fill(m->w);                               /* fused projections, deferred until read */
-    if (m->weight_type != FF_WEIGHT_F32 && !m->wq) /* the reference: f32 math on the weights as stored */
+    if ((m->weight_type != FF_WEIGHT_F32 || m->compute != FF_COMPUTE_F32) && !m->wq) /* the weights as stored */
       rc = quantize_reference(m, err);
   }
   if (rc) {
@@ -935,6 +960,7 @@ ff_model *ff_model_clone(const ff_model *m, ff_error *err) {
   if ((c->w = m->w)) ref(&c->w->refs);
   if ((c->wq = m->wq)) ref(&c->wq->refs);
   c->weight_type = m->weight_type;
+  c->compute = m->compute;
   if ((c->prog = m->prog)) ref(&c->prog->refs);
   if ((c->blob = m->blob)) ref(&c->blob->refs);
   if ((c->code = m->code)) ref(&c->code->refs);
@@ -1298,7 +1324,7 @@ int ff_model_train_code_isa(ff_model *m, const ff_train_shape *shape, const char
                    encdec ? shape->tgt : shape->src, c->max_seq);
   lock(m);
   shared_desc *d = m->desc;
-  ff_gen_options o = {d->path, command ? command : "fixformer", isa ? isa : m->isa, "f32", NULL, m->no_line};
+  ff_gen_options o = {d->path, command ? command : "fixformer", isa ? isa : m->isa, "f32", "f32", NULL, m->no_line};
   pthread_mutex_lock(&d->lock);
   step(m, "generate training C", 0);
   int rc = ff_generate_train(d->lua, &d->cfg, &o, shape, out, err);

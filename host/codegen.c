@@ -313,7 +313,7 @@ static int read_program(lua_State *L, int t, const ff_gen_options *o, ff_program
     e->rows = (int)num_field(L, et, "rows");
     e->cols = (int)num_field(L, et, "cols");
     e->panel = (int)num_field(L, et, "panel");
-    e->type = (enum ff_weight_type)num_field(L, et, "type");
+    e->type = (int)num_field(L, et, "type");
     e->derived = (int)num_field(L, et, "derived");
     e->block_bits = (int)num_field(L, et, "block_bits");
     e->dim = (int)num_field(L, et, "dim");
@@ -388,6 +388,8 @@ static int generate(ff_lua *h, void *arg, ff_error *err) {
   lua_setfield(L, -2, "isa");
   lua_pushstring(L, o->dtype ? o->dtype : "f32");
   lua_setfield(L, -2, "dtype");
+  lua_pushstring(L, o->compute ? o->compute : "f32");
+  lua_setfield(L, -2, "compute");
   lua_pushboolean(L, !o->no_line);
   lua_setfield(L, -2, "lines");
   if (a->shape) { /* train = { batch, src, tgt, recompute } */
@@ -506,9 +508,29 @@ static void pack_panels_q8(const float *src, int rows, size_t cols, int NR, unsi
     }
 }
 
+/* compute int8's panels (kernels/int8.c): per panel NR float scales, NR
+ * int32 sums of the columns' q, then per 4 k the NR columns' 4 int8; W's row
+ * r quantized over the whole row, as the runtime's reference (runtime/quant.c). */
+static void pack_panels_i8(const float *src, int rows, size_t cols, int NR, unsigned char *dst) {
+  const size_t quads = (cols + 3) / 4, panel = 4 * (size_t)NR * (2 + quads);
+  for (int r = 0; r < rows; r++) {
+    unsigned char *at = dst + (size_t)(r / NR) * panel;
+    const int c = r % NR;
+    const float *w = src + (size_t)r * cols, scale = ff_q8_scale(w, cols);
+    int32_t sum = 0;
+    for (size_t k = 0; k < cols; k++) {
+      const int8_t q = ff_q8_value(w[k], scale);
+      sum += q;
+      at[8 * (size_t)NR + k / 4 * 4 * NR + 4 * (size_t)c + k % 4] = (unsigned char)q;
+    }
+    memcpy(at + 4 * c, &scale, 4);
+    memcpy(at + 4 * ((size_t)NR + c), &sum, 4);
+  }
+}
+
 /* Rows as in PyTorch: bfloat16 rows of cols rounded up to even (whole
  * words); int8 rows of G scales then G * 32 int8 (the embedding table). */
-static void pack_rows(enum ff_weight_type t, const float *src, int rows, size_t cols, float *dst) {
+static void pack_rows(int t, const float *src, int rows, size_t cols, float *dst) {
   const size_t G = (cols + FF_Q8_GROUP - 1) / FF_Q8_GROUP;
   for (int r = 0; r < rows; r++) {
     const float *w = src + (size_t)r * cols;
@@ -552,8 +574,9 @@ void ff_position_table(const ff_layout_entry *e, float *dst) {
 
 /* The 4-byte words rows rows of cols weights of type t take (gen/plan.lua's
  * weight_words): bf16 rows padded to whole words, int8 a scale per group. */
-static size_t weight_words(enum ff_weight_type t, size_t rows, size_t cols) {
+static size_t weight_words(int t, size_t rows, size_t cols) {
   if (t == FF_WEIGHT_BF16) return rows * ((cols + 1) / 2);
+  if (t == FF_PACK_I8) return rows * (2 + (cols + 3) / 4);
   if (t == FF_WEIGHT_INT8) return rows * ((cols + FF_Q8_GROUP - 1) / FF_Q8_GROUP) * (4 + FF_Q8_GROUP) / 4;
   return rows * cols;
 }
@@ -574,7 +597,8 @@ static int entry_source(const ff_layout_entry *e, const ff_tensor_file *f, const
   if (!t || t->numel < (size_t)(e->row0 + e->rows) * cols)
     return ff_fail(err, FF_EMISSING, "tensor '%s' missing or of the wrong size while packing", e->name);
   *src = t->data + (size_t)e->row0 * cols;
-  return e->type == FF_WEIGHT_INT8 ? ff_q8_check_finite(*src, (size_t)e->rows * cols, e->name, err) : 0;
+  const int q8 = e->type == FF_WEIGHT_INT8 || e->type == FF_PACK_I8;
+  return q8 ? ff_q8_check_finite(*src, (size_t)e->rows * cols, e->name, err) : 0;
 }
 
 /* Rows r0 .. r1 - 1 of e (r0 a multiple of its panel width) from its rows
@@ -587,6 +611,7 @@ static void pack_entry_rows(const ff_layout_entry *e, const float *src, int r0, 
   if (!e->panel) pack_rows(e->type, src, rows, cols, dst);
   else if (e->type == FF_WEIGHT_BF16) pack_panels_bf16(src, rows, cols, e->panel, (uint16_t *)(void *)dst);
   else if (e->type == FF_WEIGHT_INT8) pack_panels_q8(src, rows, cols, e->panel, (unsigned char *)dst);
+  else if (e->type == FF_PACK_I8) pack_panels_i8(src, rows, cols, e->panel, (unsigned char *)dst);
   else pack_panels_f32(src, rows, cols, e->panel, dst);
 }
 

@@ -18,13 +18,17 @@
  * hi, then rows lo, of the d_k/2 cosines then sines. */
 enum { FF_DERIVED_NONE, FF_DERIVED_SINUSOIDAL, FF_DERIVED_ROPE };
 
+/* a layout entry's type beside enum ff_weight_type's: compute int8's panels
+ * (kernels/int8.c: a scale and a sum per column, 4 k a column a step) */
+#define FF_PACK_I8 3
+
 typedef struct {
   char *name;       /* PyTorch name */
   size_t offset;    /* floats into the data */
   int row0, rows;   /* rows row0 .. row0 + rows - 1 of the tensor */
   int cols;         /* 0 for vectors */
   int panel;        /* 0: as in PyTorch; NR: W^T in panels of NR columns, zero-padded */
-  enum ff_weight_type type; /* stored as: f32, bf16 or int8 (runtime/quant.c, kernels/prototypes.h) */
+  int type;         /* stored as: enum ff_weight_type (runtime/quant.c, kernels/prototypes.h) or FF_PACK_I8 */
   int derived;      /* a table no tensor holds, computed when packing: FF_DERIVED_* */
   int block_bits;   /* derived: rows lo are 2^block_bits, rows hi the rest */
   int dim;          /* derived: d_model (sinusoidal), d_k (RoPE) */
@@ -59,6 +63,7 @@ typedef struct {
   const char *command;       /* recorded in the header comment */
   const char *isa;           /* the matrix kernels: "generic", "avx512", ... */
   const char *dtype;         /* the weight type: "f32", "bf16", "int8" */
+  const char *compute;       /* the blocks' linear layers: "f32", "int8" (kernels/int8.c) */
   const char *target;        /* the triple the code is for; NULL or "": this machine */
   int no_line;               /* no #line directives (emit --no-line) */
 } ff_gen_options;

@@ -84,6 +84,7 @@ int ff_model_describe(const ff_model *m, char **text, ff_error *err) {
   if (c->no_lm_head) v[FF_KEY_lm_head].comment = "the output is the hidden states";
   if (c->token_types) v[FF_KEY_token_types].comment = "every position has type 0";
   v[FF_KEY_dtype].string = ff_model_dtype(m); /* set_dtype's, or the description's */
+  v[FF_KEY_compute].string = ff_model_compute(m);
   char *keys = ff_rt_describe(v, 1);          /* numbers that read back as the config's float32 */
   size_t n = keys ? strlen(keys) + sizeof "return {\n}\n" : 0;
   *text = keys ? malloc(n) : NULL;

@@ -25,6 +25,7 @@ enum ff_norm_kind { FF_NORM_KIND_VALUES(FF_ENUM_CONSTANT) };
 enum ff_activation { FF_ACTIVATION_VALUES(FF_ENUM_CONSTANT) };
 enum ff_positional { FF_POSITIONAL_VALUES(FF_ENUM_CONSTANT) };
 enum ff_weight_type { FF_WEIGHT_TYPE_VALUES(FF_ENUM_CONSTANT) };
+enum ff_compute { FF_COMPUTE_VALUES(FF_ENUM_CONSTANT) };
 enum ff_rope_pairing { FF_ROPE_PAIRING_VALUES(FF_ENUM_CONSTANT) };
 #undef FF_ENUM_CONSTANT
 #define FF_Q8_GROUP 32 /* int8: inputs per scale */

@@ -250,6 +250,13 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
   for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 
+/* @part int8 */
+/* int8 compute (int8.c) on its plain loops, which the compiler vectorizes */
+#define FF_I8(name) ff_##name##_avx2
+#define FF_I8_MR FF_AVX2_MR
+#define FF_I8_NR FF_AVX2_NR
+#include "int8.c"
+
 /* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_avx2

@@ -20,6 +20,7 @@
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifndef FF_KERNEL
 #define FF_KERNEL
@@ -249,6 +250,116 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx512(const int 
     }
   }
   for (int p = 0; p < P; p++) _mm512_storeu_ps(acc + 32 * p, a0[p]), _mm512_storeu_ps(acc + 32 * p + 16, a1[p]);
+}
+
+/* @part int8 */
+/* int8 compute (int8.c): AVX-512 VNNI's VPDPBUSD sums four u8 x s8 products
+ * into each of 16 int32 lanes, 64 multiply-adds an instruction against 16
+ * f32 FMAs.  The tile takes 8 rows and a panel of 32 columns, as the f32
+ * one; CPUs with AVX-512 but not VNNI (Skylake-SP) take int8.c's plain tile
+ * (the same values).  The function carries its own target, so that code
+ * built with the row's flags (-mavx512f -mfma) builds it too. */
+static void ff_i8_tile_avx512(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+                              const float *sx, const float *b, float *y, size_t ldy, int flags);
+/* a row quantized 16 floats a vector: the max, then x 127 / max rounded by
+ * VCVTPS2DQ (the default rounding, to nearest even: int8.c's round_even) */
+static inline float ff_i8_quantize_row_avx512(const float *x, int IN, unsigned char *q) {
+  __m512 vmax = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  const __m512 big = _mm512_set1_ps(3.402823466e+38f);
+  for (int i = 0; i < IN; i += 16) {
+    const __mmask16 m = (__mmask16)(IN - i >= 16 ? 0xFFFFu : (1u << (IN - i)) - 1u);
+    const __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(m, x + i));
+    bad |= _mm512_cmp_ps_mask(a, big, _CMP_NLE_UQ); /* NaN or infinity */
+    vmax = _mm512_max_ps(vmax, a);
+  }
+  const float amax = _mm512_reduce_max_ps(vmax);
+  const int IN4 = (IN + 3) / 4 * 4;
+  if (bad) { /* q 0 (int8.c) */
+    memset(q, 128, (size_t)IN4);
+    return 0.0f / 0.0f;
+  }
+  const __m512 inv = _mm512_set1_ps(amax >= 1e-30f ? 127.0f / amax : 0.0f);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), off = _mm512_set1_epi32(128);
+  for (int i = 0; i < IN4; i += 16) {
+    const __mmask16 m = (__mmask16)(IN - i >= 16 ? 0xFFFFu : IN > i ? (1u << (IN - i)) - 1u : 0u);
+    const __mmask16 w = (__mmask16)(IN4 - i >= 16 ? 0xFFFFu : (1u << (IN4 - i)) - 1u);
+    __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+    r = _mm512_add_epi32(_mm512_min_epi32(hi, _mm512_max_epi32(lo, r)), off);
+    _mm512_mask_cvtepi32_storeu_epi8(q + i, w, r);
+  }
+  return amax >= 1e-30f ? amax / 127.0f : 0.0f;
+}
+#define FF_I8_QUANTIZE_ROW ff_i8_quantize_row_avx512
+#define FF_I8(name) ff_##name##_avx512
+#define FF_I8_MR FF_AVX512_MR
+#define FF_I8_NR FF_AVX512_NR
+#define FF_I8_TILE ff_i8_tile_avx512
+#include "int8.c"
+
+static inline __attribute__((always_inline, target("avx512bw,avx512vnni"))) void
+ff_i8_tile_vnni_avx512(const int M, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+                       const float *sx, const float *b, float *y, size_t ldy, int flags) {
+  __m512i c0[FF_AVX512_MR], c1[FF_AVX512_MR];
+  const unsigned char *q = panel + 8 * FF_AVX512_NR;
+  for (int i = 0; i < M; i++) c0[i] = c1[i] = _mm512_setzero_si512();
+  for (int k = 0; k < quads; k++) {
+    const __m512i b0 = _mm512_loadu_si512((const void *)(q + (size_t)k * 128));
+    const __m512i b1 = _mm512_loadu_si512((const void *)(q + (size_t)k * 128 + 64));
+    for (int i = 0; i < M; i++) {
+      int32_t a;
+      memcpy(&a, A + (size_t)i * lda + 4 * (size_t)k, 4);
+      const __m512i av = _mm512_set1_epi32(a);
+      c0[i] = _mm512_dpbusd_epi32(c0[i], av, b0);
+      c1[i] = _mm512_dpbusd_epi32(c1[i], av, b1);
+    }
+  }
+  const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+  const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
+  const __m512 sw0 = _mm512_loadu_ps((const float *)(const void *)panel);
+  const __m512 sw1 = _mm512_loadu_ps((const float *)(const void *)panel + 16);
+  const __m512i s0 = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(panel + 128)), 7); /* 128 sum */
+  const __m512i s1 = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(panel + 192)), 7);
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 bias0 = b ? _mm512_maskz_loadu_ps(m0, b) : zero, bias1 = b ? _mm512_maskz_loadu_ps(m1, b + 16) : zero;
+  for (int i = 0; i < M; i++) {
+    float *yr = y + (size_t)i * ldy;
+    const __m512 s = _mm512_set1_ps(sx[i]);
+    __m512 r0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c0[i], s0)), _mm512_mul_ps(s, sw0), bias0);
+    __m512 r1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c1[i], s1)), _mm512_mul_ps(s, sw1), bias1);
+    if (flags & FF_ACC) {
+      r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, yr));
+      r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, yr + 16));
+    }
+    if (flags & FF_RELU) r0 = _mm512_max_ps(zero, r0), r1 = _mm512_max_ps(zero, r1); /* NaN stays NaN */
+    _mm512_mask_storeu_ps(yr, m0, r0);
+    _mm512_mask_storeu_ps(yr + 16, m1, r1);
+  }
+}
+
+static __attribute__((target("avx512bw,avx512vnni"))) void
+ff_i8_tile_rows_avx512(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+                       const float *sx, const float *b, float *y, size_t ldy, int flags) {
+#define FF_I8_ROWS(M) ff_i8_tile_vnni_avx512(M, n, quads, A, lda, panel, sx, b, y, ldy, flags); break;
+  switch (m) {
+  case 8: FF_I8_ROWS(8)
+  case 7: FF_I8_ROWS(7)
+  case 6: FF_I8_ROWS(6)
+  case 5: FF_I8_ROWS(5)
+  case 4: FF_I8_ROWS(4)
+  case 3: FF_I8_ROWS(3)
+  case 2: FF_I8_ROWS(2)
+  default: FF_I8_ROWS(1)
+  }
+#undef FF_I8_ROWS
+}
+
+static void ff_i8_tile_avx512(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+                              const float *sx, const float *b, float *y, size_t ldy, int flags) {
+  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+    ff_i8_tile_rows_avx512(m, n, quads, A, lda, panel, sx, b, y, ldy, flags);
+  else
+    ff_tile_plain_avx512(m, n, quads, A, lda, panel, sx, b, y, ldy, flags);
 }
 
 /* @part sdpa: matmul */

@@ -120,6 +120,13 @@ static inline void ff_gemv_q8_p_generic(const int P, const float *x, int IN, con
   for (int c = 0; c < FF_GENERIC_NR; c++) acc[c] = s[c];
 }
 
+/* @part int8 */
+/* int8 compute (int8.c) on plain loops */
+#define FF_I8(name) ff_##name##_generic
+#define FF_I8_MR FF_GENERIC_MR
+#define FF_I8_NR FF_GENERIC_NR
+#include "int8.c"
+
 /* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_generic

@@ -180,6 +180,13 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_neon(const int P,
     for (int v = 0; v < 4; v++) vst1q_f32(acc + 16 * p + 4 * v, a[p][v]);
 }
 
+/* @part int8 */
+/* int8 compute (int8.c) on its plain loops, which the compiler vectorizes */
+#define FF_I8(name) ff_##name##_neon
+#define FF_I8_MR FF_NEON_MR
+#define FF_I8_NR FF_NEON_NR
+#include "int8.c"
+
 /* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_neon

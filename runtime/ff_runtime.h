@@ -53,6 +53,10 @@ void ff_rt_rope_angle(int pos, int i, int d_k, float theta, float *c, float *s);
 
 /* y [n, out] = x [n, in] W^T + b;  W [out, in], b [out] or NULL. */
 void ff_rt_linear(const float *x, int n, int in, const float *W, const float *b, int out, float *y);
+/* the same in int8 compute (kernels/int8.c): each row of x quantized (its
+ * scale max|x| / 127, x / scale rounded to the nearest, ties to even), the
+ * products with W (its int8 values) summed in double, times the row's scale */
+void ff_rt_linear_int8(const float *x, int n, int in, const float *W, const float *b, int out, float *y);
 /* y = (x - mean) / sqrt(var + eps) * w + b over the last dim (biased var). */
 void ff_rt_layernorm(const float *x, int n, int d, const float *w, const float *b, float eps, float *y);
 /* y = x / sqrt(mean(x^2) + eps) * w. */
@@ -143,6 +147,9 @@ float ff_bf16_value(uint16_t h); /* exact */
  * [-127, 127], scale = max|w| / 127 (returned; 0 for an all-zero group; a
  * subnormal one raised until max|w| / scale < 127.5).  Finite w only. */
 float ff_q8_group(const float *w, int n, int8_t *q);
+/* its two steps: the scale of w [n], and one weight's q under it */
+float ff_q8_scale(const float *w, size_t n);
+int8_t ff_q8_value(float w, float scale);
 /* Whether a tensor is stored in the model's weight type: the matrices linear
  * ops multiply by and the token embedding table. */
 int ff_weight_quantized(const ff_weight_spec *s);
@@ -152,10 +159,18 @@ int ff_q8_check_finite(const float *w, size_t n, const char *name, ff_error *err
 /* w [n], one row along the inputs, replaced by its stored value in type t;
  * int8 refuses a non-finite weight (FF_EINVAL naming the tensor). */
 int ff_quantize_row(enum ff_weight_type t, float *w, int n, const char *name, ff_error *err);
-/* dst: src with its weights as type t stores them (a copy; src unchanged). */
+/* compute int8 (kernels/int8.c): whether a tensor's rows are quantized per
+ * output channel, the matrices of the blocks' linear layers */
+int ff_compute_int8_weight(const ff_weight_spec *s);
+/* w [n], one output channel's weights, replaced by their int8 values: one
+ * scale max|w| / 127 over the row (ff_q8_scale); finite weights only. */
+int ff_quantize_channel(float *w, int n, const char *name, ff_error *err);
+/* dst: src with its weights as type t stores them and, for compute int8,
+ * the blocks' matrices per channel (a copy; src unchanged); dst computes in
+ * `compute` (cfg.compute: the blocks' linear layers quantize their inputs). */
 struct ff_rt_model;
-int ff_rt_model_quantized(const struct ff_rt_model *src, enum ff_weight_type t, struct ff_rt_model *dst,
-                          ff_error *err);
+int ff_rt_model_quantized(const struct ff_rt_model *src, enum ff_weight_type t, enum ff_compute compute,
+                          struct ff_rt_model *dst, ff_error *err);
 
 /* ---- model --------------------------------------------------------------- */
 

@@ -99,6 +99,39 @@ void ff_rt_linear(const float *x, int n, int in, const float *W, const float *b,
   }
 }
 
+/* x rounded to the nearest integer, ties to even (|x| <= 2^22), as kernels/int8.c */
+static int round_even(float v) {
+  int q = (int)v;
+  const float d = v - (float)q;
+  if (d > 0.5f || (d == 0.5f && (q & 1))) q++;
+  else if (d < -0.5f || (d == -0.5f && (q & 1))) q--;
+  return q;
+}
+
+void ff_rt_linear_int8(const float *x, int n, int in, const float *W, const float *b, int out, float *y) {
+  for (int r = 0; r < n; r++) {
+    const float *xr = x + (size_t)r * in;
+    float amax = 0.0f;
+    int finite = 1;
+    for (int i = 0; i < in; i++) {
+      finite &= isfinite(xr[i]) != 0;
+      amax = fabsf(xr[i]) > amax ? fabsf(xr[i]) : amax;
+    }
+    const float inv = finite && amax >= 1e-30f ? 127.0f / amax : 0.0f;
+    const float scale = !finite ? NAN : inv > 0.0f ? amax / 127.0f : 0.0f;
+    for (int o = 0; o < out; o++) {
+      const float *w = W + (size_t)o * in;
+      double acc = 0.0;
+      for (int i = 0; finite && i < in; i++) {
+        const float v = xr[i] * inv;
+        const int q = round_even(v);
+        acc += (double)(q > 127 ? 127 : q < -127 ? -127 : q) * w[i];
+      }
+      y[(size_t)r * out + o] = (float)(scale * acc) + (b ? b[o] : 0.0f);
+    }
+  }
+}
+
 /* LayerNorm(x) = (x - mean) / sqrt(var + eps) * w + b, var biased (/ d). */
 void ff_rt_layernorm(const float *x, int n, int d, const float *w, const float *b, float eps, float *y) {
   for (int r = 0; r < n; r++) {

@@ -107,6 +107,13 @@ typedef struct {
   int key_len; /* keys at or past it are padding */
 } keys;
 
+/* a linear layer of a block: in f32, or in int8 compute (cfg.compute) */
+static void block_linear(const ff_config *c, const float *x, int n, int in, const float *W, const float *b, int out,
+                         float *y) {
+  if (c->compute == FF_COMPUTE_INT8) ff_rt_linear_int8(x, n, in, W, b, out, y);
+  else ff_rt_linear(x, n, in, W, b, out, y);
+}
+
 /* MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with head_i =
  * Attention(Q W_i^Q, K W_i^K, V W_i^V), over x [T, d] -> out [T, d].
  *   KEYS_SELF   encoder self-attention: k, v from x, bidirectional;
@@ -120,11 +127,11 @@ static void multi_head_attention(const ff_config *c, const ff_rt_attn_w *w, cons
   int ld = 2 * kvd, ldq = d + 2 * kvd, Tk, causal = 0, q_pos0 = 0;
   const float *q = s->qkv, *k, *v;
   if (K->kind == KEYS_MEMORY) { /* q = x W^Q + b^Q: the first d rows of in_proj */
-    ff_rt_linear(x, T, d, w->in_proj.weight, w->in_proj.bias, d, s->qkv);
+    block_linear(c, x, T, d, w->in_proj.weight, w->in_proj.bias, d, s->qkv);
     ldq = d, k = K->kv, v = K->kv + kvd, Tk = K->key_len;
   } else { /* [q | k | v] = x in_proj^T + in_proj_bias */
     int pos0 = K->kind == KEYS_CACHE ? K->pos0 : 0;
-    ff_rt_linear(x, T, d, w->in_proj.weight, w->in_proj.bias, ldq, s->qkv);
+    block_linear(c, x, T, d, w->in_proj.weight, w->in_proj.bias, ldq, s->qkv);
     if (c->positional == FF_POS_ROPE) {
       ff_rt_rope(s->qkv, ldq, T, c->heads, d_k, pos0, c->rope_theta, c->rope_pairing);
       ff_rt_rope(s->qkv + d, ldq, T, kvh, d_k, pos0, c->rope_theta, c->rope_pairing);
@@ -138,19 +145,19 @@ static void multi_head_attention(const ff_config *c, const ff_rt_attn_w *w, cons
     }
   }
   ff_rt_attention(q, ldq, k, v, ld, T, Tk, c->heads, kvh, d_k, K->key_len, causal, q_pos0, s->scores, s->ctx);
-  ff_rt_linear(s->ctx, T, d, w->out_proj.weight, w->out_proj.bias, d, out);
+  block_linear(c, s->ctx, T, d, w->out_proj.weight, w->out_proj.bias, d, out);
 }
 
 /* FFN(x) = linear2(act(linear1(x))) */
 static void feed_forward(const ff_config *c, const ff_rt_layer_w *w, const float *x, int T, scratch *s,
                          float *out) {
   int swiglu = c->activation == FF_ACT_SWIGLU;
-  ff_rt_linear(x, T, c->d_model, w->linear1.weight, w->linear1.bias, swiglu ? 2 * c->d_ff : c->d_ff, s->ff);
+  block_linear(c, x, T, c->d_model, w->linear1.weight, w->linear1.bias, swiglu ? 2 * c->d_ff : c->d_ff, s->ff);
   if (swiglu)
     ff_rt_swiglu(s->ff, T, c->d_ff, s->act);
   else
     ff_rt_activate(c->activation, s->ff, (size_t)T * c->d_ff);
-  ff_rt_linear(swiglu ? s->act : s->ff, T, c->d_ff, w->linear2.weight, w->linear2.bias, c->d_model, out);
+  block_linear(c, swiglu ? s->act : s->ff, T, c->d_ff, w->linear2.weight, w->linear2.bias, c->d_model, out);
 }
 
 /* Residual + norm around one sub-layer, in either placement:
@@ -281,7 +288,7 @@ static int begin(ff_rt_state *st, const int32_t *tokens, const float *embeds, in
   encoder_stack(m, st->memory, S, len, &st->scratch->s);
   for (int l = 0; l < c->decoder_layers; l++) {
     const ff_rt_linear_w *in_proj = &m->w.decoder[l].cross_attn.in_proj;
-    ff_rt_linear(st->memory, S, d, in_proj->weight + (size_t)d * d, in_proj->bias ? in_proj->bias + d : NULL, 2 * kvd,
+    block_linear(c, st->memory, S, d, in_proj->weight + (size_t)d * d, in_proj->bias ? in_proj->bias + d : NULL, 2 * kvd,
                  st->cross_kv + (size_t)l * c->max_seq * 2 * kvd);
   }
   st->mem_len = len;

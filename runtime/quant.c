@@ -48,13 +48,20 @@ static int8_t q8_value(float v) {
   return (int8_t)(v >= 127.0f ? 127 : v <= -127.0f ? -127 : v == v ? (int)v : 0);
 }
 
-float ff_q8_group(const float *w, int n, int8_t *q) {
+float ff_q8_scale(const float *w, size_t n) {
   float amax = 0.0f;
-  for (int i = 0; i < n; i++) amax = fabsf(w[i]) > amax ? fabsf(w[i]) : amax;
+  for (size_t i = 0; i < n; i++) amax = fabsf(w[i]) > amax ? fabsf(w[i]) : amax;
   float scale = amax / 127.0f;
   /* a subnormal scale is coarse (to 0 below 63.5 * 2^-149): up a step or two until the max fits */
   while (amax > 0.0f && amax <= FLT_MAX && !(amax / scale < 127.5f)) scale = nextafterf(scale, FLT_MAX);
-  for (int i = 0; i < n; i++) q[i] = scale > 0.0f ? q8_value(w[i] / scale) : 0;
+  return scale;
+}
+
+int8_t ff_q8_value(float w, float scale) { return scale > 0.0f ? q8_value(w / scale) : 0; }
+
+float ff_q8_group(const float *w, int n, int8_t *q) {
+  const float scale = ff_q8_scale(w, (size_t)n);
+  for (int i = 0; i < n; i++) q[i] = ff_q8_value(w[i], scale);
   return scale;
 }
 
@@ -89,21 +96,35 @@ int ff_quantize_row(enum ff_weight_type t, float *w, int n, const char *name, ff
 
 /* ---- the reference model of a weight type ----------------------------------- */
 
+int ff_compute_int8_weight(const ff_weight_spec *s) { return s->matrix && s->layer >= 0; }
+
+int ff_quantize_channel(float *w, int n, const char *name, ff_error *err) {
+  int rc = ff_q8_check_finite(w, (size_t)n, name, err);
+  if (rc) return rc;
+  const float scale = ff_q8_scale(w, (size_t)n);
+  for (int i = 0; i < n; i++) w[i] = (float)ff_q8_value(w[i], scale) * scale;
+  return 0;
+}
+
 typedef struct {
   const ff_rt_model *src;
   ff_tensor_file *copy;
   enum ff_weight_type type;
+  enum ff_compute compute;
   ff_error *err;
 } quantizer;
 
 static int quantize_one(void *ctx, const ff_weight_spec *s) {
   quantizer *z = ctx;
-  if (!ff_weight_quantized(s)) return 0;
+  const int channels = z->compute == FF_COMPUTE_INT8 && ff_compute_int8_weight(s);
+  if (!channels && !ff_weight_quantized(s)) return 0;
   for (int i = 0; i < z->copy->count; i++) {
     ff_tensor *t = &z->copy->tensors[i];
     if (strcmp(t->name, s->name)) continue;
     for (int r = 0; r < s->shape[0]; r++) {
-      int rc = ff_quantize_row(z->type, t->data + (size_t)r * s->shape[1], s->shape[1], s->name, z->err);
+      float *row = t->data + (size_t)r * s->shape[1];
+      int rc = channels ? ff_quantize_channel(row, s->shape[1], s->name, z->err)
+                        : ff_quantize_row(z->type, row, s->shape[1], s->name, z->err);
       if (rc) return rc;
     }
     return 0;
@@ -138,15 +159,18 @@ static int copy_file(const ff_tensor_file *f, ff_tensor_file *out, ff_error *err
   return 0;
 }
 
-int ff_rt_model_quantized(const ff_rt_model *src, enum ff_weight_type t, ff_rt_model *dst, ff_error *err) {
+int ff_rt_model_quantized(const ff_rt_model *src, enum ff_weight_type t, enum ff_compute compute, ff_rt_model *dst,
+                          ff_error *err) {
   ff_tensor_file copy;
   memset(dst, 0, sizeof *dst);
   int rc = copy_file(&src->file, &copy, err);
   if (rc) return rc;
-  quantizer z = {src, &copy, t, err};
+  quantizer z = {src, &copy, t, compute, err};
   if ((rc = ff_rt_visit_weights(&src->cfg, NULL, quantize_one, &z))) {
     ff_tensor_file_free(&copy);
     return rc;
   }
-  return ff_rt_model_bind(dst, &src->cfg, &copy, err);
+  if ((rc = ff_rt_model_bind(dst, &src->cfg, &copy, err))) return rc;
+  dst->cfg.compute = compute; /* (bind computes in f32) */
+  return 0;
 }

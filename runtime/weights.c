@@ -153,6 +153,7 @@ int ff_rt_model_bind(ff_rt_model *m, const ff_config *c, ff_tensor_file *file, f
   memset(file, 0, sizeof *file);
   if ((rc = ff_rt_check_config(c, err))) goto fail;
   m->cfg = *c;
+  m->cfg.compute = FF_COMPUTE_F32; /* float32 weights compute in f32 (ff_rt_model_quantized: int8) */
   int nl = c->encoder_layers + c->decoder_layers;
   m->layers = calloc((size_t)(nl > 0 ? nl : 1), sizeof *m->layers);
   binder b = {&m->file, calloc((size_t)m->file.count + 1, 1), err};

@@ -70,3 +70,19 @@ double compare(const float *got, const float *want, const char *ex, size_t n) {
 }
 
 double scaled_err(const float *got, const float *want, size_t n) { return compare(got, want, NULL, n); }
+
+double compare_columns(const float *y, const float *y0, float *r, int T, int OUT, int j0) {
+  double err = 0;
+  for (int t = 0; t < T; t++) /* columns before j0, not asked for: untouched */
+    for (int o = 0; o < j0; o++) {
+      const size_t i = (size_t)t * OUT + o;
+      if (memcmp(&y[i], &y0[i], sizeof *y)) err = 1e30;
+      r[i] = y[i];
+    }
+  const size_t ny = (size_t)T * OUT;
+  char *ex = classes(ny);
+  for (size_t i = 0; i < ny; i++) ex[i] = class_of(r[i]);
+  const double e = compare(y, r, ex, ny);
+  free(ex);
+  return e > err ? e : err;
+}

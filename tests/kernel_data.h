@@ -17,4 +17,8 @@ char *classes(size_t n); /* n classes, all finite, calloc'd */
  * the finite rest.  A misplaced NaN or inf: 1e30 (fails), and one line. */
 double compare(const float *got, const float *want, const char *ex, size_t n);
 double scaled_err(const float *got, const float *want, size_t n); /* compare(), all finite */
+/* A linear kernel's y [T, OUT] against the reference r, columns 0 .. j0-1
+ * not asked for: there y must hold y0's bits (else 1e30) and r takes them;
+ * then compare() with r's NaN and inf places as the expected ones. */
+double compare_columns(const float *y, const float *y0, float *r, int T, int OUT, int j0);
 #endif

@@ -22,6 +22,9 @@ error over non-padded rows, scaled by the output's max magnitude, must be
   dtype        weight types: random configs whose description says dtype = "bf16" or "int8",
                against PyTorch on the weights as that type stores them (quantized here from
                the formulas, lib/reference.py store_as, checked first on hand-computed values)
+  compute      compute = "int8": random configs against PyTorch with the blocks' linear inputs
+               quantized per row and their matrices per output channel (lib/reference.py
+               RefModel.qin, store_as "int8_channel"), each far from its f32 output
 
 RefModel (lib/reference.py) is checked against nn.TransformerEncoder / nn.Transformer
 in the first four groups (1e-5) before it is the reference of the last two.
@@ -445,6 +448,15 @@ def check_store_as():
     assert list(b[0]) == [1.0, 1.0 + 2.0 ** -6, 1.0], b  # ties to even, and below a tie down
 
 
+def random_shape(rng, cfg):
+    """(lengths, S, T) of a random batch: 1-3 sequences, the longest S, a target of T for encoder-decoder."""
+    B = rng.randint(1, 3)
+    S = rng.choice([1, rng.randint(2, cfg["max_seq"])])
+    lengths = [S] + [rng.randint(1, S) for _ in range(B - 1)]
+    rng.shuffle(lengths)
+    return lengths, S, rng.randint(1, cfg["max_seq"]) if cfg["arch"] == "encoder-decoder" else None
+
+
 def group_dtype(n=10, seed=13):
     """Random configs in bf16 and int8 (the description's dtype key) against PyTorch on the stored weights."""
     check_store_as()
@@ -453,15 +465,32 @@ def group_dtype(n=10, seed=13):
     for i in range(n):
         dtype = ("bf16", "int8")[i % 2]
         cfg = dict(random_config(rng, "dt%02d_%s" % (i, dtype), force=i), dtype=dtype)
-        B = rng.randint(1, 3)
-        S = rng.choice([1, rng.randint(2, cfg["max_seq"])])
-        lengths = [S] + [rng.randint(1, S) for _ in range(B - 1)]
-        rng.shuffle(lengths)
-        T = rng.randint(1, cfg["max_seq"]) if cfg["arch"] == "encoder-decoder" else None
-        c = ref_case(cfg["name"], cfg, seed * 1000 + i, lengths, S, T)
+        c = ref_case(cfg["name"], cfg, seed * 1000 + i, *random_shape(rng, cfg))
         far = RefModel(c.cfg, c.weights).forward(c.src, c.lengths, c.tgt)  # f32: the type must make a difference
         rows = valid_rows(c.cfg, c.lengths, far.shape)
         assert np.abs(far[rows] - c.expected[rows]).max() > 1e-4 * np.abs(far[rows]).max(), c.name
+        cases.append(c)
+    return cases
+
+
+def group_compute(n=12, seed=29):
+    """Random configs with compute = "int8" (every third also in a weight type) against PyTorch with the
+    blocks' inputs quantized per row and their matrices per channel (RefModel.qin, store_as int8_channel)."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(n):
+        cfg = dict(random_config(rng, "ci%02d" % i, force=i), compute="int8")
+        cfg["d_model"], cfg["d_ff"] = 8 * cfg["heads"], max(cfg["d_ff"], 16)  # rows long enough to round
+        if cfg.get("kv_heads"):
+            cfg["kv_heads"] = 1 if cfg["heads"] % cfg["kv_heads"] else cfg["kv_heads"]
+        if i % 3 == 2:
+            cfg["dtype"] = ("bf16", "int8")[i // 3 % 2]
+        c = ref_case(cfg["name"], cfg, seed * 1000 + i, *random_shape(rng, cfg))
+        f32 = dict(c.cfg)
+        del f32["compute"]
+        far = RefModel(f32, stored(f32, c.weights, f32.get("dtype"))).forward(c.src, c.lengths, c.tgt)
+        rows = valid_rows(c.cfg, c.lengths, far.shape)
+        assert np.abs(far[rows] - c.expected[rows]).max() > 1e-3 * np.abs(far[rows]).max(), c.name
         cases.append(c)
     return cases
 
@@ -506,7 +535,8 @@ def run_case(ff, engine, case, tmp, tol):
     return err, None if err <= tol else "error above %.0e" % tol
 
 
-GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "gqa", "files", "random", "embed", "dtype"]
+GROUPS = ["encoder", "transformer", "decoder", "tokens", "llama", "gqa", "files", "random", "embed", "dtype",
+          "compute"]
 
 
 def main():
@@ -522,7 +552,7 @@ def main():
     build = {"encoder": group_encoder, "transformer": group_transformer, "decoder": group_decoder,
              "tokens": group_tokens, "llama": group_llama, "gqa": group_gqa, "files": group_files,
              "random": lambda: group_random(args.random, args.seed), "embed": group_embed,
-             "dtype": group_dtype}
+             "dtype": group_dtype, "compute": group_compute}
     failed, total, worst = 0, 0, 0.0
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp

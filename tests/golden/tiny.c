@@ -252,13 +252,20 @@ void ff_layernorm_generic(const float *x, int T, int D, const float *gamma, cons
 #include "tiny_kernels.c"
 #endif
 
-#line 162 "templates/model.c.in"
+#line 166 "templates/model.c.in"
 /* ---- the parallel helpers of the kernels: linear on the state's threads ---- */
 typedef struct {
   const float *x, *W, *b;
   float *y;
   int T, IN, OUT, flags, n;
+#line 174 "templates/model.c.in"
 } linear_job;
+
+/* the job's columns c0 .. c1-1 */
+static void linear_columns(const linear_job *j, int c0, int c1) {
+#line 185 "templates/model.c.in"
+  ff_linear_generic(j->x, j->T, j->IN, j->W, j->b, j->OUT, j->y, j->flags, c0, c1);
+}
 
 /* the first of task i's panels: task i of n gets a share n - i of the n (n + 1) / 2,
  * so that the last tasks, which the threads finish on, are the shortest */
@@ -270,8 +277,7 @@ static void linear_task(void *arg, int i) { /* the i-th of n ranges of panels */
   const linear_job *j = arg;
   const int panels = (j->OUT + 16 - 1) / 16, p0 = linear_split(panels, j->n, i),
             p1 = linear_split(panels, j->n, i + 1);
-  ff_linear_generic(j->x, j->T, j->IN, j->W, j->b, j->OUT, j->y, j->flags, p0 * 16,
-      p1 * 16 < j->OUT ? p1 * 16 : j->OUT);
+  linear_columns(j, p0 * 16, p1 * 16 < j->OUT ? p1 * 16 : j->OUT);
 }
 
 /* y [T, OUT] (+)= x [T, IN] W + b on the state's threads: 4 tasks per
@@ -279,18 +285,25 @@ static void linear_task(void *arg, int i) { /* the i-th of n ranges of panels */
  * (a thread held up takes fewer); one thread below a million multiply-adds,
  * unless W has 64K weights or more (decoding, T = 1: reading W from memory is
  * the work, tens of microseconds against a microsecond to start the tasks). */
+static void linear_run(const float *state, linear_job *job) {
+  const parallel_t p = parallel_of(state);
+  const int panels = (job->OUT + 16 - 1) / 16;
+  job->n = 4 * p.threads < panels ? 4 * p.threads : panels;
+  if (p.threads < 2 || job->n < 2 ||
+      ((float)job->T * job->IN * job->OUT < 1e6f && (float)job->IN * job->OUT < 65536.0f))
+    linear_columns(job, 0, job->OUT);
+  else
+    p.fn(p.pool, job->n, linear_task, job);
+}
+
 static void linear(const float *state, const float *x, int T, int IN, const float *W, const float *b, int OUT,
     float *y, int flags) {
-  const parallel_t p = parallel_of(state);
-  const int panels = (OUT + 16 - 1) / 16;
   linear_job job;
   job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
-  job.n = 4 * p.threads < panels ? 4 * p.threads : panels;
-  if (p.threads < 2 || job.n < 2 || ((float)T * IN * OUT < 1e6f && (float)IN * OUT < 65536.0f))
-    ff_linear_generic(x, T, IN, W, b, OUT, y, flags, 0, OUT);
-  else
-    p.fn(p.pool, job.n, linear_task, &job);
+#line 226 "templates/model.c.in"
+  linear_run(state, &job);
 }
+#line 240 "templates/model.c.in"
 
 #line 16 "templates/mha.c.in"
 /* ---- attention on the state's threads ---- */

@@ -7,6 +7,7 @@ nn.Transformer in torch_parity.py before it is trusted with the options
 PyTorch has no module for (RMSNorm, RoPE, SwiGLU, learned positions)."""
 import json
 import os
+import re
 import math
 import struct
 
@@ -123,12 +124,13 @@ def store_as(w, dtype):
     w = torch.from_numpy(np.asarray(w, np.float32).copy())
     if dtype == "bf16":
         return w.to(torch.bfloat16).float().numpy()
-    assert dtype == "int8", dtype
+    assert dtype in ("int8", "int8_channel"), dtype
     rows, cols = w.shape
-    G = (cols + 31) // 32
-    g = torch.zeros(rows, G * 32, dtype=torch.float32)
+    n = cols if dtype == "int8_channel" else 32  # compute int8: one group, the whole row (an output channel)
+    G = (cols + n - 1) // n
+    g = torch.zeros(rows, G * n, dtype=torch.float32)
     g[:, :cols] = w
-    g = g.view(rows, G, 32)
+    g = g.view(rows, G, n)
     amax = g.abs().amax(dim=2, keepdim=True)
     scale = amax / torch.tensor(127.0, dtype=torch.float32)
     while True:  # a subnormal scale: the next floats up until max|w| / scale < 127.5
@@ -139,7 +141,7 @@ def store_as(w, dtype):
     q = torch.where(scale > 0, round_half_away(g / torch.where(scale > 0, scale, torch.ones_like(scale))),
                     torch.zeros_like(g))
     assert float(q.abs().max()) <= 127
-    return (q * scale).view(rows, G * 32)[:, :cols].contiguous().numpy()
+    return (q * scale).view(rows, G * n)[:, :cols].contiguous().numpy()
 
 
 def folded(tensors):
@@ -157,16 +159,29 @@ def folded(tensors):
     return out
 
 
+def block_matrix(name):
+    """A matrix of a block's linear layers (compute int8 quantizes it per output channel)."""
+    return re.search(r"(^|\.)layers\.\d+\.", name) is not None
+
+
 def stored(cfg, tensors, dtype):
     """The tensors a model of weight type dtype computes with: every 2-D tensor but the positional and
     token-type tables is a linear matrix or the token embedding table, and is stored in dtype (the scales
-    of FOLDS folded first)."""
-    if dtype in (None, "f32"):
+    of FOLDS folded first); with compute = "int8", the blocks' matrices per output channel instead."""
+    compute = cfg.get("compute") == "int8"
+    if dtype in (None, "f32") and not compute:
         return tensors
     tensors = folded(tensors)
     keep = {cfg.get("pos_embed_weight", "pos_embed.weight"), cfg.get("token_type_embed_weight",
                                                                       "token_type_embed.weight")}
-    return {k: store_as(v, dtype) if np.ndim(v) == 2 and k not in keep else v for k, v in tensors.items()}
+
+    def one(k, v):
+        if np.ndim(v) != 2 or k in keep:
+            return v
+        if compute and block_matrix(k):
+            return store_as(v, "int8_channel")
+        return v if dtype in (None, "f32") else store_as(v, dtype)
+    return {k: one(k, v) for k, v in tensors.items()}
 
 
 def write_description(cfg, path):
@@ -256,6 +271,19 @@ class RefModel:
             c.setdefault("encoder_layers", c.get("layers"))
             c.setdefault("decoder_layers", c.get("layers"))
         self.masks, self.p = None, 0.0  # dropout: site name -> keep mask (0/1), and p
+        self.int8 = c.get("compute") == "int8"  # the blocks' linear layers quantize their input rows
+
+    def qin(self, x):
+        """compute int8: x's rows as int8 gives them to the blocks' linear layers (kernels/int8.c): the scale
+        max|x| / 127, x * (127 / max|x|) rounded to the nearest, ties to even, times the scale."""
+        if not self.int8:
+            return x
+        a = x.abs().amax(dim=-1, keepdim=True)
+        big = a >= 1e-30
+        inv = torch.where(big, torch.tensor(127.0, dtype=x.dtype) / torch.where(big, a, torch.ones_like(a)),
+                          torch.zeros_like(a))
+        q = torch.clamp(torch.round(x * inv), -127.0, 127.0)
+        return q * torch.where(big, a / torch.tensor(127.0, dtype=x.dtype), torch.zeros_like(a))
 
     def drop(self, x, site):
         """Inverted dropout with the given mask at a site (the lone stacks named as the C runtime names them:
@@ -273,7 +301,7 @@ class RefModel:
     def linear(self, x, name):
         """nn.Linear `name` (its .weight and .bias) of the layer stack, times the scale folded into it, if any
         (FOLDS: LayerScale's gamma scales attention's out_proj and the feed-forward's linear2)."""
-        y = F.linear(x, self.W(name + ".weight"), self.W(name + ".bias"))
+        y = F.linear(self.qin(x), self.W(name + ".weight"), self.W(name + ".bias"))
         s = fold_scales(self.w, self.c, self.c["prefix"] + name + ".weight")
         return y if s is None else y * s
 
@@ -290,6 +318,7 @@ class RefModel:
         H, KV, dk = c["heads"], c["kv_heads"], d // c["heads"]
         kvd = KV * dk
         Win, bin_ = self.W(name + ".in_proj_weight"), self.W(name + ".in_proj_bias")
+        xq, xkv = self.qin(xq), self.qin(xkv)
         q = F.linear(xq, Win[:d], None if bin_ is None else bin_[:d])
         k = F.linear(xkv, Win[d:d + kvd], None if bin_ is None else bin_[d:d + kvd])
         v = F.linear(xkv, Win[d + kvd:], None if bin_ is None else bin_[d + kvd:])
@@ -307,7 +336,7 @@ class RefModel:
         return self.linear(out, name + ".out_proj")
 
     def ffn(self, x, L):
-        h = F.linear(x, self.W(L + "linear1.weight"), self.W(L + "linear1.bias"))
+        h = F.linear(self.qin(x), self.W(L + "linear1.weight"), self.W(L + "linear1.bias"))
         act = self.c["activation"]
         if act == "relu":
             h = F.relu(h)
