@@ -4,7 +4,7 @@ types", "Compute types"), measured:
 
 1. logits: for the shipped models and the bench shapes (random `init` weights except
    dates, which is trained) `fixformer run --engine runtime` in bf16 and int8 weights
-   and in int8 compute against f32 on the same inputs: max and mean absolute error,
+   and in int8 and bf16 compute against f32 on the same inputs: max and mean absolute error,
    and the max over the largest |logit|;
 2. greedy decoding of a trained language model: a byte-level GPT-style model
    (python/example_lm.py's LM, d 96, 3 layers, 4 heads) is trained here for
@@ -39,7 +39,8 @@ import example_lm  # noqa: E402
 import fixformer_export  # noqa: E402
 
 # what is measured against f32: a label and its flags
-VARIANTS = (("bf16", ["--dtype", "bf16"]), ("int8", ["--dtype", "int8"]), ("int8 compute", ["--compute", "int8"]))
+VARIANTS = (("bf16", ["--dtype", "bf16"]), ("int8", ["--dtype", "int8"]), ("int8 compute", ["--compute", "int8"]),
+            ("bf16 compute", ["--compute", "bf16"]))
 DTYPES = tuple(v[0] for v in VARIANTS)
 FLAGS = dict(VARIANTS, f32=[])
 

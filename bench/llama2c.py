@@ -16,6 +16,8 @@ measures on one thread, in interleaved rounds (medians printed):
            file cache, and its peak resident memory (wait4's ru_maxrss).
 
   bench/llama2c.py --llama2c DIR --fixformer build/fixformer [--big] [--rounds 3] [--steps 200] [--dtypes f32,bf16,int8]
+
+A --dtypes entry DTYPE/COMPUTE also sets --compute (int8/int8: int8 weights, the blocks in int8 compute).
 """
 import argparse
 import os
@@ -121,11 +123,12 @@ def measure(args, name, m, env):
             wall, rss, _ = run_rusage([exe, bin_, "-z", m["tok"], "-n", "2", "-t", "0", "-i", ""])
             res.setdefault(prog, []).append((tps, wall, rss))
         for dt in args.dtypes.split(","):
+            types = dt.split("/")  # DTYPE or DTYPE/COMPUTE
+            flags = ["--dtype", types[0]] + (["--compute", types[1]] if len(types) > 1 else [])
             _, _, text = run_rusage([args.fixformer, "bench", m["lua"], "--generate", steps, "--iters", "3",
-                                     "--engine", "cc", "--dtype", dt], env)
+                                     "--engine", "cc"] + flags, env)
             tps = float(re.search(r"([\d.]+) tokens/s", text).group(1))
-            cmd = [args.fixformer, "generate", m["lua"], "--tokens", "1", "--max-new", "1", "--engine", "cc",
-                   "--dtype", dt]
+            cmd = [args.fixformer, "generate", m["lua"], "--tokens", "1", "--max-new", "1", "--engine", "cc"] + flags
             run_rusage(cmd, env)  # warm: the compiled model and the packed weights are cached
             wall, rss, _ = run_rusage(cmd, env)
             res.setdefault("fixformer " + dt, []).append((tps, wall, rss))

@@ -218,7 +218,8 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},   {"--weights", NULL, NULL
 const cli_command cli_bench = {
     "bench", "timings of forward passes or of greedy decoding",
      "usage: fixformer bench MODEL.lua [--weights W] [--batch B] [--seq T] [--engine cc|tcc|runtime]\n"
-     "                       [--threads N] [--iters N] [--generate N] [--dtype f32|bf16|int8] [--compute f32|int8]\n"
+     "                       [--threads N] [--iters N] [--generate N] [--dtype f32|bf16|int8]\n"
+     "                       [--compute f32|int8|bf16]\n"
      "Times forward passes (after two warm-up runs) on random inputs and prints\n"
      "min/median/max, GFLOP/s at the median and a last line `median_ms: X`.\n"
      "  --weights W    default: the description's, else random (`init`) weights\n"
@@ -231,8 +232,9 @@ const cli_command cli_bench = {
      "  --generate N   instead: greedy decoding of N tokens with the KV cache, tokens/s\n"
      "  --dtype T      the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                 description's dtype (f32 unless it says)\n"
-     "  --compute C    what the blocks' linear layers compute in: f32, or int8 (opt-in:\n"
-     "                 inputs quantized per row, weights per channel; docs/performance.md);\n"
+     "  --compute C    what the blocks' linear layers compute in: f32, int8 or bf16\n"
+     "                 (opt-in: int8 inputs quantized per row, weights per channel; bf16\n"
+     "                 inputs and weights in bfloat16; docs/performance.md);\n"
      "                 default: the description's compute (f32 unless it says)\n"
      "Example:\n"
      "  fixformer bench models/tiny.lua --seq 16 --iters 50\n",

@@ -216,7 +216,8 @@ static cli_flag flags[] = {{"--help", "-h", NULL, 0},     {"-o", "--output", NUL
 const cli_command cli_emit = {
     "emit", "C specialised to the model (files, for any target)",
      "usage: fixformer emit MODEL.lua -o DIR [--weights W.safetensors [--embed]] [--target TRIPLE]\n"
-     "                      [--isa ISA|native] [--with-main] [--dtype f32|bf16|int8] [--compute f32|int8] [--no-line]\n"
+     "                      [--isa ISA|native] [--with-main] [--dtype f32|bf16|int8]\n"
+     "                      [--compute f32|int8|bf16] [--no-line]\n"
      "       fixformer emit MODEL.lua -o DIR --train [--batch B] [--seq N|S,T] [--recompute] [--target T]\n"
      "                      [--isa I]\n"
      "Writes C specialised to the model's shapes: DIR/NAME.c, DIR/NAME.h and DIR/NAME_kernels.c\n"
@@ -234,8 +235,9 @@ const cli_command cli_emit = {
      "  --with-main      also DIR/NAME_main.c, a driver with the flags of `fixformer run`\n"
      "  --dtype T        the weight type: f32, bf16 or int8 (per 32 inputs); default: the\n"
      "                   description's dtype (f32 unless it says)\n"
-     "  --compute C      what the blocks' linear layers compute in: f32, or int8 (opt-in:\n"
-     "                   inputs quantized per row, weights per channel; docs/performance.md);\n"
+     "  --compute C      what the blocks' linear layers compute in: f32, int8 or bf16\n"
+     "                   (opt-in: int8 inputs quantized per row, weights per channel; bf16\n"
+     "                   inputs and weights in bfloat16; docs/performance.md);\n"
      "                   default: the description's compute (f32 unless it says)\n"
      "  --no-line        no #line directives (they name fixformer's templates/ and kernels/)\n"
      "  --allow-nonfinite  write weights holding NaN or infinities (refused by default;\n"

@@ -66,10 +66,12 @@ function M.kernel_unit(list)
   isa = isa or "generic"
   parts[#parts + 1] = library.block(isa, nil, library.text(isa))
   -- one thread: the state and parallel helpers with no state to read
-  local int8 = false
-  for _, entry in ipairs(list) do int8 = int8 or entry[1] == "linear_i8" end
+  local int8, bf16 = false, false
+  for _, entry in ipairs(list) do
+    int8, bf16 = int8 or entry[1] == "linear_i8", bf16 or entry[1] == "linear_b16"
+  end
   local one = { NAME = "kernels", UNAME = "KERNELS", ISA = isa, NR = require("plan").NR[isa], SCRATCH = 0, SLOTS = 1,
-    STANDALONE = true, ENCDEC = false, DECODER = false, WSUFFIX = "", F32 = true, INT8 = int8 }
+    STANDALONE = true, ENCDEC = false, DECODER = false, WSUFFIX = "", F32 = true, INT8 = int8, BF16C = bf16 }
   parts[#parts + 1] = template.render("model.c", "state", one)
   parts[#parts + 1] = template.render("model.c", "parallel", one)
   parts[#parts + 1] = template.render("mha.c", "attend", one)
@@ -102,7 +104,7 @@ end
 local function common_vars(P, opts)
   local c = P.config
   local uname = c.name:upper()
-  local quantized = P.dtype ~= "f32" or P.compute == "int8" -- (the stack of the int8 tile: as a dequantized block)
+  local quantized = P.dtype ~= "f32" or P.compute ~= "f32" -- (the stack of those tiles: as a dequantized block)
   local stacks = host.isas[P.isa].stack
   local stack = stacks[quantized and "quantized" or "f32"]
   local v = {
@@ -124,10 +126,12 @@ local function common_vars(P, opts)
     MAX_THREADS = P.max_threads, SCRATCH = P.scratch_per_thread, SLOTS = P.max_threads,
     DTYPE = P.dtype, QUANTIZED = P.dtype ~= "f32",
     WSUFFIX = ops.KERNEL_SUFFIX[P.dtype], LINES = opts.lines ~= false,
-    COMPUTE_INT8 = P.compute == "int8", F32 = false, INT8 = false, -- which linear helpers the ops call
+    COMPUTE_INT8 = P.compute == "int8", COMPUTE_BF16 = P.compute == "bf16",
+    F32 = false, INT8 = false, BF16C = false, -- which linear helpers the ops call
   }
   for _, k in ipairs(P.kernels or {}) do
-    if k.kind == "linear" then v.F32 = true elseif k.kind == "linear_i8" then v.INT8 = true end
+    local flag = ({ linear = "F32", linear_i8 = "INT8", linear_b16 = "BF16C" })[k.kind]
+    if flag then v[flag] = true end
   end
   v.INPUT = c.vocab and "tokens" or "input"
   v.INPUT_DECL = v.INPUT_TYPE .. " *" .. v.INPUT
@@ -369,7 +373,7 @@ function M.emit_train(P, opts)
   parts[#parts + 1] = template.render("model.c", "library", kvars, { lines = false }):gsub("\n+$", "\n") ..
     library.block(P.isa, calls, '#include "' .. kernel_file .. '"')
   parts[#parts + 1] = template.render("model.c", "parallel", { ISA = P.isa, NR = P.nr, WSUFFIX = "", F32 = true,
-    INT8 = false }, { lines = lines })
+    INT8 = false, BF16C = false }, { lines = lines })
   parts[#parts + 1] = section("helpers", nil, lines)
   parts[#parts + 1] = table.concat(rendered, "\n")
   for i, text in ipairs(parts) do parts[i] = text:gsub("\n+$", "") end

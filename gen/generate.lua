@@ -3,7 +3,7 @@
 --   opts    source (the description's path as banners show it), sha256
 --           (of its bytes), command, isa (the matrix kernels: generic,
 --           avx512, ...), dtype (the weight type: f32, bf16, int8; overrides
---           the config's), compute (f32, int8; the same), lines (false: no
+--           the config's), compute (f32, int8, bf16; the same), lines (false: no
 --           #line directives)
 -- Returns header, source, kernel_source (NAME_kernels.c), kernels (the
 -- whole library, the cc engine's), the weight layout, the sizes and the
@@ -211,7 +211,7 @@ return function(config, opts)
   local layout = {}
   for i, w in ipairs(P.weights) do
     layout[i] = { name = w.name, offset = w.offset, row0 = w.row0, rows = w.rows, cols = w.cols,
-      panel = w.packing == "panels" and P.nr or 0, type = ({ f32 = 0, bf16 = 1, int8 = 2, i8 = 3 })[w.type],
+      panel = w.packing == "panels" and P.nr or 0, type = ({ f32 = 0, bf16 = 1, int8 = 2, i8 = 3, b16 = 4 })[w.type],
       derived = ({ sinusoidal = 1, rope = 2 })[w.derived] or 0, -- FF_DERIVED_* (codegen.h)
       block_bits = w.block_bits or 0, dim = w.dim or 0, theta = w.theta or 0 }
   end

@@ -25,7 +25,7 @@ local M = {}
 M.NORM_CHUNK = 32
 
 -- The matrix kernels' name for each weight type: ff_linear<SUFFIX>_<ISA> (kernels/prototypes.h)
-M.KERNEL_SUFFIX = { f32 = "", bf16 = "_bf16", int8 = "_q8", i8 = "_i8" }
+M.KERNEL_SUFFIX = { f32 = "", bf16 = "_bf16", int8 = "_q8", i8 = "_i8", b16 = "_dpbf16" }
 
 local function b(v) return v and 1 or 0 end
 
@@ -159,7 +159,7 @@ M.kinds = {
       return { PANELS = (p.OUT + p.NR - 1) // p.NR, FLAGS = #flags > 0 and table.concat(flags, " | ") or "0",
         KERNEL = "ff_linear" .. M.KERNEL_SUFFIX[p.DTYPE] .. "_" .. p.ISA,
         STORED = ({ f32 = "", bf16 = " as bfloat16", int8 = " as int8 (a scale per 32 inputs)",
-          i8 = " as int8 (a scale per column)" })[p.DTYPE],
+          i8 = " as int8 (a scale per column)", b16 = " as bfloat16 pairs of k" })[p.DTYPE],
         OPDOC_SHAPE = M.kinds.linear.doc(p):gsub("^y ", "") .. ", x [T, " .. p.IN .. "]" }
     end,
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
@@ -178,6 +178,16 @@ M.kinds = {
     end,
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
     calls = function() return { "quantize_rows", "linear_i8" } end,
+  },
+  -- compute bf16 (kernels/bf16.c): x's rows rounded to bfloat16 into the op's
+  -- buffer q, times W's bfloat16 pair panels (weight type b16)
+  linear_b16 = {
+    file = "linear.c", params = { "IN", "OUT", "BIAS", "ACC", "RELU", "ISA", "NR", "DTYPE" },
+    fn = function(p) return M.kinds.linear.fn(p) .. "_bf16" end,
+    doc = function(p) return M.kinds.linear.doc(p) .. " in bf16" end,
+    vars = function(p) return M.kinds.linear.vars(p) end,
+    flops = function(p, T) return 2 * T * p.IN * p.OUT end,
+    calls = function() return { "bf16_rows", "linear_dpbf16" } end,
   },
   rope = {
     file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDX", "PAIRING", "MAX_SEQ" },

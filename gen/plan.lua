@@ -106,15 +106,25 @@ end
 -- one each; bf16 two per word, a row padded to whole words (a panel row of
 -- NR is whole); int8 per group of Q8 inputs a float scale and Q8 bytes; i8
 -- (compute int8's panels, kernels/int8.c) per row a scale, a sum and the
--- bytes of cols padded to a multiple of 4.
+-- bytes of cols padded to a multiple of 4; b16 (compute bf16's, kernels/bf16.c)
+-- as bf16, in pairs of k.
 local Q8 = 32 -- FF_Q8_GROUP (include/ff_config.h)
 function M.weight_words(t, rows, cols)
-  if t == "bf16" then return rows * ((cols + 1) // 2) end
+  if t == "bf16" or t == "b16" then return rows * ((cols + 1) // 2) end
   if t == "int8" then return rows * ((cols + Q8 - 1) // Q8) * (4 + Q8) // 4 end
   if t == "i8" then return rows * (2 + (cols + 3) // 4) end
   return rows * cols
 end
 local weight_words = M.weight_words
+
+-- The compute types other than f32: the weight type of the blocks' matrices,
+-- the op that multiplies by them (ops.lua), and the floats a row of IN inputs
+-- takes in the op's buffer (kernels/int8.c, kernels/bf16.c)
+local LOWP = {
+  int8 = { type = "i8", kind = "linear_i8", words = function(IN) return 1 + (IN + 3) // 4 end,
+    doc = "in int8: a scale each, then their bytes" },
+  bf16 = { type = "b16", kind = "linear_b16", words = function(IN) return (IN + 1) // 2 end, doc = "in bfloat16" },
+}
 
 -- P.weights in the runtime's order, each aligned; rows row0.. of the tensor.
 -- Sets P.weights, P.weight_by (stack/layer/role -> weight), P.weight_floats.
@@ -136,7 +146,7 @@ local function weight_layout(P, specs)
     }
     w.packing = s.matrix and "panels" or "rows" -- a linear op's matrix (include/ff_schema.h; the tied embedding)
     w.type = s.quantized and P.dtype or "f32"
-    if P.compute == "int8" and s.matrix and s.layer >= 0 then w.type = "i8" end -- runtime/quant.c's rule
+    if P.compute ~= "f32" and s.matrix and s.layer >= 0 then w.type = LOWP[P.compute].type end -- (runtime/quant.c)
     w.floats = weight_words(w.type, w.packing == "panels" and (rows + NR - 1) // NR * NR or rows, math.max(s.cols, 1))
     at = align(at + w.floats)
     P.weights[#P.weights + 1] = w
@@ -271,12 +281,13 @@ function Builder:linear(name, wstack, layer, module, x, y, IN, OUT, part, opts)
   local dtype = self:W(wstack, layer, wname).type
   local args = { "state", x, rows, self:Wexpr(wstack, layer, wname),
     has_bias and self:Wexpr(wstack, layer, bname, part == "kv" and tostring(self.d) or nil) or "NULL", y }
-  if dtype == "i8" then -- compute int8: x's rows quantized into a buffer of their own first
-    args[#args + 1] = self:value(name .. "_int8", self.S, 1 + (IN + 3) // 4, false,
-      "the rows of " .. name .. "'s input in int8: a scale each, then their bytes")
+  local lowp = self.P.compute ~= "f32" and dtype == LOWP[self.P.compute].type and LOWP[self.P.compute]
+  if lowp then -- x's rows converted into a buffer of their own first
+    args[#args + 1] = self:value(name .. "_" .. self.P.compute, self.S, lowp.words(IN), false,
+      "the rows of " .. name .. "'s input " .. lowp.doc)
   end
-  self:op(dtype == "i8" and "linear_i8" or "linear", name, { IN = IN, OUT = OUT, BIAS = has_bias,
-    ACC = opts.acc or false, RELU = opts.relu or false, ISA = self.isa, NR = self.nr, DTYPE = dtype }, what, args)
+  self:op(lowp and lowp.kind or "linear", name, { IN = IN, OUT = OUT, BIAS = has_bias, ACC = opts.acc or false,
+    RELU = opts.relu or false, ISA = self.isa, NR = self.nr, DTYPE = dtype }, what, args)
 end
 
 -- A sub-layer with its residual connection and norm.  body(input, x) ends
@@ -543,7 +554,7 @@ end
 -- isa: a row of kernels/isas.h (ff_host.isas): the matrix kernels the code
 -- calls, which fix the panel width of the packed weights.
 -- dtype: "f32" | "bf16" | "int8", the weight type (default: the config's).
--- compute: "f32" | "int8", the blocks' linear layers (default: the config's).
+-- compute: "f32" | "int8" | "bf16", the blocks' linear layers (default: the config's).
 function M.plan(c, specs, isa, dtype, compute)
   isa = isa or "generic"
   assert(M.NR[isa], "plan: unknown ISA " .. tostring(isa))

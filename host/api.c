@@ -362,17 +362,17 @@ int ff_model_set_dtype(ff_model *m, const char *dtype, ff_error *err) {
 
 const char *ff_model_dtype(const ff_model *m) { return m ? ff_weight_type_name(m->weight_type) : NULL; }
 
-static const char *const compute_names[] = {"f32", "int8"}; /* FF_COMPUTE_VALUES' words */
+static const char *const compute_names[] = {"f32", "int8", "bf16"}; /* FF_COMPUTE_VALUES' words */
 
 int ff_model_set_compute(ff_model *m, const char *compute, ff_error *err) {
   if (!m) return null_arg(err, "ff_model_set_compute", "the model");
   if (!compute) return null_arg(err, "ff_model_set_compute", "compute");
-  for (int t = FF_COMPUTE_F32; t <= FF_COMPUTE_INT8; t++)
+  for (int t = FF_COMPUTE_F32; t <= FF_COMPUTE_BF16; t++)
     if (!strcmp(compute, compute_names[t])) {
       set_number_type(m, t, 1);
       return 0;
     }
-  return ff_fail(err, FF_EINVAL, "compute: '%s' is not one of f32, int8", compute);
+  return ff_fail(err, FF_EINVAL, "compute: '%s' is not one of f32, int8, bf16", compute);
 }
 
 const char *ff_model_compute(const ff_model *m) { return m ? compute_names[m->compute] : NULL; }

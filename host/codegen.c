@@ -528,6 +528,16 @@ static void pack_panels_i8(const float *src, int rows, size_t cols, int NR, unsi
   }
 }
 
+/* compute bf16's panels (kernels/bf16.c): per pair of k, the NR columns'
+ * (w[k], w[k+1]) rounded to bfloat16, w[k] in the low half of a word */
+static void pack_panels_b16(const float *src, int rows, size_t cols, int NR, uint16_t *dst) {
+  const size_t pairs = (cols + 1) / 2;
+  for (int r = 0; r < rows; r++)
+    for (size_t k = 0; k < cols; k++)
+      dst[2 * ((size_t)(r / NR) * pairs * NR + k / 2 * NR + (size_t)(r % NR)) + k % 2] =
+          ff_bf16_round(src[(size_t)r * cols + k]);
+}
+
 /* Rows as in PyTorch: bfloat16 rows of cols rounded up to even (whole
  * words); int8 rows of G scales then G * 32 int8 (the embedding table). */
 static void pack_rows(int t, const float *src, int rows, size_t cols, float *dst) {
@@ -575,7 +585,7 @@ void ff_position_table(const ff_layout_entry *e, float *dst) {
 /* The 4-byte words rows rows of cols weights of type t take (gen/plan.lua's
  * weight_words): bf16 rows padded to whole words, int8 a scale per group. */
 static size_t weight_words(int t, size_t rows, size_t cols) {
-  if (t == FF_WEIGHT_BF16) return rows * ((cols + 1) / 2);
+  if (t == FF_WEIGHT_BF16 || t == FF_PACK_B16) return rows * ((cols + 1) / 2);
   if (t == FF_PACK_I8) return rows * (2 + (cols + 3) / 4);
   if (t == FF_WEIGHT_INT8) return rows * ((cols + FF_Q8_GROUP - 1) / FF_Q8_GROUP) * (4 + FF_Q8_GROUP) / 4;
   return rows * cols;
@@ -612,6 +622,7 @@ static void pack_entry_rows(const ff_layout_entry *e, const float *src, int r0, 
   else if (e->type == FF_WEIGHT_BF16) pack_panels_bf16(src, rows, cols, e->panel, (uint16_t *)(void *)dst);
   else if (e->type == FF_WEIGHT_INT8) pack_panels_q8(src, rows, cols, e->panel, (unsigned char *)dst);
   else if (e->type == FF_PACK_I8) pack_panels_i8(src, rows, cols, e->panel, (unsigned char *)dst);
+  else if (e->type == FF_PACK_B16) pack_panels_b16(src, rows, cols, e->panel, (uint16_t *)(void *)dst);
   else pack_panels_f32(src, rows, cols, e->panel, dst);
 }
 

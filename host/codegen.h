@@ -18,9 +18,11 @@
  * hi, then rows lo, of the d_k/2 cosines then sines. */
 enum { FF_DERIVED_NONE, FF_DERIVED_SINUSOIDAL, FF_DERIVED_ROPE };
 
-/* a layout entry's type beside enum ff_weight_type's: compute int8's panels
- * (kernels/int8.c: a scale and a sum per column, 4 k a column a step) */
+/* a layout entry's types beside enum ff_weight_type's: compute int8's panels
+ * (kernels/int8.c: a scale and a sum per column, 4 k a column a step) and
+ * compute bf16's (kernels/bf16.c: bfloat16, 2 k a column a step) */
 #define FF_PACK_I8 3
+#define FF_PACK_B16 4
 
 typedef struct {
   char *name;       /* PyTorch name */

@@ -48,10 +48,11 @@ extern "C" {
  * float32, bfloat16 (round to nearest even), or int8 with a float scale per
  * group of FF_Q8_GROUP inputs (GGML's Q8_0). */
 #define FF_WEIGHT_TYPE_VALUES(V) V(FF_WEIGHT_F32, "f32") V(FF_WEIGHT_BF16, "bf16") V(FF_WEIGHT_INT8, "int8")
-/* What the linear layers of the blocks compute in: float32, or int8 (each
- * input row quantized when it runs, the weights per output channel, int32
- * sums: kernels/int8.c). */
-#define FF_COMPUTE_VALUES(V) V(FF_COMPUTE_F32, "f32") V(FF_COMPUTE_INT8, "int8")
+/* What the linear layers of the blocks compute in: float32; int8 (each input
+ * row quantized when it runs, the weights per output channel, int32 sums:
+ * kernels/int8.c); or bf16 (inputs and weights rounded to bfloat16, float32
+ * sums of pairs: kernels/bf16.c). */
+#define FF_COMPUTE_VALUES(V) V(FF_COMPUTE_F32, "f32") V(FF_COMPUTE_INT8, "int8") V(FF_COMPUTE_BF16, "bf16")
 #define FF_NO_VALUES(V)
 
 /* ---- conditions a key or a tensor needs: C(ID, name, key, test, value, why) ----
@@ -198,9 +199,10 @@ enum ff_condition { FF_CONDITIONS(FF_CONDITION_ID) FF_COND_COUNT };
     "embedding table ([Weight types](#weight-types)); `--dtype` on `run`, `generate`, `bench`, `emit`, `info` "         \
     "overrides it. Biases, norms, positional and token-type tables stay float32")                                       \
   K(compute, ENUM, ENUM, compute, ff_compute, FF_COMPUTE_VALUES, FF_DEFAULT_STR("f32"), 0, 0, 0, FF_ANY_ARCH,        \
-    "what the linear layers of the blocks (attention's projections, the feed-forward) compute in: `f32`, or `int8` "  \
-    "(opt-in: each input row quantized when it runs, the weights per output channel, exact int32 sums; "             \
-    "[Compute types](#compute-types)); `--compute` on `run`, `generate`, `bench`, `emit`, `info` overrides it. "      \
+    "what the linear layers of the blocks (attention's projections, the feed-forward) compute in: `f32`; `int8` "    \
+    "(opt-in: each input row quantized when it runs, the weights per output channel, exact int32 sums); or `bf16` " \
+    "(opt-in: inputs and weights rounded to bfloat16, float32 sums) ([Compute types](#compute-types)); "             \
+    "`--compute` on `run`, `generate`, `bench`, `emit`, `info` overrides it. "                                        \
     "Embeddings, the output head, attention's scores, norms and activations stay float32")                            \
   K(weights, PATH, PATH, weights, _, FF_NO_VALUES, FF_NO_DEFAULT, 0, 256, 0, FF_ANY_ARCH,                               \
     "the model's safetensors file, relative to the description's folder: the default of `--weights`")                  \

@@ -94,11 +94,12 @@ int ff_model_set_target(ff_model *m, const char *target, ff_error *err);
  * Another type than the current one unprepares the model. */
 int ff_model_set_dtype(ff_model *m, const char *dtype, ff_error *err);
 const char *ff_model_dtype(const ff_model *m);
-/* What the linear layers of the blocks compute in: "f32", or "int8" (each
- * input row quantized when it runs, the weights per output channel, exact
- * int32 sums: docs/performance.md's accuracy contract); the description's
- * `compute` until set.  Every engine computes the same (the runtime on a
- * copy of the weights in int8).  Another one unprepares the model. */
+/* What the linear layers of the blocks compute in: "f32"; "int8" (each input
+ * row quantized when it runs, the weights per output channel, exact int32
+ * sums); or "bf16" (inputs and weights rounded to bfloat16, float32 sums of
+ * pairs): docs/performance.md's accuracy contracts; the description's
+ * `compute` until set.  Every engine computes the same (the runtime on a copy
+ * of the weights so rounded).  Another one unprepares the model. */
 int ff_model_set_compute(ff_model *m, const char *compute, ff_error *err);
 const char *ff_model_compute(const ff_model *m);
 /* The ISAs ff_model_set_isa knows, generic first (i = 0, 1, ...; NULL past the

@@ -257,6 +257,13 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
 #define FF_I8_NR FF_AVX2_NR
 #include "int8.c"
 
+/* @part bf16c */
+/* bf16 compute (bf16.c) on its plain loops */
+#define FF_B16(name) ff_##name##_avx2
+#define FF_B16_MR FF_AVX2_MR
+#define FF_B16_NR FF_AVX2_NR
+#include "bf16.c"
+
 /* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_avx2

@@ -252,7 +252,21 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx512(const int 
   for (int p = 0; p < P; p++) _mm512_storeu_ps(acc + 32 * p, a0[p]), _mm512_storeu_ps(acc + 32 * p + 16, a1[p]);
 }
 
-/* @part int8 */
+/* @part rowstore */
+/* the end of a row of 32 columns of the int8 and bf16 tiles: y (+)= r, max(0, .) (NaN stays NaN), the
+ * columns of m0, m1 stored */
+static inline __attribute__((always_inline)) void ff_store_row_avx512(float *yr, __m512 r0, __m512 r1, __mmask16 m0,
+                                                                     __mmask16 m1, int flags) {
+  if (flags & FF_ACC) {
+    r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, yr));
+    r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, yr + 16));
+  }
+  if (flags & FF_RELU) r0 = _mm512_max_ps(_mm512_setzero_ps(), r0), r1 = _mm512_max_ps(_mm512_setzero_ps(), r1);
+  _mm512_mask_storeu_ps(yr, m0, r0);
+  _mm512_mask_storeu_ps(yr + 16, m1, r1);
+}
+
+/* @part int8: rowstore */
 /* int8 compute (int8.c): AVX-512 VNNI's VPDPBUSD sums four u8 x s8 products
  * into each of 16 int32 lanes, 64 multiply-adds an instruction against 16
  * f32 FMAs.  The tile takes 8 rows and a panel of 32 columns, as the f32
@@ -323,17 +337,11 @@ ff_i8_tile_vnni_avx512(const int M, int n, int quads, const unsigned char *A, si
   const __m512 zero = _mm512_setzero_ps();
   const __m512 bias0 = b ? _mm512_maskz_loadu_ps(m0, b) : zero, bias1 = b ? _mm512_maskz_loadu_ps(m1, b + 16) : zero;
   for (int i = 0; i < M; i++) {
-    float *yr = y + (size_t)i * ldy;
     const __m512 s = _mm512_set1_ps(sx[i]);
-    __m512 r0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c0[i], s0)), _mm512_mul_ps(s, sw0), bias0);
-    __m512 r1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c1[i], s1)), _mm512_mul_ps(s, sw1), bias1);
-    if (flags & FF_ACC) {
-      r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, yr));
-      r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, yr + 16));
-    }
-    if (flags & FF_RELU) r0 = _mm512_max_ps(zero, r0), r1 = _mm512_max_ps(zero, r1); /* NaN stays NaN */
-    _mm512_mask_storeu_ps(yr, m0, r0);
-    _mm512_mask_storeu_ps(yr + 16, m1, r1);
+    ff_store_row_avx512(y + (size_t)i * ldy,
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c0[i], s0)), _mm512_mul_ps(s, sw0), bias0),
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c1[i], s1)), _mm512_mul_ps(s, sw1), bias1),
+                        m0, m1, flags);
   }
 }
 
@@ -359,7 +367,83 @@ static void ff_i8_tile_avx512(int m, int n, int quads, const unsigned char *A, s
   if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
     ff_i8_tile_rows_avx512(m, n, quads, A, lda, panel, sx, b, y, ldy, flags);
   else
-    ff_tile_plain_avx512(m, n, quads, A, lda, panel, sx, b, y, ldy, flags);
+    ff_i8_tile_plain_avx512(m, n, quads, A, lda, panel, sx, b, y, ldy, flags);
+}
+
+/* @part bf16c: rowstore */
+/* bf16 compute (bf16.c): AVX-512 BF16's VDPBF16PS adds the products of 16
+ * pairs of bfloat16 to 16 floats, 32 multiply-adds an instruction against 16
+ * f32 FMAs.  The tile takes 8 rows and a panel of 32 columns; CPUs without
+ * BF16 take bf16.c's plain tile (the same values but for subnormals). */
+static void ff_b16_tile_avx512(int m, int n, int pairs, const uint32_t *A, size_t lda, const uint32_t *panel,
+                               const float *b, float *y, size_t ldy, int flags);
+/* a row rounded 16 floats a vector, in integers: bf16.c's b16_of */
+static inline void ff_b16_round_row_avx512(const float *x, int IN, uint16_t *q) {
+  const __m512i half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1), abs = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i inf = _mm512_set1_epi32(0x7F800000), quiet = _mm512_set1_epi32(0x40);
+  const int IN2 = (IN + 1) / 2 * 2;
+  for (int i = 0; i < IN2; i += 16) {
+    const __mmask16 m = (__mmask16)(IN - i >= 16 ? 0xFFFFu : IN > i ? (1u << (IN - i)) - 1u : 0u);
+    const __mmask16 w = (__mmask16)(IN2 - i >= 16 ? 0xFFFFu : (1u << (IN2 - i)) - 1u);
+    const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + i)), high = _mm512_srli_epi32(u, 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs), inf);
+    __m512i h = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one))), 16);
+    h = _mm512_mask_or_epi32(h, nan, high, quiet);
+    _mm512_mask_cvtepi32_storeu_epi16(q + i, w, h);
+  }
+}
+#define FF_B16_ROW ff_b16_round_row_avx512
+#define FF_B16(name) ff_##name##_avx512
+#define FF_B16_MR FF_AVX512_MR
+#define FF_B16_NR FF_AVX512_NR
+#define FF_B16_TILE ff_b16_tile_avx512
+#include "bf16.c"
+
+static inline __attribute__((always_inline, target("avx512bf16"))) void
+ff_b16_tile_dp_avx512(const int M, int n, int pairs, const uint32_t *A, size_t lda, const uint32_t *panel,
+                      const float *b, float *y, size_t ldy, int flags) {
+  __m512 c0[FF_AVX512_MR], c1[FF_AVX512_MR];
+  for (int i = 0; i < M; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int k = 0; k < pairs; k++) {
+    const __m512i b0 = _mm512_loadu_si512((const void *)(panel + (size_t)k * 32));
+    const __m512i b1 = _mm512_loadu_si512((const void *)(panel + (size_t)k * 32 + 16));
+    for (int i = 0; i < M; i++) {
+      const __m512i av = _mm512_set1_epi32((int)A[(size_t)i * lda + (size_t)k]);
+      c0[i] = _mm512_dpbf16_ps(c0[i], (__m512bh)av, (__m512bh)b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], (__m512bh)av, (__m512bh)b1);
+    }
+  }
+  const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+  const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 bias0 = b ? _mm512_maskz_loadu_ps(m0, b) : zero, bias1 = b ? _mm512_maskz_loadu_ps(m1, b + 16) : zero;
+  for (int i = 0; i < M; i++)
+    ff_store_row_avx512(y + (size_t)i * ldy, _mm512_add_ps(c0[i], bias0), _mm512_add_ps(c1[i], bias1), m0, m1, flags);
+}
+
+static __attribute__((target("avx512bf16"))) void
+ff_b16_tile_rows_avx512(int m, int n, int pairs, const uint32_t *A, size_t lda, const uint32_t *panel, const float *b,
+                        float *y, size_t ldy, int flags) {
+#define FF_B16_ROWS(M) ff_b16_tile_dp_avx512(M, n, pairs, A, lda, panel, b, y, ldy, flags); break;
+  switch (m) {
+  case 8: FF_B16_ROWS(8)
+  case 7: FF_B16_ROWS(7)
+  case 6: FF_B16_ROWS(6)
+  case 5: FF_B16_ROWS(5)
+  case 4: FF_B16_ROWS(4)
+  case 3: FF_B16_ROWS(3)
+  case 2: FF_B16_ROWS(2)
+  default: FF_B16_ROWS(1)
+  }
+#undef FF_B16_ROWS
+}
+
+static void ff_b16_tile_avx512(int m, int n, int pairs, const uint32_t *A, size_t lda, const uint32_t *panel,
+                               const float *b, float *y, size_t ldy, int flags) {
+  if (__builtin_cpu_supports("avx512bf16"))
+    ff_b16_tile_rows_avx512(m, n, pairs, A, lda, panel, b, y, ldy, flags);
+  else
+    ff_b16_tile_plain_avx512(m, n, pairs, A, lda, panel, b, y, ldy, flags);
 }
 
 /* @part sdpa: matmul */

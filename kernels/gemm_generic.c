@@ -127,6 +127,13 @@ static inline void ff_gemv_q8_p_generic(const int P, const float *x, int IN, con
 #define FF_I8_NR FF_GENERIC_NR
 #include "int8.c"
 
+/* @part bf16c */
+/* bf16 compute (bf16.c) on its plain loops */
+#define FF_B16(name) ff_##name##_generic
+#define FF_B16_MR FF_GENERIC_MR
+#define FF_B16_NR FF_GENERIC_NR
+#include "bf16.c"
+
 /* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_generic

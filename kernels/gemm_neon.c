@@ -187,6 +187,13 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_neon(const int P,
 #define FF_I8_NR FF_NEON_NR
 #include "int8.c"
 
+/* @part bf16c */
+/* bf16 compute (bf16.c) on its plain loops */
+#define FF_B16(name) ff_##name##_neon
+#define FF_B16_MR FF_NEON_MR
+#define FF_B16_NR FF_NEON_NR
+#include "bf16.c"
+
 /* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_neon

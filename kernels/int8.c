@@ -6,7 +6,7 @@
  *   FF_I8_MR, FF_I8_NR  the rows of a tile, the panel width
  *   FF_I8_TILE(m, n, quads, A, lda, panel, sx, b, y, ldy, flags)   optional:
  *                       the ISA's tile (declared before, defined after; it
- *                       may fall back on FF_I8(tile_plain), the plain loops)
+ *                       may fall back on FF_I8(i8_tile_plain), the plain loops)
  *   FF_I8_QUANTIZE_ROW(x, IN, q)   optional: the ISA's vector row quantizer,
  *                       the same values as quantize_row below
  * Quantized rows (ff_quantize_rows_ISA, the op before the linear): T floats
@@ -29,7 +29,7 @@
 
 /* round v (|v| <= 2^22) to the nearest integer, ties to even: plain
  * arithmetic, the same in every rounding mode and on every target */
-static inline int FF_I8(round_even)(float v) {
+static inline int FF_I8(i8_round_even)(float v) {
   int q = (int)v; /* toward zero */
   const float d = v - (float)q;
   if (d > 0.5f || (d == 0.5f && (q & 1))) q++;
@@ -39,7 +39,7 @@ static inline int FF_I8(round_even)(float v) {
 
 #ifndef FF_I8_QUANTIZE_ROW
 /* one row: its scale, and IN4 bytes into q */
-static float FF_I8(quantize_row)(const float *x, int IN, unsigned char *q) {
+static float FF_I8(i8_quantize_row)(const float *x, int IN, unsigned char *q) {
   float amax = 0.0f;
   int finite = 1;
   for (int i = 0; i < IN; i++) {
@@ -55,13 +55,13 @@ static float FF_I8(quantize_row)(const float *x, int IN, unsigned char *q) {
   const float inv = amax >= 1e-30f ? 127.0f / amax : 0.0f;
   for (int i = 0; i < IN; i++) {
     const float v = x[i] * inv;
-    const int r = FF_I8(round_even)(v);
+    const int r = FF_I8(i8_round_even)(v);
     q[i] = (unsigned char)((r > 127 ? 127 : r < -127 ? -127 : r) + 128);
   }
   for (int i = IN; i < IN4; i++) q[i] = 128;
   return inv > 0.0f ? amax / 127.0f : 0.0f;
 }
-#define FF_I8_QUANTIZE_ROW FF_I8(quantize_row)
+#define FF_I8_QUANTIZE_ROW FF_I8(i8_quantize_row)
 #endif
 
 /* x [T, IN] -> q: T scales, then T rows of IN4 bytes (above) */
@@ -72,7 +72,7 @@ FF_KERNEL void FF_I8(quantize_rows)(const float *x, int T, int IN, float *q) {
 }
 
 /* the epilogue of a tile's row: y [n] (+)= s_x s_w (acc - 128 sum) + b, max(0, .) */
-static inline void FF_I8(store)(const int32_t *acc, int n, float sx, const float *sw, const int32_t *sum,
+static inline void FF_I8(i8_store)(const int32_t *acc, int n, float sx, const float *sw, const int32_t *sum,
                                 const float *b, float *y, int flags) {
   for (int c = 0; c < n; c++) {
     float v = (float)(acc[c] - 128 * sum[c]) * (sx * sw[c]) + (b ? b[c] : 0.0f);
@@ -84,7 +84,7 @@ static inline void FF_I8(store)(const int32_t *acc, int n, float sx, const float
 /* the plain tile: m <= MR rows of A (u8, every lda bytes) times the panel's
  * n <= NR columns (s8), 4 k a step, then the epilogue into y (rows every
  * ldy floats) */
-static void FF_I8(tile_plain)(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+static void FF_I8(i8_tile_plain)(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
                         const float *sx, const float *b, float *y, size_t ldy, int flags) {
   const float *sw = (const float *)(const void *)panel;
   const int32_t *sum = (const int32_t *)(const void *)(panel + 4 * FF_I8_NR);
@@ -100,10 +100,10 @@ static void FF_I8(tile_plain)(int m, int n, int quads, const unsigned char *A, s
         acc[i][c] += a[0] * w[4 * c] + a[1] * w[4 * c + 1] + a[2] * w[4 * c + 2] + a[3] * w[4 * c + 3];
     }
   }
-  for (int i = 0; i < m; i++) FF_I8(store)(acc[i], n, sx[i], sw, sum, b, y + (size_t)i * ldy, flags);
+  for (int i = 0; i < m; i++) FF_I8(i8_store)(acc[i], n, sx[i], sw, sum, b, y + (size_t)i * ldy, flags);
 }
 #ifndef FF_I8_TILE
-#define FF_I8_TILE FF_I8(tile_plain)
+#define FF_I8_TILE FF_I8(i8_tile_plain)
 #endif
 
 /* y [T, OUT] (+)= the product of the quantized rows xq and the packed W

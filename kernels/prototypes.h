@@ -25,6 +25,10 @@ void FF_ISA(linear_q8)(const float *x, int T, int IN, const void *W, const float
 void FF_ISA(quantize_rows)(const float *x, int T, int IN, float *q);
 void FF_ISA(linear_i8)(const float *xq, int T, int IN, const void *W, const float *b, int OUT, float *y, int flags,
     int j0, int j1);
+/* bf16 compute (kernels/bf16.c): x's rows rounded into q, then y (+)= q times W's bf16 pair panels */
+void FF_ISA(bf16_rows)(const float *x, int T, int IN, float *q);
+void FF_ISA(linear_dpbf16)(const float *q, int T, int IN, const void *W, const float *b, int OUT, float *y,
+    int flags, int j0, int j1);
 void FF_ISA(matmul)(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
     const float *bias, float alpha, int flags);
 void FF_ISA(sdpa)(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int kv_heads,

@@ -57,6 +57,9 @@ void ff_rt_linear(const float *x, int n, int in, const float *W, const float *b,
  * scale max|x| / 127, x / scale rounded to the nearest, ties to even), the
  * products with W (its int8 values) summed in double, times the row's scale */
 void ff_rt_linear_int8(const float *x, int n, int in, const float *W, const float *b, int out, float *y);
+/* in bf16 compute (kernels/bf16.c): x rounded to bfloat16 (nearest even),
+ * the products with W (its bfloat16 values) summed in double */
+void ff_rt_linear_bf16(const float *x, int n, int in, const float *W, const float *b, int out, float *y);
 /* y = (x - mean) / sqrt(var + eps) * w + b over the last dim (biased var). */
 void ff_rt_layernorm(const float *x, int n, int d, const float *w, const float *b, float eps, float *y);
 /* y = x / sqrt(mean(x^2) + eps) * w. */
@@ -159,15 +162,17 @@ int ff_q8_check_finite(const float *w, size_t n, const char *name, ff_error *err
 /* w [n], one row along the inputs, replaced by its stored value in type t;
  * int8 refuses a non-finite weight (FF_EINVAL naming the tensor). */
 int ff_quantize_row(enum ff_weight_type t, float *w, int n, const char *name, ff_error *err);
-/* compute int8 (kernels/int8.c): whether a tensor's rows are quantized per
- * output channel, the matrices of the blocks' linear layers */
-int ff_compute_int8_weight(const ff_weight_spec *s);
+/* Whether a tensor is one that compute int8 / bf16 stores its own way (per
+ * output channel in int8, in bfloat16): the matrices of the blocks' linear
+ * layers (kernels/int8.c, kernels/bf16.c) */
+int ff_compute_weight(const ff_weight_spec *s);
 /* w [n], one output channel's weights, replaced by their int8 values: one
  * scale max|w| / 127 over the row (ff_q8_scale); finite weights only. */
 int ff_quantize_channel(float *w, int n, const char *name, ff_error *err);
-/* dst: src with its weights as type t stores them and, for compute int8,
- * the blocks' matrices per channel (a copy; src unchanged); dst computes in
- * `compute` (cfg.compute: the blocks' linear layers quantize their inputs). */
+/* dst: src with its weights as type t stores them and, for compute int8 or
+ * bf16, the blocks' matrices per channel in int8 or in bfloat16 (a copy; src
+ * unchanged); dst computes in `compute` (cfg.compute: the blocks' linear
+ * layers quantize or round their inputs). */
 struct ff_rt_model;
 int ff_rt_model_quantized(const struct ff_rt_model *src, enum ff_weight_type t, enum ff_compute compute,
                           struct ff_rt_model *dst, ff_error *err);

@@ -132,6 +132,18 @@ void ff_rt_linear_int8(const float *x, int n, int in, const float *W, const floa
   }
 }
 
+void ff_rt_linear_bf16(const float *x, int n, int in, const float *W, const float *b, int out, float *y) {
+  for (int r = 0; r < n; r++) {
+    const float *xr = x + (size_t)r * in;
+    for (int o = 0; o < out; o++) {
+      const float *w = W + (size_t)o * in;
+      double acc = 0.0;
+      for (int i = 0; i < in; i++) acc += (double)ff_bf16_value(ff_bf16_round(xr[i])) * w[i];
+      y[(size_t)r * out + o] = (float)acc + (b ? b[o] : 0.0f);
+    }
+  }
+}
+
 /* LayerNorm(x) = (x - mean) / sqrt(var + eps) * w + b, var biased (/ d). */
 void ff_rt_layernorm(const float *x, int n, int d, const float *w, const float *b, float eps, float *y) {
   for (int r = 0; r < n; r++) {

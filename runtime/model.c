@@ -111,6 +111,7 @@ typedef struct {
 static void block_linear(const ff_config *c, const float *x, int n, int in, const float *W, const float *b, int out,
                          float *y) {
   if (c->compute == FF_COMPUTE_INT8) ff_rt_linear_int8(x, n, in, W, b, out, y);
+  else if (c->compute == FF_COMPUTE_BF16) ff_rt_linear_bf16(x, n, in, W, b, out, y);
   else ff_rt_linear(x, n, in, W, b, out, y);
 }
 

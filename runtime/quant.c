@@ -96,7 +96,7 @@ int ff_quantize_row(enum ff_weight_type t, float *w, int n, const char *name, ff
 
 /* ---- the reference model of a weight type ----------------------------------- */
 
-int ff_compute_int8_weight(const ff_weight_spec *s) { return s->matrix && s->layer >= 0; }
+int ff_compute_weight(const ff_weight_spec *s) { return s->matrix && s->layer >= 0; }
 
 int ff_quantize_channel(float *w, int n, const char *name, ff_error *err) {
   int rc = ff_q8_check_finite(w, (size_t)n, name, err);
@@ -116,15 +116,16 @@ typedef struct {
 
 static int quantize_one(void *ctx, const ff_weight_spec *s) {
   quantizer *z = ctx;
-  const int channels = z->compute == FF_COMPUTE_INT8 && ff_compute_int8_weight(s);
-  if (!channels && !ff_weight_quantized(s)) return 0;
+  const int block = ff_compute_weight(s), channels = z->compute == FF_COMPUTE_INT8 && block;
+  const enum ff_weight_type type = z->compute == FF_COMPUTE_BF16 && block ? FF_WEIGHT_BF16 : z->type;
+  if (!channels && !(z->compute == FF_COMPUTE_BF16 && block) && !ff_weight_quantized(s)) return 0;
   for (int i = 0; i < z->copy->count; i++) {
     ff_tensor *t = &z->copy->tensors[i];
     if (strcmp(t->name, s->name)) continue;
     for (int r = 0; r < s->shape[0]; r++) {
       float *row = t->data + (size_t)r * s->shape[1];
       int rc = channels ? ff_quantize_channel(row, s->shape[1], s->name, z->err)
-                        : ff_quantize_row(z->type, row, s->shape[1], s->name, z->err);
+                        : ff_quantize_row(type, row, s->shape[1], s->name, z->err);
       if (rc) return rc;
     }
     return 0;

@@ -9,14 +9,14 @@ The program `fixformer emit --embed --with-main` writes is then built with cc
 and (int8) with aarch64-linux-gnu-gcc (run under qemu-aarch64) and translates the
 first dates with the same answers.  Each weight type (f32, bf16, int8) is held
 to the same: >= 99 % right (500/500 measured) and PyTorch's ids on the weights as
-that type stores them (tests/lib/reference.py store_as).  Compute int8 (`--compute
-int8`: quantized input rows, per-channel int8 matrices) is held to its accuracy
-contract (docs/performance.md): >= 99 % right (500/500 measured), the same ids on
-every engine as the runtime's (the oracle), and >= 99 % the same ids as PyTorch's
-f32 greedy decoding (500/500 measured).
+that type stores them (tests/lib/reference.py store_as).  Compute int8 and bf16
+(`--compute`: the blocks' linear layers on rounded inputs and matrices) are held to
+their accuracy contract (docs/performance.md): >= 99 % right (500/500 measured),
+the same ids on every engine as the runtime's (the oracle), and >= 99 % the same
+ids as PyTorch's f32 greedy decoding (500/500 measured).
 
   dates.py --fixformer BIN [--count 500] [--engines tcc,cc,runtime] [--dtypes f32,bf16,int8]
-           [--computes int8]
+           [--computes int8,bf16]
 """
 import argparse
 import os
@@ -115,7 +115,7 @@ def main():
     ap.add_argument("--engines", default="tcc,cc,runtime")
     ap.add_argument("--dtypes", default="f32,bf16,int8", help="weight types")
     ap.add_argument("--no-cross", action="store_true", help="skip the aarch64 build under qemu")
-    ap.add_argument("--computes", default="int8", help="compute types other than f32 (on the f32 weights)")
+    ap.add_argument("--computes", default="int8,bf16", help="compute types other than f32 (on the f32 weights)")
     args = ap.parse_args()
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:

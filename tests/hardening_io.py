@@ -231,7 +231,9 @@ def blob_store_under_size_limit(e):
     objects = [n for n in cache_files(full) if n.endswith((".so", ".sha256"))]
     so = max(os.path.getsize(os.path.join(full, "fixformer", n)) for n in objects)
     blob = max(os.path.getsize(os.path.join(full, "fixformer", n)) for n in cache_files(full) if n.endswith(".blob"))
-    check(so < blob // 2, "the objects (%d bytes) are not well below the blob (%d)" % (so, blob))
+    # the limit below, half-way between the largest object (the kernel library's) and the blob, must
+    # let the one in and keep the other out by a margin
+    check(so < blob * 3 // 4, "the objects (%d bytes) are not well below the blob (%d)" % (so, blob))
     for engine in ("tcc", "cc"):
         cache = e.path("cache-" + engine)
         os.makedirs(os.path.join(cache, "fixformer"), 0o700)

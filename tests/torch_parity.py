@@ -22,9 +22,10 @@ error over non-padded rows, scaled by the output's max magnitude, must be
   dtype        weight types: random configs whose description says dtype = "bf16" or "int8",
                against PyTorch on the weights as that type stores them (quantized here from
                the formulas, lib/reference.py store_as, checked first on hand-computed values)
-  compute      compute = "int8": random configs against PyTorch with the blocks' linear inputs
-               quantized per row and their matrices per output channel (lib/reference.py
-               RefModel.qin, store_as "int8_channel"), each far from its f32 output
+  compute      compute = "int8" and "bf16": random configs against PyTorch with the blocks' linear
+               inputs rounded as the type says (int8 per row; bfloat16) and their matrices too
+               (per output channel; bfloat16) (lib/reference.py RefModel.qin, store_as), each far
+               from its f32 output
 
 RefModel (lib/reference.py) is checked against nn.TransformerEncoder / nn.Transformer
 in the first four groups (1e-5) before it is the reference of the last two.
@@ -473,13 +474,15 @@ def group_dtype(n=10, seed=13):
     return cases
 
 
-def group_compute(n=12, seed=29):
-    """Random configs with compute = "int8" (every third also in a weight type) against PyTorch with the
-    blocks' inputs quantized per row and their matrices per channel (RefModel.qin, store_as int8_channel)."""
+def group_compute(n=16, seed=29):
+    """Random configs with compute = "int8" or "bf16" (every third also in a weight type) against PyTorch with
+    the blocks' inputs rounded as the type says (RefModel.qin: int8 per row, bf16) and their matrices (store_as
+    int8_channel, bf16)."""
     rng = random.Random(seed)
     cases = []
     for i in range(n):
-        cfg = dict(random_config(rng, "ci%02d" % i, force=i), compute="int8")
+        compute = ("int8", "bf16")[i % 2]
+        cfg = dict(random_config(rng, "c%02d_%s" % (i, compute), force=i), compute=compute)
         cfg["d_model"], cfg["d_ff"] = 8 * cfg["heads"], max(cfg["d_ff"], 16)  # rows long enough to round
         if cfg.get("kv_heads"):
             cfg["kv_heads"] = 1 if cfg["heads"] % cfg["kv_heads"] else cfg["kv_heads"]

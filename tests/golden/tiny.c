@@ -252,18 +252,18 @@ void ff_layernorm_generic(const float *x, int T, int D, const float *gamma, cons
 #include "tiny_kernels.c"
 #endif
 
-#line 166 "templates/model.c.in"
+#line 170 "templates/model.c.in"
 /* ---- the parallel helpers of the kernels: linear on the state's threads ---- */
 typedef struct {
   const float *x, *W, *b;
   float *y;
   int T, IN, OUT, flags, n;
-#line 174 "templates/model.c.in"
+  int compute; /* 0: x in f32; 1: rows quantized by ff_quantize_rows (int8 panels); 2: in bf16 (pairs) */
 } linear_job;
 
 /* the job's columns c0 .. c1-1 */
 static void linear_columns(const linear_job *j, int c0, int c1) {
-#line 185 "templates/model.c.in"
+#line 193 "templates/model.c.in"
   ff_linear_generic(j->x, j->T, j->IN, j->W, j->b, j->OUT, j->y, j->flags, c0, c1);
 }
 
@@ -300,10 +300,10 @@ static void linear(const float *state, const float *x, int T, int IN, const floa
     float *y, int flags) {
   linear_job job;
   job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
-#line 226 "templates/model.c.in"
+  job.compute = 0;
   linear_run(state, &job);
 }
-#line 240 "templates/model.c.in"
+#line 257 "templates/model.c.in"
 
 #line 16 "templates/mha.c.in"
 /* ---- attention on the state's threads ---- */

@@ -160,15 +160,16 @@ def folded(tensors):
 
 
 def block_matrix(name):
-    """A matrix of a block's linear layers (compute int8 quantizes it per output channel)."""
+    """A matrix of a block's linear layers (compute int8 quantizes it per output channel, bf16 rounds it)."""
     return re.search(r"(^|\.)layers\.\d+\.", name) is not None
 
 
 def stored(cfg, tensors, dtype):
     """The tensors a model of weight type dtype computes with: every 2-D tensor but the positional and
     token-type tables is a linear matrix or the token embedding table, and is stored in dtype (the scales
-    of FOLDS folded first); with compute = "int8", the blocks' matrices per output channel instead."""
-    compute = cfg.get("compute") == "int8"
+    of FOLDS folded first); with compute = "int8" the blocks' matrices per output channel instead, with
+    compute = "bf16" in bfloat16."""
+    compute = cfg.get("compute") if cfg.get("compute") in ("int8", "bf16") else None
     if dtype in (None, "f32") and not compute:
         return tensors
     tensors = folded(tensors)
@@ -179,7 +180,7 @@ def stored(cfg, tensors, dtype):
         if np.ndim(v) != 2 or k in keep:
             return v
         if compute and block_matrix(k):
-            return store_as(v, "int8_channel")
+            return store_as(v, "int8_channel" if compute == "int8" else "bf16")
         return v if dtype in (None, "f32") else store_as(v, dtype)
     return {k: one(k, v) for k, v in tensors.items()}
 
@@ -271,12 +272,15 @@ class RefModel:
             c.setdefault("encoder_layers", c.get("layers"))
             c.setdefault("decoder_layers", c.get("layers"))
         self.masks, self.p = None, 0.0  # dropout: site name -> keep mask (0/1), and p
-        self.int8 = c.get("compute") == "int8"  # the blocks' linear layers quantize their input rows
+        self.compute = c.get("compute", "f32")  # int8, bf16: the blocks' linear layers round their inputs
 
     def qin(self, x):
-        """compute int8: x's rows as int8 gives them to the blocks' linear layers (kernels/int8.c): the scale
-        max|x| / 127, x * (127 / max|x|) rounded to the nearest, ties to even, times the scale."""
-        if not self.int8:
+        """x's rows as the blocks' linear layers take them: compute bf16, rounded to bfloat16 (nearest even);
+        int8 (kernels/int8.c), the scale max|x| / 127, x * (127 / max|x|) rounded to the nearest, ties to
+        even, times the scale."""
+        if self.compute == "bf16":
+            return x.to(torch.bfloat16).float()
+        if self.compute != "int8":
             return x
         a = x.abs().amax(dim=-1, keepdim=True)
         big = a >= 1e-30

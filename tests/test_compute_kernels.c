@@ -1,7 +1,9 @@
-/* test_i8kernels.c - int8 compute's kernels (kernels/int8.c:
- * ff_quantize_rows_ISA, ff_linear_i8_ISA) of every ISA this machine runs,
+/* test_compute_kernels.c - the kernels of int8 compute (kernels/int8.c:
+ * ff_quantize_rows_ISA, ff_linear_i8_ISA) and of bf16 compute (kernels/bf16.c:
+ * ff_bf16_rows_ISA, ff_linear_dpbf16_ISA) of every ISA this machine runs,
  * against an independent reference.
  *
+ * int8:
  * The test quantizes with its own plain C of the formulas (rows: scale =
  * max|x| / 127, q = x * (127 / max|x|) rounded by nearbyintf, ties to even;
  * weights: per output channel, scale = max|w| / 127, q = roundf(w / scale)),
@@ -14,6 +16,13 @@
  * with IN (not a multiple of 4, long rows) and vary OUT (never a multiple of
  * the panel), bias, flags and the column range (columns outside j0 .. j1
  * untouched; two calls splitting at a panel edge give the whole).
+ *
+ * bf16: the test rounds with its own integer formula (to nearest even, NaN
+ * kept a NaN), checked on hand-computed ties; ff_bf16_rows must give the
+ * same bits (NaN for NaN); ff_linear_dpbf16's y must be the sum over pairs,
+ * in float32, of the exact products (x[2j+1] w[2j+1], then x[2j] w[2j]),
+ * + b (+ y), max(0, .): scaled error <= 1e-6 (the kernel's float sums are the
+ * reference's on VDPBF16PS, but for subnormals).  The same cases.
  *
  * The kernels are the host's (host/native.c, what the libtcc engine binds). */
 #include <math.h>
@@ -34,19 +43,20 @@ typedef void (*quantize_fn)(const float *x, int T, int IN, float *q);
 typedef void (*linear_fn)(const float *xq, int T, int IN, const void *W, const float *b, int OUT, float *y,
                           int flags, int j0, int j1);
 
-static const char *want_isa;
+static const char *want_isa, *want_q, *want_l;
 static quantize_fn found_q;
 static linear_fn found_l;
 static void pick(void *ctx, const char *name, void *fn) {
   char q[64], l[64];
   (void)ctx;
-  snprintf(q, sizeof q, "ff_quantize_rows_%s", want_isa);
-  snprintf(l, sizeof l, "ff_linear_i8_%s", want_isa);
+  snprintf(q, sizeof q, "ff_%s_%s", want_q, want_isa);
+  snprintf(l, sizeof l, "ff_%s_%s", want_l, want_isa);
   if (!strcmp(name, q)) memcpy(&found_q, &fn, sizeof fn);
   if (!strcmp(name, l)) memcpy(&found_l, &fn, sizeof fn);
 }
-static int find_kernels(const char *isa) {
-  want_isa = isa, found_q = NULL, found_l = NULL;
+/* the ISA's row kernel q and linear l (int8: quantize_rows, linear_i8) */
+static int find_kernels(const char *isa, const char *q, const char *l) {
+  want_isa = isa, want_q = q, want_l = l, found_q = NULL, found_l = NULL;
   ff_native_kernels(pick, NULL);
   return found_q && found_l;
 }
@@ -109,6 +119,44 @@ static int check_formulas(void) {
   return bad_count != 0;
 }
 
+/* ---- bf16: the formula and the layout ------------------------------------- */
+
+static uint16_t bf16_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if (isnan(f)) return (uint16_t)(u >> 16 | 0x40u);
+  return (uint16_t)((u + 0x7FFFu + (u >> 16 & 1u)) >> 16);
+}
+
+static float bf16_float(uint16_t h) {
+  const uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* W [OUT, IN] -> bf16.c's pair panels of nr columns; Wb: the rounded values */
+static uint32_t *pack_b16(const float *W, int OUT, int IN, int nr, float *Wb) {
+  const size_t pairs = (size_t)(IN + 1) / 2;
+  uint32_t *P = calloc((size_t)(OUT + nr - 1) / nr * pairs * nr, sizeof *P);
+  if (!P) exit(1);
+  for (int o = 0; o < OUT; o++)
+    for (int k = 0; k < IN; k++) {
+      const uint16_t h = bf16_bits(W[(size_t)o * IN + k]);
+      P[(size_t)(o / nr) * pairs * nr + (size_t)k / 2 * nr + o % nr] |= (uint32_t)h << (16 * (k % 2));
+      Wb[(size_t)o * IN + k] = bf16_float(h);
+    }
+  return P;
+}
+
+static int check_bf16(void) {
+  /* 1 + 2^-8 is the tie between 1 and 1 + 2^-7: to the even 1; 1 + 3 2^-8: up to 1 + 2^-6 */
+  int bad = bf16_bits(1.00390625f) != 0x3F80 || bf16_bits(1.01171875f) != 0x3F82 || bf16_bits(-2.0f) != 0xC000;
+  bad += !isnan(bf16_float(bf16_bits(NAN)));
+  printf("bf16 rounding against hand-computed values: %s\n", bad ? "FAIL" : "ok");
+  return bad != 0;
+}
+
 /* ---- one case ------------------------------------------------------------- */
 
 typedef struct {
@@ -152,7 +200,48 @@ static double run_case(const icase *c, int nr) {
   return e > err ? e : err;
 }
 
-static int run_isa(const char *isa, int mr, int nr) {
+/* a bf16 case: the rows' bits, then y against float32 pair sums of the exact products */
+static double run_case_bf16(const icase *c, int nr) {
+  const size_t nx = (size_t)c->T * c->IN, nw = (size_t)c->OUT * c->IN, ny = (size_t)c->T * c->OUT;
+  const size_t IN2 = (size_t)(c->IN + 1) / 2 * 2;
+  float *x = randoms(nx, 3), *W = randoms(nw, 1), *b = randoms((size_t)c->OUT, 1), *Wb = randoms(nw, 0);
+  float *y = randoms(ny, 1), *y0 = copy_of(y, ny), *r = randoms(ny, 0);
+  uint16_t *q = malloc(sizeof *q * (size_t)c->T * IN2 + 4);
+  if (!q) exit(1);
+  if (c->special) {
+    memset(x, 0, sizeof *x * (size_t)c->IN);
+    if (c->T > 1) x[nx - 1] = NAN;
+  }
+  uint32_t *P = pack_b16(W, c->OUT, c->IN, nr, Wb);
+  found_q(x, c->T, c->IN, (float *)(void *)q);
+  double err = 0;
+  for (int t = 0; t < c->T; t++) {
+    const uint16_t *row = q + (size_t)t * IN2;
+    for (size_t k = 0; k < IN2; k++) {
+      const float v = k < (size_t)c->IN ? x[(size_t)t * c->IN + k] : 0.0f;
+      if (row[k] != bf16_bits(v) && !(isnan(v) && isnan(bf16_float(row[k])))) err = 1e30;
+    }
+    for (int o = 0; o < c->OUT; o++) {
+      float acc = 0.0f;
+      for (int k = 0; k < c->IN; k += 2) {
+        const float *w = Wb + (size_t)o * c->IN;
+        if (k + 1 < c->IN) acc += bf16_float(row[k + 1]) * w[k + 1];
+        acc += bf16_float(row[k]) * w[k];
+      }
+      float v = acc + (c->bias ? b[o] : 0.0f);
+      if (c->flags & FF_ACC) v += y0[(size_t)t * c->OUT + o];
+      r[(size_t)t * c->OUT + o] = (c->flags & FF_RELU) && v < 0 ? 0.0f : v;
+    }
+  }
+  const int j0 = c->OUT > nr ? nr : 0;
+  found_l((const float *)(const void *)q, c->T, c->IN, P, c->bias ? b : NULL, c->OUT, y, c->flags, j0, c->OUT);
+  if (c->split) found_l((const float *)(const void *)q, c->T, c->IN, P, c->bias ? b : NULL, c->OUT, y, c->flags, 0, j0);
+  const double e = compare_columns(y, y0, r, c->T, c->OUT, c->split ? 0 : j0);
+  free(x), free(W), free(b), free(Wb), free(y), free(y0), free(r), free(q), free(P);
+  return e > err ? e : err;
+}
+
+static int run_isa(const char *isa, int mr, int nr, int bf16) {
   const int Ts[] = {1, 2, mr - 1, mr, mr + 1, 2 * mr + 3}, INs[] = {1, 3, 4, 5, 64, 203, 768, 3072};
   const int outs[4] = {7, 2 * nr + 5, 3 * nr + 1, 5 * nr + 3};
   int n = 0, failed = 0;
@@ -161,23 +250,25 @@ static int run_isa(const char *isa, int mr, int nr) {
     for (size_t ii = 0; ii < sizeof INs / sizeof *INs; ii++)
       for (int v = (int)(ti * 8 + ii), end = v + 4; v < end; v++) {
         const icase c = {Ts[ti], INs[ii], outs[v % 4], v / 2 % 2, v % 4, v / 3 % 2, v % 7 == 0};
-        const double e = run_case(&c, nr);
+        const double e = bf16 ? run_case_bf16(&c, nr) : run_case(&c, nr);
         const int ok = e <= TOL;
         n++, failed += !ok;
         if (e > worst) worst = e;
-        if (!ok || getenv("I8KERNELS_VERBOSE"))
-          printf("%-7s T=%-2d IN=%-4d OUT=%-3d bias=%d flags=%d split=%d special=%d err=%.2e %s\n", isa, c.T, c.IN,
-                 c.OUT, c.bias, c.flags, c.split, c.special, e, ok ? "ok" : "FAIL");
+        if (!ok || getenv("COMPUTE_KERNELS_VERBOSE"))
+          printf("%-7s %s T=%-2d IN=%-4d OUT=%-3d bias=%d flags=%d split=%d special=%d err=%.2e %s\n", isa,
+                 bf16 ? "bf16" : "int8", c.T, c.IN, c.OUT, c.bias, c.flags, c.split, c.special, e, ok ? "ok" : "FAIL");
       }
-  printf("%s: %d cases, %d failed, worst scaled error %.2e (tolerance %.0e)\n", isa, n, failed, worst, TOL);
+  printf("%s %s: %d cases, %d failed, worst scaled error %.2e (tolerance %.0e)\n", isa, bf16 ? "bf16" : "int8", n,
+         failed, worst, TOL);
   return failed != 0;
 }
 
 int main(void) {
-  int failed = check_formulas(), ran = 0;
+  int failed = check_formulas() | check_bf16(), ran = 0;
 #define FF_I8TEST_ISA(name, MR, NR, ...)                                                                             \
-  if (find_kernels(#name)) failed |= run_isa(#name, MR, NR), ran++;                                                  \
-  else printf("%s: not run here\n", #name);
+  if (find_kernels(#name, "quantize_rows", "linear_i8")) failed |= run_isa(#name, MR, NR, 0), ran++;                 \
+  else printf("%s: not run here\n", #name);                                                                         \
+  if (find_kernels(#name, "bf16_rows", "linear_dpbf16")) failed |= run_isa(#name, MR, NR, 1), ran++;
   FF_ISAS(FF_I8TEST_ISA)
   if (!ran) failed = 1, printf("no ISA ran\n");
   return failed;
