@@ -195,6 +195,7 @@ static int run_bench(const char *path, cli_flag *flags, ff_error *err) {
   ff_model *m = cli_open_model(path, flags, err);
   if (!m) return err->code;
   ff_model_set_progress(m, NULL, NULL); /* bench times and prints its phases itself */
+  cli_note_compute(m, flags);
   const ff_config *c = ff_model_config(m);
   if ((rc = bench_check(c, &o, err))) goto done;
   phase("bench %s: %s, d_model %d, %d heads, d_ff %d, %d+%d layers; engine %s, %d thread(s)", c->name,

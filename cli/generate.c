@@ -253,6 +253,7 @@ static int run_generate(const char *path, cli_flag *flags, ff_error *err) {
   if (rc) return rc;
   ff_model *m = cli_open_model(path, flags, err);
   if (!m) return err->code;
+  cli_note_compute(m, flags);
   g.m = m;
   const ff_config *c = ff_model_config(m);
   ff_tokenizer *vocab = NULL;

@@ -203,6 +203,7 @@ static int run_run(const char *path, cli_flag *flags, ff_error *err) {
   if (rc) return rc;
   ff_model *m = cli_open_model(path, flags, err);
   if (!m) return err->code;
+  cli_note_compute(m, flags);
   const ff_config *c = ff_model_config(m);
   if ((rc = run_check(c, &o, err)) || (rc = run_reads(path, c, &o, err)) || (rc = read_source(c, &o, &r, err)) ||
       (c->arch == FF_ARCH_ENCODER_DECODER && (rc = read_target(c, &o, &r, err))) ||

@@ -77,6 +77,19 @@ def check_compute(args, compute, inputs, expected, torch_out, lines):
         failed += not ok
         print("compute %s %-8s %d/%d exact, %d/%d PyTorch's f32 ids, %d/%d the runtime's %s" % (
             compute, e, right, len(expected), same, len(expected), oracle, len(expected), "ok" if ok else "FAIL"))
+    # the portable kernels run it too, and say so on stderr, once (not with --quiet)
+    notes = []
+    for quiet in ([], ["-q"]):
+        p = subprocess.run([args.fixformer, "generate", MODEL, "--text", inputs[0], "--engine", "cc", "--compute",
+                            compute] + quiet, capture_output=True, text=True, env=dict(os.environ,
+                                                                                     FIXFORMER_ISA="generic"))
+        notes.append(p.stderr.count("runs on the plain C kernels here (generic"))
+        ok = p.returncode == 0 and p.stdout.strip() == expected[0]
+        failed += not ok
+    ok = notes == [1, 0]
+    failed += not ok
+    print("compute %s generic   the note on stderr %d time(s), with -q %d: %s" % (compute, notes[0], notes[1],
+                                                                             "ok" if ok else "FAIL"))
     return failed
 
 
