@@ -67,7 +67,7 @@ ff_model *cli_open_model(const char *path, const cli_flag *flags, ff_error *err)
 /* Unless --quiet, one line on stderr when m's compute type (int8, bf16) has
  * no dot-product instruction in this machine's kernels: the plain C tiles
  * run it, several times slower than f32 (docs/performance.md). */
-void cli_note_compute(const ff_model *m, const cli_flag *flags);
+void cli_note_compute(ff_model *m, const cli_flag *flags);
 /* --weights, or else the file the description names (NULL if neither) */
 const char *cli_default_weights(const ff_config *c, const char *given);
 /* ... and an error when there is none */

@@ -50,20 +50,21 @@ ff_model *cli_open_model(const char *path, const cli_flag *flags, ff_error *err)
   return m;
 }
 
-void cli_note_compute(const ff_model *m, const cli_flag *flags) {
-  const char *compute = ff_model_compute(m), *isa = getenv("FIXFORMER_ISA"); /* the JIT engines': set, */
-  if (!strcmp(compute, "f32") || cli_quiet(flags)) return;
-  if (!isa || !*isa || !strcmp(isa, "native")) /* else the best this machine runs (the table's last) */
-    for (int i = 0; ff_isa_at(i); i++)
-      if (ff_isa_at(i)->runs_here) isa = ff_isa_at(i)->name;
+void cli_note_compute(ff_model *m, const cli_flag *flags) {
+  const char *compute = ff_model_compute(m), *isa;
+  ff_error e;
+  /* the ISA the JIT engines will take (they set it so when they prepare; a FIXFORMER_ISA this machine
+   * does not run is refused then) */
+  if (!strcmp(compute, "f32") || cli_quiet(flags) || ff_model_set_isa(m, "native", &e)) return;
+  isa = ff_model_isa(m);
   int fast = 0; /* kernels/gemm_avx512.c's VNNI and BF16 tiles; the other ISAs have plain ones */
 #if defined(__x86_64__) || defined(__i386__)
-  if (isa && !strcmp(isa, "avx512"))
+  if (!strcmp(isa, "avx512"))
     fast = !strcmp(compute, "int8") ? __builtin_cpu_supports("avx512vnni") : __builtin_cpu_supports("avx512bf16");
 #endif
   if (!fast)
     fprintf(stderr, "note: compute %s runs on the plain C kernels here (%s, no %s): slower than f32 "
-            "(docs/performance.md)\n", compute, isa ? isa : "?",
+            "(docs/performance.md)\n", compute, isa,
             !strcmp(compute, "int8") ? "AVX-512 VNNI" : "AVX-512 BF16");
 }
 

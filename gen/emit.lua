@@ -51,6 +51,16 @@ end
 function M.types() return (template.render("model.h", "types", {}, { lines = false }):gsub("\n+$", "")) end
 function M.libc() return (template.render("model.c", "libc", {}, { lines = false }):gsub("\n+$", "")) end
 
+-- vars.F32, INT8, BF16C: whether the kernels of list (each's op kind at key)
+-- call templates/model.c.in's linear, linear_i8, linear_dpbf16 helpers
+local HELPER = { linear = "F32", linear_i8 = "INT8", linear_b16 = "BF16C" }
+local function linear_helpers(vars, list, key)
+  vars.F32, vars.INT8, vars.BF16C = false, false, false
+  for _, k in ipairs(list) do
+    if HELPER[k[key]] then vars[HELPER[k[key]]] = true end
+  end
+end
+
 -- Kernels on their own, for the per-kernel tests and benchmarks: a list of
 -- { kind, params } -> one translation unit with the types, the libc
 -- declarations, each distinct kernel once, and for the i-th entry (from 0)
@@ -66,12 +76,10 @@ function M.kernel_unit(list)
   isa = isa or "generic"
   parts[#parts + 1] = library.block(isa, nil, library.text(isa))
   -- one thread: the state and parallel helpers with no state to read
-  local int8, bf16 = false, false
-  for _, entry in ipairs(list) do
-    int8, bf16 = int8 or entry[1] == "linear_i8", bf16 or entry[1] == "linear_b16"
-  end
   local one = { NAME = "kernels", UNAME = "KERNELS", ISA = isa, NR = require("plan").NR[isa], SCRATCH = 0, SLOTS = 1,
-    STANDALONE = true, ENCDEC = false, DECODER = false, WSUFFIX = "", F32 = true, INT8 = int8, BF16C = bf16 }
+    STANDALONE = true, ENCDEC = false, DECODER = false, WSUFFIX = "" }
+  linear_helpers(one, list, 1)
+  one.F32 = true
   parts[#parts + 1] = template.render("model.c", "state", one)
   parts[#parts + 1] = template.render("model.c", "parallel", one)
   parts[#parts + 1] = template.render("mha.c", "attend", one)
@@ -127,12 +135,8 @@ local function common_vars(P, opts)
     DTYPE = P.dtype, QUANTIZED = P.dtype ~= "f32",
     WSUFFIX = ops.KERNEL_SUFFIX[P.dtype], LINES = opts.lines ~= false,
     COMPUTE_INT8 = P.compute == "int8", COMPUTE_BF16 = P.compute == "bf16",
-    F32 = false, INT8 = false, BF16C = false, -- which linear helpers the ops call
   }
-  for _, k in ipairs(P.kernels or {}) do
-    local flag = ({ linear = "F32", linear_i8 = "INT8", linear_b16 = "BF16C" })[k.kind]
-    if flag then v[flag] = true end
-  end
+  linear_helpers(v, P.kernels or {}, "kind")
   v.INPUT = c.vocab and "tokens" or "input"
   v.INPUT_DECL = v.INPUT_TYPE .. " *" .. v.INPUT
   v.SRC_DECL = v.INPUT_TYPE .. " *src"

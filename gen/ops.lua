@@ -55,6 +55,24 @@ function M.position_blocks(max_seq, n)
   return bits, B, (max_seq + B - 1) // B, 2 * ((n + 1) // 2)
 end
 
+-- A linear op of a compute type (name: int8, bf16): linear's, on rows the
+-- op converts first with the first of `calls` (templates/linear.c.in, the
+-- section of the kind's name), its kernel named with the type.
+local function compute_linear(name, calls)
+  return {
+    file = "linear.c", params = { "IN", "OUT", "BIAS", "ACC", "RELU", "ISA", "NR", "DTYPE" },
+    fn = function(p) return M.kinds.linear.fn(p) .. "_" .. name end,
+    doc = function(p) return M.kinds.linear.doc(p) .. " in " .. name end,
+    vars = function(p)
+      local v = M.kinds.linear.vars(p)
+      v.Q_BYTES = 4 * ((p.IN + 3) // 4) -- (int8's row of bytes)
+      return v
+    end,
+    flops = function(p, T) return 2 * T * p.IN * p.OUT end,
+    calls = function() return calls end,
+  }
+end
+
 -- A norm's kind (norm.c, section `name`): y = Title(x) over rows of D, at
 -- flops per element.
 local function norm_kind(name, title, flops)
@@ -167,28 +185,10 @@ M.kinds = {
   },
   -- compute int8 (kernels/int8.c): the same product on x's rows quantized
   -- into the op's buffer q and W's int8 panels (weight type i8)
-  linear_i8 = {
-    file = "linear.c", params = { "IN", "OUT", "BIAS", "ACC", "RELU", "ISA", "NR", "DTYPE" },
-    fn = function(p) return M.kinds.linear.fn(p) .. "_int8" end,
-    doc = function(p) return M.kinds.linear.doc(p) .. " in int8" end,
-    vars = function(p)
-      local v = M.kinds.linear.vars(p)
-      v.Q_BYTES = 4 * ((p.IN + 3) // 4)
-      return v
-    end,
-    flops = function(p, T) return 2 * T * p.IN * p.OUT end,
-    calls = function() return { "quantize_rows", "linear_i8" } end,
-  },
+  linear_i8 = compute_linear("int8", { "quantize_rows", "linear_i8" }),
   -- compute bf16 (kernels/bf16.c): x's rows rounded to bfloat16 into the op's
   -- buffer q, times W's bfloat16 pair panels (weight type b16)
-  linear_b16 = {
-    file = "linear.c", params = { "IN", "OUT", "BIAS", "ACC", "RELU", "ISA", "NR", "DTYPE" },
-    fn = function(p) return M.kinds.linear.fn(p) .. "_bf16" end,
-    doc = function(p) return M.kinds.linear.doc(p) .. " in bf16" end,
-    vars = function(p) return M.kinds.linear.vars(p) end,
-    flops = function(p, T) return 2 * T * p.IN * p.OUT end,
-    calls = function() return { "bf16_rows", "linear_dpbf16" } end,
-  },
+  linear_b16 = compute_linear("bf16", { "bf16_rows", "linear_dpbf16" }),
   rope = {
     file = "mha.c", params = { "HEADS", "KV_HEADS", "DK", "LDX", "PAIRING", "MAX_SEQ" },
     fn = function(p)

@@ -253,8 +253,17 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_avx512(const int 
 }
 
 /* @part rowstore */
-/* the end of a row of 32 columns of the int8 and bf16 tiles: y (+)= r, max(0, .) (NaN stays NaN), the
- * columns of m0, m1 stored */
+/* the ends of the int8 and bf16 tiles: the masks of their n <= 32 columns and
+ * those columns' biases (0 without b); then per row of 32 columns, y (+)= r,
+ * max(0, .) (NaN stays NaN), the columns of m0, m1 stored */
+static inline __attribute__((always_inline)) void ff_cols_avx512(int n, const float *b, __mmask16 *m0, __mmask16 *m1,
+                                                                __m512 *bias0, __m512 *bias1) {
+  *m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+  *m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
+  *bias0 = b ? _mm512_maskz_loadu_ps(*m0, b) : _mm512_setzero_ps();
+  *bias1 = b ? _mm512_maskz_loadu_ps(*m1, b + 16) : _mm512_setzero_ps();
+}
+
 static inline __attribute__((always_inline)) void ff_store_row_avx512(float *yr, __m512 r0, __m512 r1, __mmask16 m0,
                                                                      __mmask16 m1, int flags) {
   if (flags & FF_ACC) {
@@ -328,14 +337,13 @@ ff_i8_tile_vnni_avx512(const int M, int n, int quads, const unsigned char *A, si
       c1[i] = _mm512_dpbusd_epi32(c1[i], av, b1);
     }
   }
-  const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
-  const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
+  __mmask16 m0, m1;
+  __m512 bias0, bias1;
+  ff_cols_avx512(n, b, &m0, &m1, &bias0, &bias1);
   const __m512 sw0 = _mm512_loadu_ps((const float *)(const void *)panel);
   const __m512 sw1 = _mm512_loadu_ps((const float *)(const void *)panel + 16);
   const __m512i s0 = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(panel + 128)), 7); /* 128 sum */
   const __m512i s1 = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(panel + 192)), 7);
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512 bias0 = b ? _mm512_maskz_loadu_ps(m0, b) : zero, bias1 = b ? _mm512_maskz_loadu_ps(m1, b + 16) : zero;
   for (int i = 0; i < M; i++) {
     const __m512 s = _mm512_set1_ps(sx[i]);
     ff_store_row_avx512(y + (size_t)i * ldy,
@@ -413,10 +421,9 @@ ff_b16_tile_dp_avx512(const int M, int n, int pairs, const uint32_t *A, size_t l
       c1[i] = _mm512_dpbf16_ps(c1[i], (__m512bh)av, (__m512bh)b1);
     }
   }
-  const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
-  const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512 bias0 = b ? _mm512_maskz_loadu_ps(m0, b) : zero, bias1 = b ? _mm512_maskz_loadu_ps(m1, b + 16) : zero;
+  __mmask16 m0, m1;
+  __m512 bias0, bias1;
+  ff_cols_avx512(n, b, &m0, &m1, &bias0, &bias1);
   for (int i = 0; i < M; i++)
     ff_store_row_avx512(y + (size_t)i * ldy, _mm512_add_ps(c0[i], bias0), _mm512_add_ps(c1[i], bias1), m0, m1, flags);
 }

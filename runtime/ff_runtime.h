@@ -54,12 +54,16 @@ void ff_rt_rope_angle(int pos, int i, int d_k, float theta, float *c, float *s);
 /* y [n, out] = x [n, in] W^T + b;  W [out, in], b [out] or NULL. */
 void ff_rt_linear(const float *x, int n, int in, const float *W, const float *b, int out, float *y);
 /* the same in int8 compute (kernels/int8.c): each row of x quantized (its
- * scale max|x| / 127, x / scale rounded to the nearest, ties to even), the
- * products with W (its int8 values) summed in double, times the row's scale */
-void ff_rt_linear_int8(const float *x, int n, int in, const float *W, const float *b, int out, float *y);
-/* in bf16 compute (kernels/bf16.c): x rounded to bfloat16 (nearest even),
- * the products with W (its bfloat16 values) summed in double */
-void ff_rt_linear_bf16(const float *x, int n, int in, const float *W, const float *b, int out, float *y);
+ * scale max|x| / 127, x / scale rounded to the nearest, ties to even) into
+ * row [in], the products with W (its int8 values) summed in double, times the
+ * row's scale */
+void ff_rt_linear_int8(const float *x, int n, int in, const float *W, const float *b, int out, float *y,
+                       float *row);
+/* in bf16 compute (kernels/bf16.c): each row of x rounded to bfloat16
+ * (nearest even) into row [in], the products with W (its bfloat16 values)
+ * summed in double */
+void ff_rt_linear_bf16(const float *x, int n, int in, const float *W, const float *b, int out, float *y,
+                       float *row);
 /* y = (x - mean) / sqrt(var + eps) * w + b over the last dim (biased var). */
 void ff_rt_layernorm(const float *x, int n, int d, const float *w, const float *b, float eps, float *y);
 /* y = x / sqrt(mean(x^2) + eps) * w. */

@@ -108,7 +108,18 @@ static int round_even(float v) {
   return q;
 }
 
-void ff_rt_linear_int8(const float *x, int n, int in, const float *W, const float *b, int out, float *y) {
+/* y [r, :] = scale (row . W^T) in double sums, + b */
+static void linear_row(const float *row, float scale, int in, const float *W, const float *b, int out, float *y) {
+  for (int o = 0; o < out; o++) {
+    const float *w = W + (size_t)o * in;
+    double acc = 0.0;
+    for (int i = 0; i < in; i++) acc += (double)row[i] * w[i];
+    y[o] = (float)(scale * acc) + (b ? b[o] : 0.0f);
+  }
+}
+
+void ff_rt_linear_int8(const float *x, int n, int in, const float *W, const float *b, int out, float *y,
+                       float *row) {
   for (int r = 0; r < n; r++) {
     const float *xr = x + (size_t)r * in;
     float amax = 0.0f;
@@ -118,29 +129,20 @@ void ff_rt_linear_int8(const float *x, int n, int in, const float *W, const floa
       amax = fabsf(xr[i]) > amax ? fabsf(xr[i]) : amax;
     }
     const float inv = finite && amax >= 1e-30f ? 127.0f / amax : 0.0f;
-    const float scale = !finite ? NAN : inv > 0.0f ? amax / 127.0f : 0.0f;
-    for (int o = 0; o < out; o++) {
-      const float *w = W + (size_t)o * in;
-      double acc = 0.0;
-      for (int i = 0; finite && i < in; i++) {
-        const float v = xr[i] * inv;
-        const int q = round_even(v);
-        acc += (double)(q > 127 ? 127 : q < -127 ? -127 : q) * w[i];
-      }
-      y[(size_t)r * out + o] = (float)(scale * acc) + (b ? b[o] : 0.0f);
+    for (int i = 0; i < in; i++) { /* the row's q, once (0 where it is not finite) */
+      const float v = xr[i] * inv;
+      const int q = finite ? round_even(v) : 0;
+      row[i] = (float)(q > 127 ? 127 : q < -127 ? -127 : q);
     }
+    linear_row(row, !finite ? NAN : inv > 0.0f ? amax / 127.0f : 0.0f, in, W, b, out, y + (size_t)r * out);
   }
 }
 
-void ff_rt_linear_bf16(const float *x, int n, int in, const float *W, const float *b, int out, float *y) {
+void ff_rt_linear_bf16(const float *x, int n, int in, const float *W, const float *b, int out, float *y,
+                       float *row) {
   for (int r = 0; r < n; r++) {
-    const float *xr = x + (size_t)r * in;
-    for (int o = 0; o < out; o++) {
-      const float *w = W + (size_t)o * in;
-      double acc = 0.0;
-      for (int i = 0; i < in; i++) acc += (double)ff_bf16_value(ff_bf16_round(xr[i])) * w[i];
-      y[(size_t)r * out + o] = (float)acc + (b ? b[o] : 0.0f);
-    }
+    for (int i = 0; i < in; i++) row[i] = ff_bf16_value(ff_bf16_round(x[(size_t)r * in + i]));
+    linear_row(row, 1.0f, in, W, b, out, y + (size_t)r * out);
   }
 }
 

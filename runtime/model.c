@@ -85,6 +85,7 @@ typedef struct {
   float *ff;     /* [n, 2 d_ff] feed-forward hidden */
   float *act;    /* [n, d_ff]  swiglu output */
   float *scores; /* [n]        one row of attention scores */
+  float *row;    /* [max(d, d_ff)] one input row of a block's linear, rounded (compute int8, bf16) */
 } scratch;
 
 struct ff_rt_scratch { /* the type behind ff_rt_state's opaque pointer */
@@ -107,11 +108,11 @@ typedef struct {
   int key_len; /* keys at or past it are padding */
 } keys;
 
-/* a linear layer of a block: in f32, or in int8 compute (cfg.compute) */
-static void block_linear(const ff_config *c, const float *x, int n, int in, const float *W, const float *b, int out,
-                         float *y) {
-  if (c->compute == FF_COMPUTE_INT8) ff_rt_linear_int8(x, n, in, W, b, out, y);
-  else if (c->compute == FF_COMPUTE_BF16) ff_rt_linear_bf16(x, n, in, W, b, out, y);
+/* a linear layer of a block: in f32, or in the compute type (cfg.compute) */
+static void block_linear(const ff_config *c, scratch *s, const float *x, int n, int in, const float *W,
+                         const float *b, int out, float *y) {
+  if (c->compute == FF_COMPUTE_INT8) ff_rt_linear_int8(x, n, in, W, b, out, y, s->row);
+  else if (c->compute == FF_COMPUTE_BF16) ff_rt_linear_bf16(x, n, in, W, b, out, y, s->row);
   else ff_rt_linear(x, n, in, W, b, out, y);
 }
 
@@ -128,11 +129,11 @@ static void multi_head_attention(const ff_config *c, const ff_rt_attn_w *w, cons
   int ld = 2 * kvd, ldq = d + 2 * kvd, Tk, causal = 0, q_pos0 = 0;
   const float *q = s->qkv, *k, *v;
   if (K->kind == KEYS_MEMORY) { /* q = x W^Q + b^Q: the first d rows of in_proj */
-    block_linear(c, x, T, d, w->in_proj.weight, w->in_proj.bias, d, s->qkv);
+    block_linear(c, s, x, T, d, w->in_proj.weight, w->in_proj.bias, d, s->qkv);
     ldq = d, k = K->kv, v = K->kv + kvd, Tk = K->key_len;
   } else { /* [q | k | v] = x in_proj^T + in_proj_bias */
     int pos0 = K->kind == KEYS_CACHE ? K->pos0 : 0;
-    block_linear(c, x, T, d, w->in_proj.weight, w->in_proj.bias, ldq, s->qkv);
+    block_linear(c, s, x, T, d, w->in_proj.weight, w->in_proj.bias, ldq, s->qkv);
     if (c->positional == FF_POS_ROPE) {
       ff_rt_rope(s->qkv, ldq, T, c->heads, d_k, pos0, c->rope_theta, c->rope_pairing);
       ff_rt_rope(s->qkv + d, ldq, T, kvh, d_k, pos0, c->rope_theta, c->rope_pairing);
@@ -146,19 +147,19 @@ static void multi_head_attention(const ff_config *c, const ff_rt_attn_w *w, cons
     }
   }
   ff_rt_attention(q, ldq, k, v, ld, T, Tk, c->heads, kvh, d_k, K->key_len, causal, q_pos0, s->scores, s->ctx);
-  block_linear(c, s->ctx, T, d, w->out_proj.weight, w->out_proj.bias, d, out);
+  block_linear(c, s, s->ctx, T, d, w->out_proj.weight, w->out_proj.bias, d, out);
 }
 
 /* FFN(x) = linear2(act(linear1(x))) */
 static void feed_forward(const ff_config *c, const ff_rt_layer_w *w, const float *x, int T, scratch *s,
                          float *out) {
   int swiglu = c->activation == FF_ACT_SWIGLU;
-  block_linear(c, x, T, c->d_model, w->linear1.weight, w->linear1.bias, swiglu ? 2 * c->d_ff : c->d_ff, s->ff);
+  block_linear(c, s, x, T, c->d_model, w->linear1.weight, w->linear1.bias, swiglu ? 2 * c->d_ff : c->d_ff, s->ff);
   if (swiglu)
     ff_rt_swiglu(s->ff, T, c->d_ff, s->act);
   else
     ff_rt_activate(c->activation, s->ff, (size_t)T * c->d_ff);
-  block_linear(c, swiglu ? s->act : s->ff, T, c->d_ff, w->linear2.weight, w->linear2.bias, c->d_model, out);
+  block_linear(c, s, swiglu ? s->act : s->ff, T, c->d_ff, w->linear2.weight, w->linear2.bias, c->d_model, out);
 }
 
 /* Residual + norm around one sub-layer, in either placement:
@@ -249,7 +250,8 @@ int ff_rt_state_init(ff_rt_state *st, const ff_rt_model *m, ff_error *err) {
   size_t kvd = (size_t)ff_rt_kv_width(c); /* the caches hold kv_heads heads, not d */
   size_t up = c->activation == FF_ACT_SWIGLU ? 2 * (size_t)c->d_ff : (size_t)c->d_ff;
   size_t kv = L * n * 2 * kvd * (c->arch == FF_ARCH_ENCODER_DECODER ? 2 : 1);
-  size_t total = kv + 2 * n * d + n * (4 * d + 2 * kvd + up + (size_t)c->d_ff + 1);
+  size_t row = d > (size_t)c->d_ff ? d : (size_t)c->d_ff; /* scratch's row */
+  size_t total = kv + 2 * n * d + n * (4 * d + 2 * kvd + up + (size_t)c->d_ff + 1) + row;
   st->scratch = malloc(sizeof *st->scratch);
   st->buf = malloc(total * sizeof(float));
   if (!st->scratch || !st->buf) {
@@ -269,7 +271,8 @@ int ff_rt_state_init(ff_rt_state *st, const ff_rt_model *m, ff_error *err) {
   s->sub = p, p += n * d;
   s->ff = p, p += n * up;
   s->act = p, p += n * (size_t)c->d_ff;
-  s->scores = p;
+  s->scores = p, p += n;
+  s->row = p;
   return FF_OK;
 }
 
@@ -289,8 +292,8 @@ static int begin(ff_rt_state *st, const int32_t *tokens, const float *embeds, in
   encoder_stack(m, st->memory, S, len, &st->scratch->s);
   for (int l = 0; l < c->decoder_layers; l++) {
     const ff_rt_linear_w *in_proj = &m->w.decoder[l].cross_attn.in_proj;
-    block_linear(c, st->memory, S, d, in_proj->weight + (size_t)d * d, in_proj->bias ? in_proj->bias + d : NULL, 2 * kvd,
-                 st->cross_kv + (size_t)l * c->max_seq * 2 * kvd);
+    block_linear(c, &st->scratch->s, st->memory, S, d, in_proj->weight + (size_t)d * d,
+                 in_proj->bias ? in_proj->bias + d : NULL, 2 * kvd, st->cross_kv + (size_t)l * c->max_seq * 2 * kvd);
   }
   st->mem_len = len;
   st->pos = st->filled = 0; /* a new source: the target's cache was computed against the old one */

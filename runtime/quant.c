@@ -116,9 +116,10 @@ typedef struct {
 
 static int quantize_one(void *ctx, const ff_weight_spec *s) {
   quantizer *z = ctx;
-  const int block = ff_compute_weight(s), channels = z->compute == FF_COMPUTE_INT8 && block;
-  const enum ff_weight_type type = z->compute == FF_COMPUTE_BF16 && block ? FF_WEIGHT_BF16 : z->type;
-  if (!channels && !(z->compute == FF_COMPUTE_BF16 && block) && !ff_weight_quantized(s)) return 0;
+  const int own = z->compute != FF_COMPUTE_F32 && ff_compute_weight(s); /* stored as the compute type says */
+  const int channels = own && z->compute == FF_COMPUTE_INT8;
+  const enum ff_weight_type type = own ? FF_WEIGHT_BF16 : z->type; /* (int8's own: ff_quantize_channel) */
+  if (!own && !ff_weight_quantized(s)) return 0;
   for (int i = 0; i < z->copy->count; i++) {
     ff_tensor *t = &z->copy->tensors[i];
     if (strcmp(t->name, s->name)) continue;
