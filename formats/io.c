@@ -4,8 +4,10 @@
  * overflow checks before any allocation or copy, offsets must stay inside
  * the file, tensors must not overlap, and every failure is one line naming
  * the tensor or field.  Writers go through a temporary file and rename(2). */
+#define _DEFAULT_SOURCE /* madvise */
 #include <errno.h>
 #include <float.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -631,6 +633,15 @@ const ff_tensor *ff_tensor_file_find(const ff_tensor_file *f, const char *name) 
 int ff_tensor_is_mapped(const ff_tensor_file *f, const ff_tensor *t) {
   const char *p = (const char *)t->data, *m = f->map;
   return m && p >= m && p < m + f->map_bytes;
+}
+
+void ff_tensor_file_release(const ff_tensor_file *f, const void *p, size_t bytes) {
+  const uintptr_t m = (uintptr_t)f->map, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t a = (uintptr_t)p, b = a + bytes;
+  if (!f->map || a < m || b < a || b > m + f->map_bytes || !page || (page & (page - 1))) return;
+  a = (a + page - 1) & ~(page - 1);
+  b &= ~(page - 1);
+  if (a < b) madvise((void *)a, b - a, MADV_DONTNEED); /* (a private read-only file mapping: nothing is lost) */
 }
 
 /* What a tensor file holds beside its storage: blocks (len > 0: mapped) and

@@ -74,7 +74,7 @@ typedef struct {
   ff_program program;
 } shared_program;
 
-/* packed weights; mapped: from the cache (munmap), else malloc'ed */
+/* packed weights; mapped: a cache entry's mapping (munmap), else malloc'ed */
 typedef struct { int refs; void *data; size_t bytes; int mapped; } shared_blob;
 
 typedef struct { /* compiled code and its entry points */
@@ -121,13 +121,16 @@ static void program_unref(shared_program *p) {
   free(p);
 }
 
-static void blob_unref(shared_blob *b) {
-  if (!b || !unref(&b->refs)) return;
+static void blob_free(shared_blob *b) {
   if (b->mapped)
     munmap(b->data, b->bytes);
   else
     free(b->data);
   free(b);
+}
+
+static void blob_unref(shared_blob *b) {
+  if (b && unref(&b->refs)) blob_free(b);
 }
 
 static void code_unref(shared_code *k) {
@@ -495,9 +498,10 @@ static int pack_cached(ff_model *m, shared_weights *w, shared_blob *b, char sha[
 }
 
 /* Packs weights w into the model's program layout; cached (the JIT
- * engines): mapped from the cache when it holds them, else stored there.
- * A store that fails (a full disk, a quota, a file-size limit) leaves the
- * run on the blob in memory, silently: the cache is an aid, and a library
+ * engines): mapped from the cache when it holds them, else packed into a
+ * new entry's mapping (ff_blob_cache_begin) and stored.  Where the cache
+ * cannot take it (no room, a full disk, a quota), the blob is packed in
+ * memory and the run goes on, silently: the cache is an aid, and a library
  * prints nothing (FIXFORMER_PACK_TRACE says why).  Nor is it stored when
  * the file changed while it was hashed and packed (the mapping then holds
  * bytes other than the hash's). */
@@ -507,24 +511,33 @@ static int pack(ff_model *m, shared_weights *w, int cached, shared_blob **out, f
   int memo = 0;
   if (!b) return ff_fail(err, FF_ENOMEM, "out of memory");
   cached = cached && w->path && pack_cache_on() && pack_cached(m, w, b, sha, &memo);
+  const size_t bytes = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
+  const int hit = b->mapped;
   int rc = 0;
   ff_error store = {0, ""};
   if (!b->mapped) {
+    ff_blob_pending pb;
+    const int direct = cached && !ff_blob_cache_begin(sha, m->prog->program.layout_hash, bytes, &pb, &store);
     weights_fill(w);
-    rc = ff_pack_weights(&m->prog->program, &w->rt.file, &b->data, &b->bytes, err);
-    b->bytes = FF_BLOB_HEADER + m->prog->program.weight_floats * sizeof(float);
+    if (direct) {
+      rc = ff_pack_weights_into(&m->prog->program, &w->rt.file, pb.data, ff_blob_cache_ready, &pb, err);
+      b->data = pb.data;
+      b->mapped = 1;
+    } else {
+      rc = ff_pack_weights(&m->prog->program, &w->rt.file, &b->data, &b->bytes, err);
+    }
+    b->bytes = bytes;
     struct stat now;
-    if (!rc && cached && (stat(w->path, &now) || !ff_same_file(&now, &w->st)))
-      ff_fail(&store, FF_EIO, "%s changed while it was packed", w->path);
-    else if (!rc && cached)
-      ff_blob_cache_store(sha, m->prog->program.layout_hash, b->data, b->bytes, &store);
+    const int changed = !rc && cached && (stat(w->path, &now) || !ff_same_file(&now, &w->st));
+    if (changed) ff_fail(&store, FF_EIO, "%s changed while it was packed", w->path);
+    if (direct) ff_blob_cache_finish(&pb, !rc && !changed, &store);
   }
   if (rc) {
-    free(b);
+    blob_free(b);
     return rc;
   }
-  snprintf(how, sizeof how, "%s%s%s%s", b->mapped ? "cached" : "packed", memo ? " (key memoized)" : "",
-           store.code ? "; not stored: " : "", store.msg);
+  snprintf(how, sizeof how, "%s%s%s%s", hit ? "cached" : "packed",
+           memo ? " (key memoized)" : "", store.code ? "; not stored: " : "", store.msg);
   if (cached) pack_trace(how);
   b->refs = 1;
   *out = b;

@@ -66,10 +66,29 @@ void ff_file_memo_put(const struct stat *st, const ff_file_memo *m);
  * weights file's sha256 (ff_file_sha256) and the program's layout hash;
  * the entry is checked as the compiled code is (ours, 0600, its recorded
  * sha256).  open: *data mapped read-only (munmap(*data, *bytes)), or NULL
- * on a miss; an error only when the folder itself is refused.  store:
- * nothing when the blob is over half of FIXFORMER_CACHE_MAX_MB. */
+ * on a miss; an error only when the folder itself is refused. */
 int ff_blob_cache_open(const char *weights_sha, uint64_t layout_hash, void **data, size_t *bytes, ff_error *err);
-int ff_blob_cache_store(const char *weights_sha, uint64_t layout_hash, const void *data, size_t bytes,
+
+/* A new entry packed where it will stay: begin gives pb->data, bytes
+ * zeroed bytes mapped writable from a temporary file in the folder; else
+ * pack in memory: -1 when the blob is over half of FIXFORMER_CACHE_MAX_MB,
+ * FF_E* with err set when the folder cannot take it (refused, full, ulimit
+ * -f).  ready: the first bytes of the blob are final (the packer's
+ * progress), which a thread hashes while packing goes on.  finish stores it
+ * (keep) or drops the temporary (!keep, or an error, set in err), and
+ * leaves pb->data mapped read-only either way, for munmap(pb->data,
+ * pb->bytes). */
+typedef struct ff_blob_pending {
+  int fd;
+  void *data;
+  size_t bytes, max;
+  int scaled;
+  char key[65], dir[PATH_MAX], tmp[FF_CACHE_PATH];
+  struct ff_blob_hasher *hasher; /* (NULL: hashed by finish) */
+} ff_blob_pending;
+int ff_blob_cache_begin(const char *weights_sha, uint64_t layout_hash, size_t bytes, ff_blob_pending *pb,
                         ff_error *err);
+void ff_blob_cache_ready(void *pb, size_t bytes);
+int ff_blob_cache_finish(ff_blob_pending *pb, int keep, ff_error *err);
 
 #endif

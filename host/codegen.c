@@ -634,33 +634,7 @@ void ff_blob_header(const ff_program *p, unsigned char h[FF_BLOB_HEADER]) {
   put_u64(h + 24, (uint64_t)p->weight_floats * sizeof(float)); /* (ff_generate checked the size) */
 }
 
-int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err) {
-  size_t data_bytes, total;
-  *blob = NULL;
-  if (ff_size_mul(p->weight_floats, sizeof(float), &data_bytes) || ff_size_add(data_bytes, FF_BLOB_HEADER, &total))
-    return ff_fail(err, FF_ENOMEM, "weights too large");
-  unsigned char *b = NULL;
-  if (posix_memalign((void **)&b, 64, total ? total : 64)) return ff_fail(err, FF_ENOMEM, "out of memory for weights");
-  memset(b, 0, total);
-  ff_blob_header(p, b);
-  float *data = (float *)(void *)(b + FF_BLOB_HEADER);
-  for (int i = 0; i < p->n_layout; i++) {
-    const ff_layout_entry *e = &p->layout[i];
-    const float *src = NULL;
-    int rc = 0;
-    if (e->derived) ff_position_table(e, data + e->offset);
-    else if (!(rc = entry_source(e, f, &src, err))) pack_entry_rows(e, src, 0, e->rows, data + e->offset);
-    if (rc) {
-      free(b);
-      return rc;
-    }
-  }
-  *blob = b;
-  *bytes = total;
-  return 0;
-}
-
-/* About this many words a piece of ff_pack_stream (1 MiB; a piece is at
+/* About this many words a piece of packing (1 MiB; a piece is at
  * least one panel, and a derived table is one piece). */
 #define STREAM_PIECE ((size_t)1 << 18)
 
@@ -670,6 +644,46 @@ static int piece_rows(const ff_layout_entry *e) {
   const size_t per = rows_words(e, 0, unit), n = per ? STREAM_PIECE / per : 0;
   if (e->derived || n * (size_t)unit >= (size_t)e->rows) return e->rows > 0 ? e->rows : 1;
   return n ? (int)n * unit : unit;
+}
+
+int ff_pack_weights_into(const ff_program *p, const ff_tensor_file *f, void *blob, void (*ready)(void *, size_t),
+                         void *ctx, ff_error *err) {
+  ff_blob_header(p, blob);
+  float *data = (float *)(void *)((unsigned char *)blob + FF_BLOB_HEADER);
+  for (int i = 0; i < p->n_layout; i++) {
+    const ff_layout_entry *e = &p->layout[i];
+    const size_t cols = entry_cols(e);
+    const float *src = NULL;
+    int rc = e->derived ? 0 : entry_source(e, f, &src, err);
+    if (rc) return rc;
+    if (e->derived) ff_position_table(e, data + e->offset);
+    for (int r0 = 0, step = piece_rows(e); src && r0 < e->rows; r0 += step) { /* piece by piece */
+      const int r1 = e->rows - r0 < step ? e->rows : r0 + step;
+      pack_entry_rows(e, src, r0, r1, data + e->offset + rows_words(e, 0, r0));
+      ff_tensor_file_release(f, src + (size_t)r0 * cols, (size_t)(r1 - r0) * cols * sizeof *src);
+      if (ready) ready(ctx, FF_BLOB_HEADER + (e->offset + rows_words(e, 0, r1)) * sizeof *data);
+    }
+    if (ready && e->derived) ready(ctx, FF_BLOB_HEADER + (e->offset + rows_words(e, 0, e->rows)) * sizeof *data);
+  }
+  return 0;
+}
+
+int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err) {
+  size_t data_bytes, total;
+  *blob = NULL;
+  if (ff_size_mul(p->weight_floats, sizeof(float), &data_bytes) || ff_size_add(data_bytes, FF_BLOB_HEADER, &total))
+    return ff_fail(err, FF_ENOMEM, "weights too large");
+  unsigned char *b = NULL;
+  if (posix_memalign((void **)&b, 64, total ? total : 64)) return ff_fail(err, FF_ENOMEM, "out of memory for weights");
+  memset(b, 0, total);
+  int rc = ff_pack_weights_into(p, f, b, NULL, NULL, err);
+  if (rc) {
+    free(b);
+    return rc;
+  }
+  *blob = b;
+  *bytes = total;
+  return 0;
 }
 
 /* n zero words to sink, through buf (cap words). */

@@ -147,6 +147,14 @@ int ff_render_kernels(ff_lua *h, const char *list, char **text, ff_error *err);
  * bytes ("FFWEIGHT", version 1, header size, layout hash, data bytes) and the
  * floats, 64-byte aligned.  Free with free(). */
 int ff_pack_weights(const ff_program *p, const ff_tensor_file *f, void **blob, size_t *bytes, ff_error *err);
+/* The same into blob, FF_BLOB_HEADER + weight_floats * 4 bytes, 64-byte
+ * aligned and zeroed (a new file's mapping is): the weights file's pages
+ * leave the resident set piece by piece as they are packed
+ * (ff_tensor_file_release), so that the file and the blob are not both
+ * resident at the end.  ready (or NULL): told, as packing goes (in the
+ * layout's order), that the blob's first bytes are final. */
+int ff_pack_weights_into(const ff_program *p, const ff_tensor_file *f, void *blob, void (*ready)(void *, size_t),
+                         void *ctx, ff_error *err);
 /* That blob's header. */
 void ff_blob_header(const ff_program *p, unsigned char h[FF_BLOB_HEADER]);
 

@@ -67,6 +67,12 @@ const ff_tensor *ff_tensor_file_find(const ff_tensor_file *f, const char *name);
 int ff_tensor_make_owned(ff_tensor_file *f, ff_tensor *t, ff_error *err);
 /* Whether t's data is in f's read-only mapping (1) or memory of f's own (0). */
 int ff_tensor_is_mapped(const ff_tensor_file *f, const ff_tensor *t);
+/* Takes the mapping's whole pages within the bytes at p (read by now) out
+ * of the process's resident memory: the next read faults them in again
+ * from the page cache.  What is not in the mapping is left alone.  A pass
+ * over every weight (the finiteness check, packing) then keeps about one
+ * piece of the file resident, not all of it. */
+void ff_tensor_file_release(const ff_tensor_file *f, const void *p, size_t bytes);
 /* Takes block into f's keeping: freed with f (map_bytes > 0: munmap'd). */
 int ff_tensor_file_adopt(ff_tensor_file *f, void *block, size_t map_bytes, ff_error *err);
 /* Records n floats to copy from src to dst later, when ff_tensor_file_fill

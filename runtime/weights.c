@@ -184,6 +184,7 @@ int ff_rt_check_finite(const ff_rt_model *m, ff_error *err) {
     size_t bad = 0, first = 0;
     for (size_t k = 0; k < t->numel; k++)
       if (!isfinite(t->data[k]) && !bad++) first = k;
+    ff_tensor_file_release(&m->file, t->data, t->numel * sizeof *t->data);
     if (bad)
       return ff_fail(err, FF_EINVAL,
                      "tensor '%s': %zu non-finite value%s (the first, %g, at element %zu); "
