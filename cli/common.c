@@ -57,15 +57,17 @@ void cli_note_compute(ff_model *m, const cli_flag *flags) {
    * does not run is refused then) */
   if (!strcmp(compute, "f32") || cli_quiet(flags) || ff_model_set_isa(m, "native", &e)) return;
   isa = ff_model_isa(m);
-  int fast = 0; /* kernels/gemm_avx512.c's VNNI and BF16 tiles; the other ISAs have plain ones */
+  const int i8 = !strcmp(compute, "int8");
+  int fast = 0; /* kernels/gemm_avx512.c's VNNI and BF16 tiles; avx2 and neon have tiles without such an instruction */
 #if defined(__x86_64__) || defined(__i386__)
-  if (!strcmp(isa, "avx512"))
-    fast = !strcmp(compute, "int8") ? __builtin_cpu_supports("avx512vnni") : __builtin_cpu_supports("avx512bf16");
+  if (!strcmp(isa, "avx512")) fast = i8 ? __builtin_cpu_supports("avx512vnni") : __builtin_cpu_supports("avx512bf16");
 #endif
-  if (!fast)
+  if (!strcmp(isa, "avx2") || !strcmp(isa, "neon"))
+    fprintf(stderr, "note: compute %s runs without a %s dot-product instruction here (%s): much less gain over "
+            "f32 than with one (docs/performance.md)\n", compute, i8 ? "int8" : "bf16", isa);
+  else if (!fast)
     fprintf(stderr, "note: compute %s runs on the plain C kernels here (%s, no %s): slower than f32 "
-            "(docs/performance.md)\n", compute, isa,
-            !strcmp(compute, "int8") ? "AVX-512 VNNI" : "AVX-512 BF16");
+            "(docs/performance.md)\n", compute, isa, i8 ? "AVX-512 VNNI" : "AVX-512 BF16");
 }
 
 const char *cli_default_weights(const ff_config *c, const char *given) {

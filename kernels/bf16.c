@@ -5,8 +5,9 @@
  *   FF_B16(name)        this ISA's name of a function: ff_name_ISA
  *   FF_B16_MR, FF_B16_NR   the rows of a tile, the panel width
  *   FF_B16_TILE(m, n, pairs, A, lda, panel, b, y, ldy, flags)   optional: the
- *                       ISA's tile (declared before, defined after; it may
- *                       fall back on FF_B16(b16_tile_plain), the plain loops)
+ *                       ISA's tile (declared before, defined after; with
+ *                       FF_B16_PLAIN defined it may fall back on
+ *                       FF_B16(b16_tile_plain), the plain loops)
  *   FF_B16_ROW(x, IN, q)   optional: the ISA's row rounding, the same bits
  * Rounded rows (ff_bf16_rows_ISA, the op before the linear): T rows of IN2 =
  * 2 ceil(IN / 2) bfloat16, x rounded to the nearest, ties to even (the high
@@ -52,6 +53,7 @@ FF_KERNEL void FF_B16(bf16_rows)(const float *x, int T, int IN, float *q) {
   for (int t = 0; t < T; t++) FF_B16_ROW(x + (size_t)t * IN, IN, (uint16_t *)(void *)q + (size_t)t * IN2);
 }
 
+#if !defined(FF_B16_TILE) || defined(FF_B16_PLAIN)
 /* the plain tile: m <= MR rows of A (bfloat16 pairs, every lda pairs) times
  * the panel's n <= NR columns, then + b (+ y), max(0, .) into y (rows every
  * ldy floats) */
@@ -80,6 +82,7 @@ static void FF_B16(b16_tile_plain)(int m, int n, int pairs, const uint32_t *A, s
     }
   }
 }
+#endif
 #ifndef FF_B16_TILE
 #define FF_B16_TILE FF_B16(b16_tile_plain)
 #endif

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifndef FF_KERNEL
 #define FF_KERNEL
@@ -54,6 +55,17 @@ static inline __attribute__((always_inline)) void ff_store_row_avx2(float *c, __
   }
   _mm256_maskstore_ps(c, m0, r0);
   if (n > 8) _mm256_maskstore_ps(c + 8, m1, r1);
+}
+
+/* The int8 and bf16 tiles' four rows, named (as the f32 tile's: an array of
+ * accumulators is stored on every step); CALL(M) with m <= 4 as a constant. */
+#define FF_AVX2_ROWS4(X) X(0) X(1) X(2) X(3)
+#define FF_AVX2_ROWS_OF(m, CALL) (m) >= 4 ? CALL(4) : (m) == 3 ? CALL(3) : (m) == 2 ? CALL(2) : CALL(1)
+
+/* A row of n <= 16 biases (0 without b). */
+static inline __attribute__((always_inline)) void ff_bias_avx2(const float *b, int n, __m256 *bias0, __m256 *bias1) {
+  *bias0 = b ? _mm256_maskload_ps(b, ff_mask_avx2(n)) : _mm256_setzero_ps();
+  *bias1 = b && n > 8 ? _mm256_maskload_ps(b + 8, ff_mask_avx2(n - 8)) : _mm256_setzero_ps();
 }
 
 /* The tile: M (a constant after inlining) <= 6 rows, n <= 16 columns.  The
@@ -250,19 +262,165 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
   for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 
-/* @part int8 */
-/* int8 compute (int8.c) on its plain loops, which the compiler vectorizes */
+/* @part int8: tile */
+/* int8 compute (int8.c) without a dot-product instruction: VPMADDUBSW
+ * multiplies u8 by s8 and adds pairs into int16, which two u8 x s8 products
+ * (255 x 127 x 2) would overflow; on the signed q (u XOR 0x80) and |w|, with
+ * w's sign moved onto q (VPSIGNB), a pair stays within 2 x 127 x 127, and
+ * VPMADDWD by ones makes the int32 sum of each column's four products: the
+ * same exact sum as int8.c's, 64 multiply-adds in ten instructions.  Four
+ * rows a tile: eight accumulators, the panel's two vectors and their
+ * magnitudes stay in the 16 registers. */
+#define FF_AVX2_I8_MR 4
+static void ff_i8_tile_avx2(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+                            const float *sx, const float *b, float *y, size_t ldy, int flags);
+/* a row quantized 8 floats a vector: the max, then x 127 / max rounded by
+ * VCVTPS2DQ (the default rounding, to nearest even: int8.c's round_even),
+ * 32 bytes packed a step (lanes past IN load as 0: u 128, the padding) */
+static inline float ff_i8_quantize_row_avx2(const float *x, int IN, unsigned char *q) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), big = _mm256_set1_ps(3.402823466e+38f);
+  __m256 vmax = _mm256_setzero_ps(), bad = vmax;
+  for (int i = 0; i < IN; i += 8) {
+    const __m256 a = _mm256_and_ps(_mm256_maskload_ps(x + i, ff_mask_avx2(IN - i)), magnitude);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, big, _CMP_NLE_UQ)); /* NaN or infinity */
+    vmax = _mm256_max_ps(vmax, a);
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+  const int IN4 = (IN + 3) / 4 * 4;
+  if (_mm256_movemask_ps(bad)) { /* q 0 (int8.c) */
+    memset(q, 128, (size_t)IN4);
+    return 0.0f / 0.0f;
+  }
+  const __m256 inv = _mm256_set1_ps(amax >= 1e-30f ? 127.0f / amax : 0.0f);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127), off = _mm256_set1_epi32(128);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* the packs work within 128-bit lanes */
+  for (int i = 0; i < IN4; i += 32) {
+    __m256i r[4];
+    for (int j = 0; j < 4; j++) {
+      const __m256 v = _mm256_maskload_ps(x + i + 8 * j, ff_mask_avx2(IN - i - 8 * j));
+      r[j] = _mm256_add_epi32(_mm256_min_epi32(hi, _mm256_max_epi32(lo, _mm256_cvtps_epi32(_mm256_mul_ps(v, inv)))),
+                              off);
+    }
+    const __m256i u = _mm256_permutevar8x32_epi32(
+        _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])), order);
+    if (IN4 - i >= 32) {
+      _mm256_storeu_si256((__m256i *)(void *)(q + i), u);
+    } else {
+      unsigned char t[32];
+      _mm256_storeu_si256((__m256i *)(void *)t, u);
+      memcpy(q + i, t, (size_t)(IN4 - i));
+    }
+  }
+  return amax >= 1e-30f ? amax / 127.0f : 0.0f;
+}
+#define FF_I8_QUANTIZE_ROW ff_i8_quantize_row_avx2
 #define FF_I8(name) ff_##name##_avx2
-#define FF_I8_MR FF_AVX2_MR
+#define FF_I8_MR FF_AVX2_I8_MR
 #define FF_I8_NR FF_AVX2_NR
+#define FF_I8_TILE ff_i8_tile_avx2
 #include "int8.c"
 
-/* @part bf16c */
-/* bf16 compute (bf16.c) on its plain loops */
+static inline __attribute__((always_inline)) __m256i ff_i8_dot_avx2(__m256i acc, __m256i a, __m256i w, __m256i wabs,
+                                                                   __m256i ones) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, w)), ones));
+}
+
+/* Named accumulators, as the f32 tile's (an array of them is stored on every step) */
+#define FF_AVX2_I8_ZERO(i) __m256i c##i##0 = _mm256_setzero_si256(), c##i##1 = c##i##0;
+#define FF_AVX2_I8_STEP(i)                                                                                            \
+  if (M > i) {                                                                                                        \
+    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(ff_u32_avx2(A + (size_t)(i)*lda + 4 * (size_t)k)), flip);   \
+    c##i##0 = ff_i8_dot_avx2(c##i##0, x, w0, a0, ones);                                                               \
+    c##i##1 = ff_i8_dot_avx2(c##i##1, x, w1, a1, ones);                                                               \
+  }
+#define FF_AVX2_I8_STORE(i)                                                                                           \
+  if (M > i) {                                                                                                        \
+    const __m256 s = _mm256_set1_ps(sx[i]);                                                                           \
+    ff_store_row_avx2(y + (size_t)(i)*ldy, _mm256_fmadd_ps(_mm256_cvtepi32_ps(c##i##0), _mm256_mul_ps(s, sw0), bias0), \
+                      _mm256_fmadd_ps(_mm256_cvtepi32_ps(c##i##1), _mm256_mul_ps(s, sw1), bias1), n, zero, zero, 1.0f,  \
+                      flags);                                                                                         \
+  }
+static inline __attribute__((always_inline)) int ff_u32_avx2(const unsigned char *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+static inline __attribute__((always_inline)) void ff_i8_tile_m_avx2(const int M, int n, int quads,
+                                                                   const unsigned char *A, size_t lda,
+                                                                   const unsigned char *panel, const float *sx,
+                                                                   const float *b, float *y, size_t ldy, int flags) {
+  const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80); /* u XOR 0x80: the signed q */
+  const unsigned char *q = panel + 8 * FF_AVX2_NR;
+  FF_AVX2_ROWS4(FF_AVX2_I8_ZERO)
+  for (int k = 0; k < quads; k++) {
+    const __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(q + (size_t)k * 64));
+    const __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(q + (size_t)k * 64 + 32));
+    const __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
+    FF_AVX2_ROWS4(FF_AVX2_I8_STEP)
+  }
+  __m256 bias0, bias1;
+  ff_bias_avx2(b, n, &bias0, &bias1);
+  const __m256 sw0 = _mm256_loadu_ps((const float *)(const void *)panel);
+  const __m256 sw1 = _mm256_loadu_ps((const float *)(const void *)panel + 8), zero = _mm256_setzero_ps();
+  FF_AVX2_ROWS4(FF_AVX2_I8_STORE) /* (then + 0: -0 to +0, as int8.c's + b) */
+}
+
+static void ff_i8_tile_avx2(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+                            const float *sx, const float *b, float *y, size_t ldy, int flags) {
+#define FF_AVX2_I8_CALL(M) ff_i8_tile_m_avx2(M, n, quads, A, lda, panel, sx, b, y, ldy, flags)
+  FF_AVX2_ROWS_OF(m, FF_AVX2_I8_CALL);
+}
+
+/* @part bf16c: tile */
+/* bf16 compute (bf16.c) without a bf16 instruction: a pair of bfloat16 is a
+ * 32-bit word, its high half a float when the low bits are masked off and
+ * its low half one when shifted up 16, so each pair is two FMAs on floats,
+ * the odd element first as VDPBF16PS orders them (the products are exact:
+ * the same bits as bf16.c's plain loops).  Four rows a tile, as int8's. */
+#define FF_AVX2_B16_MR 4
+static void ff_b16_tile_avx2(int m, int n, int pairs, const uint32_t *A, size_t lda, const uint32_t *panel,
+                             const float *b, float *y, size_t ldy, int flags);
 #define FF_B16(name) ff_##name##_avx2
-#define FF_B16_MR FF_AVX2_MR
+#define FF_B16_MR FF_AVX2_B16_MR
 #define FF_B16_NR FF_AVX2_NR
+#define FF_B16_TILE ff_b16_tile_avx2
 #include "bf16.c"
+
+#define FF_AVX2_B16_ZERO(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = c##i##0;
+#define FF_AVX2_B16_STEP(i)                                                                                           \
+  if (M > i) {                                                                                                        \
+    const __m256i a = _mm256_set1_epi32((int)A[(size_t)(i)*lda + (size_t)k]);                                        \
+    const __m256 x1 = _mm256_and_ps(_mm256_castsi256_ps(a), high), x0 = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16)); \
+    c##i##0 = _mm256_fmadd_ps(x0, even0, _mm256_fmadd_ps(x1, odd0, c##i##0));                                         \
+    c##i##1 = _mm256_fmadd_ps(x0, even1, _mm256_fmadd_ps(x1, odd1, c##i##1));                                         \
+  }
+#define FF_AVX2_B16_STORE(i)                                                                                          \
+  if (M > i) ff_store_row_avx2(y + (size_t)(i)*ldy, c##i##0, c##i##1, n, bias0, bias1, 1.0f, flags);
+static inline __attribute__((always_inline)) void ff_b16_tile_m_avx2(const int M, int n, int pairs, const uint32_t *A,
+                                                                    size_t lda, const uint32_t *panel, const float *b,
+                                                                    float *y, size_t ldy, int flags) {
+  const __m256 high = _mm256_castsi256_ps(_mm256_set1_epi32((int)0xFFFF0000u));
+  FF_AVX2_ROWS4(FF_AVX2_B16_ZERO)
+  for (int k = 0; k < pairs; k++) {
+    const __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(panel + (size_t)k * 16));
+    const __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(panel + (size_t)k * 16 + 8));
+    const __m256 odd0 = _mm256_and_ps(_mm256_castsi256_ps(w0), high), even0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0, 16));
+    const __m256 odd1 = _mm256_and_ps(_mm256_castsi256_ps(w1), high), even1 = _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16));
+    FF_AVX2_ROWS4(FF_AVX2_B16_STEP)
+  }
+  __m256 bias0, bias1;
+  ff_bias_avx2(b, n, &bias0, &bias1);
+  FF_AVX2_ROWS4(FF_AVX2_B16_STORE)
+}
+
+static void ff_b16_tile_avx2(int m, int n, int pairs, const uint32_t *A, size_t lda, const uint32_t *panel,
+                             const float *b, float *y, size_t ldy, int flags) {
+#define FF_AVX2_B16_CALL(M) ff_b16_tile_m_avx2(M, n, pairs, A, lda, panel, b, y, ldy, flags)
+  FF_AVX2_ROWS_OF(m, FF_AVX2_B16_CALL);
+}
 
 /* @part plain */
 /* norms and activations (plain.c) */

@@ -318,6 +318,7 @@ static inline float ff_i8_quantize_row_avx512(const float *x, int IN, unsigned c
 #define FF_I8_MR FF_AVX512_MR
 #define FF_I8_NR FF_AVX512_NR
 #define FF_I8_TILE ff_i8_tile_avx512
+#define FF_I8_PLAIN /* (CPUs without VNNI) */
 #include "int8.c"
 
 static inline __attribute__((always_inline, target("avx512bw,avx512vnni"))) void
@@ -405,6 +406,7 @@ static inline void ff_b16_round_row_avx512(const float *x, int IN, uint16_t *q) 
 #define FF_B16_MR FF_AVX512_MR
 #define FF_B16_NR FF_AVX512_NR
 #define FF_B16_TILE ff_b16_tile_avx512
+#define FF_B16_PLAIN /* (CPUs without BF16) */
 #include "bf16.c"
 
 static inline __attribute__((always_inline, target("avx512bf16"))) void

@@ -64,6 +64,9 @@ static inline __attribute__((always_inline)) void ff_tile_neon(const int M, int 
 #undef FF_NEON_OUT
 }
 
+/* The int8 and bf16 tiles' rows: CALL(M) with m <= 4 as a constant. */
+#define FF_NEON_ROWS_OF(m, CALL) (m) >= 4 ? CALL(4) : (m) == 3 ? CALL(3) : (m) == 2 ? CALL(2) : CALL(1)
+
 static inline void ff_tile_m_neon(int m, int k, const float *A, int lda, const float *B, int ldb,
                                   float32x4_t acc[][4], uintptr_t pf, int pfs) {
   switch (m) { /* the row count becomes a constant */
@@ -180,19 +183,118 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_neon(const int P,
     for (int v = 0; v < 4; v++) vst1q_f32(acc + 16 * p + 4 * v, a[p][v]);
 }
 
-/* @part int8 */
-/* int8 compute (int8.c) on its plain loops, which the compiler vectorizes */
+/* @part int8: tile */
+/* int8 compute (int8.c) on Armv8.0's NEON, which has no dot product (the
+ * SDOT of Armv8.2's extension would be a tile of its own): SMULL and SMULL2
+ * multiply 16 signed q by 16 weights (four columns' quads) into int16, exact
+ * (|q|, |w| <= 127), ADDP adds pairs (within 2 x 127 x 127) and SADALP adds
+ * pairs again into each column's int32 sum: the same exact sum as int8.c's,
+ * 16 multiply-adds in four instructions.  Four rows a tile: 16 accumulators,
+ * the panel's four vectors. */
+#define FF_NEON_I8_MR 4
+static void ff_i8_tile_neon(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+                            const float *sx, const float *b, float *y, size_t ldy, int flags);
 #define FF_I8(name) ff_##name##_neon
-#define FF_I8_MR FF_NEON_MR
+#define FF_I8_MR FF_NEON_I8_MR
 #define FF_I8_NR FF_NEON_NR
+#define FF_I8_TILE ff_i8_tile_neon
 #include "int8.c"
 
-/* @part bf16c */
-/* bf16 compute (bf16.c) on its plain loops */
+static inline __attribute__((always_inline)) int32x4_t ff_i8_dot_neon(int32x4_t acc, int8x16_t a, int8x16_t w) {
+  return vpadalq_s16(acc, vpaddq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(w)), vmull_high_s8(a, w)));
+}
+
+static inline __attribute__((always_inline)) void ff_i8_tile_m_neon(const int M, int n, int quads,
+                                                                   const unsigned char *A, size_t lda,
+                                                                   const unsigned char *panel, const float *sx,
+                                                                   const float *b, float *y, size_t ldy, int flags) {
+  int32x4_t c[FF_NEON_I8_MR][4];
+  const signed char *q = (const signed char *)(panel + 8 * FF_NEON_NR);
+  const float *sw = (const float *)(const void *)panel;
+  for (int i = 0; i < M; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = vdupq_n_s32(0);
+  for (int k = 0; k < quads; k++) {
+    const signed char *w = q + (size_t)k * 64;
+    const int8x16_t w0 = vld1q_s8(w), w1 = vld1q_s8(w + 16), w2 = vld1q_s8(w + 32), w3 = vld1q_s8(w + 48);
+    for (int i = 0; i < M; i++) {
+      uint32_t u;
+      memcpy(&u, A + (size_t)i * lda + 4 * (size_t)k, 4);
+      const int8x16_t x = vreinterpretq_s8_u32(vdupq_n_u32(u ^ 0x80808080u)); /* the signed q */
+      c[i][0] = ff_i8_dot_neon(c[i][0], x, w0);
+      c[i][1] = ff_i8_dot_neon(c[i][1], x, w1);
+      c[i][2] = ff_i8_dot_neon(c[i][2], x, w2);
+      c[i][3] = ff_i8_dot_neon(c[i][3], x, w3);
+    }
+  }
+  for (int i = 0; i < M; i++) {
+    int32_t row[FF_NEON_NR];
+    float *yr = y + (size_t)i * ldy;
+    for (int v = 0; v < 4; v++) vst1q_s32(row + 4 * v, c[i][v]);
+    for (int j = 0; j < n; j++) {
+      float r = (float)row[j] * (sx[i] * sw[j]) + (b ? b[j] : 0.0f);
+      if (flags & FF_ACC) r += yr[j];
+      yr[j] = (flags & FF_RELU) && r < 0.0f ? 0.0f : r;
+    }
+  }
+}
+
+static void ff_i8_tile_neon(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+                            const float *sx, const float *b, float *y, size_t ldy, int flags) {
+#define FF_NEON_I8_CALL(M) ff_i8_tile_m_neon(M, n, quads, A, lda, panel, sx, b, y, ldy, flags)
+  FF_NEON_ROWS_OF(m, FF_NEON_I8_CALL);
+}
+
+/* @part bf16c: tile */
+/* bf16 compute (bf16.c) on NEON without BFMMLA / BFDOT: a pair of bfloat16 is
+ * a 32-bit word, its high half a float when the low bits are masked off and
+ * its low half one when shifted up 16, so each pair is two FMLAs by a scalar,
+ * the odd element first as bf16.c orders them (the products are exact: the
+ * same bits as its plain loops).  Four rows a tile. */
+#define FF_NEON_B16_MR 4
+static void ff_b16_tile_neon(int m, int n, int pairs, const uint32_t *A, size_t lda, const uint32_t *panel,
+                             const float *b, float *y, size_t ldy, int flags);
 #define FF_B16(name) ff_##name##_neon
-#define FF_B16_MR FF_NEON_MR
+#define FF_B16_MR FF_NEON_B16_MR
 #define FF_B16_NR FF_NEON_NR
+#define FF_B16_TILE ff_b16_tile_neon
 #include "bf16.c"
+
+static inline __attribute__((always_inline)) void ff_b16_tile_m_neon(const int M, int n, int pairs, const uint32_t *A,
+                                                                    size_t lda, const uint32_t *panel, const float *b,
+                                                                    float *y, size_t ldy, int flags) {
+  float32x4_t c[FF_NEON_B16_MR][4];
+  const uint32x4_t high = vdupq_n_u32(0xFFFF0000u);
+  for (int i = 0; i < M; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = vdupq_n_f32(0.0f);
+  for (int k = 0; k < pairs; k++) {
+    float32x4_t odd[4], even[4];
+    for (int v = 0; v < 4; v++) {
+      const uint32x4_t w = vld1q_u32(panel + (size_t)k * FF_NEON_NR + 4 * v);
+      odd[v] = vreinterpretq_f32_u32(vandq_u32(w, high));
+      even[v] = vreinterpretq_f32_u32(vshlq_n_u32(w, 16));
+    }
+    for (int i = 0; i < M; i++) {
+      const uint32_t a = A[(size_t)i * lda + (size_t)k], a1 = a & 0xFFFF0000u, a0 = a << 16;
+      float x1, x0;
+      memcpy(&x1, &a1, 4);
+      memcpy(&x0, &a0, 4);
+      for (int v = 0; v < 4; v++) c[i][v] = vfmaq_n_f32(vfmaq_n_f32(c[i][v], odd[v], x1), even[v], x0);
+    }
+  }
+  for (int i = 0; i < M; i++) {
+    float row[FF_NEON_NR], *yr = y + (size_t)i * ldy;
+    for (int v = 0; v < 4; v++) vst1q_f32(row + 4 * v, c[i][v]);
+    for (int j = 0; j < n; j++) {
+      float r = row[j] + (b ? b[j] : 0.0f);
+      if (flags & FF_ACC) r += yr[j];
+      yr[j] = (flags & FF_RELU) && r < 0.0f ? 0.0f : r;
+    }
+  }
+}
+
+static void ff_b16_tile_neon(int m, int n, int pairs, const uint32_t *A, size_t lda, const uint32_t *panel,
+                             const float *b, float *y, size_t ldy, int flags) {
+#define FF_NEON_B16_CALL(M) ff_b16_tile_m_neon(M, n, pairs, A, lda, panel, b, y, ldy, flags)
+  FF_NEON_ROWS_OF(m, FF_NEON_B16_CALL);
+}
 
 /* @part plain */
 /* norms and activations (plain.c) */

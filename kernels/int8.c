@@ -5,8 +5,9 @@
  *   FF_I8(name)         this ISA's name of a function: ff_name_ISA
  *   FF_I8_MR, FF_I8_NR  the rows of a tile, the panel width
  *   FF_I8_TILE(m, n, quads, A, lda, panel, sx, b, y, ldy, flags)   optional:
- *                       the ISA's tile (declared before, defined after; it
- *                       may fall back on FF_I8(i8_tile_plain), the plain loops)
+ *                       the ISA's tile (declared before, defined after; with
+ *                       FF_I8_PLAIN defined it may fall back on
+ *                       FF_I8(i8_tile_plain), the plain loops)
  *   FF_I8_QUANTIZE_ROW(x, IN, q)   optional: the ISA's vector row quantizer,
  *                       the same values as quantize_row below
  * Quantized rows (ff_quantize_rows_ISA, the op before the linear): T floats
@@ -81,6 +82,7 @@ static inline void FF_I8(i8_store)(const int32_t *acc, int n, float sx, const fl
   }
 }
 
+#if !defined(FF_I8_TILE) || defined(FF_I8_PLAIN)
 /* the plain tile: m <= MR rows of A (u8, every lda bytes) times the panel's
  * n <= NR columns (s8), 4 k a step, then the epilogue into y (rows every
  * ldy floats) */
@@ -102,6 +104,7 @@ static void FF_I8(i8_tile_plain)(int m, int n, int quads, const unsigned char *A
   }
   for (int i = 0; i < m; i++) FF_I8(i8_store)(acc[i], n, sx[i], sw, sum, b, y + (size_t)i * ldy, flags);
 }
+#endif
 #ifndef FF_I8_TILE
 #define FF_I8_TILE FF_I8(i8_tile_plain)
 #endif

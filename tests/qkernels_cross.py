@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""The NEON bf16/int8 matrix kernels under qemu: tests/test_qkernels.c built for
-aarch64 with -DFF_QTEST_DIRECT (it links the kernels of every ISA of `fixformer
-info --isas` that runs on aarch64, neon and generic, each checked against
-kernels/prototypes.h as the host build does), strict (-std=c99 -Wall -Wextra
--Werror -pedantic), -static, and run under qemu-aarch64: the same cases and
-reference as the native test (label cross).
+"""The NEON bf16/int8 matrix kernels under qemu: tests/test_qkernels.c (bf16
+and int8 weights) and tests/test_compute_kernels.c (int8 and bf16 compute:
+NEON's own tiles) built for aarch64 with -DFF_QTEST_DIRECT (each links the
+kernels of every ISA of `fixformer info --isas` that runs on aarch64, neon and
+generic, checked against kernels/prototypes.h as the host build does), strict
+(-std=c99 -Wall -Wextra -Werror -pedantic), -static, and run under
+qemu-aarch64: the same cases and reference as the native tests (label cross).
 
   qkernels_cross.py --fixformer BIN [--cc aarch64-linux-gnu-gcc] [--qemu qemu-aarch64]
 """
@@ -38,22 +39,29 @@ def main():
             for row in isas:
                 f.write('#define FF_SUFFIX %s\n#include "%s"\n#undef FF_SUFFIX\n' % (row.name, prototypes))
             f.write("#define FF_HOST_ISAS(X) %s\n" % " ".join("X(%s, 1)" % row.name for row in isas))
-        units = [(os.path.join(HERE, "test_qkernels.c"), ["-DFF_QTEST_DIRECT", "-I", tmp]),
-                 (os.path.join(HERE, "kernel_data.c"), [])]
+        kernels = []
         for row in isas:
-            units.append((os.path.join(ROOT, "kernels", "gemm_%s.c" % row.name),
-                          ["-include", prototypes, "-DFF_SUFFIX=" + row.name, "-DFF_TABLE_MR=%d" % row.mr,
-                           "-DFF_TABLE_NR=%d" % row.nr] + row.flags))
+            kernels.append((os.path.join(ROOT, "kernels", "gemm_%s.c" % row.name),
+                            ["-include", prototypes, "-DFF_SUFFIX=" + row.name, "-DFF_TABLE_MR=%d" % row.mr,
+                             "-DFF_TABLE_NR=%d" % row.nr] + row.flags))
+        units = [(os.path.join(HERE, "kernel_data.c"), [])] + kernels
         for i, (src, flags) in enumerate(units):
             obj = os.path.join(tmp, "%d.o" % i)
             subprocess.run([a.cc] + STRICT + flags + ["-c", src, "-o", obj], check=True)
             objs.append(obj)
-        exe = os.path.join(tmp, "test_qkernels")
-        subprocess.run([a.cc, "-static", "-o", exe] + objs + ["-lm"], check=True)
-        out = subprocess.run([a.qemu, exe], stdout=subprocess.PIPE, universal_newlines=True)
-        print(out.stdout, end="")
-        if out.returncode or "neon: " not in out.stdout or "neon: not run" in out.stdout:
-            print("qkernels_cross: FAIL (exit %d)" % out.returncode)
+        failed = 0
+        for test, wants in (("test_qkernels", ["neon: "]), ("test_compute_kernels", ["neon int8: ", "neon bf16: "])):
+            obj = os.path.join(tmp, test + ".o")
+            subprocess.run([a.cc] + STRICT + ["-DFF_QTEST_DIRECT", "-I", tmp, "-c", os.path.join(HERE, test + ".c"),
+                                             "-o", obj], check=True)
+            exe = os.path.join(tmp, test)
+            subprocess.run([a.cc, "-static", "-o", exe, obj] + objs + ["-lm"], check=True)
+            out = subprocess.run([a.qemu, exe], stdout=subprocess.PIPE, universal_newlines=True)
+            print(out.stdout, end="")
+            if out.returncode or any(w not in out.stdout for w in wants) or "neon: not run" in out.stdout:
+                print("qkernels_cross: %s FAIL (exit %d)" % (test, out.returncode))
+                failed = 1
+        if failed:
             return 1
     return 0
 

@@ -24,7 +24,9 @@
  * + b (+ y), max(0, .): scaled error <= 1e-6 (the kernel's float sums are the
  * reference's on VDPBF16PS, but for subnormals).  The same cases.
  *
- * The kernels are the host's (host/native.c, what the libtcc engine binds). */
+ * The kernels are the host's (host/native.c, what the libtcc engine binds);
+ * built with -DFF_QTEST_DIRECT (tests/qkernels_cross.py, for aarch64 under
+ * qemu) the test links those of the ISAs that run there itself. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +34,6 @@
 #include <string.h>
 
 #include "../kernels/isas.h"
-#include "codegen.h"
 #include "kernel_data.h"
 
 #define FF_ACC 1
@@ -43,9 +44,26 @@ typedef void (*quantize_fn)(const float *x, int T, int IN, float *q);
 typedef void (*linear_fn)(const float *xq, int T, int IN, const void *W, const float *b, int OUT, float *y,
                           int flags, int j0, int j1);
 
-static const char *want_isa, *want_q, *want_l;
 static quantize_fn found_q;
 static linear_fn found_l;
+#ifdef FF_QTEST_DIRECT
+#include "ff_host_isas.h" /* the ISAs linked in, as the host build's header (qkernels_cross.py writes it) */
+/* the ISA's row kernel q and linear l (int8: quantize_rows, linear_i8) */
+static int find_kernels(const char *isa, const char *q, const char *l) {
+  const int i8 = !strcmp(q, "quantize_rows");
+  (void)l;
+  found_q = NULL, found_l = NULL;
+#define FF_CTEST_LINKED(name, runs)                                                                                  \
+  if (!strcmp(isa, #name) && (runs))                                                                                 \
+    found_q = i8 ? ff_quantize_rows_##name : ff_bf16_rows_##name,                                                    \
+    found_l = i8 ? ff_linear_i8_##name : ff_linear_dpbf16_##name;
+  FF_HOST_ISAS(FF_CTEST_LINKED)
+#undef FF_CTEST_LINKED
+  return found_q && found_l;
+}
+#else
+#include "codegen.h"
+static const char *want_isa, *want_q, *want_l;
 static void pick(void *ctx, const char *name, void *fn) {
   char q[64], l[64];
   (void)ctx;
@@ -60,6 +78,7 @@ static int find_kernels(const char *isa, const char *q, const char *l) {
   ff_native_kernels(pick, NULL);
   return found_q && found_l;
 }
+#endif
 
 /* ---- the formulas, written out -------------------------------------------- */
 
