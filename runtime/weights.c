@@ -182,7 +182,8 @@ int ff_rt_check_finite(const ff_rt_model *m, ff_error *err) {
   for (int i = 0; i < m->file.count; i++) {
     const ff_tensor *t = &m->file.tensors[i];
     size_t bad = 0, first = 0;
-    for (size_t k = 0; k < t->numel; k++)
+    const size_t n = ff_all_finite(t->data, t->numel) ? 0 : t->numel; /* (the count only when there is one) */
+    for (size_t k = 0; k < n; k++)
       if (!isfinite(t->data[k]) && !bad++) first = k;
     ff_tensor_file_release(&m->file, t->data, t->numel * sizeof *t->data);
     if (bad)
