@@ -68,9 +68,9 @@ static inline float ff_rsqrt(float v) {
 }
 
 /* @part layernorm: plain norm_sums */
-/* The mean (m + *e) and 1/sqrt(var + eps) of a row of D, as layernorm
- * normalises it: ((x - m) - e) rstd is x's xhat. */
-static inline float ff_layernorm_stats(const float *xt, int D, float eps, float *m_out, float *e_out) {
+/* The mean (m + *e) and var + eps of a row of D, as layernorm normalises it:
+ * ((x - m) - e) / sqrt(var + eps) is x's xhat. */
+static inline float ff_layernorm_var(const float *xt, int D, float eps, float *m_out, float *e_out) {
   const int D8 = D - D % 8;
   float s[8] = {0};
   for (int i = 0; i < D8; i += 8)
@@ -103,17 +103,27 @@ static inline float ff_layernorm_stats(const float *xt, int D, float eps, float 
   }
   const float e = ff_kahan8_total(&sd) / (float)D; /* mean = m + e */
   *m_out = m, *e_out = e;
-  return ff_rsqrt(ff_kahan8_total(&sq) / (float)D - e * e + eps);
+  return ff_kahan8_total(&sq) / (float)D - e * e + eps;
+}
+
+/* ... and its 1/sqrt(var + eps) */
+static inline float ff_layernorm_stats(const float *xt, int D, float eps, float *m_out, float *e_out) {
+  return ff_rsqrt(ff_layernorm_var(xt, D, eps, m_out, e_out));
 }
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta, biased var */
 FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, float eps,
                                    float *y) {
-  for (int t = 0; t < T; t++) {
-    const float *xt = x + (size_t)t * D;
-    float *yt = y + (size_t)t * D, m, e;
-    const float rstd = ff_layernorm_stats(xt, D, eps, &m, &e);
-    for (int i = 0; i < D; i++) yt[i] = ((xt[i] - m) - e) * rstd * gamma[i] + beta[i];
+  for (int t0 = 0; t0 < T; t0 += 8) { /* 8 rows' sums, then their 1/sqrt: independent chains side by side */
+    const int n = T - t0 < 8 ? T - t0 : 8;
+    float m[8], e[8], r[8];
+    for (int i = 0; i < n; i++) r[i] = ff_layernorm_var(x + (size_t)(t0 + i) * D, D, eps, m + i, e + i);
+    for (int i = 0; i < n; i++) r[i] = ff_rsqrt(r[i]);
+    for (int i = 0; i < n; i++) {
+      const float *xt = x + (size_t)(t0 + i) * D;
+      float *yt = y + (size_t)(t0 + i) * D;
+      for (int j = 0; j < D; j++) yt[j] = ((xt[j] - m[i]) - e[i]) * r[i] * gamma[j] + beta[j];
+    }
   }
 }
 
