@@ -141,8 +141,9 @@ class Env:
                                                                       p.stderr))
         return p
 
-    def check(self, *argv):
-        p = subprocess.run([self.tool] + [str(a) for a in argv], capture_output=True, text=True)
+    def check(self, *argv, environ=None):
+        p = subprocess.run([self.tool] + [str(a) for a in argv], capture_output=True, text=True,
+                           env=dict(os.environ, **(environ or {})))
         if p.returncode:
             raise AssertionError("train_check %s: %s" % (" ".join(map(str, argv)), p.stderr))
         return p.stdout
@@ -256,6 +257,13 @@ def check_optimizer(env):
         env.check("optimizer", desc, env.pairs_path, d, *flags_of(o))
         got = read_safetensors(os.path.join(d, "out.safetensors"))
         norms = [float(x) for x in open(os.path.join(d, "norms.txt")).read().split()]
+        # the vector AdamW and sums of squares (x86-64 with AVX) against the scalar loops: the same bits
+        outs = {}
+        for isa in ("generic", None):
+            env.check("optimizer", desc, env.pairs_path, d, *flags_of(o), environ={"FIXFORMER_ISA": isa} if isa else {})
+            with open(os.path.join(d, "out.safetensors"), "rb") as f, open(os.path.join(d, "norms.txt"), "rb") as g:
+                outs[isa] = (f.read(), g.read())
+        assert outs["generic"] == outs[None], "case %d: the scalar and vector optimizer steps differ" % n
         params = {k: torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in w0.items()}
         opt, sched = torch_optimizer(params, dict(o, d_model=16))
         for k in range(10):

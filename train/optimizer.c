@@ -3,26 +3,113 @@
  * clipping as torch.nn.utils.clip_grad_norm_; the trainer's step of them on
  * its threads. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codegen.h"
 #include "fixformer_train.h"
 #include "train_internal.h"
 
-void ff_adamw_update(float *p, const float *g, float *m, float *v, size_t n, int64_t step, const ff_adamw *h) {
-  /* the scalars as torch derives them (Python floats), then float32 element-wise */
-  float decay = (float)(1.0 - h->lr * h->weight_decay);
-  float b1 = (float)h->beta1, b2 = (float)h->beta2, a1 = (float)(1.0 - h->beta1), a2 = (float)(1.0 - h->beta2);
-  double bc1 = 1.0 - pow(h->beta1, (double)step), bc2 = 1.0 - pow(h->beta2, (double)step);
-  float neg_step = (float)-(h->lr / bc1), bc2_sqrt = (float)sqrt(bc2), eps = (float)h->eps;
+/* One element of the step: the scalars as torch derives them (Python floats,
+ * so double), the element-wise arithmetic in float32 */
+typedef struct {
+  float decay, b1, b2, a1, a2, neg_step, bc2_sqrt, eps;
+} adamw_scalars;
+
+static adamw_scalars adamw_scalars_of(int64_t step, const ff_adamw *h) {
+  const double bc1 = 1.0 - pow(h->beta1, (double)step), bc2 = 1.0 - pow(h->beta2, (double)step);
+  adamw_scalars s = {(float)(1.0 - h->lr * h->weight_decay), (float)h->beta1, (float)h->beta2,
+                     (float)(1.0 - h->beta1), (float)(1.0 - h->beta2), (float)-(h->lr / bc1), (float)sqrt(bc2),
+                     (float)h->eps};
+  return s;
+}
+
+static void adamw_plain(float *p, const float *g, float *m, float *v, size_t n, const adamw_scalars *s) {
   for (size_t i = 0; i < n; i++) {
     float gi = g[i];
-    p[i] *= decay;                          /* param.mul_(1 - lr * weight_decay) */
-    m[i] = m[i] * b1 + a1 * gi;             /* exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1) */
-    v[i] = v[i] * b2 + a2 * gi * gi;        /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2) */
-    float denom = sqrtf(v[i]) / bc2_sqrt + eps; /* (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps) */
-    p[i] += neg_step * m[i] / denom;        /* param.addcdiv_(exp_avg, denom, value=-step_size) */
+    p[i] *= s->decay;                             /* param.mul_(1 - lr * weight_decay) */
+    m[i] = m[i] * s->b1 + s->a1 * gi;             /* exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1) */
+    v[i] = v[i] * s->b2 + s->a2 * gi * gi;        /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2) */
+    float denom = sqrtf(v[i]) / s->bc2_sqrt + s->eps; /* (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps) */
+    p[i] += s->neg_step * m[i] / denom;           /* param.addcdiv_(exp_avg, denom, value=-step_size) */
   }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define ADAMW_AVX 1
+/* adamw_plain's loop eight elements at a time: the same float operations in
+ * the same order, each correctly rounded (a multiply and an add stay two
+ * roundings: no FMA), so the same bits; a step is memory-bound (seven floats
+ * an element), which the scalar loop's square root and division were not */
+__attribute__((target("avx"))) static size_t adamw_avx(float *p, const float *g, float *m, float *v, size_t n,
+                                                       const adamw_scalars *s) {
+  const __m256 decay = _mm256_set1_ps(s->decay), b1 = _mm256_set1_ps(s->b1), b2 = _mm256_set1_ps(s->b2);
+  const __m256 a1 = _mm256_set1_ps(s->a1), a2 = _mm256_set1_ps(s->a2), neg_step = _mm256_set1_ps(s->neg_step);
+  const __m256 bc2_sqrt = _mm256_set1_ps(s->bc2_sqrt), eps = _mm256_set1_ps(s->eps);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gi = _mm256_loadu_ps(g + i);
+    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(a1, gi));
+    const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2), _mm256_mul_ps(_mm256_mul_ps(a2, gi), gi));
+    const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2_sqrt), eps);
+    const __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), decay);
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(neg_step, mi), denom)));
+  }
+  return i;
+}
+
+/* the vector loop unless FIXFORMER_ISA=generic (the tests compare the two) or the CPU lacks AVX;
+ * decided once, whichever of the optimizer's threads asks first */
+static int adamw_use_avx;
+static pthread_once_t adamw_once = PTHREAD_ONCE_INIT;
+static void adamw_decide(void) { adamw_use_avx = strcmp(ff_host_isa(), "generic") && __builtin_cpu_supports("avx"); }
+static int adamw_vector(void) {
+  pthread_once(&adamw_once, adamw_decide);
+  return adamw_use_avx;
+}
+
+/* scale_sum_plain's loop, four lanes of each of its two vectors of doubles: the same roundings */
+__attribute__((target("avx"))) static size_t scale_sum_avx(float *g, size_t n, float scale, double lane[8]) {
+  const __m256 sv = _mm256_set1_ps(scale);
+  __m256d lo = _mm256_loadu_pd(lane), hi = _mm256_loadu_pd(lane + 4);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(g + i), sv);
+    _mm256_storeu_ps(g + i, x);
+    const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    lo = _mm256_add_pd(lo, _mm256_mul_pd(xl, xl));
+    hi = _mm256_add_pd(hi, _mm256_mul_pd(xh, xh));
+  }
+  _mm256_storeu_pd(lane, lo);
+  _mm256_storeu_pd(lane + 4, hi);
+  return i;
+}
+#endif
+
+/* g [n] *= scale, and the sum of the scaled squares in double: element i
+ * into lane i mod 8, the lanes added pairwise at the end (a fixed order, so
+ * every path and thread count gives the same bits; eight chains, not one) */
+static double scale_sum(float *g, size_t n, float scale) {
+  double lane[8] = {0};
+  size_t i = 0;
+#ifdef ADAMW_AVX
+  if (adamw_vector()) i = scale_sum_avx(g, n, scale, lane);
+#endif
+  for (; i < n; i++) g[i] *= scale, lane[i % 8] += (double)g[i] * g[i];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+void ff_adamw_update(float *p, const float *g, float *m, float *v, size_t n, int64_t step, const ff_adamw *h) {
+  const adamw_scalars s = adamw_scalars_of(step, h);
+  size_t done = 0;
+#ifdef ADAMW_AVX
+  if (adamw_vector()) done = adamw_avx(p, g, m, v, n, &s);
+#endif
+  adamw_plain(p + done, g + done, m + done, v + done, n - done, &s);
 }
 
 /* clip_grad_norm_'s factor for a gradient of L2 norm norm: max_norm / (norm + 1e-6),
@@ -61,9 +148,7 @@ static void opt_chunk(const opt_job *j, size_t c) {
   const size_t e0 = c * OPT_CHUNK, e1 = e0 + OPT_CHUNK < t->p.numel ? e0 + OPT_CHUNK : t->p.numel;
   float *g = t->grad;
   if (j->pass == 1) {
-    double sum = 0.0;
-    for (size_t i = e0; i < e1; i++) g[i] *= j->scale, sum += (double)g[i] * g[i];
-    t->chunk_sums[c] = sum;
+    t->chunk_sums[c] = scale_sum(g + e0, e1 - e0, j->scale);
     return;
   }
   for (size_t i = e0; j->coef < 1.0f && i < e1; i++) g[i] *= j->coef;
