@@ -548,4 +548,5 @@ static inline void ff_axpy_avx512(float *y, float p, const float *x, int n) {
 /* the kernels of generated training code (train.c) on these */
 #define FF_TRAIN(name) ff_##name##_avx512
 #define FF_TRAIN_NR FF_AVX512_NR
+#define FF_TRAIN_AVX 1 /* train.c may transpose 8 x 8 floats in __m256 registers */
 #include "train.c"

@@ -20,6 +20,24 @@
 #include "../runtime/ff_dropout.h"
 
 /* @part pack: train_isa */
+#ifdef FF_TRAIN_AVX
+/* d [8, 8] (rows every dl floats) = s [8, 8]^T (rows every sl): the eight
+ * rows in registers, interleaved in pairs, then fours, then halves */
+static inline void FF_TRAIN(t8x8)(const float *s, size_t sl, float *d, size_t dl) {
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + i * sl);
+  for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; i++) {
+    _mm256_storeu_ps(d + i * dl, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(d + (i + 4) * dl, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+#endif
+
 /* B [K, N] into panels of NR columns, columns n0 .. n1-1 (n0 a multiple of
  * NR; n1 a multiple of NR or N): panel p holds B[:, NR p .. NR p + NR-1] as
  * K rows of NR floats, zero past N: the layout ff_linear_ISA multiplies by.
@@ -30,7 +48,17 @@ FF_KERNEL void FF_TRAIN(pack)(const float *src, int ld, int K, int N, int trans,
     float *panel = dst + (size_t)(j / FF_TRAIN_NR) * K * FF_TRAIN_NR;
     const int w = N - j < FF_TRAIN_NR ? N - j : FF_TRAIN_NR;
     if (trans) {
-      for (int k0 = 0; k0 < K; k0 += 64) { /* 64 k of every column: the reads stay in a few lines each */
+      int k8 = 0; /* k below k8: done in 8 x 8 blocks */
+#ifdef FF_TRAIN_AVX
+      if (w == FF_TRAIN_NR) {
+        k8 = K & ~7;
+        for (int k = 0; k < k8; k += 8) /* every column's next 8 k: each of S's rows is read front to back */
+          for (int c = 0; c < FF_TRAIN_NR; c += 8)
+            FF_TRAIN(t8x8)(src + (size_t)(j + c) * ld + k, (size_t)ld, panel + (size_t)k * FF_TRAIN_NR + c,
+                           FF_TRAIN_NR);
+      }
+#endif
+      for (int k0 = k8; k0 < K; k0 += 64) { /* 64 k of every column: the reads stay in a few lines each */
         const int k1 = K - k0 < 64 ? K : k0 + 64;
         for (int c = 0; c < FF_TRAIN_NR; c++) {
           const float *s = src + (size_t)(j + c) * ld;
@@ -49,13 +77,23 @@ FF_KERNEL void FF_TRAIN(pack)(const float *src, int ld, int K, int N, int trans,
 }
 
 /* dst [cols, rows] = src [rows, cols]^T, src rows every ld floats; in blocks
- * of 16 x 16, so that both sides are read and written a few lines at a time */
+ * (16 x 16, or 8 rows by 32 columns of 8 x 8 in registers), so that both
+ * sides are read and written a few lines at a time */
 FF_KERNEL void FF_TRAIN(transpose)(const float *src, int rows, int cols, int ld, float *dst) {
+  int r8 = 0, c8 = 0; /* rows below r8 and columns below c8: done in 8 x 8 blocks */
+#ifdef FF_TRAIN_AVX
+  r8 = rows & ~7, c8 = cols & ~7;
+  for (int c0 = 0; c0 < c8; c0 += 32)
+    for (int r = 0; r < r8; r += 8)
+      for (int c = c0; c < c0 + 32 && c < c8; c += 8)
+        FF_TRAIN(t8x8)(src + (size_t)r * ld + c, (size_t)ld, dst + (size_t)c * rows + r, (size_t)rows);
+#endif
   for (int r0 = 0; r0 < rows; r0 += 16)
-    for (int c0 = 0; c0 < cols; c0 += 16) {
+    for (int c0 = r0 + 16 <= r8 ? c8 : 0; c0 < cols; c0 += 16) {
       const int r1 = rows - r0 < 16 ? rows : r0 + 16, c1 = cols - c0 < 16 ? cols : c0 + 16;
       for (int c = c0; c < c1; c++)
-        for (int r = r0; r < r1; r++) dst[(size_t)c * rows + r] = src[(size_t)r * ld + c];
+        for (int r = r0; r < r1; r++)
+          if (r >= r8 || c >= c8) dst[(size_t)c * rows + r] = src[(size_t)r * ld + c];
     }
 }
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/isas.h"
+
 static unsigned long long rng_state = 88172645463325252ULL;
 
 float uniform(void) { /* xorshift64, [-1, 1) */
@@ -85,4 +87,12 @@ double compare_columns(const float *y, const float *y0, float *r, int T, int OUT
   const double e = compare(y, r, ex, ny);
   free(ex);
   return e > err ? e : err;
+}
+
+int panel_of(const char *isa) {
+#define FF_ISA_NR(name, mr, nr, ...)                                                                                 \
+  if (!strcmp(isa, #name)) return nr;
+  FF_ISAS(FF_ISA_NR)
+#undef FF_ISA_NR
+  return 0;
 }

@@ -1,5 +1,6 @@
 /* kernel_data.h - random data, packed panels and the error measure of the
- * kernel tests (test_kernels.c, test_qkernels.c); kernel_data.c. */
+ * kernel tests (test_kernels.c, test_qkernels.c, test_train_kernels.c);
+ * kernel_data.c. */
 #ifndef FF_TEST_KERNEL_DATA_H
 #define FF_TEST_KERNEL_DATA_H
 #include <stddef.h>
@@ -9,6 +10,7 @@ float *randoms(size_t n, float scale);    /* n of uniform() scale, malloc'd (exi
 float *copy_of(const float *x, size_t n); /* a malloc'd copy */
 /* W [rows, cols] -> W^T in panels of nr columns, zero-padded (gen/plan.lua) */
 float *pack_panels(const float *W, int rows, int cols, int nr);
+int panel_of(const char *isa); /* the ISA's panel width: its NR in kernels/isas.h (0: no such row) */
 char class_of(float v);  /* 0 finite, 'N' NaN, '+' +inf, '-' -inf */
 char *classes(size_t n); /* n classes, all finite, calloc'd */
 /* Over n outputs: got (the kernel's) and want (the reference's) must be

@@ -113,15 +113,6 @@ static const kcase cases[] = {
 #define EPS 1e-5
 #define THETA 10000.0
 
-/* the ISA's panel width: its NR in kernels/isas.h */
-static int panel_of(const char *isa) {
-#define FF_ISA_NR(name, mr, nr, ...)                                                                                 \
-  if (!strcmp(isa, #name)) return nr;
-  FF_ISAS(FF_ISA_NR)
-#undef FF_ISA_NR
-  return 0;
-}
-
 /* ---- data: tests/kernel_data.c ---------------------------------------------- */
 
 /* ---- NaN and inf planted, and where PyTorch has them ------------------------ */
