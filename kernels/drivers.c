@@ -31,10 +31,21 @@ FF_KERNEL void FF_MATMUL(int m, int n, int k, const float *A, int lda, const flo
 }
 
 /* @part linear: tile */
-FF_KERNEL void FF_LINEAR(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
+/* Rows a block at most: its x for one pass (rows x KC floats) within
+ * 128 KB, so that it stays in L2 while every panel passes over it; a
+ * large T (the rows of a training step's products) goes in equal blocks,
+ * panel by panel in each.  Each output still sums over k in k order. */
+#define FF_LIN_BLOCK_ROWS (131072 / (int)sizeof(float) / FF_LIN_KC / FF_LIN_MR * FF_LIN_MR)
+
+#define FF_LIN_CAT_(a, b) a##b
+#define FF_LIN_CAT(a, b) FF_LIN_CAT_(a, b)
+#define FF_LIN_BLOCK FF_LIN_CAT(FF_LINEAR, _block) /* ff_linear_ISA_block */
+
+/* rows 0 .. T-1 of x and y (a block of ff_linear's) */
+static void FF_LIN_BLOCK(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
                          int j0, int j1) {
   const int tiles = (T + FF_LIN_MR - 1) / FF_LIN_MR;
-  for (int j = j0; j < j1; j += FF_LIN_NR)       /* panel by panel: W is read once, front to back */
+  for (int j = j0; j < j1; j += FF_LIN_NR)       /* panel by panel: W is read once a block, front to back */
     for (int k0 = 0; k0 < IN; k0 += FF_LIN_KC) { /* the first pass stores (+ b), later ones add */
       const int kc = IN - k0 < FF_LIN_KC ? IN - k0 : FF_LIN_KC, last = k0 + kc == IN;
       const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
@@ -54,4 +65,18 @@ FF_KERNEL void FF_LINEAR(const float *x, int T, int IN, const float *W, const fl
                     x + (size_t)i * IN + k0, IN, panel, FF_LIN_NR, y + (size_t)i * OUT + j, OUT,
                     b && !k0 ? b + j : NULL, 1.0f, f, next + (uintptr_t)64 * share * (i / FF_LIN_MR), pfs);
     }
+}
+
+FF_KERNEL void FF_LINEAR(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
+                         int j0, int j1) {
+  const int most = FF_LIN_BLOCK_ROWS > FF_LIN_MR ? FF_LIN_BLOCK_ROWS : FF_LIN_MR;
+  if (T <= most) { /* one block, the usual case */
+    FF_LIN_BLOCK(x, T, IN, W, b, OUT, y, flags, j0, j1);
+    return;
+  }
+  const int blocks = (T + most - 1) / most, per = (T + blocks - 1) / blocks;
+  const int rows = (per + FF_LIN_MR - 1) / FF_LIN_MR * FF_LIN_MR;
+  for (int i0 = 0; i0 < T; i0 += rows)
+    FF_LIN_BLOCK(x + (size_t)i0 * IN, T - i0 < rows ? T - i0 : rows, IN, W, b, OUT, y + (size_t)i0 * OUT, flags, j0,
+                 j1);
 }

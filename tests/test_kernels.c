@@ -58,6 +58,7 @@ static const kcase cases[] = {
     {"linear",      6,   40,  0,   0,  0,    NULL,    2, 0, 0, 0, 0},  /* columns past one panel, no bias */
     {"linear",      37,  13,  1,   0,  1,    NULL,    5, 0, 0, 0, 0},  /* y += (the residual) */
     {"linear",      24,  50,  0,   0,  1,    "relu",  8, 0, 0, 0, 0},  /* max(0, .) fused */
+    {"linear",      21,  40,  1,   0,  1,    NULL,  400, 0, 0, 0, 0},  /* rows in several blocks (drivers.c) */
     {"linear",      300, 33,  1,   0,  1,    "relu",  3, 0, 0, 0, 0},  /* k in two passes of 192 */
     {"linear",      64,  96,  0,   0,  1,    NULL,    1, 0, 0, 0, 0},  /* one row (decoding) */
     {"linear",      600, 70,  1,   0,  1,    "relu",  11, 0, 0, 0, 0}, /* k in 3-4 passes over 3-5 panels */
