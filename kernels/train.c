@@ -121,6 +121,7 @@ FF_KERNEL void FF_TRAIN(dropout)(const float *x, float *y, size_t n, uint64_t se
  * counted in *count; with grad, logits are replaced by d loss / d logits =
  * softmax - (1 - s) onehot - s / V (0 on ignored rows).  Labels are checked
  * by the caller. */
+#define FF_CE_LANES 16
 FF_KERNEL void FF_TRAIN(cross_entropy)(float *logits, int n, int V, const int32_t *labels, int ignore,
                                        float smoothing, int grad, double *loss, int64_t *count) {
   double total = 0.0;
@@ -132,10 +133,23 @@ FF_KERNEL void FF_TRAIN(cross_entropy)(float *logits, int n, int V, const int32_
       for (int j = 0; grad && j < V; j++) l[j] = 0.0f;
       continue;
     }
-    float max = l[0], sum = 0.0f, all = 0.0f;
-    for (int j = 1; j < V; j++) max = l[j] > max ? l[j] : max;
-    for (int j = 0; j < V; j++) sum += ff_exp_neg(l[j] - max), all += l[j];
-    const float lse = max + logf(sum);
+    /* max, sum of e^(l - max) and sum of l over FF_CE_LANES lanes (element j
+     * into lane j mod FF_CE_LANES: independent chains a vector unit runs side
+     * by side), the lanes then added pairwise: a fixed order on every compiler */
+    float mx[FF_CE_LANES], s[FF_CE_LANES], a[FF_CE_LANES];
+    const int whole = V / FF_CE_LANES * FF_CE_LANES;
+    for (int t = 0; t < FF_CE_LANES; t++) mx[t] = l[0], s[t] = 0.0f, a[t] = 0.0f;
+    for (int j = 0; j < whole; j += FF_CE_LANES)
+      for (int t = 0; t < FF_CE_LANES; t++) mx[t] = l[j + t] > mx[t] ? l[j + t] : mx[t];
+    float max = mx[0];
+    for (int t = 1; t < FF_CE_LANES; t++) max = mx[t] > max ? mx[t] : max;
+    for (int j = whole; j < V; j++) max = l[j] > max ? l[j] : max;
+    for (int j = 0; j < whole; j += FF_CE_LANES)
+      for (int t = 0; t < FF_CE_LANES; t++) s[t] += ff_exp_neg(l[j + t] - max), a[t] += l[j + t];
+    for (int j = whole; j < V; j++) s[j - whole] += ff_exp_neg(l[j] - max), a[j - whole] += l[j];
+    for (int w = FF_CE_LANES / 2; w > 0; w /= 2)
+      for (int t = 0; t < w; t++) s[t] += s[t + w], a[t] += a[t + w];
+    const float sum = s[0], all = a[0], lse = max + logf(sum);
     total += (1.0 - smoothing) * (double)(lse - l[y]) + smoothing * ((double)lse - (double)all / V);
     k++;
     if (!grad) continue;

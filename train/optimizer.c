@@ -151,7 +151,8 @@ static void opt_chunk(const opt_job *j, size_t c) {
     t->chunk_sums[c] = scale_sum(g + e0, e1 - e0, j->scale);
     return;
   }
-  for (size_t i = e0; j->coef < 1.0f && i < e1; i++) g[i] *= j->coef;
+  const float coef = j->coef; /* a local: g cannot alias it, so the loop is a vector one */
+  for (size_t i = e0; coef < 1.0f && i < e1; i++) g[i] *= coef;
   for (int k = 0; k < t->p.count; k++) { /* the tensors the chunk holds a part of */
     const ff_rt_param *q = &t->p.tensors[k];
     const size_t a = q->offset > e0 ? q->offset : e0, b = q->offset + q->numel < e1 ? q->offset + q->numel : e1;
