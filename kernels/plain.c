@@ -260,28 +260,31 @@ static inline float ff_exp_neg(float x) {
  * (dx = with acc 0, += with 1; it may be dy). */
 FF_KERNEL void FF_PLAIN(layernorm_backward)(const float *x, int T, int D, const float *gamma, float eps,
                                             const float *dy, float *dx, int acc, float *dgamma, float *dbeta) {
-  for (int t = 0; t < T; t++) {
-    const float *xt = x + (size_t)t * D, *dyt = dy + (size_t)t * D;
-    float *dxt = dx + (size_t)t * D, m, e, sg[8] = {0}, sgx[8] = {0};
-    const float rstd = ff_layernorm_stats(xt, D, eps, &m, &e);
-    const int D8 = D - D % 8;
-    for (int i = 0; i < D8; i += 8) /* lane l takes i + l, i % 8 (in this form the lanes vectorize) */
-      for (int l = 0; l < 8; l++) {
-        const float xhat = ((xt[i + l] - m) - e) * rstd, g = dyt[i + l] * gamma[i + l];
-        sg[l] += g, sgx[l] += g * xhat;
+  for (int t0 = 0; t0 < T; t0 += 8) { /* 8 rows' statistics first, as the forward takes them */
+    const int n = T - t0 < 8 ? T - t0 : 8;
+    float m[8], e[8], r[8];
+    for (int i = 0; i < n; i++) r[i] = ff_layernorm_var(x + (size_t)(t0 + i) * D, D, eps, m + i, e + i);
+    for (int i = 0; i < n; i++) r[i] = ff_rsqrt(r[i]);
+    for (int k = 0; k < n; k++) {
+      const float *xt = x + (size_t)(t0 + k) * D, *dyt = dy + (size_t)(t0 + k) * D, mk = m[k], ek = e[k], rstd = r[k];
+      float *dxt = dx + (size_t)(t0 + k) * D, sg[8] = {0}, sgx[8] = {0};
+      const int D8 = D - D % 8;
+      for (int i = 0; i < D8; i += 8) /* lane l takes i + l, i % 8 (in this form the lanes vectorize) */
+        for (int l = 0; l < 8; l++) {
+          const float xhat = ((xt[i + l] - mk) - ek) * rstd, g = dyt[i + l] * gamma[i + l];
+          sg[l] += g, sgx[l] += g * xhat;
+          dgamma[i + l] += dyt[i + l] * xhat, dbeta[i + l] += dyt[i + l];
+        }
+      for (int i = D8; i < D; i++) {
+        const float xhat = ((xt[i] - mk) - ek) * rstd, g = dyt[i] * gamma[i];
+        sg[i - D8] += g, sgx[i - D8] += g * xhat;
+        dgamma[i] += dyt[i] * xhat, dbeta[i] += dyt[i];
       }
-    for (int i = D8; i < D; i++) {
-      const float xhat = ((xt[i] - m) - e) * rstd, g = dyt[i] * gamma[i];
-      sg[i - D8] += g, sgx[i - D8] += g * xhat;
-    }
-    for (int i = 0; i < D; i++) {
-      const float xhat = ((xt[i] - m) - e) * rstd;
-      dgamma[i] += dyt[i] * xhat, dbeta[i] += dyt[i];
-    }
-    const float mg = ff_sum8(sg) / (float)D, mgx = ff_sum8(sgx) / (float)D;
-    for (int i = 0; i < D; i++) {
-      const float xhat = ((xt[i] - m) - e) * rstd, v = rstd * (dyt[i] * gamma[i] - mg - xhat * mgx);
-      dxt[i] = acc ? dxt[i] + v : v;
+      const float mg = ff_sum8(sg) / (float)D, mgx = ff_sum8(sgx) / (float)D;
+      for (int i = 0; i < D; i++) {
+        const float xhat = ((xt[i] - mk) - ek) * rstd, v = rstd * (dyt[i] * gamma[i] - mg - xhat * mgx);
+        dxt[i] = acc ? dxt[i] + v : v;
+      }
     }
   }
 }
