@@ -600,15 +600,23 @@ static size_t rows_words(const ff_layout_entry *e, int r0, int r1) {
   return weight_words(e->type, (size_t)(P ? (r1 - r0 + P - 1) / P * P : r1 - r0), entry_cols(e));
 }
 
-/* e's rows in f (from its row0), checked; int8 ones finite (a scale cannot hold NaN). */
+/* e's rows in f (from its row0), checked for size. */
 static int entry_source(const ff_layout_entry *e, const ff_tensor_file *f, const float **src, ff_error *err) {
   const ff_tensor *t = ff_tensor_file_find(f, e->name);
   size_t cols = entry_cols(e);
   if (!t || t->numel < (size_t)(e->row0 + e->rows) * cols)
     return ff_fail(err, FF_EMISSING, "tensor '%s' missing or of the wrong size while packing", e->name);
   *src = t->data + (size_t)e->row0 * cols;
+  return 0;
+}
+
+/* Rows r0 .. r1 - 1 of e's rows src, checked just before they are packed:
+ * int8 ones finite (a scale cannot hold NaN), so the rows are read once, a
+ * piece at a time (the caller discards what it packed before a refusal). */
+static int piece_check(const ff_layout_entry *e, const float *src, int r0, int r1, ff_error *err) {
+  const size_t cols = entry_cols(e);
   const int q8 = e->type == FF_WEIGHT_INT8 || e->type == FF_PACK_I8;
-  return q8 ? ff_q8_check_finite(*src, (size_t)e->rows * cols, e->name, err) : 0;
+  return q8 ? ff_q8_check_finite(src + (size_t)r0 * cols, (size_t)(r1 - r0) * cols, e->name, err) : 0;
 }
 
 /* Rows r0 .. r1 - 1 of e (r0 a multiple of its panel width) from its rows
@@ -659,6 +667,7 @@ int ff_pack_weights_into(const ff_program *p, const ff_tensor_file *f, void *blo
     if (e->derived) ff_position_table(e, data + e->offset);
     for (int r0 = 0, step = piece_rows(e); src && r0 < e->rows; r0 += step) { /* piece by piece */
       const int r1 = e->rows - r0 < step ? e->rows : r0 + step;
+      if ((rc = piece_check(e, src, r0, r1, err))) return rc;
       pack_entry_rows(e, src, r0, r1, data + e->offset + rows_words(e, 0, r0));
       ff_tensor_file_release(f, src + (size_t)r0 * cols, (size_t)(r1 - r0) * cols * sizeof *src);
       if (ready) ready(ctx, FF_BLOB_HEADER + (e->offset + rows_words(e, 0, r1)) * sizeof *data);
@@ -723,6 +732,7 @@ int ff_pack_stream(const ff_program *p, const ff_tensor_file *f, ff_pack_sink si
       const size_t n = rows_words(e, r0, r1);
       memset(buf, 0, n * sizeof *buf);
       if (e->derived) ff_position_table(e, buf);
+      else if ((rc = piece_check(e, src, r0, r1, err))) break;
       else pack_entry_rows(e, src, r0, r1, buf);
       rc = sink(ctx, buf, n, err);
     }
