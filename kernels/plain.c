@@ -106,19 +106,23 @@ static inline float ff_layernorm_var(const float *xt, int D, float eps, float *m
   return ff_kahan8_total(&sq) / (float)D - e * e + eps;
 }
 
-/* ... and its 1/sqrt(var + eps) */
-static inline float ff_layernorm_stats(const float *xt, int D, float eps, float *m_out, float *e_out) {
-  return ff_rsqrt(ff_layernorm_var(xt, D, eps, m_out, e_out));
+/* Rows t0 .. t0 + n - 1 of x [T, D], n = min(8, T - t0) (returned): each
+ * row's mean m + e and 1/sqrt(var + eps) r, the eight rows' sums first,
+ * then their 1/sqrt: independent chains side by side */
+static inline int ff_layernorm_rows8(const float *x, int t0, int T, int D, float eps, float m[8], float e[8],
+                                     float r[8]) {
+  const int n = T - t0 < 8 ? T - t0 : 8;
+  for (int i = 0; i < n; i++) r[i] = ff_layernorm_var(x + (size_t)(t0 + i) * D, D, eps, m + i, e + i);
+  for (int i = 0; i < n; i++) r[i] = ff_rsqrt(r[i]);
+  return n;
 }
 
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta, biased var */
 FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *gamma, const float *beta, float eps,
                                    float *y) {
-  for (int t0 = 0; t0 < T; t0 += 8) { /* 8 rows' sums, then their 1/sqrt: independent chains side by side */
-    const int n = T - t0 < 8 ? T - t0 : 8;
+  for (int t0 = 0; t0 < T; t0 += 8) {
     float m[8], e[8], r[8];
-    for (int i = 0; i < n; i++) r[i] = ff_layernorm_var(x + (size_t)(t0 + i) * D, D, eps, m + i, e + i);
-    for (int i = 0; i < n; i++) r[i] = ff_rsqrt(r[i]);
+    const int n = ff_layernorm_rows8(x, t0, T, D, eps, m, e, r);
     for (int i = 0; i < n; i++) {
       const float *xt = x + (size_t)(t0 + i) * D;
       float *yt = y + (size_t)(t0 + i) * D;
@@ -133,7 +137,7 @@ static inline float ff_rmsnorm_rstd(const float *xt, int D, float eps) {
   ff_kahan8 sq = {{0}, {0}};
 #ifdef FF_PLAIN_AVX
   const int D8 = D - D % 8;
-  __m256 qs = _mm256_setzero_ps(), qc = qs; /* the 8 lanes as one vector, as in ff_layernorm_stats */
+  __m256 qs = _mm256_setzero_ps(), qc = qs; /* the 8 lanes as one vector, as in ff_layernorm_var */
   for (int i = 0; i < D8; i += 8) {
     const __m256 x = _mm256_loadu_ps(xt + i), y = _mm256_sub_ps(_mm256_mul_ps(x, x), qc), t = _mm256_add_ps(qs, y);
     qc = _mm256_sub_ps(_mm256_sub_ps(t, qs), y), qs = t;
@@ -261,10 +265,8 @@ static inline float ff_exp_neg(float x) {
 FF_KERNEL void FF_PLAIN(layernorm_backward)(const float *x, int T, int D, const float *gamma, float eps,
                                             const float *dy, float *dx, int acc, float *dgamma, float *dbeta) {
   for (int t0 = 0; t0 < T; t0 += 8) { /* 8 rows' statistics first, as the forward takes them */
-    const int n = T - t0 < 8 ? T - t0 : 8;
     float m[8], e[8], r[8];
-    for (int i = 0; i < n; i++) r[i] = ff_layernorm_var(x + (size_t)(t0 + i) * D, D, eps, m + i, e + i);
-    for (int i = 0; i < n; i++) r[i] = ff_rsqrt(r[i]);
+    const int n = ff_layernorm_rows8(x, t0, T, D, eps, m, e, r);
     for (int k = 0; k < n; k++) {
       const float *xt = x + (size_t)(t0 + k) * D, *dyt = dy + (size_t)(t0 + k) * D, mk = m[k], ek = e[k], rstd = r[k];
       float *dxt = dx + (size_t)(t0 + k) * D, sg[8] = {0}, sgx[8] = {0};
