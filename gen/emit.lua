@@ -259,17 +259,23 @@ end
 -- ---- training code (gen/train.lua's program) -------------------------------------------
 
 -- One stage function of the training program: a call per op (a loop over
--- the batch's sequences s for per-sequence ops), after the sizes its calls
--- use: n sequences, their lengths S (source) and T, rows RS = n S, RT = n T.
+-- the batch's sequences s for per-sequence ops; over s and its first row r0
+-- for the packed encoder's), after the sizes its calls use: n sequences,
+-- their lengths S (source) and T, rows RS = n S, RT = n T, and RP, the
+-- source's tokens without padding (the packed encoder's rows).
 local SIZES = { { "n", "b->batch" }, { "S", "b->src_len" }, { "T", nil }, { "RS", "n * S", "n", "S" },
-  { "RT", "n * T", "n", "T" } }
+  { "RT", "n * T", "n", "T" }, { "RP", "src_rows(b)" } }
+local LOOPS = { s = "for (int s = 0; s < n; s++)\n    ",
+  packed = "for (int s = 0, r0 = 0; s < n; r0 += src_length(b, s), s++)\n    " }
 
 local function train_stage_text(st, P)
   local body, used = {}, {}
   for _, o in ipairs(st.ops) do
     local call = o.kernel.fn .. "(" .. table.concat(o.args, ", ") .. ")"
-    if o.loop then call = "for (int s = 0; s < n; s++)\n    " .. call end
-    for word in ((o.loop and "n " or "") .. table.concat(o.args, " ")):gmatch("[%a_][%w_]*") do used[word] = true end
+    if o.loop then call = LOOPS[o.loop] .. call end
+    for word in ((o.loop and LOOPS[o.loop] or "") .. table.concat(o.args, " ")):gmatch("[%a_][%w_]*") do
+      used[word] = true
+    end
     body[#body + 1] = template.render("model.c", "op",
       { OP = o.name, SHAPE = o.shape, OPDOC = o.doc, CALL = call, FLOPS = lit.grouped(o.flops) }, { lines = false })
   end

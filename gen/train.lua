@@ -13,8 +13,10 @@
 --            (one matrix's panels live at a time); dW += dY^T X multiplies
 --            dY^T by panels of X packed inside linear_backward.
 --   stages   pack_forward, forward (a batch of n sequences at once: rows
---            R = n x length of every stack), loss, backward: one backward
---            op per forward op, in reverse (the tape below).
+--            R = n x length of every stack, but the encoder of an
+--            encoder-decoder, whose rows are the source's tokens packed
+--            without their padding), loss, backward: one backward op per
+--            forward op, in reverse (the tape below).
 --   values   the forward keeps what the backward reads: every sub-layer's
 --            input, q | k | v, the attention weights, the norms' inputs, the
 --            feed-forward's hidden layer (with shape.recompute only each
@@ -113,10 +115,10 @@ function TB:flop_op(flops, ...)
   return o
 end
 
--- per-sequence ops: the call runs for s = 0 .. n-1
-function TB:seq_op(flops, ...)
+-- per-sequence ops: the call runs for s = 0 .. n-1 (st.packed: with r0, s's first row)
+function TB:seq_op(st, flops, ...)
   local o = self:flop_op(flops, ...)
-  o.loop = "s"
+  o.loop = st.packed and "packed" or "s"
   return o
 end
 
@@ -142,9 +144,15 @@ function TB:linear_backward(name, m, x, dy, dx, how, st)
     { "state", x, dy, st.rows, dx and m.bwd or "NULL", dx or "NULL", m.G, m.gb or "NULL", self.scratch })
 end
 
+-- the elements a row of stack st's values of cols columns when its rows are packed, else 0
+-- (drop_range's packed_row)
+local function packed_row(st, cols)
+  return st.packed and tostring(cols) or "0"
+end
+
 function TB:dropout(name, x, y, count, st, layer, kind, per)
   self:flop_op(0, "dropout", name, { ISA = self.isa }, "p = o->dropout",
-    { "state", "b", "o", x, y, count, site(st.wstack, layer, kind), per })
+    { "state", "b", "o", x, y, count, site(st.wstack, layer, kind), per, packed_row(st, self.d) })
 end
 
 function TB:norm_forward(name, st, layer, role, x, y)
@@ -190,16 +198,23 @@ function TB:embed(st)
   local e = self:value(L .. "embed", st.max_rows, d, false, "the embeddings")
   local scale = c.scale_embeddings and math.sqrt(d) or 1
   local E = self:param("none", -1, "embed")
-  self:flop_op(st.max_rows * d, "embed", L .. "embed", { D = d, VOCAB = c.vocab, SCALE = scale, PANEL = 0,
-    DTYPE = "f32", SCALE_DOC = c.scale_embeddings and string.format("x = E[token] * sqrt(%d)", d) or "x = E[token]" },
-    string.format("ids [%s] -> [%s,%d]", st.rows, st.rows, d), { st.ids, st.rows, "w + " .. E.macro, e })
-  local per = { ref = e, plus = string.format("(size_t)s * %s * %d", st.len, d) }
+  local ep = { D = d, VOCAB = c.vocab, SCALE = scale, PANEL = 0, DTYPE = "f32",
+    SCALE_DOC = c.scale_embeddings and string.format("x = E[token] * sqrt(%d)", d) or "x = E[token]" }
+  local per = { ref = e, plus = string.format("(size_t)%s * %d", st.row0, d) }
+  if st.packed then -- each sequence's tokens, padding left out
+    self:seq_op(st, st.max_rows * d, "embed", L .. "embed", ep, string.format("ids [%s] -> [%s,%d], each sequence",
+      st.seq_len, st.seq_len, d), { st.seq_ids, st.seq_len, "w + " .. E.macro, per })
+  else
+    self:flop_op(st.max_rows * d, "embed", L .. "embed", ep, string.format("ids [%s] -> [%s,%d]", st.rows, st.rows, d),
+      { st.ids, st.rows, "w + " .. E.macro, e })
+  end
   if c.positional == "sinusoidal" then
-    self:seq_op(4 * st.max_rows * d, "sinusoidal", L .. "positions", { D = d, MAX_SEQ = c.max_seq },
-      string.format("[%s,%d] in place, each sequence", st.len, d), { per, st.len, "POS_SINUSOIDAL", "0" })
+    self:seq_op(st, 4 * st.max_rows * d, "sinusoidal", L .. "positions", { D = d, MAX_SEQ = c.max_seq },
+      string.format("[%s,%d] in place, each sequence", st.seq_len, d), { per, st.seq_len, "POS_SINUSOIDAL", "0" })
   elseif c.positional == "learned" then
-    self:seq_op(st.max_rows * d, "learned", L .. "positions", { D = d }, string.format("[%s,%d] in place, each sequence",
-      st.len, d), { per, st.len, self:pexpr("w", "none", -1, "pos_embed"), "0" })
+    self:seq_op(st, st.max_rows * d, "learned", L .. "positions", { D = d },
+      string.format("[%s,%d] in place, each sequence", st.seq_len, d),
+      { per, st.seq_len, self:pexpr("w", "none", -1, "pos_embed"), "0" })
   end
   if c.token_types > 0 then
     self:flop_op(st.max_rows * d, "token_type", L .. "token_type", { D = d }, string.format("[%s,%d] in place", st.rows, d),
@@ -220,7 +235,12 @@ function TB:embed(st)
       de = self:grad(L .. "d_embed", st)
       norm_back(dx, de, false)
     end
-    if c.positional == "learned" then
+    if c.positional == "learned" and st.packed then
+      self:seq_op(st, st.max_rows * d, "learned_backward", L .. "positions_backward", { D = d },
+        string.format("dP [%s,%d] += dx, each sequence", st.seq_len, d),
+        { { ref = de, plus = string.format("(size_t)%s * %d", st.row0, d) }, "1", st.seq_len,
+          self:pexpr("g", "none", -1, "pos_embed") })
+    elseif c.positional == "learned" then
       self:flop_op(st.max_rows * d, "learned_backward", L .. "positions_backward", { D = d },
         string.format("dP [%s,%d] += dx of each sequence", st.len, d),
         { de, "n", st.len, self:pexpr("g", "none", -1, "pos_embed") })
@@ -229,8 +249,15 @@ function TB:embed(st)
       self:flop_op(st.max_rows * d, "token_type_backward", L .. "token_type_backward", { D = d },
         string.format("dTT[0] += the sum of dx's rows"), { de, st.rows, self:pexpr("g", "none", -1, "token_type_embed") })
     end
-    self:flop_op(st.max_rows * d, "embed_backward", L .. "embed_backward", { D = d, VOCAB = c.vocab, SCALE = scale },
-      string.format("dE[ids] += dx [%s,%d]", st.rows, d), { st.ids, st.rows, de, "g + " .. E.macro })
+    local bp = { D = d, VOCAB = c.vocab, SCALE = scale }
+    if st.packed then
+      self:seq_op(st, st.max_rows * d, "embed_backward", L .. "embed_backward", bp,
+        string.format("dE[ids] += dx [%s,%d], each sequence", st.seq_len, d),
+        { st.seq_ids, st.seq_len, { ref = de, plus = string.format("(size_t)%s * %d", st.row0, d) }, "g + " .. E.macro })
+    else
+      self:flop_op(st.max_rows * d, "embed_backward", L .. "embed_backward", bp,
+        string.format("dE[ids] += dx [%s,%d]", st.rows, d), { st.ids, st.rows, de, "g + " .. E.macro })
+    end
     return nil
   end)
   return x
@@ -247,9 +274,9 @@ function TB:self_attention(L, st, layer, input, f)
   local rope_params = { HEADS = c.heads, KV_HEADS = c.kv_heads, DK = P.dk, LDX = w, PAIRING = c.rope_pairing,
     MAX_SEQ = c.max_seq }
   local function rope(kind, name, v)
-    self:seq_op(3 * st.max_rows * (c.heads + c.kv_heads) * P.dk, kind, name, rope_params,
-      string.format("q, k of each sequence [%s,%d]", st.len, w),
-      { { ref = v, plus = string.format("(size_t)s * %s * %d", st.len, w) }, st.len, "POS_ROPE", "0" })
+    self:seq_op(st, 3 * st.max_rows * (c.heads + c.kv_heads) * P.dk, kind, name, rope_params,
+      string.format("q, k of each sequence [%s,%d]", st.seq_len, w),
+      { { ref = v, plus = string.format("(size_t)%s * %d", st.row0, w) }, st.seq_len, "POS_ROPE", "0" })
   end
   if c.positional == "rope" then rope("rope", L .. "_attn_rope", qkv) end
   local probs = self:value(L .. "_probs", self.B * c.heads * st.max_len, st.max_len, false,
@@ -260,7 +287,8 @@ function TB:self_attention(L, st, layer, input, f)
   local s = site(st.wstack, layer, "self_probs")
   self:flop_op(flops, "attention_train", L .. "_attn", ap,
     string.format("q, k, v [%s,%d] -> [%s,%d], weights kept", st.rows, w, st.rows, d),
-    { "state", "b", "o", qkv, { ref = qkv, plus = d }, st.len, st.len, st.lengths, s, probs, self.attn_scratch, ctx })
+    { "state", "b", "o", qkv, { ref = qkv, plus = d }, st.len, st.len, st.lengths, st.packed and "3" or "0", s, probs,
+      self.attn_scratch, ctx })
   self:linear(L .. "_attn_out", m_out, ctx, f, st)
   return function(df, dinput, how)
     local dctx = self:grad(L .. "_dctx", st)
@@ -268,8 +296,8 @@ function TB:self_attention(L, st, layer, input, f)
     local dqkv = self:grad(L .. "_dqkv", st, w)
     self:flop_op(2 * flops, "attention_backward", L .. "_attn_backward", ap,
       string.format("d out [%s,%d] -> d q, k, v [%s,%d]", st.rows, d, st.rows, w),
-      { "state", "b", "o", qkv, { ref = qkv, plus = d }, st.len, st.len, s, probs, dctx, dqkv,
-        { ref = dqkv, plus = d }, self.attn_scratch })
+      { "state", "b", "o", qkv, { ref = qkv, plus = d }, st.len, st.len, st.lengths, st.packed and "3" or "0", s, probs,
+        dctx, dqkv, { ref = dqkv, plus = d }, self.attn_scratch })
     if c.positional == "rope" then rope("rope_backward", L .. "_attn_rope_backward", dqkv) end
     self:linear_backward(L .. "_attn_qkv", m_in, input, dqkv, dinput, how, st)
   end
@@ -296,7 +324,8 @@ function TB:cross_attention(L, st, layer, input, f)
   local s = site(st.wstack, layer, "cross_probs")
   self:flop_op(flops, "attention_train", L .. "_cross", ap,
     string.format("q [%s,%d], k|v memory [%s,%d] -> [%s,%d], weights kept", st.rows, d, enc.rows, 2 * kvd, st.rows, d),
-    { "state", "b", "o", q, kv, st.len, enc.len, enc.lengths, s, probs, self.attn_scratch, ctx })
+    { "state", "b", "o", q, kv, st.len, enc.len, enc.lengths, enc.packed and "2" or "0", s, probs, self.attn_scratch,
+      ctx })
   self:linear(L .. "_cross_out", m_out, ctx, f, st)
   return function(df, dinput, how)
     local dctx = self:grad(L .. "_cross_dctx", st)
@@ -305,7 +334,8 @@ function TB:cross_attention(L, st, layer, input, f)
     local dkv = self:value(L .. "_cross_dkv", enc.max_rows, 2 * kvd, false, "gradient")
     self:flop_op(2 * flops, "attention_backward", L .. "_cross_backward", ap,
       string.format("d out [%s,%d] -> d q [%s,%d], d k|v [%s,%d]", st.rows, d, st.rows, d, enc.rows, 2 * kvd),
-      { "state", "b", "o", q, kv, st.len, enc.len, s, probs, dctx, dq, dkv, self.attn_scratch })
+      { "state", "b", "o", q, kv, st.len, enc.len, enc.lengths, enc.packed and "2" or "0", s, probs, dctx, dq, dkv,
+        self.attn_scratch })
     self:linear_backward(L .. "_cross_q", m_q, input, dq, dinput, how, st)
     self:linear_backward(L .. "_cross_kv", m_kv, self.memory, dkv, self.dmemory, self.dmemory_written and "add" or "set",
       enc)
@@ -326,14 +356,16 @@ function TB:feed_forward(L, st, layer, input, f)
   local per = string.format("(size_t)%s * %d", st.len, N)
   local ap = { N = N, ACT = c.activation, ISA = self.isa }
   self:flop_op(8 * st.max_rows * N, "activation_train", L .. "_ffn_" .. c.activation, ap,
-    string.format("[%s,%d] -> [%s,%d]", st.rows, up, st.rows, N), { "state", "b", "o", h, a, st.rows, s, per })
+    string.format("[%s,%d] -> [%s,%d]", st.rows, up, st.rows, N),
+    { "state", "b", "o", h, a, st.rows, s, per, packed_row(st, N) })
   self:linear(L .. "_ffn_down", m2, a, f, st)
   return function(df, dinput, how)
     local da = self:grad(L .. "_ffn_dact", st, N)
     self:linear_backward(L .. "_ffn_down", m2, a, df, da, "set", st)
     local dh = self:grad(L .. "_ffn_dhidden", st, up)
     self:flop_op(12 * st.max_rows * N, "activation_backward", L .. "_ffn_" .. c.activation .. "_backward", ap,
-      string.format("[%s,%d] -> [%s,%d]", st.rows, N, st.rows, up), { "state", "b", "o", h, da, dh, st.rows, s, per })
+      string.format("[%s,%d] -> [%s,%d]", st.rows, N, st.rows, up),
+      { "state", "b", "o", h, da, dh, st.rows, s, per, packed_row(st, N) })
     self:linear_backward(L .. "_ffn_up", m1, input, dh, dinput, how, st)
   end
 end
@@ -358,7 +390,8 @@ function TB:sublayer_ops(L, st, layer, kind, norm_role, x)
   local z = self:value(L .. "_sum", st.max_rows, d, false, pre and "the sub-layer's output stream" or
     "x + the sub-layer's output: the norm's input")
   self:flop_op(st.max_rows * d, "residual", L .. "_residual", { D = d, ISA = self.isa },
-    string.format("z = x + drop(f) [%s,%d]", st.rows, d), { "state", "b", "o", x, f, z, st.rows, s, per })
+    string.format("z = x + drop(f) [%s,%d]", st.rows, d), { "state", "b", "o", x, f, z, st.rows, s, per,
+      packed_row(st, d) })
   local y = z
   if not pre then
     y = self:value(L .. "_y", st.max_rows, d, false, "the sub-layer's output stream")
@@ -441,13 +474,16 @@ function M.plan(c, specs, isa, shape)
   b.rows_max = P.B * math.max(P.S, P.T)
   b.lin_scratch = 0
   P.max_threads = host.max_threads
-  local function stack(wstack, len, max_len, ids, lengths, causal, cross)
+  -- packed (the encoder of an encoder-decoder): the source's tokens, padding left out, are the
+  -- rows (src_rows(b) of them; sequence s's src_length(b, s) from row r0 of the seq_op loop)
+  local function stack(wstack, len, max_len, ids, lengths, causal, cross, packed)
     return { wstack = wstack, tag = encdec and (wstack == "encoder" and "enc_" or "dec_") or "", len = len,
-      rows = "R" .. len, max_len = max_len, max_rows = P.B * max_len, ids = ids, lengths = lengths, causal = causal,
-      cross = cross }
+      rows = packed and "RP" or "R" .. len, max_len = max_len, max_rows = P.B * max_len, ids = ids, lengths = lengths,
+      causal = causal, cross = cross, packed = packed, seq_len = packed and "src_length(b, s)" or len,
+      row0 = packed and "r0" or "s * " .. len, seq_ids = ids .. " + (size_t)s * " .. len }
   end
   local enc, dec
-  if c.arch ~= "decoder-only" then enc = stack("encoder", "S", P.S, "b->src", "b->src_lengths", false, false) end
+  if c.arch ~= "decoder-only" then enc = stack("encoder", "S", P.S, "b->src", "b->src_lengths", false, false, encdec) end
   if encdec then
     dec = stack("decoder", "T", P.T, "b->tgt", "NULL", true, true)
   elseif c.arch == "decoder-only" then

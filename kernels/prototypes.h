@@ -46,12 +46,12 @@ void FF_ISA(dropout)(const float *x, float *y, size_t n, uint64_t seed, uint64_t
     float p);
 void FF_ISA(cross_entropy)(float *logits, int n, int V, const int32_t *labels, int ignore, float smoothing, int grad,
     double *loss, int64_t *count);
-void FF_ISA(attention_train)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk, int key_len, int heads,
-    int kv_heads, int dk, int g0, int g1, int causal, float scale, float p, uint64_t seed, uint64_t step,
+void FF_ISA(attention_train)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk, int q_len, int key_len,
+    int heads, int kv_heads, int dk, int g0, int g1, int causal, float scale, float p, uint64_t seed, uint64_t step,
     uint32_t site, uint64_t index0, float *probs, float *scratch, float *out);
-void FF_ISA(attention_backward)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk, int heads,
-    int kv_heads, int dk, int g0, int g1, float scale, float p, uint64_t seed, uint64_t step, uint32_t site,
-    uint64_t index0, const float *probs, const float *dout, float *dq, float *dkv, float *scratch);
+void FF_ISA(attention_backward)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk, int q_len,
+    int key_len, int heads, int kv_heads, int dk, int g0, int g1, float scale, float p, uint64_t seed, uint64_t step,
+    uint32_t site, uint64_t index0, const float *probs, const float *dout, float *dq, float *dkv, float *scratch);
 void FF_ISA(layernorm_backward)(const float *x, int T, int D, const float *gamma, float eps, const float *dy,
     float *dx, int acc, float *dgamma, float *dbeta);
 void FF_ISA(rmsnorm_backward)(const float *x, int T, int D, const float *gamma, float eps, const float *dy,

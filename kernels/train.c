@@ -164,54 +164,63 @@ FF_KERNEL void FF_TRAIN(cross_entropy)(float *logits, int n, int V, const int32_
 /* @part attention_train: train_isa sdpa pack dropout */
 /* The softmax weights of heads of K/V groups g0 .. g1-1 of one sequence,
  * kept for the backward pass, and their output:
- *   probs [heads, Tq, Tk] = softmax(scale Q K^T + mask)   (masked keys 0)
+ *   probs [heads, Tq, Tk] = softmax(scale Q K^T + mask)
  *   out [Tq, heads dk]    = drop(probs) V
+ * over its first q_len <= Tq queries and key_len <= Tk keys: the rest are
+ * padding, masked keys whose weights are 0 and queries nothing reads, so
+ * they are neither read nor written (probs keeps the [Tq, Tk] layout).
  * q rows every ldq floats (head h at h dk); k rows every ldk with kv_heads
  * heads, v = k + kv_heads dk (query head h reads K/V head h / (heads /
  * kv_heads)).  Key j is masked for query row t when j >= key_len, or
  * (causal) j > t.  Dropout (p > 0) is site's mask in (seed, step) at
  * index0 + (h Tq + t) Tk + j.  scratch: (dk + Tq) Tk floats. */
-FF_KERNEL void FF_TRAIN(attention_train)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk,
+FF_KERNEL void FF_TRAIN(attention_train)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk, int q_len,
                                          int key_len, int heads, int kv_heads, int dk, int g0, int g1, int causal,
                                          float scale, float p, uint64_t seed, uint64_t step, uint32_t site,
                                          uint64_t index0, float *probs, float *scratch, float *out) {
-  const int group = heads / kv_heads, d = heads * dk;
+  const int group = heads / kv_heads, d = heads * dk, K = key_len;
   const size_t hw = (size_t)Tq * Tk;
   float *kt = scratch, *pd = scratch + (size_t)dk * Tk;
   for (int g = g0; g < g1; g++) {
     const float *kg = k + g * dk, *vg = k + (kv_heads + g) * dk;
-    for (int j = 0; j < Tk; j++) /* K^T [dk, Tk] of the group */
-      for (int i = 0; i < dk; i++) kt[(size_t)i * Tk + j] = kg[(size_t)j * ldk + i];
+    for (int j = 0; j < K; j++) /* K^T [dk, key_len] of the group */
+      for (int i = 0; i < dk; i++) kt[(size_t)i * K + j] = kg[(size_t)j * ldk + i];
     for (int h = g * group; h < (g + 1) * group; h++) {
       float *P = probs + (size_t)h * hw;
-      FF_SDPA_MATMUL(Tq, Tk, dk, q + h * dk, ldq, kt, Tk, P, Tk, NULL, scale, 0);
-      for (int t = 0; t < Tq; t++)
-        FF_SDPA_SOFTMAX_ROW(P + (size_t)t * Tk, causal && t + 1 < key_len ? t + 1 : key_len, Tk);
+      FF_SDPA_MATMUL(q_len, K, dk, q + h * dk, ldq, kt, K, P, Tk, NULL, scale, 0);
+      for (int t = 0; t < q_len; t++)
+        FF_SDPA_SOFTMAX_ROW(P + (size_t)t * Tk, causal && t + 1 < K ? t + 1 : K, K);
       const float *use = P;
       if (p > 0.0f) {
-        FF_TRAIN(dropout)(P, pd, hw, seed, step, site, index0 + (size_t)h * hw, p);
+        if (q_len == Tq && K == Tk)
+          FF_TRAIN(dropout)(P, pd, hw, seed, step, site, index0 + (size_t)h * hw, p);
+        else
+          for (int t = 0; t < q_len; t++)
+            FF_TRAIN(dropout)(P + (size_t)t * Tk, pd + (size_t)t * Tk, (size_t)K, seed, step, site,
+                              index0 + (size_t)h * hw + (size_t)t * Tk, p);
         use = pd;
       }
-      FF_SDPA_MATMUL(Tq, dk, Tk, use, Tk, vg, ldk, out + h * dk, d, NULL, 1.0f, 0);
+      FF_SDPA_MATMUL(q_len, dk, K, use, Tk, vg, ldk, out + h * dk, d, NULL, 1.0f, 0);
     }
   }
 }
 
 /* Back through attention_train for heads of K/V groups g0 .. g1-1 of one
- * sequence, from probs and dout [Tq, heads dk]:
+ * sequence, from probs and dout [Tq, heads dk], over the same q_len
+ * queries and key_len keys:
  *   dV_g  = sum over the group's heads of drop(P)^T dO
  *   dP    = drop(dO V^T)           (the forward's mask)
  *   dS    = P (dP - rowsum(P dP)) scale
  *   dQ    = dS K_g,   dK_g = sum over the group's heads of dS^T Q
- * dq [Tq, .] like q (rows every ldq), dkv like k: dK of group g at g dk, dV
- * at (kv_heads + g) dk of rows every ldk; every row of them is written (set).
- * scratch: (dk + 2 Tq) Tk floats. */
+ * dq [q_len, .] like q (rows every ldq), dkv [key_len, .] like k: dK of
+ * group g at g dk, dV at (kv_heads + g) dk of rows every ldk; those rows are
+ * written (set), no others.  scratch: (dk + 2 Tq) Tk floats. */
 FF_KERNEL void FF_TRAIN(attention_backward)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk,
-                                            int heads, int kv_heads, int dk, int g0, int g1, float scale, float p,
-                                            uint64_t seed, uint64_t step, uint32_t site, uint64_t index0,
-                                            const float *probs, const float *dout, float *dq, float *dkv,
-                                            float *scratch) {
-  const int group = heads / kv_heads, d = heads * dk;
+                                            int q_len, int key_len, int heads, int kv_heads, int dk, int g0, int g1,
+                                            float scale, float p, uint64_t seed, uint64_t step, uint32_t site,
+                                            uint64_t index0, const float *probs, const float *dout, float *dq,
+                                            float *dkv, float *scratch) {
+  const int group = heads / kv_heads, d = heads * dk, Q = q_len, K = key_len;
   const size_t hw = (size_t)Tq * Tk;
   const uint64_t key = ff_dropout_key(seed, step, site);
   const uint32_t threshold = ff_dropout_threshold(p > 0.0f ? p : 0.0f);
@@ -220,29 +229,36 @@ FF_KERNEL void FF_TRAIN(attention_backward)(const float *q, int ldq, const float
   for (int g = g0; g < g1; g++) {
     const float *kg = k + g * dk, *vg = k + (kv_heads + g) * dk;
     float *dkg = dkv + g * dk, *dvg = dkv + (kv_heads + g) * dk;
-    for (int j = 0; j < Tk; j++) /* V^T [dk, Tk] of the group */
-      for (int i = 0; i < dk; i++) vt[(size_t)i * Tk + j] = vg[(size_t)j * ldk + i];
+    for (int j = 0; j < K; j++) /* V^T [dk, key_len] of the group */
+      for (int i = 0; i < dk; i++) vt[(size_t)i * K + j] = vg[(size_t)j * ldk + i];
     for (int h = g * group; h < (g + 1) * group; h++) {
       const float *P = probs + (size_t)h * hw, *dO = dout + h * dk;
       const uint64_t at = index0 + (size_t)h * hw;
       const int flags = h == g * group ? 0 : FF_ACC;
-      for (int t = 0; t < Tq; t++) /* drop(P)^T [Tk, Tq] */
-        for (int j = 0; j < Tk; j++) {
+      for (int t = 0; t < Q; t++) /* drop(P)^T [key_len, q_len] */
+        for (int j = 0; j < K; j++) {
           const size_t e = (size_t)t * Tk + j;
-          tr[(size_t)j * Tq + t] = p > 0.0f && ff_dropout_bits(key, at + e) < threshold ? 0.0f : P[e] * keep;
+          tr[(size_t)j * Q + t] = p > 0.0f && ff_dropout_bits(key, at + e) < threshold ? 0.0f : P[e] * keep;
         }
-      FF_SDPA_MATMUL(Tk, dk, Tq, tr, Tq, dO, d, dvg, ldk, NULL, 1.0f, flags);
-      FF_SDPA_MATMUL(Tq, Tk, dk, dO, d, vt, Tk, dp, Tk, NULL, 1.0f, 0);
-      if (p > 0.0f) FF_TRAIN(dropout)(dp, dp, hw, seed, step, site, at, p);
-      for (int t = 0; t < Tq; t++) {
-        const float *pt = P + (size_t)t * Tk;
-        float *dt = dp + (size_t)t * Tk, dot = 0.0f;
-        for (int j = 0; j < Tk; j++) dot += pt[j] * dt[j];
-        for (int j = 0; j < Tk; j++) dt[j] = pt[j] * (dt[j] - dot) * scale;
+      FF_SDPA_MATMUL(K, dk, Q, tr, Q, dO, d, dvg, ldk, NULL, 1.0f, flags);
+      FF_SDPA_MATMUL(Q, K, dk, dO, d, vt, K, dp, K, NULL, 1.0f, 0); /* dP [q_len, key_len], rows every key_len */
+      if (p > 0.0f) {
+        if (Q == Tq && K == Tk)
+          FF_TRAIN(dropout)(dp, dp, hw, seed, step, site, at, p);
+        else
+          for (int t = 0; t < Q; t++)
+            FF_TRAIN(dropout)(dp + (size_t)t * K, dp + (size_t)t * K, (size_t)K, seed, step, site, at + (size_t)t * Tk,
+                              p);
       }
-      FF_SDPA_MATMUL(Tq, dk, Tk, dp, Tk, kg, ldk, dq + h * dk, ldq, NULL, 1.0f, 0);
-      FF_TRAIN(transpose)(dp, Tq, Tk, Tk, tr);
-      FF_SDPA_MATMUL(Tk, dk, Tq, tr, Tq, q + h * dk, ldq, dkg, ldk, NULL, 1.0f, flags);
+      for (int t = 0; t < Q; t++) {
+        const float *pt = P + (size_t)t * Tk;
+        float *dt = dp + (size_t)t * K, dot = 0.0f;
+        for (int j = 0; j < K; j++) dot += pt[j] * dt[j];
+        for (int j = 0; j < K; j++) dt[j] = pt[j] * (dt[j] - dot) * scale;
+      }
+      FF_SDPA_MATMUL(Q, dk, K, dp, K, kg, ldk, dq + h * dk, ldq, NULL, 1.0f, 0);
+      FF_TRAIN(transpose)(dp, Q, K, K, tr);
+      FF_SDPA_MATMUL(K, dk, Q, tr, Q, q + h * dk, ldq, dkg, ldk, NULL, 1.0f, flags);
     }
   }
 }
