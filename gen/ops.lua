@@ -294,10 +294,14 @@ M.kinds = {
     flops = function(p, T) return T * p.D end,
     calls = function() return { "dropout" } end,
   },
-  cross_entropy = {
-    file = "train.c", params = { "VOCAB", "ISA" },
+  cross_entropy = { -- ROWS: the most rows a call has; in at most 64 chunks of 32 rows or more
+    file = "train.c", params = { "VOCAB", "ROWS", "ISA" },
     fn = function(p) return string.format("cross_entropy_%d", p.VOCAB) end,
     doc = function() return "CrossEntropyLoss(ignore_index, label_smoothing, reduction='sum')" end,
+    vars = function(p)
+      local chunk = math.max(32, (p.ROWS + 63) // 64)
+      return { CHUNK = chunk, CHUNKS = (p.ROWS + chunk - 1) // chunk }
+    end,
     flops = function(p, T) return 5 * T * p.VOCAB end,
     calls = function() return { "cross_entropy" } end,
   },

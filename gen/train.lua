@@ -527,9 +527,9 @@ function M.plan(c, specs, isa, shape)
   b:linear("logits", m_head, top, logits, st)
   b:begin_stage("loss", "the summed cross-entropy of the logits; their gradient in place (grad)",
     "const train_batch *b, const train_opts *o, int grad, double *loss_sum, int64_t *tokens")
-  b:flop_op(5 * st.max_rows * c.vocab, "cross_entropy", "loss", { VOCAB = c.vocab, ISA = isa },
+  b:flop_op(5 * st.max_rows * c.vocab, "cross_entropy", "loss", { VOCAB = c.vocab, ROWS = st.max_rows, ISA = isa },
     string.format("logits [%s,%d], labels [%s]", st.rows, c.vocab, st.rows),
-    { "b", "o", logits, st.rows, "grad", "loss_sum", "tokens" })
+    { "state", "b", "o", logits, st.rows, "grad", "loss_sum", "tokens" })
   b:begin_stage("backward", "the backward pass: each forward op's, in reverse; the gradient added into g",
     "const train_batch *b, const train_opts *o, float *restrict g")
   local dtop = b:grad("dtop", st)
