@@ -330,6 +330,7 @@ function M.emit_train(P, opts)
     TGT_NULL = encdec and " || !b->tgt" or "",
     TGT_LEN_CHECK = encdec and " || b->tgt_len < 1 || b->tgt_len > " .. uname .. "_TRAIN_TGT_LEN" or "",
     LABEL_LEN = encdec and "tgt_len" or "src_len", SLOT = P.attn_slot, SLOTS = P.max_threads,
+    PAD_LABEL_DOC = encdec and "" or ", a label past src_lengths that is not ignore_index",
     STANDALONE = false, DECODER = false, WSUFFIX = "", FOLDS = #P.folds > 0, FOLD_COUNT = #P.folds,
     KEPT = P.recompute and "The forward keeps each sub-layer's input; the backward runs the sub-layer's ops again "
       .. "(--recompute)." or "The forward keeps every activation the backward reads.",

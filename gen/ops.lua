@@ -294,13 +294,15 @@ M.kinds = {
     flops = function(p, T) return T * p.D end,
     calls = function() return { "dropout" } end,
   },
-  cross_entropy = { -- ROWS: the most rows a call has; in at most 64 chunks of 32 rows or more
-    file = "train.c", params = { "VOCAB", "ROWS", "ISA" },
+  -- ROWS: the most rows a call has, in at most 64 chunks of 32 rows or more; PACKED: the rows
+  -- are the source's packed (gen/train.lua), a chunk a sequence (BATCH of them at most)
+  cross_entropy = {
+    file = "train.c", params = { "VOCAB", "ROWS", "BATCH", "PACKED", "ISA" },
     fn = function(p) return string.format("cross_entropy_%d", p.VOCAB) end,
     doc = function() return "CrossEntropyLoss(ignore_index, label_smoothing, reduction='sum')" end,
     vars = function(p)
       local chunk = math.max(32, (p.ROWS + 63) // 64)
-      return { CHUNK = chunk, CHUNKS = (p.ROWS + chunk - 1) // chunk }
+      return { CHUNK = chunk, CHUNKS = p.PACKED and p.BATCH or (p.ROWS + chunk - 1) // chunk }
     end,
     flops = function(p, T) return 5 * T * p.VOCAB end,
     calls = function() return { "cross_entropy" } end,

@@ -12,11 +12,11 @@
 --            for the step), W for dX = dY W just before its linear_backward
 --            (one matrix's panels live at a time); dW += dY^T X multiplies
 --            dY^T by panels of X packed inside linear_backward.
---   stages   pack_forward, forward (a batch of n sequences at once: rows
---            R = n x length of every stack, but the encoder of an
---            encoder-decoder, whose rows are the source's tokens packed
---            without their padding), loss, backward: one backward op per
---            forward op, in reverse (the tape below).
+--   stages   pack_forward, forward (a batch of n sequences at once: the
+--            rows of a stack over the source, an encoder's or a
+--            decoder-only's, are its tokens packed without their padding;
+--            an encoder-decoder's decoder has R = n x T), loss, backward:
+--            one backward op per forward op, in reverse (the tape below).
 --   values   the forward keeps what the backward reads: every sub-layer's
 --            input, q | k | v, the attention weights, the norms' inputs, the
 --            feed-forward's hidden layer (with shape.recompute only each
@@ -474,8 +474,9 @@ function M.plan(c, specs, isa, shape)
   b.rows_max = P.B * math.max(P.S, P.T)
   b.lin_scratch = 0
   P.max_threads = host.max_threads
-  -- packed (the encoder of an encoder-decoder): the source's tokens, padding left out, are the
-  -- rows (src_rows(b) of them; sequence s's src_length(b, s) from row r0 of the seq_op loop)
+  -- packed (every stack over the source: an encoder's, a decoder-only's): the source's tokens,
+  -- padding left out, are the rows (src_rows(b) of them; sequence s's src_length(b, s) from row
+  -- r0 of the seq_op loop)
   local function stack(wstack, len, max_len, ids, lengths, causal, cross, packed)
     return { wstack = wstack, tag = encdec and (wstack == "encoder" and "enc_" or "dec_") or "", len = len,
       rows = packed and "RP" or "R" .. len, max_len = max_len, max_rows = P.B * max_len, ids = ids, lengths = lengths,
@@ -483,11 +484,11 @@ function M.plan(c, specs, isa, shape)
       row0 = packed and "r0" or "s * " .. len, seq_ids = ids .. " + (size_t)s * " .. len }
   end
   local enc, dec
-  if c.arch ~= "decoder-only" then enc = stack("encoder", "S", P.S, "b->src", "b->src_lengths", false, false, encdec) end
+  if c.arch ~= "decoder-only" then enc = stack("encoder", "S", P.S, "b->src", "b->src_lengths", false, false, true) end
   if encdec then
-    dec = stack("decoder", "T", P.T, "b->tgt", "NULL", true, true)
+    dec = stack("decoder", "T", P.T, "b->tgt", "NULL", true, true, false)
   elseif c.arch == "decoder-only" then
-    dec = stack("decoder", "T", P.T, "b->src", "b->src_lengths", true, false)
+    dec = stack("decoder", "T", P.T, "b->src", "b->src_lengths", true, false, true)
   end
   b.enc = enc
   -- the state's persistent parts: threads, the scratch of linear_backward and attention
@@ -527,7 +528,8 @@ function M.plan(c, specs, isa, shape)
   b:linear("logits", m_head, top, logits, st)
   b:begin_stage("loss", "the summed cross-entropy of the logits; their gradient in place (grad)",
     "const train_batch *b, const train_opts *o, int grad, double *loss_sum, int64_t *tokens")
-  b:flop_op(5 * st.max_rows * c.vocab, "cross_entropy", "loss", { VOCAB = c.vocab, ROWS = st.max_rows, ISA = isa },
+  b:flop_op(5 * st.max_rows * c.vocab, "cross_entropy", "loss",
+    { VOCAB = c.vocab, ROWS = st.max_rows, BATCH = P.B, PACKED = st.packed, ISA = isa },
     string.format("logits [%s,%d], labels [%s]", st.rows, c.vocab, st.rows),
     { "state", "b", "o", logits, st.rows, "grad", "loss_sum", "tokens" })
   b:begin_stage("backward", "the backward pass: each forward op's, in reverse; the gradient added into g",

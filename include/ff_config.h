@@ -74,7 +74,10 @@ typedef struct ff_input {
  *   encoder (head)   src [B, S], labels [B, S] one per position;
  *   encoder-decoder  src [B, S] the source (keys past src_lengths masked),
  *                    tgt [B, T] = BOS + target (causal), labels [B, T] =
- *                    target + EOS. */
+ *                    target + EOS.
+ * Positions past src_lengths are padding: masked keys and, but in an
+ * encoder-decoder, ignore_index labels (a batch with another label there is
+ * refused), so that no loss depends on what padding computes. */
 typedef struct ff_train_batch {
   int batch;                  /* B */
   int src_len;                /* S */

@@ -113,8 +113,10 @@ typedef ff_train_step_opts ff_rt_train_opts;
  * keeps each layer's input, and the backward runs each layer's forward again
  * (same masks) before going back through it.
  * Errors: a model without an output head (vocab, lm_head) cannot train; ids
- * and labels outside the vocabulary, lengths outside 1..S, sequences outside
- * 1..max_seq, p outside [0, 1), s outside [0, 1], first < 0. */
+ * and labels outside the vocabulary, lengths outside 1..S, a label past its
+ * sequence's src_lengths that is not ignore_index (but in an
+ * encoder-decoder), sequences outside 1..max_seq, p outside [0, 1), s outside
+ * [0, 1], first < 0. */
 int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_train_opts *o, float *grad,
                         double *loss_sum, int64_t *tokens, ff_error *err);
 

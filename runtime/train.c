@@ -436,6 +436,9 @@ int ff_rt_train_check(const ff_config *c, const ff_rt_batch *b, const ff_rt_trai
       if (y != o->ignore_index && (y < 0 || y >= c->vocab))
         return ff_fail(err, FF_ETOKEN, "labels: id %ld at [%d,%d] is outside the vocabulary [0, %d) and not ignore_index (%d)",
                        (long)y, i, t, c->vocab, o->ignore_index);
+      if (!encdec && b->src_lengths && t >= b->src_lengths[i] && y != o->ignore_index)
+        return ff_fail(err, FF_ELENGTH, "labels: [%d,%d] is past sequence %d's length %d and not ignore_index (%d): "
+                       "padding has no labels", i, t, i, b->src_lengths[i], o->ignore_index);
     }
   return FF_OK;
 }

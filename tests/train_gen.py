@@ -116,6 +116,8 @@ def big_batch(case, B, S, T, seed):
     if case.tgt is not None:
         case.tgt = rng.randint(0, V, size=(B, T)).astype(np.int32)
     case.labels = rng.randint(0, V, size=(B, T if case.tgt is not None else S)).astype(np.int32)
+    if case.tgt is None:  # a label past its sequence's length is padding's: ignored (or the batch is refused)
+        case.labels[np.arange(S)[None, :] >= case.lengths[:, None]] = case.ignore
     for flag, a in (("--src", case.src), ("--lengths", case.lengths), ("--tgt", case.tgt), ("--labels", case.labels)):
         if a is not None:
             np.save(os.path.join(case.dir, flag[2:] + ".npy"), a)
@@ -335,7 +337,19 @@ def check_errors(tool, ff, root):
     assert not os.path.exists(w)
     p = subprocess.run([ff, "emit", case.desc, "-o", w, "--train", "--seq", "99"], capture_output=True, text=True)
     assert p.returncode != 0 and "max_seq" in p.stderr, p.stderr
-    print("  errors: a batch past the code's shapes, --train with --weights, no head, --seq past max_seq refused")
+    # a label past a sequence's length: padding has none (its rows are left out), every engine refuses
+    short = int(np.argmin(case.lengths))
+    assert case.lengths[short] < case.labels.shape[1], case.lengths
+    bad = case.labels.copy()
+    bad[short, case.lengths[short]] = 1
+    np.save(os.path.join(case.dir, "labels.npy"), bad)
+    for engine in ("runtime", "tcc"):
+        p = case.run("--engine", engine, check=False)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode != 0 and len(lines) == 1 and "padding has no labels" in lines[0], (engine, p.stderr)
+    np.save(os.path.join(case.dir, "labels.npy"), case.labels)
+    print("  errors: a batch past the code's shapes, --train with --weights, no head, --seq past max_seq, a label "
+          "past a sequence's length refused")
 
 
 def main():
