@@ -222,9 +222,6 @@ FF_KERNEL void FF_TRAIN(attention_backward)(const float *q, int ldq, const float
                                             float *dkv, float *scratch) {
   const int group = heads / kv_heads, d = heads * dk, Q = q_len, K = key_len;
   const size_t hw = (size_t)Tq * Tk;
-  const uint64_t key = ff_dropout_key(seed, step, site);
-  const uint32_t threshold = ff_dropout_threshold(p > 0.0f ? p : 0.0f);
-  const float keep = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
   float *vt = scratch, *dp = scratch + (size_t)dk * Tk, *tr = dp + hw;
   for (int g = g0; g < g1; g++) {
     const float *kg = k + g * dk, *vg = k + (kv_heads + g) * dk;
@@ -235,11 +232,15 @@ FF_KERNEL void FF_TRAIN(attention_backward)(const float *q, int ldq, const float
       const float *P = probs + (size_t)h * hw, *dO = dout + h * dk;
       const uint64_t at = index0 + (size_t)h * hw;
       const int flags = h == g * group ? 0 : FF_ACC;
-      for (int t = 0; t < Q; t++) /* drop(P)^T [key_len, q_len] */
-        for (int j = 0; j < K; j++) {
-          const size_t e = (size_t)t * Tk + j;
-          tr[(size_t)j * Q + t] = p > 0.0f && ff_dropout_bits(key, at + e) < threshold ? 0.0f : P[e] * keep;
-        }
+      const float *use = P; /* drop(P) (the forward's mask) into dp, rows every key_len, then its transpose */
+      int ld = Tk;
+      if (p > 0.0f) {
+        for (int t = 0; t < Q; t++)
+          FF_TRAIN(dropout)(P + (size_t)t * Tk, dp + (size_t)t * K, (size_t)K, seed, step, site, at + (size_t)t * Tk,
+                            p);
+        use = dp, ld = K;
+      }
+      FF_TRAIN(transpose)(use, Q, K, ld, tr); /* drop(P)^T [key_len, q_len] */
       FF_SDPA_MATMUL(K, dk, Q, tr, Q, dO, d, dvg, ldk, NULL, 1.0f, flags);
       FF_SDPA_MATMUL(Q, K, dk, dO, d, vt, K, dp, K, NULL, 1.0f, 0); /* dP [q_len, key_len], rows every key_len */
       if (p > 0.0f) {
