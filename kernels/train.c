@@ -162,6 +162,22 @@ FF_KERNEL void FF_TRAIN(cross_entropy)(float *logits, int n, int V, const int32_
 }
 
 /* @part attention_train: train_isa sdpa pack dropout */
+/* y = drop(x) over rows of cols floats (x's rows every ldx, y's every ldy):
+ * site's mask in (seed, step) at index0 + t ldi + j, the padded layout's
+ * index of row t's element j; one call when the rows follow each other in
+ * all three */
+static inline void FF_TRAIN(drop_rows)(const float *x, size_t ldx, float *y, size_t ldy, int rows, int cols,
+                                       uint64_t seed, uint64_t step, uint32_t site, uint64_t index0, size_t ldi,
+                                       float p) {
+  const size_t n = (size_t)cols;
+  if (ldx == n && ldy == n && ldi == n) {
+    FF_TRAIN(dropout)(x, y, (size_t)rows * n, seed, step, site, index0, p);
+    return;
+  }
+  for (int t = 0; t < rows; t++)
+    FF_TRAIN(dropout)(x + (size_t)t * ldx, y + (size_t)t * ldy, n, seed, step, site, index0 + (size_t)t * ldi, p);
+}
+
 /* The softmax weights of heads of K/V groups g0 .. g1-1 of one sequence,
  * kept for the backward pass, and their output:
  *   probs [heads, Tq, Tk] = softmax(scale Q K^T + mask)
@@ -192,12 +208,7 @@ FF_KERNEL void FF_TRAIN(attention_train)(const float *q, int ldq, const float *k
         FF_SDPA_SOFTMAX_ROW(P + (size_t)t * Tk, causal && t + 1 < K ? t + 1 : K, K);
       const float *use = P;
       if (p > 0.0f) {
-        if (q_len == Tq && K == Tk)
-          FF_TRAIN(dropout)(P, pd, hw, seed, step, site, index0 + (size_t)h * hw, p);
-        else
-          for (int t = 0; t < q_len; t++)
-            FF_TRAIN(dropout)(P + (size_t)t * Tk, pd + (size_t)t * Tk, (size_t)K, seed, step, site,
-                              index0 + (size_t)h * hw + (size_t)t * Tk, p);
+        FF_TRAIN(drop_rows)(P, Tk, pd, Tk, q_len, K, seed, step, site, index0 + (size_t)h * hw, Tk, p);
         use = pd;
       }
       FF_SDPA_MATMUL(q_len, dk, K, use, Tk, vg, ldk, out + h * dk, d, NULL, 1.0f, 0);
@@ -235,22 +246,13 @@ FF_KERNEL void FF_TRAIN(attention_backward)(const float *q, int ldq, const float
       const float *use = P; /* drop(P) (the forward's mask) into dp, rows every key_len, then its transpose */
       int ld = Tk;
       if (p > 0.0f) {
-        for (int t = 0; t < Q; t++)
-          FF_TRAIN(dropout)(P + (size_t)t * Tk, dp + (size_t)t * K, (size_t)K, seed, step, site, at + (size_t)t * Tk,
-                            p);
+        FF_TRAIN(drop_rows)(P, Tk, dp, K, Q, K, seed, step, site, at, Tk, p);
         use = dp, ld = K;
       }
       FF_TRAIN(transpose)(use, Q, K, ld, tr); /* drop(P)^T [key_len, q_len] */
       FF_SDPA_MATMUL(K, dk, Q, tr, Q, dO, d, dvg, ldk, NULL, 1.0f, flags);
       FF_SDPA_MATMUL(Q, K, dk, dO, d, vt, K, dp, K, NULL, 1.0f, 0); /* dP [q_len, key_len], rows every key_len */
-      if (p > 0.0f) {
-        if (Q == Tq && K == Tk)
-          FF_TRAIN(dropout)(dp, dp, hw, seed, step, site, at, p);
-        else
-          for (int t = 0; t < Q; t++)
-            FF_TRAIN(dropout)(dp + (size_t)t * K, dp + (size_t)t * K, (size_t)K, seed, step, site, at + (size_t)t * Tk,
-                              p);
-      }
+      if (p > 0.0f) FF_TRAIN(drop_rows)(dp, K, dp, K, Q, K, seed, step, site, at, Tk, p);
       for (int t = 0; t < Q; t++) {
         const float *pt = P + (size_t)t * Tk;
         float *dt = dp + (size_t)t * K, dot = 0.0f;
