@@ -360,7 +360,7 @@ M.kinds = {
   learned_backward = {
     file = "embed.c", params = { "D" },
     fn = function(p) return string.format("learned_backward_%d", p.D) end,
-    doc = function() return "dP[pos] += dx of each sequence" end,
+    doc = function() return "dP[pos] += dx" end,
     flops = function(p, T) return T * p.D end,
   },
   token_type_backward = {

@@ -200,14 +200,9 @@ function TB:embed(st)
   local E = self:param("none", -1, "embed")
   local ep = { D = d, VOCAB = c.vocab, SCALE = scale, PANEL = 0, DTYPE = "f32",
     SCALE_DOC = c.scale_embeddings and string.format("x = E[token] * sqrt(%d)", d) or "x = E[token]" }
-  local per = { ref = e, plus = string.format("(size_t)%s * %d", st.row0, d) }
-  if st.packed then -- each sequence's tokens, padding left out
-    self:seq_op(st, st.max_rows * d, "embed", L .. "embed", ep, string.format("ids [%s] -> [%s,%d], each sequence",
-      st.seq_len, st.seq_len, d), { st.seq_ids, st.seq_len, "w + " .. E.macro, per })
-  else
-    self:flop_op(st.max_rows * d, "embed", L .. "embed", ep, string.format("ids [%s] -> [%s,%d]", st.rows, st.rows, d),
-      { st.ids, st.rows, "w + " .. E.macro, e })
-  end
+  local per = { ref = e, plus = string.format("(size_t)%s * %d", st.row0, d) } -- sequence s's rows
+  self:seq_op(st, st.max_rows * d, "embed", L .. "embed", ep, string.format("ids [%s] -> [%s,%d], each sequence",
+    st.seq_len, st.seq_len, d), { st.seq_ids, st.seq_len, "w + " .. E.macro, per })
   if c.positional == "sinusoidal" then
     self:seq_op(st, 4 * st.max_rows * d, "sinusoidal", L .. "positions", { D = d, MAX_SEQ = c.max_seq },
       string.format("[%s,%d] in place, each sequence", st.seq_len, d), { per, st.seq_len, "POS_SINUSOIDAL", "0" })
@@ -235,29 +230,19 @@ function TB:embed(st)
       de = self:grad(L .. "d_embed", st)
       norm_back(dx, de, false)
     end
-    if c.positional == "learned" and st.packed then
+    local dper = { ref = de, plus = string.format("(size_t)%s * %d", st.row0, d) } -- sequence s's rows
+    if c.positional == "learned" then
       self:seq_op(st, st.max_rows * d, "learned_backward", L .. "positions_backward", { D = d },
         string.format("dP [%s,%d] += dx, each sequence", st.seq_len, d),
-        { { ref = de, plus = string.format("(size_t)%s * %d", st.row0, d) }, "1", st.seq_len,
-          self:pexpr("g", "none", -1, "pos_embed") })
-    elseif c.positional == "learned" then
-      self:flop_op(st.max_rows * d, "learned_backward", L .. "positions_backward", { D = d },
-        string.format("dP [%s,%d] += dx of each sequence", st.len, d),
-        { de, "n", st.len, self:pexpr("g", "none", -1, "pos_embed") })
+        { dper, st.seq_len, self:pexpr("g", "none", -1, "pos_embed") })
     end
     if c.token_types > 0 then
       self:flop_op(st.max_rows * d, "token_type_backward", L .. "token_type_backward", { D = d },
         string.format("dTT[0] += the sum of dx's rows"), { de, st.rows, self:pexpr("g", "none", -1, "token_type_embed") })
     end
-    local bp = { D = d, VOCAB = c.vocab, SCALE = scale }
-    if st.packed then
-      self:seq_op(st, st.max_rows * d, "embed_backward", L .. "embed_backward", bp,
-        string.format("dE[ids] += dx [%s,%d], each sequence", st.seq_len, d),
-        { st.seq_ids, st.seq_len, { ref = de, plus = string.format("(size_t)%s * %d", st.row0, d) }, "g + " .. E.macro })
-    else
-      self:flop_op(st.max_rows * d, "embed_backward", L .. "embed_backward", bp,
-        string.format("dE[ids] += dx [%s,%d]", st.rows, d), { st.ids, st.rows, de, "g + " .. E.macro })
-    end
+    self:seq_op(st, st.max_rows * d, "embed_backward", L .. "embed_backward", { D = d, VOCAB = c.vocab, SCALE = scale },
+      string.format("dE[ids] += dx [%s,%d], each sequence", st.seq_len, d),
+      { st.seq_ids, st.seq_len, dper, "g + " .. E.macro })
     return nil
   end)
   return x
@@ -479,7 +464,7 @@ function M.plan(c, specs, isa, shape)
   -- r0 of the seq_op loop)
   local function stack(wstack, len, max_len, ids, lengths, causal, cross, packed)
     return { wstack = wstack, tag = encdec and (wstack == "encoder" and "enc_" or "dec_") or "", len = len,
-      rows = packed and "RP" or "R" .. len, max_len = max_len, max_rows = P.B * max_len, ids = ids, lengths = lengths,
+      rows = packed and "RP" or "R" .. len, max_len = max_len, max_rows = P.B * max_len, lengths = lengths,
       causal = causal, cross = cross, packed = packed, seq_len = packed and "src_length(b, s)" or len,
       row0 = packed and "r0" or "s * " .. len, seq_ids = ids .. " + (size_t)s * " .. len }
   end
