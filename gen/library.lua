@@ -16,7 +16,7 @@ local host = require("ff_host")
 
 local M = {}
 
-local PART = { linear_bf16 = "quant", linear_q8 = "quant", linear_i8 = "int8", quantize_rows = "int8",
+local PART = { linear_ld = "linear", linear_bf16 = "quant", linear_q8 = "quant", linear_i8 = "int8", quantize_rows = "int8",
   linear_dpbf16 = "bf16c", bf16_rows = "bf16c", transpose = "pack", attention_backward = "attention_train" }
 
 local function lines_of(text)

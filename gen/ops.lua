@@ -263,11 +263,24 @@ M.kinds = {
     flops = function() return 0 end,
     calls = function() return { "pack" } end,
   },
+  -- a training step's logits: y's rows every LDY floats (OUT padded, gen/train.lua)
+  linear_ld = {
+    file = "linear.c", params = { "IN", "OUT", "LDY", "BIAS", "ISA", "NR" },
+    fn = function(p) return string.format("linear_%dx%d%s_ld%d", p.IN, p.OUT, p.BIAS and "" or "_nobias", p.LDY) end,
+    doc = function(p) return p.BIAS and "y = x W^T + b" or "y = x W^T" end,
+    vars = function(p)
+      return { PANELS = (p.OUT + p.NR - 1) // p.NR, OPDOC_SHAPE = M.kinds.linear_ld.doc(p):gsub("^y ", "") ..
+        ", x [T, " .. p.IN .. "]", PAD_DOC = p.LDY == p.OUT and "not padded" or
+        string.format("%d padded by %d: rows 2^n floats apart share cache sets", p.OUT, p.LDY - p.OUT) }
+    end,
+    flops = function(p, T) return 2 * T * p.IN * p.OUT end,
+    calls = function() return { "linear_ld" } end,
+  },
   linear_backward = {
-    file = "linear.c", params = { "IN", "OUT", "BIAS", "DX", "ISA", "NR" },
+    file = "linear.c", params = { "IN", "OUT", "LDY", "BIAS", "DX", "ISA", "NR" },
     fn = function(p)
-      return string.format("linear_backward_%dx%d%s%s", p.IN, p.OUT, p.BIAS and "" or "_nobias",
-        p.DX == "add" and "_add" or p.DX == "none" and "_nodx" or "")
+      return string.format("linear_backward_%dx%d%s%s%s", p.IN, p.OUT, p.BIAS and "" or "_nobias",
+        p.DX == "add" and "_add" or p.DX == "none" and "_nodx" or "", p.LDY ~= p.OUT and "_ld" .. p.LDY or "")
     end,
     doc = function(p)
       return (p.DX == "none" and "" or p.DX == "add" and "dx += dy W, " or "dx = dy W, ") .. "dW += dy^T x" ..
@@ -275,10 +288,11 @@ M.kinds = {
     end,
     vars = function(p)
       return { DX_FLAGS = p.DX == "add" and "FF_ACC" or "0", DX_DOC = p.DX == "add" and "dx += dy W" or
-        p.DX == "none" and "no dx" or "dx = dy W", BIAS_DOC = p.BIAS and " + b" or "" }
+        p.DX == "none" and "no dx" or "dx = dy W", BIAS_DOC = p.BIAS and " + b" or "",
+        LDY_DOC = p.LDY ~= p.OUT and string.format(" (dy's rows every %d floats)", p.LDY) or "" }
     end,
     flops = function(p, T) return 4 * T * p.IN * p.OUT end,
-    calls = function() return { "linear", "pack", "transpose" } end,
+    calls = function() return { "linear", "linear_ld", "pack", "transpose" } end,
   },
   dropout = {
     file = "train.c", params = { "ISA" },
@@ -297,8 +311,8 @@ M.kinds = {
   -- ROWS: the most rows a call has, in at most 64 chunks of 32 rows or more; PACKED: the rows
   -- are the source's packed (gen/train.lua), a chunk a sequence (BATCH of them at most)
   cross_entropy = {
-    file = "train.c", params = { "VOCAB", "ROWS", "BATCH", "PACKED", "ISA" },
-    fn = function(p) return string.format("cross_entropy_%d", p.VOCAB) end,
+    file = "train.c", params = { "VOCAB", "LD", "ROWS", "BATCH", "PACKED", "ISA" },
+    fn = function(p) return string.format("cross_entropy_%d%s", p.VOCAB, p.LD ~= p.VOCAB and "_ld" .. p.LD or "") end,
     doc = function() return "CrossEntropyLoss(ignore_index, label_smoothing, reduction='sum')" end,
     vars = function(p)
       local chunk = math.max(32, (p.ROWS + 63) // 64)

@@ -133,13 +133,14 @@ end
 -- dx (set | add | none) = dy W, dW += dy^T x, db += sum dy.  W in panels is
 -- packed right before (none: not at all), so that one matrix's panels at a
 -- time take the arena, not every matrix's for the whole backward pass.
-function TB:linear_backward(name, m, x, dy, dx, how, st)
+function TB:linear_backward(name, m, x, dy, dx, how, st, ldy)
   if dx then
     self:flop_op(0, "pack", "pack_" .. m.name .. "_backward", { K = m.OUT, N = m.IN, TRANS = false, ISA = self.isa,
       NR = self.nr }, string.format("%s [%d,%d] -> panels of W", m.param.name, m.OUT, m.IN), { "state", m.W, m.bwd })
   end
   self:flop_op(4 * st.max_rows * m.IN * m.OUT, "linear_backward", name .. "_backward",
-    { IN = m.IN, OUT = m.OUT, BIAS = m.b ~= nil, DX = dx and how or "none", ISA = self.isa, NR = self.nr },
+    { IN = m.IN, OUT = m.OUT, LDY = ldy or m.OUT, BIAS = m.b ~= nil, DX = dx and how or "none", ISA = self.isa,
+      NR = self.nr },
     string.format("dy [%s,%d] -> dx [%s,%d], dW [%d,%d]", st.rows, m.OUT, st.rows, m.IN, m.OUT, m.IN),
     { "state", x, dy, st.rows, dx and m.bwd or "NULL", dx or "NULL", m.G, m.gb or "NULL", self.scratch })
 end
@@ -509,18 +510,26 @@ function M.plan(c, specs, isa, shape)
   -- the head and the loss
   local E = c.tie_embeddings and "embed" or "lm_head"
   local m_head = b:matrix("none", -1, E, c.head_bias and "lm_head_bias" or nil, 0, c.vocab)
-  local logits = b:value("logits", st.max_rows, c.vocab, false, "logits, then d loss / d logits")
-  b:linear("logits", m_head, top, logits, st)
+  -- the logits' rows padded by 16 floats when they would be a multiple of 1 KB: a tile's rows
+  -- 2^n floats apart share the caches' sets (the GPT shape's head, vocabulary 8192: 65 % of the
+  -- FMA peak, 87 % padded)
+  local ld = c.vocab % 256 == 0 and c.vocab + 16 or c.vocab
+  local logits = b:value("logits", st.max_rows, ld, false, "logits, then d loss / d logits" ..
+    (ld ~= c.vocab and string.format(" (rows of %d floats, %d used)", ld, c.vocab) or ""))
+  b:flop_op(2 * st.max_rows * m_head.IN * m_head.OUT, "linear_ld", "logits", { IN = m_head.IN, OUT = m_head.OUT,
+    LDY = ld, BIAS = m_head.b ~= nil, ISA = isa, NR = P.nr },
+    string.format("[%s,%d] -> [%s,%d]", st.rows, m_head.IN, st.rows, m_head.OUT),
+    { "state", top, st.rows, m_head.fwd, m_head.b or "NULL", logits })
   b:begin_stage("loss", "the summed cross-entropy of the logits; their gradient in place (grad)",
     "const train_batch *b, const train_opts *o, int grad, double *loss_sum, int64_t *tokens")
   b:flop_op(5 * st.max_rows * c.vocab, "cross_entropy", "loss",
-    { VOCAB = c.vocab, ROWS = st.max_rows, BATCH = P.B, PACKED = st.packed, ISA = isa },
+    { VOCAB = c.vocab, LD = ld, ROWS = st.max_rows, BATCH = P.B, PACKED = st.packed, ISA = isa },
     string.format("logits [%s,%d], labels [%s]", st.rows, c.vocab, st.rows),
     { "state", "b", "o", logits, st.rows, "grad", "loss_sum", "tokens" })
   b:begin_stage("backward", "the backward pass: each forward op's, in reverse; the gradient added into g",
     "const train_batch *b, const train_opts *o, float *restrict g")
   local dtop = b:grad("dtop", st)
-  b:linear_backward("logits", m_head, top, logits, dtop, "set", st)
+  b:linear_backward("logits", m_head, top, logits, dtop, "set", st, ld)
   local dy = dtop
   for i = #b.tape, 1, -1 do dy = b.tape[i](dy) end
   -- the packing of the weights, before the forward and the backward

@@ -1,7 +1,8 @@
 /* drivers.c - the matrix products on one ISA's register tile.  The ISA's
  * file defines, then includes this (emitted code gets the text in place of
  * the #include):
- *   FF_MATMUL, FF_LINEAR  the functions' names, ff_matmul_ISA, ff_linear_ISA
+ *   FF_MATMUL, FF_LINEAR, FF_LINEAR_LD  the functions' names, ff_matmul_ISA,
+ *                       ff_linear_ISA, ff_linear_ld_ISA
  *   FF_LIN_MR, FF_LIN_NR, FF_LIN_KC   the tile's rows and columns, and the k
  *                       per pass over a panel (its slice stays in L1)
  *   FF_LIN_TILE         tile(m, n, k, A, lda, B, ldb, C, ldc, bias, alpha,
@@ -17,7 +18,10 @@
  * (panel p: W^T [:, NR p .. NR p + NR-1] as IN rows of NR floats,
  * zero-padded past OUT); only columns j0 .. j1-1 (j0 a multiple of NR), so
  * that threads can share the panels.  Sums over k run in k order per output,
- * like the reference. */
+ * like the reference.
+ * ff_linear_ld: the same with x's rows every ldx floats and y's every ldy
+ * (a training step's logits: a row of 2^n floats puts a tile's rows in the
+ * same cache sets, and the step pads it). */
 #include <stdint.h>
 
 /* @part matmul: tile */
@@ -41,9 +45,9 @@ FF_KERNEL void FF_MATMUL(int m, int n, int k, const float *A, int lda, const flo
 #define FF_LIN_CAT(a, b) FF_LIN_CAT_(a, b)
 #define FF_LIN_BLOCK FF_LIN_CAT(FF_LINEAR, _block) /* ff_linear_ISA_block */
 
-/* rows 0 .. T-1 of x and y (a block of ff_linear's) */
-static void FF_LIN_BLOCK(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
-                         int j0, int j1) {
+/* rows 0 .. T-1 of x (rows every ldx floats) and y (every ldy), a block of ff_linear's */
+static void FF_LIN_BLOCK(const float *x, int ldx, int T, int IN, const float *W, const float *b, int OUT, float *y,
+                         int ldy, int flags, int j0, int j1) {
   const int tiles = (T + FF_LIN_MR - 1) / FF_LIN_MR;
   for (int j = j0; j < j1; j += FF_LIN_NR)       /* panel by panel: W is read once a block, front to back */
     for (int k0 = 0; k0 < IN; k0 += FF_LIN_KC) { /* the first pass stores (+ b), later ones add */
@@ -62,21 +66,26 @@ static void FF_LIN_BLOCK(const float *x, int T, int IN, const float *W, const fl
       const uintptr_t next = (uintptr_t)panel + sizeof(float) * (size_t)kc * FF_LIN_NR;
       for (int i = 0; i < T; i += FF_LIN_MR)
         FF_LIN_TILE(T - i < FF_LIN_MR ? T - i : FF_LIN_MR, OUT - j < FF_LIN_NR ? OUT - j : FF_LIN_NR, kc,
-                    x + (size_t)i * IN + k0, IN, panel, FF_LIN_NR, y + (size_t)i * OUT + j, OUT,
+                    x + (size_t)i * ldx + k0, ldx, panel, FF_LIN_NR, y + (size_t)i * ldy + j, ldy,
                     b && !k0 ? b + j : NULL, 1.0f, f, next + (uintptr_t)64 * share * (i / FF_LIN_MR), pfs);
     }
 }
 
-FF_KERNEL void FF_LINEAR(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
-                         int j0, int j1) {
+FF_KERNEL void FF_LINEAR_LD(const float *x, int ldx, int T, int IN, const float *W, const float *b, int OUT, float *y,
+                            int ldy, int flags, int j0, int j1) {
   const int most = FF_LIN_BLOCK_ROWS > FF_LIN_MR ? FF_LIN_BLOCK_ROWS : FF_LIN_MR;
   if (T <= most) { /* one block, the usual case */
-    FF_LIN_BLOCK(x, T, IN, W, b, OUT, y, flags, j0, j1);
+    FF_LIN_BLOCK(x, ldx, T, IN, W, b, OUT, y, ldy, flags, j0, j1);
     return;
   }
   const int blocks = (T + most - 1) / most, per = (T + blocks - 1) / blocks;
   const int rows = (per + FF_LIN_MR - 1) / FF_LIN_MR * FF_LIN_MR;
   for (int i0 = 0; i0 < T; i0 += rows)
-    FF_LIN_BLOCK(x + (size_t)i0 * IN, T - i0 < rows ? T - i0 : rows, IN, W, b, OUT, y + (size_t)i0 * OUT, flags, j0,
-                 j1);
+    FF_LIN_BLOCK(x + (size_t)i0 * ldx, ldx, T - i0 < rows ? T - i0 : rows, IN, W, b, OUT, y + (size_t)i0 * ldy, ldy,
+                 flags, j0, j1);
+}
+
+FF_KERNEL void FF_LINEAR(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
+                         int j0, int j1) {
+  FF_LINEAR_LD(x, IN, T, IN, W, b, OUT, y, OUT, flags, j0, j1);
 }

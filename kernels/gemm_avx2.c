@@ -131,6 +131,7 @@ static inline void ff_tile_rows_avx2(int m, int n, int k, const float *A, int ld
 /* matmul and linear on these kernels (drivers.c) */
 #define FF_MATMUL ff_matmul_avx2
 #define FF_LINEAR ff_linear_avx2
+#define FF_LINEAR_LD ff_linear_ld_avx2
 #define FF_LIN_MR FF_AVX2_MR
 #define FF_LIN_NR FF_AVX2_NR
 #define FF_LIN_KC FF_AVX2_KC

@@ -159,6 +159,7 @@ static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, co
 /* matmul and linear on these kernels (drivers.c) */
 #define FF_MATMUL ff_matmul_avx512
 #define FF_LINEAR ff_linear_avx512
+#define FF_LINEAR_LD ff_linear_ld_avx512
 #define FF_LIN_MR FF_AVX512_MR
 #define FF_LIN_NR FF_AVX512_NR
 #define FF_LIN_KC FF_AVX512_KC

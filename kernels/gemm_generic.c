@@ -74,13 +74,19 @@ FF_KERNEL void ff_matmul_generic(int m, int n, int k, const float *A, int lda, c
 }
 
 /* @part linear: tile */
-FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
-                                 int flags, int j0, int j1) {
+/* x's rows every ldx floats, y's every ldy (ff_linear_ld) */
+FF_KERNEL void ff_linear_ld_generic(const float *x, int ldx, int T, int IN, const float *W, const float *b, int OUT,
+                                    float *y, int ldy, int flags, int j0, int j1) {
   for (int j = j0; j < j1; j += FF_GENERIC_NR)
     for (int i = 0; i < T; i += FF_GENERIC_MR)
       ff_tile_generic(T - i < FF_GENERIC_MR ? T - i : FF_GENERIC_MR, OUT - j < FF_GENERIC_NR ? OUT - j : FF_GENERIC_NR,
-                      IN, x + (size_t)i * IN, IN, W + (size_t)j * IN, FF_GENERIC_NR, y + (size_t)i * OUT + j, OUT,
+                      IN, x + (size_t)i * ldx, ldx, W + (size_t)j * IN, FF_GENERIC_NR, y + (size_t)i * ldy + j, ldy,
                       b ? b + j : 0, 1.0f, flags);
+}
+
+FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y,
+                                 int flags, int j0, int j1) {
+  ff_linear_ld_generic(x, IN, T, IN, W, b, OUT, y, OUT, flags, j0, j1);
 }
 
 /* @part quant: tile */

@@ -16,6 +16,8 @@
 #define FF_ISA(k) FF_ISA_PASTE(k, FF_SUFFIX)
 void FF_ISA(linear)(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
     int j0, int j1);
+void FF_ISA(linear_ld)(const float *x, int ldx, int T, int IN, const float *W, const float *b, int OUT, float *y,
+    int ldy, int flags, int j0, int j1);
 /* the same on bf16 / int8 weights packed as kernels/quant.c says */
 void FF_ISA(linear_bf16)(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y, int flags,
     int j0, int j1);
@@ -44,8 +46,8 @@ void FF_ISA(pack)(const float *src, int ld, int K, int N, int trans, int n0, int
 void FF_ISA(transpose)(const float *src, int rows, int cols, int ld, float *dst);
 void FF_ISA(dropout)(const float *x, float *y, size_t n, uint64_t seed, uint64_t step, uint32_t site, uint64_t index0,
     float p);
-void FF_ISA(cross_entropy)(float *logits, int n, int V, const int32_t *labels, int ignore, float smoothing, int grad,
-    double *loss, int64_t *count);
+void FF_ISA(cross_entropy)(float *logits, int n, int V, int ld, const int32_t *labels, int ignore, float smoothing,
+    int grad, double *loss, int64_t *count);
 void FF_ISA(attention_train)(const float *q, int ldq, const float *k, int ldk, int Tq, int Tk, int q_len, int key_len,
     int heads, int kv_heads, int dk, int g0, int g1, int causal, float scale, float p, uint64_t seed, uint64_t step,
     uint32_t site, uint64_t index0, float *probs, float *scratch, float *out);

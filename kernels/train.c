@@ -115,19 +115,19 @@ FF_KERNEL void FF_TRAIN(dropout)(const float *x, float *y, size_t n, uint64_t se
 
 /* @part cross_entropy: train_isa exp */
 /* PyTorch's CrossEntropyLoss(ignore_index, label_smoothing = s,
- * reduction='sum') of logits [n, V] against labels [n]:
+ * reduction='sum') of logits [n, V] (rows every ld floats) against labels [n]:
  *   loss = (1 - s)(lse - l_y) + s mean_k (lse - l_k),  lse = log sum_k e^(l_k),
  * summed (in double) into *loss over the rows whose label is not ignore,
  * counted in *count; with grad, logits are replaced by d loss / d logits =
  * softmax - (1 - s) onehot - s / V (0 on ignored rows).  Labels are checked
  * by the caller. */
 #define FF_CE_LANES 16
-FF_KERNEL void FF_TRAIN(cross_entropy)(float *logits, int n, int V, const int32_t *labels, int ignore,
+FF_KERNEL void FF_TRAIN(cross_entropy)(float *logits, int n, int V, int ld, const int32_t *labels, int ignore,
                                        float smoothing, int grad, double *loss, int64_t *count) {
   double total = 0.0;
   int64_t k = 0;
   for (int r = 0; r < n; r++) {
-    float *l = logits + (size_t)r * V;
+    float *l = logits + (size_t)r * ld;
     const int32_t y = labels[r];
     if (y == ignore) {
       for (int j = 0; grad && j < V; j++) l[j] = 0.0f;

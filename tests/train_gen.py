@@ -127,7 +127,7 @@ def check_threads(tool, root, engines):
     # large enough that the products and attention split (a million multiply-adds and more)
     cfgs = [tg.config("thr_encdec", "encoder-decoder", d_model=64, heads=4, d_ff=256, kv_heads=2, max_seq=32),
             tg.config("thr_llama", "decoder-only", norm="pre", norm_kind="rmsnorm", activation="swiglu",
-                      positional="rope", d_model=64, heads=4, d_ff=192, max_seq=32, vocab=300)]
+                      positional="rope", d_model=64, heads=4, d_ff=192, max_seq=32, vocab=512)]  # padded logits
     for i, c in enumerate(cfgs):
         case = tg.Case(tool, root, "threads", c, 0.1, -100, 3000 + i)
         big_batch(case, 8, 32, 30, 3000 + i)

@@ -80,8 +80,9 @@ CASES = [
     ("decoder", config("dec_post_relu_sin", "decoder-only", positional="sinusoidal"), 0.0, -100),
     ("decoder", config("dec_pre_gelu_tanh_learned", "decoder-only", norm="pre", activation="gelu_tanh",
                        positional="learned", final_norm=True, tie_embeddings=False), 0.1, -100),
+    # vocabulary 256: generated code pads the logits' rows (gen/train.lua)
     ("decoder", config("dec_untied_headbias_nobias", "decoder-only", norm="pre", bias=False, head_bias=True,
-                       tie_embeddings=False, final_norm=True), 0.0, 0),
+                       tie_embeddings=False, final_norm=True, vocab=256), 0.0, 0),
     ("llama", config("llama_rope_half", "decoder-only", norm="pre", norm_kind="rmsnorm", activation="swiglu",
                      positional="rope", final_norm=True, bias=False, tie_embeddings=False, d_model=16, heads=2), 0.0, -100),
     ("llama", config("llama_rope_interleaved", "decoder-only", norm="pre", norm_kind="rmsnorm", activation="swiglu",
