@@ -154,6 +154,7 @@ function M.block(isa, calls, body)
     "#if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */",
     "#define FF_ACC 1  /* C += the product instead of C = */",
     "#define FF_RELU 2 /* then C = max(0, C) */",
+    "#define FF_FETCH 4 /* (ff_linear) y is cold: each next tile's rows of y into L2 ahead */",
     M.declarations(isa, calls),
     "#else",
     "#if defined(__GNUC__) || defined(__TINYC__) /* a model calls some of them */",

@@ -263,18 +263,25 @@ M.kinds = {
     flops = function() return 0 end,
     calls = function() return { "pack" } end,
   },
-  -- a training step's logits: y's rows every LDY floats (OUT padded, gen/train.lua)
-  linear_ld = {
+  -- a training step's nn.Linear: y is an activation the step has not touched for a while
+  -- (FF_FETCH), its rows every LDY floats (the logits' are padded, gen/train.lua)
+  linear_train = {
     file = "linear.c", params = { "IN", "OUT", "LDY", "BIAS", "ISA", "NR" },
-    fn = function(p) return string.format("linear_%dx%d%s_ld%d", p.IN, p.OUT, p.BIAS and "" or "_nobias", p.LDY) end,
+    fn = function(p)
+      return string.format("linear_%dx%d%s%s", p.IN, p.OUT, p.BIAS and "" or "_nobias",
+        p.LDY ~= p.OUT and "_ld" .. p.LDY or "")
+    end,
     doc = function(p) return p.BIAS and "y = x W^T + b" or "y = x W^T" end,
     vars = function(p)
-      return { PANELS = (p.OUT + p.NR - 1) // p.NR, OPDOC_SHAPE = M.kinds.linear_ld.doc(p):gsub("^y ", "") ..
-        ", x [T, " .. p.IN .. "]", PAD_DOC = p.LDY == p.OUT and "not padded" or
-        string.format("%d padded by %d: rows 2^n floats apart share cache sets", p.OUT, p.LDY - p.OUT) }
+      return { PANELS = (p.OUT + p.NR - 1) // p.NR, PADDED = p.LDY ~= p.OUT,
+        KERNEL = (p.LDY ~= p.OUT and "ff_linear_ld_" or "ff_linear_") .. p.ISA,
+        OPDOC_SHAPE = M.kinds.linear_train.doc(p):gsub("^y ", "") ..
+        ", x [T, " .. p.IN .. "]" .. (p.LDY == p.OUT and "" or string.format(
+          ", y's rows every %d floats (%d padded by %d: rows 2^n floats apart share cache sets)", p.LDY, p.OUT,
+          p.LDY - p.OUT)) }
     end,
     flops = function(p, T) return 2 * T * p.IN * p.OUT end,
-    calls = function() return { "linear_ld" } end,
+    calls = function() return { "linear" } end,
   },
   linear_backward = {
     file = "linear.c", params = { "IN", "OUT", "LDY", "BIAS", "DX", "ISA", "NR" },

@@ -124,8 +124,8 @@ end
 
 -- y [rows, OUT] = x W^T + b
 function TB:linear(name, m, x, y, st)
-  self:flop_op(2 * st.max_rows * m.IN * m.OUT, "linear", name, { IN = m.IN, OUT = m.OUT, BIAS = m.b ~= nil,
-    ACC = false, RELU = false, ISA = self.isa, NR = self.nr, DTYPE = "f32" },
+  self:flop_op(2 * st.max_rows * m.IN * m.OUT, "linear_train", name, { IN = m.IN, OUT = m.OUT, LDY = m.OUT,
+    BIAS = m.b ~= nil, ISA = self.isa, NR = self.nr },
     string.format("[%s,%d] -> [%s,%d]", st.rows, m.IN, st.rows, m.OUT),
     { "state", x, st.rows, m.fwd, m.b or "NULL", y })
 end
@@ -516,7 +516,7 @@ function M.plan(c, specs, isa, shape)
   local ld = c.vocab % 256 == 0 and c.vocab + 16 or c.vocab
   local logits = b:value("logits", st.max_rows, ld, false, "logits, then d loss / d logits" ..
     (ld ~= c.vocab and string.format(" (rows of %d floats, %d used)", ld, c.vocab) or ""))
-  b:flop_op(2 * st.max_rows * m_head.IN * m_head.OUT, "linear_ld", "logits", { IN = m_head.IN, OUT = m_head.OUT,
+  b:flop_op(2 * st.max_rows * m_head.IN * m_head.OUT, "linear_train", "logits", { IN = m_head.IN, OUT = m_head.OUT,
     LDY = ld, BIAS = m_head.b ~= nil, ISA = isa, NR = P.nr },
     string.format("[%s,%d] -> [%s,%d]", st.rows, m_head.IN, st.rows, m_head.OUT),
     { "state", top, st.rows, m_head.fwd, m_head.b or "NULL", logits })

@@ -52,7 +52,7 @@ static void FF_LIN_BLOCK(const float *x, int ldx, int T, int IN, const float *W,
   for (int j = j0; j < j1; j += FF_LIN_NR)       /* panel by panel: W is read once a block, front to back */
     for (int k0 = 0; k0 < IN; k0 += FF_LIN_KC) { /* the first pass stores (+ b), later ones add */
       const int kc = IN - k0 < FF_LIN_KC ? IN - k0 : FF_LIN_KC, last = k0 + kc == IN;
-      const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
+      const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0), fetch = !k0 && flags & FF_FETCH;
       const float *panel = W + (size_t)j * IN + (size_t)k0 * FF_LIN_NR;
       /* The next pass's slice of W (the next k block, else the next panel's
        * first) follows this one in memory: each tile fetches its share of it,
@@ -64,10 +64,16 @@ static void FF_LIN_BLOCK(const float *x, int ldx, int T, int IN, const float *W,
       const int lines = next_kc * FF_LIN_NR / 16, share = (lines + tiles - 1) / tiles;
       const int pfs = (64 * share + kc - 1) / kc;
       const uintptr_t next = (uintptr_t)panel + sizeof(float) * (size_t)kc * FF_LIN_NR;
-      for (int i = 0; i < T; i += FF_LIN_MR)
+      for (int i = 0; i < T; i += FF_LIN_MR) {
+        /* FF_FETCH: the next tile's rows of y into L2 while this tile runs (y is memory the
+         * caller has not touched for a while, a training step's activations, and a row of 2^n
+         * floats puts a tile's rows in the same L1 sets, where store misses queue) */
+        for (int r = i + FF_LIN_MR; fetch && r < i + 2 * FF_LIN_MR && r < T; r++)
+          for (int c = 0; c < FF_LIN_NR && j + c < OUT; c += 16) __builtin_prefetch(y + (size_t)r * ldy + j + c, 1, 2);
         FF_LIN_TILE(T - i < FF_LIN_MR ? T - i : FF_LIN_MR, OUT - j < FF_LIN_NR ? OUT - j : FF_LIN_NR, kc,
                     x + (size_t)i * ldx + k0, ldx, panel, FF_LIN_NR, y + (size_t)i * ldy + j, ldy,
                     b && !k0 ? b + j : NULL, 1.0f, f, next + (uintptr_t)64 * share * (i / FF_LIN_MR), pfs);
+      }
     }
 }
 

@@ -23,6 +23,7 @@
 #ifndef FF_ACC
 #define FF_ACC 1  /* C += the product instead of C = */
 #define FF_RELU 2 /* then C = max(0, C) */
+#define FF_FETCH 4 /* (ff_linear) y is cold: each next tile's rows of y into L2 ahead */
 #endif
 #define FF_AVX2_MR 6
 #define FF_AVX2_NR 16

@@ -10,9 +10,11 @@
  *   ff_matmul_*  C [m, n] = alpha A [m, k] B [k, n] + bias [n] (+ C when flags
  *                has FF_ACC), then max(0, .) with FF_RELU; A, B and C rows
  *                every lda, ldb, ldc floats; bias may be NULL.
- *   ff_linear_*  y [T, OUT] = x [T, IN] W + b (flags as above), W packed in
- *                panels (above); only columns j0 .. j1-1 (j0 a multiple of
- *                the panel width), so that threads can share the panels.
+ *   ff_linear_*  y [T, OUT] = x [T, IN] W + b (flags as above, and FF_FETCH:
+ *                y is cold, fetch ahead), W packed in panels (above); only
+ *                columns j0 .. j1-1 (j0 a multiple of the panel width), so
+ *                that threads can share the panels; ff_linear_ld_* with x's
+ *                and y's row strides.
  * Sums over k run in k order per output, like the reference. */
 #if !defined(__AVX512F__) || !defined(__FMA__)
 #error "these kernels need AVX-512F and FMA: build with -mavx512f -mfma (or -march=native), or emit with --isa generic"
@@ -28,6 +30,7 @@
 #ifndef FF_ACC
 #define FF_ACC 1  /* C += the product instead of C = */
 #define FF_RELU 2 /* then C = max(0, C) */
+#define FF_FETCH 4 /* (ff_linear) y is cold: each next tile's rows of y into L2 ahead */
 #endif
 #define FF_AVX512_MR 8
 #define FF_AVX512_NR 32

@@ -238,6 +238,7 @@ int tiny_run(const tiny_weights *w, void *state, int batch, int src_len, const v
 #if defined(FIXFORMER_JIT) || defined(FF_EXTERN_KERNELS) /* built apart: the fixformer host's, or a library */
 #define FF_ACC 1  /* C += the product instead of C = */
 #define FF_RELU 2 /* then C = max(0, C) */
+#define FF_FETCH 4 /* (ff_linear) y is cold: each next tile's rows of y into L2 ahead */
 void ff_linear_generic(const float *x, int T, int IN, const float *W, const float *b, int OUT, float *y, int flags,
     int j0, int j1);
 void ff_sdpa_generic(const float *q, int ldq, const float *k, int ldk, int Tq, int key_len, int heads, int kv_heads,
