@@ -261,9 +261,12 @@ static inline float ff_exp_neg(float x) {
 /* Back through layernorm over rows of x [T, D], from dy:
  *   dx (+)= rstd (g - mean(g) - xhat mean(g xhat)),  g = dy gamma,
  *   dgamma += sum over rows of dy xhat,  dbeta += sum over rows of dy
- * (dx = with acc 0, += with 1; it may be dy). */
+ * (dx = with acc 0, += with 1; it may be dy; dgamma and dbeta are apart
+ * from everything else, restrict: without it their stores keep the first
+ * loop scalar). */
 FF_KERNEL void FF_PLAIN(layernorm_backward)(const float *x, int T, int D, const float *gamma, float eps,
-                                            const float *dy, float *dx, int acc, float *dgamma, float *dbeta) {
+                                            const float *dy, float *dx, int acc, float *restrict dgamma,
+                                            float *restrict dbeta) {
   for (int t0 = 0; t0 < T; t0 += 8) { /* 8 rows' statistics first, as the forward takes them */
     float m[8], e[8], r[8];
     const int n = ff_layernorm_rows8(x, t0, T, D, eps, m, e, r);
@@ -295,7 +298,7 @@ FF_KERNEL void FF_PLAIN(layernorm_backward)(const float *x, int T, int D, const 
 /* Back through rmsnorm: dx (+)= rstd (g - xhat mean(g xhat)), g = dy gamma,
  * xhat = x rstd; dgamma += sum over rows of dy xhat. */
 FF_KERNEL void FF_PLAIN(rmsnorm_backward)(const float *x, int T, int D, const float *gamma, float eps,
-                                          const float *dy, float *dx, int acc, float *dgamma) {
+                                          const float *dy, float *dx, int acc, float *restrict dgamma) {
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * D, *dyt = dy + (size_t)t * D;
     float *dxt = dx + (size_t)t * D, sgx[8] = {0};
