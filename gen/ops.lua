@@ -299,7 +299,7 @@ M.kinds = {
         LDY_DOC = p.LDY ~= p.OUT and string.format(" (dy's rows every %d floats)", p.LDY) or "" }
     end,
     flops = function(p, T) return 4 * T * p.IN * p.OUT end,
-    calls = function() return { "linear", "linear_ld", "pack", "transpose" } end,
+    calls = function() return { "linear", "linear_ld", "linear_ta", "pack" } end,
   },
   dropout = {
     file = "train.c", params = { "ISA" },

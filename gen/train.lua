@@ -10,8 +10,9 @@
 --            (the weights change every step) into panels of NR columns for
 --            the ISA's ff_linear: W^T for the forward (pack_forward, kept
 --            for the step), W for dX = dY W just before its linear_backward
---            (one matrix's panels live at a time); dW += dY^T X multiplies
---            dY^T by panels of X packed inside linear_backward.
+--            (one matrix's panels live at a time); dW += dY^T X reads dY
+--            itself (ff_linear_ta) times panels of X packed inside
+--            linear_backward.
 --   stages   pack_forward, forward (a batch of n sequences at once: the
 --            rows of a stack over the source, an encoder's or a
 --            decoder-only's, are its tokens packed without their padding;
@@ -104,7 +105,7 @@ function TB:matrix(stack, layer, wrole, brole, row0, out, tag)
   m.bwd = self:value("w_" .. base, out, (IN + NR - 1) // NR * NR, false, "W in panels (dX's), packed before its use")
   self.matrices[key] = m
   self.matrix_list[#self.matrix_list + 1] = m
-  self.lin_scratch = math.max(self.lin_scratch, plan.align(out * self.rows_max) + self.rows_max * m.bwd.cols)
+  self.lin_scratch = math.max(self.lin_scratch, self.rows_max * m.bwd.cols)
   return m
 end
 
@@ -479,7 +480,7 @@ function M.plan(c, specs, isa, shape)
   b.enc = enc
   -- the state's persistent parts: threads, the scratch of linear_backward and attention
   b:value("threads", 1, 8, true, "int32 magic (init_state) and thread count, the parallel-for and its pool")
-  local lin = b:value("lin_scratch", 1, 1, true, "linear_backward's dy^T and x in panels, the norms' chunk sums")
+  local lin = b:value("lin_scratch", 1, 1, true, "linear_backward's x in panels, the norms' chunk sums")
   local max_q = math.max(P.T, P.S)
   P.attn_slot = plan.align((P.dk + 2 * max_q) * max_q)
   b.attn_scratch = b:value("attn_scratch", P.max_threads, P.attn_slot, true,

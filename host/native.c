@@ -13,7 +13,7 @@
 #define KERNEL_ENTRIES(isa, runs)                                                                                    \
   KERNEL_ENTRY(linear, isa) KERNEL_ENTRY(linear_ld, isa) KERNEL_ENTRY(linear_bf16, isa) KERNEL_ENTRY(linear_q8, isa)  \
   KERNEL_ENTRY(linear_i8, isa) KERNEL_ENTRY(quantize_rows, isa) KERNEL_ENTRY(bf16_rows, isa)                         \
-  KERNEL_ENTRY(linear_dpbf16, isa) KERNEL_ENTRY(matmul, isa)                                                         \
+  KERNEL_ENTRY(linear_dpbf16, isa) KERNEL_ENTRY(matmul, isa) KERNEL_ENTRY(linear_ta, isa)                           \
   KERNEL_ENTRY(sdpa, isa) KERNEL_ENTRY(layernorm, isa) KERNEL_ENTRY(rmsnorm, isa) KERNEL_ENTRY(gelu, isa)              \
   KERNEL_ENTRY(gelu_tanh, isa) KERNEL_ENTRY(silu, isa) KERNEL_ENTRY(swiglu, isa) KERNEL_ENTRY(pack, isa)              \
   KERNEL_ENTRY(transpose, isa) KERNEL_ENTRY(dropout, isa) KERNEL_ENTRY(cross_entropy, isa)                            \

@@ -76,7 +76,7 @@ static inline __attribute__((always_inline)) void ff_bias_avx2(const float *b, i
 #define FF_AVX2_ZERO(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = c##i##0;
 #define FF_AVX2_STEP(i)                                                                                               \
   if (M > i) {                                                                                                        \
-    const __m256 a = _mm256_broadcast_ss(A + (size_t)(i)*lda + q);                                                    \
+    const __m256 a = _mm256_broadcast_ss(TA ? A + (size_t)q * lda + (i) : A + (size_t)(i)*lda + q);                   \
     c##i##0 = _mm256_fmadd_ps(a, b0, c##i##0);                                                                        \
     c##i##1 = _mm256_fmadd_ps(a, b1, c##i##1);                                                                        \
   }
@@ -92,7 +92,7 @@ static inline __attribute__((always_inline)) void ff_bias_avx2(const float *b, i
 static inline __attribute__((always_inline)) void ff_tile_avx2(const int M, int n, int k, const float *A, int lda,
                                                               const float *B, int ldb, float *C, int ldc,
                                                               const float *bias, float alpha, int flags,
-                                                              uintptr_t pf, int pfs) {
+                                                              uintptr_t pf, int pfs, const int TA) {
   FF_AVX2_ROWS(FF_AVX2_ZERO)
   if (n == 16) { /* two steps of k per line fetched from pf (drivers.c) */
     int p = 0;
@@ -116,23 +116,32 @@ static inline __attribute__((always_inline)) void ff_tile_avx2(const int M, int 
   FF_AVX2_ROWS(FF_AVX2_STORE)
 }
 
-/* one tile of m <= 6 rows: the row count becomes a constant */
-static inline void ff_tile_rows_avx2(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
-                                     int ldc, const float *bias, float alpha, int flags, uintptr_t pf, int pfs) {
-  switch (m) {
-  case 6: ff_tile_avx2(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  case 5: ff_tile_avx2(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  case 4: ff_tile_avx2(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  case 3: ff_tile_avx2(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  case 2: ff_tile_avx2(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
-  default: ff_tile_avx2(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs); break;
+/* one tile of m <= 6 rows: the row count becomes a constant (TA 1: A transposed, A [k, m] with
+ * rows every lda, ff_linear_ta's) */
+#define FF_AVX2_TILE_ROWS(name, TA)                                                                                   \
+  static inline void name(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,   \
+                          const float *bias, float alpha, int flags, uintptr_t pf, int pfs) {                          \
+    switch (m) {                                                                                                      \
+    case 6: ff_tile_avx2(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, TA); break;                    \
+    case 5: ff_tile_avx2(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, TA); break;                    \
+    case 4: ff_tile_avx2(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, TA); break;                    \
+    case 3: ff_tile_avx2(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, TA); break;                    \
+    case 2: ff_tile_avx2(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, TA); break;                    \
+    default: ff_tile_avx2(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, TA); break;                   \
+    }                                                                                                                 \
   }
-}
+FF_AVX2_TILE_ROWS(ff_tile_rows_avx2, 0)
 
+/* @part linear_ta: tile */
+FF_AVX2_TILE_ROWS(ff_tile_rows_ta_avx2, 1)
+#define FF_LIN_TILE_TA ff_tile_rows_ta_avx2
+
+/* @part tile */
 /* matmul and linear on these kernels (drivers.c) */
 #define FF_MATMUL ff_matmul_avx2
 #define FF_LINEAR ff_linear_avx2
 #define FF_LINEAR_LD ff_linear_ld_avx2
+#define FF_LINEAR_TA ff_linear_ta_avx2
 #define FF_LIN_MR FF_AVX2_MR
 #define FF_LIN_NR FF_AVX2_NR
 #define FF_LIN_KC FF_AVX2_KC

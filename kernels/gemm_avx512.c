@@ -61,7 +61,9 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
                                                                 const float *B, int ldb, float *C, int ldc,
                                                                 const float *bias, float alpha, int flags,
                                                                 uintptr_t pf, int pfs, const int Q,
-                                                                const unsigned char *src) {
+                                                                const unsigned char *src, const int TA) {
+  /* A's element (row i, step p): TA (a constant) 1 reads A transposed, A [k, M] with rows every lda */
+#define FF_A_AT(i, p) (TA ? A[(size_t)(p) * lda + (size_t)(i)] : A[(size_t)(i) * lda + (size_t)(p)])
   __m512 c0[FF_AVX512_MR], c1[FF_AVX512_MR];
   const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
   const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
@@ -88,7 +90,7 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
       _mm512_storeu_ps((float *)B + (size_t)(p) * ldb, b0), _mm512_storeu_ps((float *)B + (size_t)(p) * ldb + 16, b1); \
     }                                                                                                                  \
     for (int i = 0; i < M; i++) {                                                                                      \
-      const __m512 a = _mm512_set1_ps(A[(size_t)i * lda + (p)]);                                                       \
+      const __m512 a = _mm512_set1_ps(FF_A_AT(i, p));                                                       \
       c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);                                                                           \
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);                                                                           \
     }                                                                                                                  \
@@ -114,7 +116,7 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
     for (int p = 0; p < k; p++) {
       const __m512 b0 = _mm512_loadu_ps(B + (size_t)p * ldb), b1 = _mm512_maskz_loadu_ps(m1, B + (size_t)p * ldb + 16);
       for (int i = 0; i < M; i++) {
-        const __m512 a = _mm512_set1_ps(A[(size_t)i * lda + p]);
+        const __m512 a = _mm512_set1_ps(FF_A_AT(i, p));
         c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
         c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
       }
@@ -122,7 +124,7 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
   } else { /* one vector of columns */
     for (int p = 0; p < k; p++) {
       const __m512 b0 = _mm512_maskz_loadu_ps(m0, B + (size_t)p * ldb);
-      for (int i = 0; i < M; i++) c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A[(size_t)i * lda + p]), b0, c0[i]);
+      for (int i = 0; i < M; i++) c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(FF_A_AT(i, p)), b0, c0[i]);
     }
   }
   const __m512 va = _mm512_set1_ps(alpha), zero = _mm512_setzero_ps();
@@ -142,27 +144,38 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
     _mm512_mask_storeu_ps(c, m0, r0);
     if (n > 16) _mm512_mask_storeu_ps(c + 16, m1, r1);
   }
+#undef FF_A_AT
 }
 
-/* one tile of m <= 8 rows: the row count becomes a constant */
-static void ff_tile_rows_avx512(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C,
-                                int ldc, const float *bias, float alpha, int flags, uintptr_t pf, int pfs) {
-  switch (m) {
-  case 8: ff_tile_avx512(8, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
-  case 7: ff_tile_avx512(7, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
-  case 6: ff_tile_avx512(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
-  case 5: ff_tile_avx512(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
-  case 4: ff_tile_avx512(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
-  case 3: ff_tile_avx512(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
-  case 2: ff_tile_avx512(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
-  default: ff_tile_avx512(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL); break;
+/* one tile of m <= 8 rows: the row count becomes a constant (TA 1: A transposed, A [k, m] with
+ * rows every lda, ff_linear_ta's: dW = dY^T X reads dY itself) */
+#define FF_AVX512_TILE_ROWS(name, TA)                                                                                  \
+  static void name(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc,           \
+                   const float *bias, float alpha, int flags, uintptr_t pf, int pfs) {                                 \
+    switch (m) {                                                                                                       \
+    case 8: ff_tile_avx512(8, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL, TA); break;          \
+    case 7: ff_tile_avx512(7, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL, TA); break;          \
+    case 6: ff_tile_avx512(6, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL, TA); break;          \
+    case 5: ff_tile_avx512(5, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL, TA); break;          \
+    case 4: ff_tile_avx512(4, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL, TA); break;          \
+    case 3: ff_tile_avx512(3, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL, TA); break;          \
+    case 2: ff_tile_avx512(2, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL, TA); break;          \
+    default: ff_tile_avx512(1, n, k, A, lda, B, ldb, C, ldc, bias, alpha, flags, pf, pfs, 0, NULL, TA); break;         \
+    }                                                                                                                  \
   }
-}
+FF_AVX512_TILE_ROWS(ff_tile_rows_avx512, 0)
+
+/* @part linear_ta: tile */
+FF_AVX512_TILE_ROWS(ff_tile_rows_ta_avx512, 1)
+#define FF_LIN_TILE_TA ff_tile_rows_ta_avx512
+
+/* @part tile */
 
 /* matmul and linear on these kernels (drivers.c) */
 #define FF_MATMUL ff_matmul_avx512
 #define FF_LINEAR ff_linear_avx512
 #define FF_LINEAR_LD ff_linear_ld_avx512
+#define FF_LINEAR_TA ff_linear_ta_avx512
 #define FF_LIN_MR FF_AVX512_MR
 #define FF_LIN_NR FF_AVX512_NR
 #define FF_LIN_KC FF_AVX512_KC
@@ -188,9 +201,9 @@ static inline void ff_vdequant_q8_avx512(const signed char *q, const float *scal
 static void ff_tile_first_avx512(int dtype, int k, const float *A, int lda, const unsigned char *src, float *buf,
                                  float *C, int ldc, const float *bias, int flags, uintptr_t pf, int pfs) {
   if (dtype)
-    ff_tile_avx512(FF_AVX512_MR, 32, k, A, lda, buf, 32, C, ldc, bias, 1.0f, flags, pf, pfs, 2, src);
+    ff_tile_avx512(FF_AVX512_MR, 32, k, A, lda, buf, 32, C, ldc, bias, 1.0f, flags, pf, pfs, 2, src, 0);
   else
-    ff_tile_avx512(FF_AVX512_MR, 32, k, A, lda, buf, 32, C, ldc, bias, 1.0f, flags, pf, pfs, 1, src);
+    ff_tile_avx512(FF_AVX512_MR, 32, k, A, lda, buf, 32, C, ldc, bias, 1.0f, flags, pf, pfs, 1, src, 0);
 }
 #define FF_QUANT(name) ff_##name##_avx512
 #define FF_QUANT_TILE_FIRST ff_tile_first_avx512

@@ -90,6 +90,30 @@ FF_KERNEL void ff_linear_generic(const float *x, int T, int IN, const float *W, 
   ff_linear_ld_generic(x, IN, T, IN, W, b, OUT, y, OUT, flags, j0, j1);
 }
 
+/* @part linear_ta: tile */
+/* ff_linear_ld with x given transposed, xt [IN, T] (rows every ldx floats): a weight's gradient
+ * dW += dY^T X from dY itself.  Row by row, each output's sum over k in k order and its
+ * epilogue as ff_tile_generic's: the same floats as ff_linear on x. */
+FF_KERNEL void ff_linear_ta_generic(const float *xt, int ldx, int T, int IN, const float *W, const float *b, int OUT,
+                                    float *y, int ldy, int flags, int j0, int j1) {
+  for (int j = j0; j < j1; j += FF_GENERIC_NR) {
+    const int n = OUT - j < FF_GENERIC_NR ? OUT - j : FF_GENERIC_NR;
+    const float *panel = W + (size_t)j * IN;
+    for (int i = 0; i < T; i++) {
+      float acc[FF_GENERIC_NR] = {0.0f}, *c = y + (size_t)i * ldy + j;
+      for (int p = 0; p < IN; p++) {
+        const float a = xt[(size_t)p * ldx + i], *w = panel + (size_t)p * FF_GENERIC_NR;
+        for (int k = 0; k < n; k++) acc[k] += a * w[k];
+      }
+      for (int k = 0; k < n; k++) {
+        float r = 1.0f * acc[k] + (b ? b[j + k] : 0.0f);
+        if (flags & FF_ACC) r += c[k];
+        c[k] = (flags & FF_RELU) && r < 0.0f ? 0.0f : r;
+      }
+    }
+  }
+}
+
 /* @part quant: tile */
 /* bf16 and int8 weights (quant.c); the prefill's tile is the one above */
 #define FF_QUANT(name) ff_##name##_generic

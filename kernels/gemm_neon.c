@@ -116,6 +116,7 @@ static void ff_tile_rows_neon(int m, int n, int k, const float *A, int lda, cons
 #define FF_MATMUL ff_matmul_neon
 #define FF_LINEAR ff_linear_neon
 #define FF_LINEAR_LD ff_linear_ld_neon
+#define FF_LINEAR_TA ff_linear_ta_neon
 #define FF_LIN_MR FF_NEON_MR
 #define FF_LIN_NR FF_NEON_NR
 #define FF_LIN_KC FF_NEON_KC

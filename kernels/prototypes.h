@@ -18,6 +18,8 @@ void FF_ISA(linear)(const float *x, int T, int IN, const float *W, const float *
     int j0, int j1);
 void FF_ISA(linear_ld)(const float *x, int ldx, int T, int IN, const float *W, const float *b, int OUT, float *y,
     int ldy, int flags, int j0, int j1);
+void FF_ISA(linear_ta)(const float *xt, int ldx, int T, int IN, const float *W, const float *b, int OUT, float *y,
+    int ldy, int flags, int j0, int j1);
 /* the same on bf16 / int8 weights packed as kernels/quant.c says */
 void FF_ISA(linear_bf16)(const float *x, int T, int IN, const void *W, const float *b, int OUT, float *y, int flags,
     int j0, int j1);

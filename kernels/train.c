@@ -10,7 +10,8 @@
  * ff_pack_ISA writes each step (the weights change every step):
  *   forward   Y [R, out] = X W^T + b   panels of W^T: pack(W, in, in, out, trans 1)
  *   dX        dX [R, in] = dY W         panels of W:   pack(W, in, out, in, trans 0)
- *   dW        dW [out, in] += dY^T X    dY^T (transpose) times panels of X: pack(X, in, R, in, 0)
+ *   dW        dW [out, in] += dY^T X    ff_linear_ta_ISA on dY itself (the tile reads it
+ *                                      transposed) times panels of X: pack(X, in, R, in, 0)
  * so every product runs on the ISA's register tile, sums over k in k order.
  * Attention (per sequence, per K/V head group) runs its products on
  * ff_matmul_ISA.  Dropout is runtime/ff_dropout.h's mask, computed again
