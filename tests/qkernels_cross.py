@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """The NEON bf16/int8 matrix kernels under qemu: tests/test_qkernels.c (bf16
-and int8 weights) and tests/test_compute_kernels.c (int8 and bf16 compute:
-NEON's own tiles) built for aarch64 with -DFF_QTEST_DIRECT (each links the
+and int8 weights), tests/test_compute_kernels.c (int8 and bf16 compute:
+NEON's own tiles) and tests/test_train_kernels.c (training's pack, transpose
+and ff_linear_ta, whose NEON form copies a tile's rows out of x^T) built for
+aarch64 with -DFF_QTEST_DIRECT (each links the
 kernels of every ISA of `fixformer info --isas` that runs on aarch64, neon and
 generic, checked against kernels/prototypes.h as the host build does), strict
 (-std=c99 -Wall -Wextra -Werror -pedantic), -static, and run under
@@ -50,7 +52,8 @@ def main():
             subprocess.run([a.cc] + STRICT + flags + ["-c", src, "-o", obj], check=True)
             objs.append(obj)
         failed = 0
-        for test, wants in (("test_qkernels", ["neon: "]), ("test_compute_kernels", ["neon int8: ", "neon bf16: "])):
+        for test, wants in (("test_qkernels", ["neon: "]), ("test_compute_kernels", ["neon int8: ", "neon bf16: "]),
+                            ("test_train_kernels", ["linear_ta as transpose + linear on %d ISA(s)" % len(isas)])):
             obj = os.path.join(tmp, test + ".o")
             subprocess.run([a.cc] + STRICT + ["-DFF_QTEST_DIRECT", "-I", tmp, "-c", os.path.join(HERE, test + ".c"),
                                              "-o", obj], check=True)

@@ -11,14 +11,18 @@
  * past the first panel, and source rows longer than the copied part (ld).
  *
  * The kernels are the host's (host/native.c, what the libtcc engine binds;
- * generated training code compiles the same text). */
+ * generated training code compiles the same text); built with
+ * -DFF_QTEST_DIRECT (tests/qkernels_cross.py, for aarch64 under qemu) the
+ * test links the kernels of the ISAs that run there (neon, generic) itself. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../kernels/isas.h"
-#include "codegen.h"
 #include "kernel_data.h"
+#ifndef FF_QTEST_DIRECT
+#include "codegen.h"
+#endif
 
 typedef void (*pack_fn)(const float *src, int ld, int K, int N, int trans, int n0, int n1, float *dst);
 typedef void (*transpose_fn)(const float *src, int rows, int cols, int ld, float *dst);
@@ -33,6 +37,25 @@ static transpose_fn found_transpose;
 static linear_fn found_linear;
 static linear_ta_fn found_linear_ta;
 
+#ifdef FF_QTEST_DIRECT
+#include "ff_host_isas.h" /* the ISAs linked in, as the host build's header (qkernels_cross.py writes it) */
+static const char *const linked[] = {
+#define FF_TTEST_NAME(name, runs) #name,
+    FF_HOST_ISAS(FF_TTEST_NAME)
+#undef FF_TTEST_NAME
+        NULL};
+static const char *const *ff_host_isas(void) { return linked; }
+/* the kernels of isa, linked in */
+static void find(const char *isa) {
+  want_isa = isa, found_pack = NULL, found_transpose = NULL, found_linear = NULL, found_linear_ta = NULL;
+#define FF_TTEST_LINKED(name, runs)                                                                                  \
+  if (!strcmp(isa, #name))                                                                                           \
+    found_pack = ff_pack_##name, found_transpose = ff_transpose_##name, found_linear = ff_linear_##name,            \
+    found_linear_ta = ff_linear_ta_##name;
+  FF_HOST_ISAS(FF_TTEST_LINKED)
+#undef FF_TTEST_LINKED
+}
+#else
 static void pick(void *ctx, const char *name, void *fn) {
   char p[64], t[64], l[64], a[64];
   (void)ctx;
@@ -45,6 +68,13 @@ static void pick(void *ctx, const char *name, void *fn) {
   if (!strcmp(name, l)) memcpy(&found_linear, &fn, sizeof fn);
   if (!strcmp(name, a)) memcpy(&found_linear_ta, &fn, sizeof fn);
 }
+
+/* the host's kernels of isa, as the libtcc engine gets them */
+static void find(const char *isa) {
+  want_isa = isa, found_pack = NULL, found_transpose = NULL, found_linear = NULL, found_linear_ta = NULL;
+  ff_native_kernels(pick, NULL);
+}
+#endif
 
 static float *scattered(size_t n, unsigned seed) { /* values of both signs, few of them exact sums */
   float *x = malloc((n ? n : 1) * sizeof *x);
@@ -146,8 +176,7 @@ int main(void) {
                                       {24, 40, 0}, {31, 33, 5}, {40, 13, 0}, {64, 200, 0}, {72, 130, 7}};
   int failed = 0, isas = 0;
   for (const char *const *isa = ff_host_isas(); *isa; isa++) {
-    want_isa = *isa, found_pack = NULL, found_transpose = NULL, found_linear = NULL, found_linear_ta = NULL;
-    ff_native_kernels(pick, NULL);
+    find(*isa);
     if (!found_pack || !found_transpose || !found_linear || !found_linear_ta || !panel_of(*isa)) {
       fprintf(stderr, "FAIL %s: no ff_pack / ff_transpose / ff_linear / ff_linear_ta among the host's kernels\n", *isa);
       return 1;
