@@ -126,19 +126,20 @@ FF_KERNEL void FF_LINEAR_TA(const float *xt, int ldx, int T, int IN, const float
                             float *y, int ldy, int flags, int j0, int j1) {
 #ifdef FF_LIN_TILE_TA
   FF_LIN_CAT(FF_LINEAR, _rows)(FF_LIN_TILE_TA, xt, ldx, T, IN, W, b, OUT, y, ldy, flags, j0, j1);
-#else /* an ISA without a transposed tile: each tile's rows of x copied out of xt, a k block at a time */
+#else /* an ISA without a transposed tile: each tile's rows of x copied out of xt once a k block,
+       * for every panel (each output still takes its k blocks in order) */
   float a[FF_LIN_MR * FF_LIN_KC];
-  for (int j = j0; j < j1; j += FF_LIN_NR)
-    for (int k0 = 0; k0 < IN; k0 += FF_LIN_KC) {
-      const int kc = IN - k0 < FF_LIN_KC ? IN - k0 : FF_LIN_KC, last = k0 + kc == IN;
-      const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
-      for (int i = 0; i < T; i += FF_LIN_MR) {
-        const int m = T - i < FF_LIN_MR ? T - i : FF_LIN_MR;
-        for (int r = 0; r < m; r++)
-          for (int p = 0; p < kc; p++) a[r * kc + p] = xt[(size_t)(k0 + p) * ldx + i + r];
+  for (int k0 = 0; k0 < IN; k0 += FF_LIN_KC) {
+    const int kc = IN - k0 < FF_LIN_KC ? IN - k0 : FF_LIN_KC, last = k0 + kc == IN;
+    const int f = (k0 ? FF_ACC : flags & FF_ACC) | (last ? flags & FF_RELU : 0);
+    for (int i = 0; i < T; i += FF_LIN_MR) {
+      const int m = T - i < FF_LIN_MR ? T - i : FF_LIN_MR;
+      for (int r = 0; r < m; r++)
+        for (int p = 0; p < kc; p++) a[r * kc + p] = xt[(size_t)(k0 + p) * ldx + i + r];
+      for (int j = j0; j < j1; j += FF_LIN_NR)
         FF_LIN_TILE(m, OUT - j < FF_LIN_NR ? OUT - j : FF_LIN_NR, kc, a, kc, W + (size_t)j * IN + (size_t)k0 * FF_LIN_NR,
                     FF_LIN_NR, y + (size_t)i * ldy + j, ldy, b && !k0 ? b + j : NULL, 1.0f, f, (uintptr_t)W, 0);
-      }
     }
+  }
 #endif
 }
