@@ -263,13 +263,15 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
     vsum = _mm256_add_ps(vsum, e);
   }
   const __m256i tail = ff_mask_avx2(visible - j);
-  const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(tail),
-                                 ff_exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(row + j, tail), vm)));
-  _mm256_maskstore_ps(row + j, tail, e);
-  vsum = _mm256_add_ps(vsum, e);
+  if (j < visible) { /* (none when visible is a multiple of 8: skip the exp) */
+    const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(tail),
+                                   ff_exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(row + j, tail), vm)));
+    _mm256_maskstore_ps(row + j, tail, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
   const __m256 inv = _mm256_set1_ps(1.0f / ff_hsum_avx2(vsum));
   for (j = 0; j + 8 <= visible; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
-  _mm256_maskstore_ps(row + j, tail, _mm256_mul_ps(_mm256_maskload_ps(row + j, tail), inv));
+  if (j < visible) _mm256_maskstore_ps(row + j, tail, _mm256_mul_ps(_mm256_maskload_ps(row + j, tail), inv));
   for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 

@@ -508,12 +508,14 @@ static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
     _mm512_storeu_ps(row + j, e);
     vsum = _mm512_add_ps(vsum, e);
   }
-  const __m512 e = _mm512_maskz_mov_ps(tail, ff_exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + j), max)));
-  _mm512_mask_storeu_ps(row + j, tail, e);
-  vsum = _mm512_add_ps(vsum, e);
+  if (tail) { /* (none when visible is a multiple of 16: skip the exp) */
+    const __m512 e = _mm512_maskz_mov_ps(tail, ff_exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + j), max)));
+    _mm512_mask_storeu_ps(row + j, tail, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
   const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
   for (j = 0; j + 16 <= visible; j += 16) _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
-  _mm512_mask_storeu_ps(row + j, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + j), inv));
+  if (tail) _mm512_mask_storeu_ps(row + j, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + j), inv));
   for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 
