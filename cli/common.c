@@ -10,6 +10,10 @@
 
 #include "cli.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 /* ---- progress ---------------------------------------------------------------- */
 
 /* On a terminal a step is shown when it starts and finished on the same
@@ -58,14 +62,19 @@ void cli_note_compute(ff_model *m, const cli_flag *flags) {
   if (!strcmp(compute, "f32") || cli_quiet(flags) || ff_model_set_isa(m, "native", &e)) return;
   isa = ff_model_isa(m);
   const int i8 = !strcmp(compute, "int8");
-  int fast = 0; /* kernels/gemm_avx512.c's VNNI and BF16 tiles; avx2 and neon have tiles without such an instruction */
+  int fast = 0; /* kernels/gemm_avx512.c's VNNI and BF16 tiles, gemm_avx2.c's AVX-VNNI one; the other avx2 and
+                  * neon tiles have no such instruction (the host's neon is built for Armv8.0: no SDOT) */
 #if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b, c, d;
   if (!strcmp(isa, "avx512")) fast = i8 ? __builtin_cpu_supports("avx512vnni") : __builtin_cpu_supports("avx512bf16");
+  /* AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4, as gemm_avx2.c asks (clang 14's __builtin_cpu_supports lacks it) */
+  if (!strcmp(isa, "avx2") && i8) fast = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1u);
 #endif
+  if (fast) return;
   if (!strcmp(isa, "avx2") || !strcmp(isa, "neon"))
     fprintf(stderr, "note: compute %s runs without a %s dot-product instruction here (%s): much less gain over "
             "f32 than with one (docs/performance.md)\n", compute, i8 ? "int8" : "bf16", isa);
-  else if (!fast)
+  else
     fprintf(stderr, "note: compute %s runs on the plain C kernels here (%s, no %s): slower than f32 "
             "(docs/performance.md)\n", compute, isa, i8 ? "AVX-512 VNNI" : "AVX-512 BF16");
 }

@@ -381,10 +381,76 @@ static inline __attribute__((always_inline)) void ff_i8_tile_m_avx2(const int M,
   FF_AVX2_ROWS4(FF_AVX2_I8_STORE) /* (then + 0: -0 to +0, as int8.c's + b) */
 }
 
+/* AVX-VNNI (Alder Lake, Zen 5): VPDPBUSD in its 256-bit VEX form sums four
+ * u8 x s8 products into each int32 lane, one instruction for the four above.
+ * It takes the unsigned u itself, so 128 x the column's sum of q (the
+ * panel's int32 sums) comes off each sum after the k loop: the same exact
+ * int32, the same epilogue, the same bits.  The function carries its own
+ * target, so that code built with the row's flags (-mavx2 -mfma) builds it
+ * too; CPUs without it take the tile above (ff_avx_vnni_avx2 asks CPUID
+ * once: clang 14's __builtin_cpu_supports does not know the feature). */
+#define FF_AVX2_VNNI_STEP(i)                                                                                          \
+  if (M > i) {                                                                                                        \
+    const __m256i x = _mm256_set1_epi32(ff_u32_avx2(A + (size_t)(i)*lda + 4 * (size_t)k));                            \
+    c##i##0 = _mm256_dpbusd_avx_epi32(c##i##0, x, w0);                                                               \
+    c##i##1 = _mm256_dpbusd_avx_epi32(c##i##1, x, w1);                                                               \
+  }
+#define FF_AVX2_VNNI_SUMS(i)                                                                                          \
+  if (M > i) c##i##0 = _mm256_sub_epi32(c##i##0, s0), c##i##1 = _mm256_sub_epi32(c##i##1, s1);
+static inline __attribute__((always_inline, target("avx2,fma,avxvnni"))) void
+ff_i8_tile_vnni_m_avx2(const int M, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+                       const float *sx, const float *b, float *y, size_t ldy, int flags) {
+  const unsigned char *q = panel + 8 * FF_AVX2_NR;
+  FF_AVX2_ROWS4(FF_AVX2_I8_ZERO)
+  for (int k = 0; k < quads; k++) {
+    const __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(q + (size_t)k * 64));
+    const __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(q + (size_t)k * 64 + 32));
+    FF_AVX2_ROWS4(FF_AVX2_VNNI_STEP)
+  }
+  const __m256i s0 = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(panel + 64)), 7);
+  const __m256i s1 = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(panel + 96)), 7);
+  FF_AVX2_ROWS4(FF_AVX2_VNNI_SUMS)
+  __m256 bias0, bias1;
+  ff_bias_avx2(b, n, &bias0, &bias1);
+  const __m256 sw0 = _mm256_loadu_ps((const float *)(const void *)panel);
+  const __m256 sw1 = _mm256_loadu_ps((const float *)(const void *)panel + 8), zero = _mm256_setzero_ps();
+  FF_AVX2_ROWS4(FF_AVX2_I8_STORE)
+}
+
+static __attribute__((target("avx2,fma,avxvnni"))) void
+ff_i8_tile_vnni_avx2(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
+                     const float *sx, const float *b, float *y, size_t ldy, int flags) {
+#define FF_AVX2_VNNI_CALL(M) ff_i8_tile_vnni_m_avx2(M, n, quads, A, lda, panel, sx, b, y, ldy, flags)
+  FF_AVX2_ROWS_OF(m, FF_AVX2_VNNI_CALL);
+}
+
+/* 1 if the CPU has AVX-VNNI (CPUID leaf 7, sub-leaf 1: EAX bit 4), asked
+ * once (a CPUID in a virtual machine can cost microseconds); FF_NO_AVX_VNNI
+ * defined: 0, the tile above on every CPU (tests/CMakeLists.txt builds the
+ * compute kernels' test both ways). */
+#include <cpuid.h>
+static int ff_avx_vnni_avx2(void) {
+#ifdef FF_NO_AVX_VNNI
+  return 0;
+#else
+  static int known = -1;
+  int has = __atomic_load_n(&known, __ATOMIC_RELAXED);
+  if (has < 0) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    has = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1u);
+    __atomic_store_n(&known, has, __ATOMIC_RELAXED);
+  }
+  return has;
+#endif
+}
+
 static void ff_i8_tile_avx2(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
                             const float *sx, const float *b, float *y, size_t ldy, int flags) {
 #define FF_AVX2_I8_CALL(M) ff_i8_tile_m_avx2(M, n, quads, A, lda, panel, sx, b, y, ldy, flags)
-  FF_AVX2_ROWS_OF(m, FF_AVX2_I8_CALL);
+  if (ff_avx_vnni_avx2())
+    ff_i8_tile_vnni_avx2(m, n, quads, A, lda, panel, sx, b, y, ldy, flags);
+  else
+    FF_AVX2_ROWS_OF(m, FF_AVX2_I8_CALL);
 }
 
 /* @part bf16c: tile */

@@ -187,13 +187,14 @@ static inline __attribute__((always_inline)) void ff_gemv_q8_p_neon(const int P,
 }
 
 /* @part int8: tile */
-/* int8 compute (int8.c) on Armv8.0's NEON, which has no dot product (the
- * SDOT of Armv8.2's extension would be a tile of its own): SMULL and SMULL2
- * multiply 16 signed q by 16 weights (four columns' quads) into int16, exact
- * (|q|, |w| <= 127), ADDP adds pairs (within 2 x 127 x 127) and SADALP adds
- * pairs again into each column's int32 sum: the same exact sum as int8.c's,
- * 16 multiply-adds in four instructions.  Four rows a tile: 16 accumulators,
- * the panel's four vectors. */
+/* int8 compute (int8.c) on Armv8.0's NEON, which has no dot product: SMULL
+ * and SMULL2 multiply 16 signed q by 16 weights (four columns' quads) into
+ * int16, exact (|q|, |w| <= 127), ADDP adds pairs (within 2 x 127 x 127) and
+ * SADALP adds pairs again into each column's int32 sum: the same exact sum
+ * as int8.c's, 16 multiply-adds in four instructions.  Built for Armv8.2's
+ * dot product (__ARM_FEATURE_DOTPROD: -march=armv8.2-a+dotprod, or a -mcpu
+ * that has it), SDOT makes the same sums in one instruction.  Four rows a
+ * tile: 16 accumulators, the panel's four vectors. */
 #define FF_NEON_I8_MR 4
 static void ff_i8_tile_neon(int m, int n, int quads, const unsigned char *A, size_t lda, const unsigned char *panel,
                             const float *sx, const float *b, float *y, size_t ldy, int flags);
@@ -203,8 +204,13 @@ static void ff_i8_tile_neon(int m, int n, int quads, const unsigned char *A, siz
 #define FF_I8_TILE ff_i8_tile_neon
 #include "int8.c"
 
+/* acc lane l += the sum of a[4l + i] w[4l + i] over i < 4, exact */
 static inline __attribute__((always_inline)) int32x4_t ff_i8_dot_neon(int32x4_t acc, int8x16_t a, int8x16_t w) {
+#ifdef __ARM_FEATURE_DOTPROD
+  return vdotq_s32(acc, a, w);
+#else
   return vpadalq_s16(acc, vpaddq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(w)), vmull_high_s8(a, w)));
+#endif
 }
 
 static inline __attribute__((always_inline)) void ff_i8_tile_m_neon(const int M, int n, int quads,
