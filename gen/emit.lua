@@ -56,6 +56,7 @@ function M.libc() return (template.render("model.c", "libc", {}, { lines = false
 local HELPER = { linear = "F32", linear_i8 = "INT8", linear_b16 = "BF16C" }
 local function linear_helpers(vars, list, key)
   vars.F32, vars.INT8, vars.BF16C = false, false, false
+  vars.LD, vars.STRIDES = vars.WSUFFIX == "", false -- f32 weights: ff_linear_ld; linear_ld: training's
   for _, k in ipairs(list) do
     if HELPER[k[key]] then vars[HELPER[k[key]]] = true end
   end
@@ -384,7 +385,7 @@ function M.emit_train(P, opts)
   parts[#parts + 1] = template.render("model.c", "library", kvars, { lines = false }):gsub("\n+$", "\n") ..
     library.block(P.isa, calls, '#include "' .. kernel_file .. '"')
   parts[#parts + 1] = template.render("model.c", "parallel", { ISA = P.isa, NR = P.nr, WSUFFIX = "", F32 = true,
-    INT8 = false, BF16C = false }, { lines = lines })
+    INT8 = false, BF16C = false, LD = true, STRIDES = true }, { lines = lines })
   parts[#parts + 1] = section("helpers", nil, lines)
   parts[#parts + 1] = table.concat(rendered, "\n")
   for i, text in ipairs(parts) do parts[i] = text:gsub("\n+$", "") end

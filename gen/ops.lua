@@ -58,6 +58,17 @@ end
 -- A linear op of a compute type (name: int8, bf16): linear's, on rows the
 -- op converts first with the first of `calls` (templates/linear.c.in, the
 -- section of the kind's name), its kernel named with the type.
+-- The rows from which a product with IN x OUT weights runs on the state's
+-- threads (templates/model.c.in's linear_run; fewer rows: the calling thread
+-- alone): where its work outweighs starting the tasks, about a microsecond.
+-- A million multiply-adds; or, at any row count, 64K weights or more, whose
+-- reading from memory is the work when a row is decoded (T = 1). Folded into
+-- each op's call, so the emitted code says where its split starts.
+function M.split_rows(IN, OUT)
+  if IN * OUT >= 65536 then return 1 end
+  return (1000000 + IN * OUT - 1) // (IN * OUT)
+end
+
 local function compute_linear(name, calls)
   return {
     file = "linear.c", params = { "IN", "OUT", "BIAS", "ACC", "RELU", "ISA", "NR", "DTYPE" },
@@ -175,7 +186,7 @@ M.kinds = {
       if p.ACC then flags[#flags + 1] = "FF_ACC" end
       if p.RELU then flags[#flags + 1] = "FF_RELU" end
       return { PANELS = (p.OUT + p.NR - 1) // p.NR, FLAGS = #flags > 0 and table.concat(flags, " | ") or "0",
-        KERNEL = "ff_linear" .. M.KERNEL_SUFFIX[p.DTYPE] .. "_" .. p.ISA,
+        SPLIT_T = M.split_rows(p.IN, p.OUT), KERNEL = "ff_linear" .. M.KERNEL_SUFFIX[p.DTYPE] .. "_" .. p.ISA,
         STORED = ({ f32 = "", bf16 = " as bfloat16", int8 = " as int8 (a scale per 32 inputs)",
           i8 = " as int8 (a scale per column)", b16 = " as bfloat16 pairs of k" })[p.DTYPE],
         OPDOC_SHAPE = M.kinds.linear.doc(p):gsub("^y ", "") .. ", x [T, " .. p.IN .. "]" }
@@ -273,7 +284,7 @@ M.kinds = {
     end,
     doc = function(p) return p.BIAS and "y = x W^T + b" or "y = x W^T" end,
     vars = function(p)
-      return { PANELS = (p.OUT + p.NR - 1) // p.NR, PADDED = p.LDY ~= p.OUT,
+      return { PANELS = (p.OUT + p.NR - 1) // p.NR, PADDED = p.LDY ~= p.OUT, SPLIT_T = M.split_rows(p.IN, p.OUT),
         KERNEL = (p.LDY ~= p.OUT and "ff_linear_ld_" or "ff_linear_") .. p.ISA,
         OPDOC_SHAPE = M.kinds.linear_train.doc(p):gsub("^y ", "") ..
         ", x [T, " .. p.IN .. "]" .. (p.LDY == p.OUT and "" or string.format(
@@ -294,7 +305,7 @@ M.kinds = {
         (p.BIAS and ", db += sum dy" or "")
     end,
     vars = function(p)
-      return { DX_FLAGS = p.DX == "add" and "FF_ACC" or "0", DX_DOC = p.DX == "add" and "dx += dy W" or
+      return { DX_FLAGS = p.DX == "add" and "FF_ACC" or "0", SPLIT_T = M.split_rows(p.IN, p.OUT), DX_DOC = p.DX == "add" and "dx += dy W" or
         p.DX == "none" and "no dx" or "dx = dy W", BIAS_DOC = p.BIAS and " + b" or "",
         LDY_DOC = p.LDY ~= p.OUT and string.format(" (dy's rows every %d floats)", p.LDY) or "" }
     end,

@@ -259,13 +259,15 @@ typedef struct {
   const float *x, *W, *b;
   float *y;
   int T, IN, OUT, flags, n;
-  int compute; /* 0: x in f32; 1: rows quantized by ff_quantize_rows (int8 panels); 2: in bf16 (pairs) */
+  int ldx, ldy; /* x's rows every ldx floats, y's every ldy (f32 x and weights) */
+  int compute;  /* 0: x in f32; 1: rows quantized by ff_quantize_rows (int8 panels); 2: in bf16 (pairs) */
 } linear_job;
 
 /* the job's columns c0 .. c1-1 */
 static void linear_columns(const linear_job *j, int c0, int c1) {
-#line 193 "templates/model.c.in"
-  ff_linear_generic(j->x, j->T, j->IN, j->W, j->b, j->OUT, j->y, j->flags, c0, c1);
+#line 195 "templates/model.c.in"
+  ff_linear_ld_generic(j->x, j->ldx, j->T, j->IN, j->W, j->b, j->OUT, j->y, j->ldy, j->flags, c0, c1);
+#line 200 "templates/model.c.in"
 }
 
 /* the first of task i's panels: task i of n gets a share n - i of the n (n + 1) / 2,
@@ -281,30 +283,28 @@ static void linear_task(void *arg, int i) { /* the i-th of n ranges of panels */
   linear_columns(j, p0 * 16, p1 * 16 < j->OUT ? p1 * 16 : j->OUT);
 }
 
-/* y [T, OUT] (+)= x [T, IN] W + b on the state's threads: 4 tasks per
- * thread, a range of W's column panels each, which the threads take in turn
- * (a thread held up takes fewer); one thread below a million multiply-adds,
- * unless W has 64K weights or more (decoding, T = 1: reading W from memory is
- * the work, tens of microseconds against a microsecond to start the tasks). */
-static void linear_run(const float *state, linear_job *job) {
+/* y [T, OUT] (+)= x [T, IN] W + b, on the state's threads from split_t
+ * rows on (each op's own, which the plan chose: gen/ops.lua's split_rows),
+ * else on this one: 4 tasks per thread, a range of W's column panels each,
+ * which the threads take in turn (a thread held up takes fewer). */
+static void linear_run(const float *state, linear_job *job, int split_t) {
   const parallel_t p = parallel_of(state);
   const int panels = (job->OUT + 16 - 1) / 16;
   job->n = 4 * p.threads < panels ? 4 * p.threads : panels;
-  if (p.threads < 2 || job->n < 2 ||
-      ((float)job->T * job->IN * job->OUT < 1e6f && (float)job->IN * job->OUT < 65536.0f))
+  if (p.threads < 2 || job->n < 2 || job->T < split_t)
     linear_columns(job, 0, job->OUT);
   else
     p.fn(p.pool, job->n, linear_task, job);
 }
 
 static void linear(const float *state, const float *x, int T, int IN, const float *W, const float *b, int OUT,
-    float *y, int flags) {
+    float *y, int flags, int split_t) {
   linear_job job;
   job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
-  job.compute = 0;
-  linear_run(state, &job);
+  job.ldx = IN, job.ldy = OUT, job.compute = 0;
+  linear_run(state, &job, split_t);
 }
-#line 257 "templates/model.c.in"
+#line 271 "templates/model.c.in"
 
 #line 16 "templates/mha.c.in"
 /* ---- attention on the state's threads ---- */
@@ -376,9 +376,9 @@ static void sinusoidal_64_s64(float *restrict x, int T, const float *restrict PE
 #line 5 "templates/linear.c.in"
 /* linear_64x192: y [T, 192] = x W^T + b, x [T, 64]
  * W^T [64, 192] packed in 12 panels of 16 columns (ff_linear_generic),
- * split over the state's threads. */
+ * split over the state's threads from T = 82 rows. */
 static void linear_64x192(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(state, x, T, 64, W, b, 192, y, 0);
+  linear(state, x, T, 64, W, b, 192, y, 0, 82);
 }
 
 
@@ -397,9 +397,9 @@ static void attention_h4x16_q192_kv192(const float *state, const float *q, const
 #line 5 "templates/linear.c.in"
 /* linear_64x64_add: y [T, 64] += x W^T + b, x [T, 64]
  * W^T [64, 64] packed in 4 panels of 16 columns (ff_linear_generic),
- * split over the state's threads. */
+ * split over the state's threads from T = 245 rows. */
 static void linear_64x64_add(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(state, x, T, 64, W, b, 64, y, FF_ACC);
+  linear(state, x, T, 64, W, b, 64, y, FF_ACC, 245);
 }
 
 
@@ -414,25 +414,25 @@ static void layernorm_64(const float *x, int T, const float *gamma, const float 
 #line 5 "templates/linear.c.in"
 /* linear_64x256_relu: y [T, 256] = max(0, x W^T + b), x [T, 64]
  * W^T [64, 256] packed in 16 panels of 16 columns (ff_linear_generic),
- * split over the state's threads. */
+ * split over the state's threads from T = 62 rows. */
 static void linear_64x256_relu(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(state, x, T, 64, W, b, 256, y, FF_RELU);
+  linear(state, x, T, 64, W, b, 256, y, FF_RELU, 62);
 }
 
 
 #line 5 "templates/linear.c.in"
 /* linear_256x64_add: y [T, 64] += x W^T + b, x [T, 256]
  * W^T [256, 64] packed in 4 panels of 16 columns (ff_linear_generic),
- * split over the state's threads. */
+ * split over the state's threads from T = 62 rows. */
 static void linear_256x64_add(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(state, x, T, 256, W, b, 64, y, FF_ACC);
+  linear(state, x, T, 256, W, b, 64, y, FF_ACC, 62);
 }
 
 
 #line 5 "templates/linear.c.in"
 /* linear_64x128_nobias: y [T, 128] = x W^T, x [T, 64]
  * W^T [64, 128] packed in 8 panels of 16 columns (ff_linear_generic),
- * split over the state's threads. */
+ * split over the state's threads from T = 123 rows. */
 static void linear_64x128_nobias(const float *state, const float *x, int T, const float *W, const float *b, float *y) {
-  linear(state, x, T, 64, W, b, 128, y, 0);
+  linear(state, x, T, 64, W, b, 128, y, 0, 123);
 }
