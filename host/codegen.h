@@ -176,6 +176,12 @@ typedef struct ff_pool ff_pool;
 ff_pool *ff_pool_new(int threads);
 void ff_pool_run(void *pool, int n, void (*task)(void *arg, int i), void *arg);
 void ff_pool_free(ff_pool *p);
+/* ff_train_engine_generated on pool's threads (threads of them; pool NULL: a
+ * pool of the engine's own), which the caller frees after the engine: the
+ * trainer runs its optimizer step on the same pool, so that two pools'
+ * workers do not spin beside each other on the same cores. */
+int ff_train_engine_generated_on(ff_model *m, enum ff_engine engine, const ff_train_shape *shape, int threads,
+                                 ff_pool *pool, ff_train_engine *out, ff_error *err);
 
 /* ---- backends ---------------------------------------------------------- */
 

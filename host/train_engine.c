@@ -23,6 +23,7 @@ typedef struct {
   loss_fn loss;
   void *state;
   ff_pool *pool;
+  int own_pool; /* pool is the engine's (else the caller's, which outlives it) */
   ff_config cfg;
   ff_train_shape shape;
 } gen_engine;
@@ -31,7 +32,7 @@ static void gen_release(void *ctx) {
   gen_engine *e = ctx;
   if (!e) return;
   free(e->state);
-  ff_pool_free(e->pool);
+  if (e->own_pool) ff_pool_free(e->pool);
   ff_jit_free(e->jit);
   free(e);
 }
@@ -85,6 +86,11 @@ static int compile(const ff_train_code *code, enum ff_engine engine, ff_jit **ou
 
 int ff_train_engine_generated(ff_model *m, enum ff_engine engine, const ff_train_shape *shape, int threads,
                               ff_train_engine *out, ff_error *err) {
+  return ff_train_engine_generated_on(m, engine, shape, threads, NULL, out, err);
+}
+
+int ff_train_engine_generated_on(ff_model *m, enum ff_engine engine, const ff_train_shape *shape, int threads,
+                                 ff_pool *pool, ff_train_engine *out, ff_error *err) {
   memset(out, 0, sizeof *out);
   if (!m || !shape) return ff_fail(err, FF_EINVAL, "ff_train_engine_generated: %s is NULL", m ? "shape" : "the model");
   if (engine != FF_ENGINE_TCC && engine != FF_ENGINE_CC)
@@ -116,7 +122,7 @@ int ff_train_engine_generated(ff_model *m, enum ff_engine engine, const ff_train
     e->state = NULL, rc = ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of training state", bytes);
   else if (init(e->state))
     rc = ff_fail(err, FF_EINVAL, "generated %s_train_init_state failed", c->name);
-  else if (threads > 1 && !(e->pool = ff_pool_new(threads)))
+  else if (threads > 1 && !(e->pool = pool) && !(e->own_pool = 1, e->pool = ff_pool_new(threads)))
     rc = ff_fail(err, FF_ENOMEM, "cannot start %d threads", threads);
   else if (set_threads(e->state, threads > 1 ? ff_pool_run : NULL, e->pool, threads))
     rc = ff_fail(err, FF_EINVAL, "generated %s_train_set_threads refused %d threads", c->name, threads);

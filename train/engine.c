@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen.h"
 #include "train_internal.h"
 
 typedef struct {
@@ -102,8 +103,13 @@ int ff_train_engine_runtime(const ff_config *c, int threads, ff_train_engine *ou
 
 int ff_train_engine_open(ff_model *m, const ff_train_options *o, const ff_train_shape *shape, ff_train_engine *e,
                          ff_error *err) {
+  return ff_train_engine_open_on(m, o, shape, NULL, e, err);
+}
+
+int ff_train_engine_open_on(ff_model *m, const ff_train_options *o, const ff_train_shape *shape,
+                            struct ff_pool *pool, ff_train_engine *e, ff_error *err) {
   if (o->engine == FF_ENGINE_RUNTIME) return ff_train_engine_runtime(ff_model_config(m), o->threads, e, err);
-  return ff_train_engine_generated(m, (enum ff_engine)o->engine, shape, o->threads, e, err);
+  return ff_train_engine_generated_on(m, (enum ff_engine)o->engine, shape, o->threads, pool, e, err);
 }
 
 /* ---- memory ------------------------------------------------------------------------- */

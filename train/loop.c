@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "codegen.h"
 #include "train_internal.h"
 
 #define IGNORE (-100)
@@ -118,7 +119,10 @@ ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_op
   if (!rc) { /* generated code's shapes: a micro-batch (of a rank's part at most) of the data's longest sample */
     int part = (int)((B + (int64_t)t->ranks - 1) / t->ranks);
     ff_train_shape shape = {micro < part ? micro : part, t->data.max_src, t->data.max_tgt, o->recompute};
-    rc = ff_train_engine_open(m, o, &shape, &t->engine, err);
+    if (o->threads > 1 && o->engine != FF_ENGINE_RUNTIME && !(t->pool = ff_pool_new(o->threads)))
+      rc = ff_fail(err, FF_ENOMEM, "cannot start %d threads", o->threads);
+    else /* one pool for the engine and the optimizer step (optimizer.c) */
+      rc = ff_train_engine_open_on(m, o, &shape, t->pool, &t->engine, err);
   }
   if (!rc) rc = split(t, data_path, err);
   if (!rc) rc = ff_train_batch_buf_init(&t->bb, &t->data, micro, err);
