@@ -164,13 +164,13 @@ static int print_generated_memory(ff_model *m, const cli_flag *flags, int engine
   mb("parameters", mem.params);
   mb("gradients", mem.grads);
   mb("AdamW moments", mem.optimizer);
-  mb("packed weights", code.packed_bytes);
-  mb("activations", code.activation_bytes);
+  mb("activations", code.activation_bytes); /* with the panels: the footnote */
   mb("scratch", code.scratch_bytes);
   mb("batch", mem.batch);
   mb("total", mem.params + mem.grads + mem.optimizer + code.state_bytes + mem.batch);
-  printf("-- assumes the generated code's state (NAME_TRAIN_STATE_BYTES of emit --train): the packed W^T of every "
-         "matrix, the batch's activations and gradients with their lifetimes overlapped%s, its scratch\n",
+  printf("-- assumes the generated code's state (NAME_TRAIN_STATE_BYTES of emit --train): the batch's activations "
+         "and gradients with their lifetimes overlapped%s, each matrix's panels among them (packed right before "
+         "its product), its scratch\n",
          shape.recompute ? " (each sub-layer's input kept, the rest recomputed)" : "");
   ff_train_code_free(&code);
   return 0;

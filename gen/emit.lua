@@ -320,7 +320,7 @@ function M.emit_train(P, opts)
     NAME = c.name, UNAME = uname, GUARD = uname .. "_TRAIN_H", VERSION = M.VERSION, SOURCE = M.comment_text(opts.source),
     SHA256 = opts.sha256, COMMAND = M.comment_text(opts.command), SUMMARY = summary(c, P), ISA = P.isa, NR = P.nr,
     BATCH = P.B, SRC = P.S, TGT = encdec and P.T or 0, VOCAB = c.vocab, PARAMS = P.param_floats,
-    TENSORS = #P.params, STATE_BYTES = 4 * P.arena_floats, PACKED_BYTES = 4 * P.packed_floats,
+    TENSORS = #P.params, STATE_BYTES = 4 * P.arena_floats,
     SCRATCH_BYTES = 4 * scratch, ARENA_BYTES = 4 * (P.arena_floats - P.packed_floats - scratch),
     NAIVE_BYTES = 4 * (P.arena_naive_floats - P.packed_floats - scratch), MAX_THREADS = P.max_threads,
     FLOPS = lit.grouped(P.flops), FORWARD_FLOPS = lit.grouped(stage_flops("forward")),
@@ -373,7 +373,7 @@ function M.emit_train(P, opts)
       TABLE_COLS = tab.cols, TABLE_FLOATS = #tab.values, TABLE_DATA = lit.table_lines(tab.values, lit.float) })
   end
   parts[#parts + 1] = kernel_declarations(P, rendered)
-  for _, name in ipairs({ "pack_forward", "forward", "loss", "backward" }) do
+  for _, name in ipairs({ "forward", "loss", "backward" }) do
     parts[#parts + 1] = train_stage_text(P.stage_by[name], P)
   end
   -- the state's threads: the inference code's section, for NAME_train

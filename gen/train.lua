@@ -8,12 +8,14 @@
 --            has the same layout.
 --   packed   every matrix a linear op multiplies by is packed each step
 --            (the weights change every step) into panels of NR columns for
---            the ISA's ff_linear: W^T for the forward (pack_forward, kept
---            for the step), W for dX = dY W just before its linear_backward
---            (one matrix's panels live at a time); dW += dY^T X reads dY
---            itself (ff_linear_ta) times panels of X packed inside
+--            the ISA's ff_linear, right before the product that reads them:
+--            W^T before its forward linear (again before a recomputed one),
+--            W before dX = dY W in its linear_backward; the panels are
+--            arena values like the activations, so one matrix's live at a
+--            time, not every matrix's for the whole step; dW += dY^T X
+--            reads dY itself (ff_linear_ta) times panels of X packed inside
 --            linear_backward.
---   stages   pack_forward, forward (a batch of n sequences at once: the
+--   stages   forward (a batch of n sequences at once: the
 --            rows of a stack over the source, an encoder's or a
 --            decoder-only's, are its tokens packed without their padding;
 --            an encoder-decoder's decoder has R = n x T), loss, backward:
@@ -101,7 +103,7 @@ function TB:matrix(stack, layer, wrole, brole, row0, out, tag)
     m.b = "w + " .. m.bias.macro .. (row0 > 0 and " + " .. row0 or "")
     m.gb = "g + " .. m.bias.macro .. (row0 > 0 and " + " .. row0 or "")
   end
-  m.fwd = self:value("wt_" .. base, IN, (out + NR - 1) // NR * NR, true, "W^T in panels (the forward's), packed each step")
+  m.fwd = self:value("wt_" .. base, IN, (out + NR - 1) // NR * NR, false, "W^T in panels (the forward's), packed before its use")
   m.bwd = self:value("w_" .. base, out, (IN + NR - 1) // NR * NR, false, "W in panels (dX's), packed before its use")
   self.matrices[key] = m
   self.matrix_list[#self.matrix_list + 1] = m
@@ -123,8 +125,17 @@ function TB:seq_op(st, flops, ...)
   return o
 end
 
+-- W^T of matrix m in panels for the forward product op name, right before it
+-- (and again before a recomputed one): the panels live from the pack to the
+-- product, so one matrix's take the arena at a time
+function TB:pack_forward(name, m)
+  self:flop_op(0, "pack", "pack_" .. name, { K = m.IN, N = m.OUT, TRANS = true, ISA = self.isa, NR = self.nr },
+    string.format("%s [%d,%d] -> panels of W^T", m.param.name, m.OUT, m.IN), { "state", m.W, m.fwd })
+end
+
 -- y [rows, OUT] = x W^T + b
 function TB:linear(name, m, x, y, st)
+  self:pack_forward(name, m)
   self:flop_op(2 * st.max_rows * m.IN * m.OUT, "linear_train", name, { IN = m.IN, OUT = m.OUT, LDY = m.OUT,
     BIAS = m.b ~= nil, ISA = self.isa, NR = self.nr },
     string.format("[%s,%d] -> [%s,%d]", st.rows, m.IN, st.rows, m.OUT),
@@ -517,6 +528,7 @@ function M.plan(c, specs, isa, shape)
   local ld = c.vocab % 256 == 0 and c.vocab + 16 or c.vocab
   local logits = b:value("logits", st.max_rows, ld, false, "logits, then d loss / d logits" ..
     (ld ~= c.vocab and string.format(" (rows of %d floats, %d used)", ld, c.vocab) or ""))
+  b:pack_forward("logits", m_head)
   b:flop_op(2 * st.max_rows * m_head.IN * m_head.OUT, "linear_train", "logits", { IN = m_head.IN, OUT = m_head.OUT,
     LDY = ld, BIAS = m_head.b ~= nil, ISA = isa, NR = P.nr },
     string.format("[%s,%d] -> [%s,%d]", st.rows, m_head.IN, st.rows, m_head.OUT),
@@ -533,12 +545,6 @@ function M.plan(c, specs, isa, shape)
   b:linear_backward("logits", m_head, top, logits, dtop, "set", st, ld)
   local dy = dtop
   for i = #b.tape, 1, -1 do dy = b.tape[i](dy) end
-  -- the packing of the weights, before the forward and the backward
-  b:begin_stage("pack_forward", "W^T of every matrix in panels, for the forward", nil)
-  for _, m in ipairs(b.matrix_list) do
-    b:flop_op(0, "pack", "pack_" .. m.name, { K = m.IN, N = m.OUT, TRANS = true, ISA = isa, NR = P.nr },
-      string.format("%s [%d,%d] -> panels of W^T", m.param.name, m.OUT, m.IN), { "state", m.W, m.fwd })
-  end
   lin.rows, lin.floats = 1, b.lin_scratch
   plan.place_values(P)
   -- FLOPs at the largest shapes
@@ -550,8 +556,7 @@ function M.plan(c, specs, isa, shape)
   end
   P.stage_by = {}
   for _, s in ipairs(P.stages) do P.stage_by[s.name] = s end
-  P.packed_floats = 0
-  for _, m in ipairs(b.matrix_list) do P.packed_floats = P.packed_floats + m.fwd.floats end
+  P.packed_floats = 0 -- (the panels are arena values: in the activations' bytes)
   P.enc, P.dec = enc, dec
   return P
 end

@@ -205,10 +205,10 @@ typedef struct ff_train_code {
   char *header, *source, *kernels; /* NAME_train.h, NAME_train.c, NAME_train_kernels.c */
   char *library;                   /* the ISA's whole kernel library (the cc engine builds it apart) */
   size_t params;                   /* floats of the parameters (and of the gradient, each AdamW moment) */
-  size_t state_bytes;              /* NAME_TRAIN_STATE_BYTES: the next four */
-  size_t packed_bytes;             /* W^T of every matrix in panels, packed each step (W's panels for
-                                      the backward's dX: in the activations, one matrix's at a time) */
-  size_t activation_bytes;         /* kept activations and gradients, lifetimes overlapped */
+  size_t state_bytes;              /* NAME_TRAIN_STATE_BYTES: activation_bytes + scratch_bytes */
+  size_t packed_bytes;             /* 0: each matrix's panels (W^T for the forward, W for dX) are packed
+                                      right before the product that reads them, in activation_bytes */
+  size_t activation_bytes;         /* kept activations, gradients and panels, lifetimes overlapped */
   size_t activation_bytes_unshared; /* ... without sharing */
   size_t scratch_bytes;            /* linear_backward's and attention's (a slot per thread) */
   double flops, forward_flops, backward_flops; /* a step at shape (forward: with the loss) */
