@@ -321,8 +321,8 @@ function M.emit_train(P, opts)
     SHA256 = opts.sha256, COMMAND = M.comment_text(opts.command), SUMMARY = summary(c, P), ISA = P.isa, NR = P.nr,
     BATCH = P.B, SRC = P.S, TGT = encdec and P.T or 0, VOCAB = c.vocab, PARAMS = P.param_floats,
     TENSORS = #P.params, STATE_BYTES = 4 * P.arena_floats,
-    SCRATCH_BYTES = 4 * scratch, ARENA_BYTES = 4 * (P.arena_floats - P.packed_floats - scratch),
-    NAIVE_BYTES = 4 * (P.arena_naive_floats - P.packed_floats - scratch), MAX_THREADS = P.max_threads,
+    SCRATCH_BYTES = 4 * scratch, ARENA_BYTES = 4 * (P.arena_floats - scratch),
+    NAIVE_BYTES = 4 * (P.arena_naive_floats - scratch), MAX_THREADS = P.max_threads,
     FLOPS = lit.grouped(P.flops), FORWARD_FLOPS = lit.grouped(stage_flops("forward")),
     LOSS_FLOPS = lit.grouped(stage_flops("loss")), BACKWARD_FLOPS = lit.grouped(stage_flops("backward")),
     SHAPE_DOC = encdec and string.format("%d source and %d target positions", P.S, P.T) or

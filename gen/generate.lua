@@ -193,9 +193,10 @@ local function generate_train(config, opts)
   end
   return {
     header = out.header, source = out.source, kernel_source = out.kernels, kernels = library.text(P.isa),
-    state_bytes = 4 * P.arena_floats, param_floats = P.param_floats, packed_bytes = 4 * P.packed_floats,
-    scratch_bytes = 4 * scratch, arena_bytes = 4 * (P.arena_floats - P.packed_floats - scratch),
-    naive_bytes = 4 * (P.arena_naive_floats - P.packed_floats - scratch), flops = P.flops,
+    -- packed_bytes 0: each matrix's panels are arena values (gen/train.lua), in arena_bytes
+    state_bytes = 4 * P.arena_floats, param_floats = P.param_floats, packed_bytes = 0,
+    scratch_bytes = 4 * scratch, arena_bytes = 4 * (P.arena_floats - scratch),
+    naive_bytes = 4 * (P.arena_naive_floats - scratch), flops = P.flops,
     forward_flops = P.stage_by.forward.flops + P.stage_by.loss.flops, backward_flops = P.stage_by.backward.flops,
   }
 end

@@ -556,7 +556,6 @@ function M.plan(c, specs, isa, shape)
   end
   P.stage_by = {}
   for _, s in ipairs(P.stages) do P.stage_by[s.name] = s end
-  P.packed_floats = 0 -- (the panels are arena values: in the activations' bytes)
   P.enc, P.dec = enc, dec
   return P
 end
