@@ -305,8 +305,8 @@ M.kinds = {
         (p.BIAS and ", db += sum dy" or "")
     end,
     vars = function(p)
-      return { DX_FLAGS = p.DX == "add" and "FF_ACC" or "0", SPLIT_T = M.split_rows(p.IN, p.OUT), DX_DOC = p.DX == "add" and "dx += dy W" or
-        p.DX == "none" and "no dx" or "dx = dy W", BIAS_DOC = p.BIAS and " + b" or "",
+      return { DX_FLAGS = p.DX == "add" and "FF_ACC" or "0", SPLIT_T = M.split_rows(p.IN, p.OUT),
+        DX_DOC = p.DX == "add" and "dx += dy W" or p.DX == "none" and "no dx" or "dx = dy W", BIAS_DOC = p.BIAS and " + b" or "",
         LDY_DOC = p.LDY ~= p.OUT and string.format(" (dy's rows every %d floats)", p.LDY) or "" }
     end,
     flops = function(p, T) return 4 * T * p.IN * p.OUT end,

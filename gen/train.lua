@@ -103,7 +103,8 @@ function TB:matrix(stack, layer, wrole, brole, row0, out, tag)
     m.b = "w + " .. m.bias.macro .. (row0 > 0 and " + " .. row0 or "")
     m.gb = "g + " .. m.bias.macro .. (row0 > 0 and " + " .. row0 or "")
   end
-  m.fwd = self:value("wt_" .. base, IN, (out + NR - 1) // NR * NR, false, "W^T in panels (the forward's), packed before its use")
+  m.fwd = self:value("wt_" .. base, IN, (out + NR - 1) // NR * NR, false,
+    "W^T in panels (the forward's), packed before its use")
   m.bwd = self:value("w_" .. base, out, (IN + NR - 1) // NR * NR, false, "W in panels (dX's), packed before its use")
   self.matrices[key] = m
   self.matrix_list[#self.matrix_list + 1] = m

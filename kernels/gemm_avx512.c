@@ -90,7 +90,7 @@ static inline __attribute__((always_inline)) void ff_tile_avx512(const int M, in
       _mm512_storeu_ps((float *)B + (size_t)(p) * ldb, b0), _mm512_storeu_ps((float *)B + (size_t)(p) * ldb + 16, b1); \
     }                                                                                                                  \
     for (int i = 0; i < M; i++) {                                                                                      \
-      const __m512 a = _mm512_set1_ps(FF_A_AT(i, p));                                                       \
+      const __m512 a = _mm512_set1_ps(FF_A_AT(i, p));                                                                  \
       c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);                                                                           \
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);                                                                           \
     }                                                                                                                  \

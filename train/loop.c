@@ -119,9 +119,9 @@ ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_op
   if (!rc) { /* generated code's shapes: a micro-batch (of a rank's part at most) of the data's longest sample */
     int part = (int)((B + (int64_t)t->ranks - 1) / t->ranks);
     ff_train_shape shape = {micro < part ? micro : part, t->data.max_src, t->data.max_tgt, o->recompute};
-    if (o->threads > 1 && o->engine != FF_ENGINE_RUNTIME && !(t->pool = ff_pool_new(o->threads)))
+    if (o->threads > 1 && !(t->pool = ff_pool_new(o->threads)))
       rc = ff_fail(err, FF_ENOMEM, "cannot start %d threads", o->threads);
-    else /* one pool for the engine and the optimizer step (optimizer.c) */
+    else /* one pool for the optimizer step (optimizer.c) and a generated engine */
       rc = ff_train_engine_open_on(m, o, &shape, t->pool, &t->engine, err);
   }
   if (!rc) rc = split(t, data_path, err);

@@ -201,8 +201,6 @@ int ff_train_optimizer_init(ff_trainer *t, ff_error *err) {
   const size_t chunks = (t->p.numel + OPT_CHUNK - 1) / OPT_CHUNK;
   if (!(t->chunk_sums = calloc(chunks + 1, sizeof *t->chunk_sums)))
     return ff_fail(err, FF_ENOMEM, "out of memory for the optimizer's %zu chunks", chunks);
-  if (t->o.threads > 1 && !t->pool && !(t->pool = ff_pool_new(t->o.threads)))
-    return ff_fail(err, FF_ENOMEM, "cannot start %d threads for the optimizer", t->o.threads);
   return 0;
 }
 

@@ -131,8 +131,8 @@ struct ff_trainer {
   int initialized;             /* weights set (init or resume) */
   int rank, ranks;             /* data parallelism: this process's part of every batch */
   volatile sig_atomic_t *stop;
-  struct ff_pool *pool;        /* the optimizer step's threads (o.threads > 1), else NULL; a generated
-                                * engine opened by the trainer runs on them too */
+  struct ff_pool *pool;        /* o.threads > 1: the optimizer step's threads, and a generated
+                                * engine's that the trainer opened; else NULL */
   double *chunk_sums;          /* [chunks] the optimizer step's sums of squares (optimizer.c) */
 };
 
@@ -140,8 +140,8 @@ struct ff_trainer {
  * step's tokens), clipped by its global L2 norm (o.clip; returned), AdamW
  * at lr on every tensor (optimizer.c) */
 double ff_train_optimize(ff_trainer *t, float scale, double lr);
-/* the optimizer step's chunks for t's parameters, and its threads: t->pool, made here unless the
- * trainer made it first for its engine */
+/* the optimizer step's chunks for t's parameters (its threads: t->pool, which the trainer starts
+ * before its engine, and frees in ff_train_optimizer_free) */
 int ff_train_optimizer_init(ff_trainer *t, ff_error *err);
 /* ff_train_engine_open with generated code on pool's threads (NULL: its own; the caller frees pool
  * after the engine): the trainer's engine and optimizer step share one pool */
