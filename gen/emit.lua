@@ -345,6 +345,12 @@ function M.emit_train(P, opts)
       f.scale.macro, f.weight.macro, f.bias and f.bias.macro or "0", f.weight.rows, f.weight.cols, f.bias and 1 or 0)
   end
   v.FOLD_TABLE = table.concat(folds, "\n")
+  local zero = {}
+  for _, z in ipairs(P.grad_zero) do
+    zero[#zero + 1] = string.format("  {%d, %d}, /* %s%s */", z.offset, z.floats, z.first,
+      z.last ~= z.first and " .. " .. z.last or "")
+  end
+  v.ZERO, v.ZERO_COUNT, v.ZERO_TABLE = #zero > 0, #zero, table.concat(zero, "\n")
   local function section(name, extra, lines)
     local x = {}
     for k, val in pairs(v) do x[k] = val end

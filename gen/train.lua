@@ -84,7 +84,55 @@ end
 function TB:pexpr(base, stack, layer, role, extra)
   local t = self:param(stack, layer, role)
   if not t then return "NULL" end
+  if base == "g" then self:grad_adds(t) end
   return base .. " + " .. t.macro .. ((extra and extra ~= 0) and (" + " .. extra) or "")
+end
+
+-- The gradient's first writers.  With o->set_grad, grad's contents are not read: a matrix's dW
+-- product that is the first in the backward pass to write its rows writes them (=) instead of
+-- adding, and the parts no such product writes (P.grad_zero: biases, norms, embeddings but a
+-- tied head's) are set to 0 before the backward pass, so that no pass over the whole gradient
+-- zeroes it and no product reads it from memory.  Intervals of the flat gradient, in floats.
+local function overlaps(list, lo, hi)
+  for _, iv in ipairs(list) do
+    if lo < iv[2] and iv[1] < hi then return true end
+  end
+  return false
+end
+
+-- an op adds into all of t's gradient
+function TB:grad_adds(t)
+  self.grad_written[#self.grad_written + 1] = { t.offset, t.offset + t.numel }
+end
+
+-- matrix m's dW product: true when it is its rows' first writer (it may set them)
+function TB:grad_sets(m)
+  local lo = m.param.offset + m.extra
+  local hi = lo + m.OUT * m.IN
+  local first = not overlaps(self.grad_written, lo, hi)
+  self.grad_written[#self.grad_written + 1] = { lo, hi }
+  if first then self.grad_set[#self.grad_set + 1] = { lo, hi } end
+  return first
+end
+
+-- P.grad_zero: { offset, floats, first, last } for the runs of parameters not set by a first writer
+local function grad_zero(P, set)
+  table.sort(set, function(a, b) return a[1] < b[1] end)
+  local runs, at = {}, 0
+  local function run(lo, hi)
+    if hi <= lo then return end
+    local names = {}
+    for _, t in ipairs(P.params) do
+      if t.offset < hi and lo < t.offset + t.numel then names[#names + 1] = t.name end
+    end
+    runs[#runs + 1] = { offset = lo, floats = hi - lo, first = names[1], last = names[#names] }
+  end
+  for _, iv in ipairs(set) do
+    run(at, iv[1])
+    at = iv[2]
+  end
+  run(at, P.param_floats)
+  P.grad_zero = runs
 end
 
 -- A matrix of the model, rows row0 .. row0 + out - 1 of weight wrole (with
@@ -147,6 +195,8 @@ end
 -- packed right before (none: not at all), so that one matrix's panels at a
 -- time take the arena, not every matrix's for the whole backward pass.
 function TB:linear_backward(name, m, x, dy, dx, how, st, ldy)
+  if m.gb then self:grad_adds(m.bias) end
+  local set = self:grad_sets(m)
   if dx then
     self:flop_op(0, "pack", "pack_" .. m.name .. "_backward", { K = m.OUT, N = m.IN, TRANS = false, ISA = self.isa,
       NR = self.nr }, string.format("%s [%d,%d] -> panels of W", m.param.name, m.OUT, m.IN), { "state", m.W, m.bwd })
@@ -154,8 +204,10 @@ function TB:linear_backward(name, m, x, dy, dx, how, st, ldy)
   self:flop_op(4 * st.max_rows * m.IN * m.OUT, "linear_backward", name .. "_backward",
     { IN = m.IN, OUT = m.OUT, LDY = ldy or m.OUT, BIAS = m.b ~= nil, DX = dx and how or "none", ISA = self.isa,
       NR = self.nr },
-    string.format("dy [%s,%d] -> dx [%s,%d], dW [%d,%d]", st.rows, m.OUT, st.rows, m.IN, m.OUT, m.IN),
-    { "state", x, dy, st.rows, dx and m.bwd or "NULL", dx or "NULL", m.G, m.gb or "NULL", self.scratch })
+    string.format("dy [%s,%d] -> dx [%s,%d], dW [%d,%d]%s", st.rows, m.OUT, st.rows, m.IN, m.OUT, m.IN,
+      set and " (written when o->set_grad)" or ""),
+    { "state", x, dy, st.rows, dx and m.bwd or "NULL", dx or "NULL", m.G, set and "o->set_grad" or "0",
+      m.gb or "NULL", self.scratch })
 end
 
 -- the elements a row of stack st's values of cols columns when its rows are packed, else 0
@@ -257,6 +309,7 @@ function TB:embed(st)
     self:seq_op(st, st.max_rows * d, "embed_backward", L .. "embed_backward", { D = d, VOCAB = c.vocab, SCALE = scale },
       string.format("dE[ids] += dx [%s,%d], each sequence", st.seq_len, d),
       { st.seq_ids, st.seq_len, dper, "g + " .. E.macro })
+    self:grad_adds(E)
     return nil
   end)
   return x
@@ -540,12 +593,14 @@ function M.plan(c, specs, isa, shape)
     { VOCAB = c.vocab, LD = ld, ROWS = st.max_rows, BATCH = P.B, PACKED = st.packed, ISA = isa },
     string.format("logits [%s,%d], labels [%s]", st.rows, c.vocab, st.rows),
     { "state", "b", "o", logits, st.rows, "grad", "loss_sum", "tokens" })
-  b:begin_stage("backward", "the backward pass: each forward op's, in reverse; the gradient added into g",
-    "const train_batch *b, const train_opts *o, float *restrict g")
+  b:begin_stage("backward", "the backward pass: each forward op's, in reverse; the gradient added into g "
+    .. "(set by its first writers when o->set_grad)", "const train_batch *b, const train_opts *o, float *restrict g")
+  b.grad_written, b.grad_set = {}, {}
   local dtop = b:grad("dtop", st)
   b:linear_backward("logits", m_head, top, logits, dtop, "set", st, ld)
   local dy = dtop
   for i = #b.tape, 1, -1 do dy = b.tape[i](dy) end
+  grad_zero(P, b.grad_set)
   lin.rows, lin.floats = 1, b.lin_scratch
   plan.place_values(P)
   -- FLOPs at the largest shapes

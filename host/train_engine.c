@@ -52,12 +52,14 @@ static int gen_loss(void *ctx, const float *params, const ff_train_batch *b, con
                    b->src_len > e->shape.src ? (encdec ? "source" : "") : "target",
                    b->src_len > e->shape.src ? e->shape.src : e->shape.tgt);
   *loss_sum = 0.0, *tokens = 0;
+  ff_train_step_opts rest = *o; /* the parts after the first add (o->set_grad: the first writes) */
+  rest.set_grad = 0;
   for (int from = 0; from < b->batch; from += e->shape.batch) { /* parts of the code's batch, first counting on */
     const int n = b->batch - from < e->shape.batch ? b->batch - from : e->shape.batch;
     const ff_train_batch part = ff_train_batch_part(b, from, n, encdec);
     double l;
     int64_t k;
-    if ((rc = e->loss(params, e->state, &part, o, grad, &l, &k)))
+    if ((rc = e->loss(params, e->state, &part, from ? &rest : o, grad, &l, &k)))
       return ff_fail(err, FF_EINVAL, "generated %s_loss_and_grad refused the batch (status %d)", c->name, rc);
     *loss_sum += l, *tokens += k;
   }
@@ -130,6 +132,6 @@ int ff_train_engine_generated_on(ff_model *m, enum ff_engine engine, const ff_tr
     gen_release(e);
     return rc;
   }
-  *out = (ff_train_engine){ff_engine_name(engine), e, gen_loss, gen_release};
+  *out = (ff_train_engine){ff_engine_name(engine), e, gen_loss, gen_release, 1};
   return 0;
 }

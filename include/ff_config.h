@@ -109,6 +109,9 @@ typedef struct ff_train_step_opts {
   int ignore_index;      /* labels equal to it have no loss (PyTorch's default -100) */
   float dropout;         /* p in [0, 1); 0: none */
   uint64_t seed, step;   /* the dropout mask's key (runtime/ff_dropout.h) */
+  int set_grad;          /* 1: the gradient is written into grad, not added (its contents are not
+                          * read: a step's first batch, as PyTorch's backward after
+                          * zero_grad(set_to_none=True)); 0: added, so that batches accumulate */
 } ff_train_step_opts;
 
 /* Whether the model ends in an output head (logits over the vocabulary). */

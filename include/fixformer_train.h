@@ -155,7 +155,9 @@ void ff_lr_schedule_step(ff_lr_schedule *s);
  * numel floats in the layout of ff_trainer_params; loss_sum =
  * CrossEntropyLoss(reduction='sum') over labels != ignore_index, *tokens
  * their count (both set); the gradient of loss_sum ADDED into grad (NULL:
- * the loss only).  0 or a negative FF_E* status with err set. */
+ * the loss only), or, for an engine with sets_grad, written into it when
+ * o->set_grad (a step's first batch: no pass zeroes grad first).  0 or a
+ * negative FF_E* status with err set. */
 typedef int (*ff_train_loss_fn)(void *ctx, const float *params, const ff_train_batch *b,
                                 const ff_train_step_opts *o, float *grad, double *loss_sum, int64_t *tokens,
                                 ff_error *err);
@@ -164,6 +166,8 @@ typedef struct ff_train_engine {
   void *ctx;
   ff_train_loss_fn loss_and_grad;
   void (*release)(void *ctx); /* frees ctx (NULL: nothing to free) */
+  int sets_grad;              /* 1: loss_and_grad honours o->set_grad; 0: it always adds (the
+                               * trainer zeroes grad before a step's first batch) */
 } ff_train_engine;
 
 /* The largest batch a call of generated training code takes, its fixed

@@ -105,7 +105,8 @@ typedef ff_train_step_opts ff_rt_train_opts;
  * not the mean) with respect to every parameter is ADDED into grad (numel
  * floats in the layout of ff_rt_params_layout(m->cfg)), so micro-batches
  * accumulate: the caller divides by the total tokens of the global batch
- * once, which makes gradient accumulation and data parallelism exact.
+ * once, which makes gradient accumulation and data parallelism exact;
+ * opts->set_grad: written into grad instead (its contents are not read).
  * loss_sum and tokens are set, not accumulated.  grad NULL: the loss only,
  * no backward (dropout still as opts say: an evaluation passes dropout 0, as
  * ff_rt_forward never drops).  Dropout (opts->dropout > 0)

@@ -470,6 +470,11 @@ static int loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt
     return ff_fail(err, FF_ENOMEM, "out of memory for %zu floats of training activations", need);
   }
   place(&tr, &enc, &dec, S, T, buf, &logits, &dlogits, &dhead);
+  if (grad && o->set_grad) { /* written, not added: the sequences' gradients go into zeros */
+    size_t numel = 0;
+    ff_rt_count_weights(c, NULL, &numel);
+    memset(grad, 0, numel * sizeof *grad);
+  }
   *loss_sum = 0.0;
   *tokens = 0;
   stack_run *top = c->arch == FF_ARCH_ENCODER ? &enc : &dec;
@@ -520,7 +525,7 @@ int ff_rt_loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const ff_rt_
     ff_rt_model_free(&folded);
   }
   if (!rc && g) rc = ff_rt_unfold_grad(&m->cfg, &m->w, g, err);
-  for (size_t i = 0; !rc && g && i < numel; i++) grad[i] += g[i];
+  for (size_t i = 0; !rc && g && i < numel; i++) grad[i] = o->set_grad ? g[i] : grad[i] + g[i];
   free(g);
   return rc;
 }

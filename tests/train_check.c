@@ -82,7 +82,7 @@ static int optimizer(int argc, char **argv, ff_error *err) {
   if (!rc) rc = ff_rt_params_layout(&fe.g, ff_model_config(m), err);
   snprintf(path, sizeof path, "%s/init.safetensors", argv[2]);
   if (!rc) rc = ff_trainer_init(t, path, err);
-  ff_train_engine e = {"files", &fe, file_grad, NULL};
+  ff_train_engine e = {"files", &fe, file_grad, NULL, 0}; /* adds: the trainer zeroes grad */
   if (!rc) rc = ff_trainer_set_engine(t, &e, err);
   snprintf(path, sizeof path, "%s/norms.txt", argv[2]);
   if (!rc && !(fe.norms = fopen(path, "w"))) rc = ff_fail(err, FF_EIO, "%s: cannot write", path);

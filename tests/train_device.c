@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "train_device: %s: %d bytes, not a batch\n", argv[2], got);
     return 1;
   }
-  FN(_train_opts) o = {(float)atof(argv[9]), -100, (float)atof(argv[7]), (uint64_t)atoll(argv[8]), 0};
+  FN(_train_opts) o = {(float)atof(argv[9]), -100, (float)atof(argv[7]), (uint64_t)atoll(argv[8]), 0, 0};
   FN(_adamw_opts) h = {atof(argv[4]), 0.9, 0.999, 1e-8, atof(argv[5]), atof(argv[6]), 1u | 2u | 4u};
   const int steps = atoi(argv[3]), threads = atoi(argv[10]);
   void *state = (void *)(((uintptr_t)state_room + 63) & ~(uintptr_t)63);

@@ -13,11 +13,15 @@ oracle) and PyTorch autograd.
              max|a - b| / max|b| per tensor, max|b| at least 1e-3 of the
              largest gradient) and within 1e-4 of PyTorch autograd; with
              dropout 0 and 0.1 (PyTorch given the runtime's masks: the same
-             masks, or the gradients would differ by O(1)).
+             masks, or the gradients would differ by O(1)); the engines'
+             gradient written into a buffer of NaNs (set_grad: the first
+             writers write, the rest is zeroed) and, with every sub-layer
+             recomputed, added into zeros: the same bits.
   threads    2 threads give the bytes of 1 (the products split over output
              columns, attention over sequences and head groups), dropout on.
   parts      a batch larger than the code's (parts of its batch, first counting
-             on) gives the whole batch's loss and gradient.
+             on) gives the whole batch's loss and gradient (set_grad: the
+             first part's written, the others' added).
   emitted    `fixformer emit --train` (generic ISA) built with gcc, clang and
              tcc (-std=c99 -Wall -Wextra -Werror) into tests/train_device.c, a
              program with static buffers only: 3 AdamW steps (dropout 0.1) give
@@ -82,7 +86,7 @@ def check_gradients(tool, root, engines, n_random):
             rt = case.run(*flags)
             ref = case.reference(rt[3], p) if p else case.reference()
             for engine in engines:
-                got = case.run("--engine", engine, *flags)
+                got = case.run("--engine", engine, "--set-grad", *flags)
                 assert got[1] == rt[1], (cfg["name"], engine, got[1], rt[1])
                 lerr = abs(got[0] - rt[0]) / max(1.0, abs(rt[0]))
                 err, where = worst(got[2], rt[2])
@@ -90,10 +94,10 @@ def check_gradients(tool, root, engines, n_random):
                     raise AssertionError("%s (%s, dropout %g): %s differs from the runtime's by %.3e scaled, the loss by "
                                          "%.1e" % (cfg["name"], engine, p, where, err, lerr))
                 perr = tg.compare(case, "%s dropout %g" % (engine, p), got, ref)
-                if engine == engines[0]:  # each sub-layer recomputed in the backward pass: the same bits
+                if engine == engines[0]:  # recomputed sub-layers, the gradient added into zeros: the same bits
                     again = case.run("--engine", engine, "--recompute", "1", *flags)
                     same = again[:2] == got[:2] and all(np.array_equal(again[2][k], got[2][k]) for k in got[2])
-                    assert same, "%s (%s, dropout %g): --recompute changes the loss or the gradient" % (
+                    assert same, "%s (%s, dropout %g): --recompute (added) changes the loss or the gradient" % (
                         cfg["name"], engine, p)
                     recomputed.add(cfg["name"])
                 key = (group, engine, p)
@@ -103,7 +107,8 @@ def check_gradients(tool, root, engines, n_random):
         print("  %-8s %-3s dropout %-3g  vs runtime %.2e  vs PyTorch %.2e" % (group, engine, p, err, perr))
     print("  gradients: %d configs x dropout 0, 0.1 x %s: within %g of the runtime, 1e-4 of PyTorch"
           % (len(cases), ",".join(engines), TOL_RUNTIME))
-    print("  recompute: %d configs x dropout 0, 0.1 on %s: the same loss and gradient to the bit"
+    print("  recompute: %d configs x dropout 0, 0.1 on %s: the same loss and gradient to the bit (written, "
+          "set_grad, and added)"
           % (len(recomputed), engines[0]))
 
 
@@ -145,7 +150,8 @@ def check_parts(tool, root, engines):
     case = tg.Case(tool, root, "parts", c, 0.0, -100, 3100)
     for engine in engines:
         whole = case.run("--engine", engine, "--dropout", "0.1", "--seed", "6", "--first", "2")
-        part = case.run("--engine", engine, "--dropout", "0.1", "--seed", "6", "--first", "2", "--shape", "1,0,0")
+        part = case.run("--engine", engine, "--dropout", "0.1", "--seed", "6", "--first", "2", "--shape", "1,0,0",
+                        "--set-grad")
         assert abs(part[0] - whole[0]) <= 1e-6 * abs(whole[0]), (engine, part[0], whole[0])
         err, where = worst(part[2], whole[2])
         assert err <= 1e-6, "%s: a batch in parts of 1 differs by %.2e at %s" % (engine, err, where)

@@ -16,9 +16,11 @@
  * INDEX ANALYTIC CENTRAL_DIFFERENCE" with step E (default 1e-2); --engine tcc|cc: generated
  * training code (ff_train_engine_generated) instead of the runtime, on --threads N, made for
  * --shape B,S,T (default: the batch's, B the micro-batch), --recompute 1 its sub-layers recomputed
- * in the backward pass; --steps N [--lr X] [--weight-decay X]
+ * in the backward pass; --set-grad: grad filled with NaN and the first (micro-)batch's gradient
+ * written into it (opts.set_grad), not added to zeros; --steps N [--lr X] [--weight-decay X]
  * [--clip X]: N AdamW steps on the batch as the trainer takes them, OUT_DIR/params.safetensors the
  * parameters after them (grad.safetensors and loss.txt: the last step's). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,7 @@
 typedef struct {
   const char *src, *labels, *lengths, *tgt;
   ff_rt_train_opts o;
-  int first, micro, masks, fd;
+  int first, micro, masks, fd, set_grad;
   float fd_eps;
   int engine, threads;     /* the runtime, or generated code (tcc, cc) on threads */
   const float *params;     /* the flat parameters (generated code reads them) */
@@ -110,13 +112,15 @@ static int loss_and_grad(const ff_rt_model *m, const ff_rt_batch *b, const args 
                          int64_t *tokens, ff_error *err) {
   int step = a->micro > 0 ? a->micro : b->batch;
   *loss = 0.0, *tokens = 0;
+  ff_rt_train_opts o = a->o;
   for (int i = 0; i < b->batch; i += step) {
+    o.set_grad = a->set_grad && i == 0;
     ff_rt_batch mb = ff_train_batch_part(b, i, b->batch - i < step ? b->batch - i : step,
                                          m->cfg.arch == FF_ARCH_ENCODER_DECODER);
     double l;
     int64_t k;
-    int rc = a->e.loss_and_grad ? a->e.loss_and_grad(a->e.ctx, a->params, &mb, &a->o, grad, &l, &k, err)
-                                : ff_rt_loss_and_grad(m, &mb, &a->o, grad, &l, &k, err);
+    int rc = a->e.loss_and_grad ? a->e.loss_and_grad(a->e.ctx, a->params, &mb, &o, grad, &l, &k, err)
+                                : ff_rt_loss_and_grad(m, &mb, &o, grad, &l, &k, err);
     if (rc) return rc;
     *loss += l, *tokens += k;
   }
@@ -152,6 +156,11 @@ static int finite_differences(ff_rt_params *p, const ff_rt_model *m, const ff_rt
   return rc;
 }
 
+/* grad before a step: zeros, or with set_grad NaN (the step must write every element) */
+static void unset(float *grad, size_t n, int set_grad) {
+  for (size_t i = 0; i < n; i++) grad[i] = set_grad ? NAN : 0.0f;
+}
+
 /* a->steps AdamW steps on the batch as the trainer takes them (the mean gradient, clipping, AdamW with
  * no decay for biases, norms and embeddings, step counting from 1, dropout's step from a->o.step):
  * p->data is updated, grad holds the last step's, loss and tokens its */
@@ -161,7 +170,7 @@ static int adamw_steps(ff_rt_params *p, const ff_rt_model *m, const ff_rt_batch 
   int rc = mo && vo ? 0 : ff_fail(err, FF_ENOMEM, "out of memory");
   const uint64_t step0 = a->o.step;
   for (int s = 1; s <= a->steps && !rc; s++) {
-    memset(grad, 0, p->numel * sizeof *grad);
+    unset(grad, p->numel, a->set_grad);
     a->o.step = step0 + (uint64_t)s - 1;
     if ((rc = loss_and_grad(m, b, a, grad, loss, tokens, err))) break;
     if (!*tokens) rc = ff_fail(err, FF_EINVAL, "the batch has no labelled tokens");
@@ -212,6 +221,7 @@ static int run(const char *desc, const char *weights, const char *out, args *a, 
   }
   double loss = 0.0;
   int64_t tokens = 0;
+  if (!rc) unset(grad, p.numel, a->set_grad);
   if (!rc) rc = a->steps ? adamw_steps(&p, &m, &b, a, grad, &loss, &tokens, err)
                          : loss_and_grad(&m, &b, a, grad, &loss, &tokens, err);
   if (!rc) {
@@ -251,9 +261,10 @@ int main(int argc, char **argv) {
   if (argc < 4) return fprintf(stderr, "usage: train_tool MODEL.lua WEIGHTS OUT_DIR --src F --labels F [...]\n"), 2;
   for (int i = 4; i < argc; i++) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int flag = !strcmp(k, "--masks");
+    int flag = !strcmp(k, "--masks") || !strcmp(k, "--set-grad");
     if (!flag && !v) return fprintf(stderr, "train_tool: %s needs a value\n", k), 2;
-    if (flag) a.masks = 1;
+    if (flag && !strcmp(k, "--set-grad")) a.set_grad = 1;
+    else if (flag) a.masks = 1;
     else if (!strcmp(k, "--src")) a.src = v;
     else if (!strcmp(k, "--labels")) a.labels = v;
     else if (!strcmp(k, "--lengths")) a.lengths = v;

@@ -97,7 +97,7 @@ int ff_train_engine_runtime(const ff_config *c, int threads, ff_train_engine *ou
     runtime_release(e);
     return ff_fail(err, FF_ENOMEM, "out of memory for %d threads' gradients", threads);
   }
-  *out = (ff_train_engine){"runtime", e, runtime_loss, runtime_release};
+  *out = (ff_train_engine){"runtime", e, runtime_loss, runtime_release, 1};
   return 0;
 }
 

@@ -201,13 +201,16 @@ static int agree(const ff_trainer *t, int rc, ff_error *err) {
   return t->ranks > 1 ? ff_train_mpi_agree(rc, err) : rc;
 }
 
-/* Loss (and, grad not NULL, its gradient added) over samples idx[0..n) in
- * micro-batches padded to S x T (0: each its own), idx[0] sequence `base`
- * of the step's batch: sums */
+/* Loss (and, grad not NULL, its gradient: the first micro-batch's written,
+ * with an engine that sets_grad, else added into zeros; the others' added)
+ * over samples idx[0..n) in micro-batches padded to S x T (0: each its
+ * own), idx[0] sequence `base` of the step's batch: sums */
 static int pass(ff_trainer *t, const int64_t *idx, int64_t n, int64_t base, int S, int T,
                 const ff_train_step_opts *so, float *grad, double *loss, int64_t *tokens, ff_error *err) {
   int micro = t->o.micro_batch ? t->o.micro_batch : t->o.batch;
+  ff_train_step_opts o = *so;
   *loss = 0.0, *tokens = 0;
+  if (grad && (n == 0 || !t->engine.sets_grad)) memset(grad, 0, t->p.numel * sizeof *grad);
   for (int64_t first = 0; first < n; first += micro) {
     if (grad && stopped(t)) return FF_EINTR; /* (an evaluation, short, always ends) */
     int k = n - first < micro ? (int)(n - first) : micro;
@@ -215,7 +218,8 @@ static int pass(ff_trainer *t, const int64_t *idx, int64_t n, int64_t base, int 
     double l;
     int64_t c;
     ff_train_data_batch(&t->data, idx + first, k, (int)(base + first), S, T, &t->bb, &b);
-    int rc = t->engine.loss_and_grad(t->engine.ctx, t->p.data, &b, so, grad, &l, &c, err);
+    o.set_grad = first == 0 && t->engine.sets_grad; /* no pass zeroes the gradient first */
+    int rc = t->engine.loss_and_grad(t->engine.ctx, t->p.data, &b, &o, grad, &l, &c, err);
     if (rc) return rc;
     *loss += l, *tokens += c;
   }
@@ -231,8 +235,7 @@ int ff_trainer_step(ff_trainer *t, ff_train_report *r, ff_error *err) {
   for (int64_t k = 0; k < B; k++) t->step_idx[k] = ff_trainer_stream_index(t, t->consumed + k);
   /* every part padded as the whole batch: dropout's element indices count over that shape */
   ff_train_data_shape(&t->data, t->step_idx, B, &S, &T);
-  memset(t->grad, 0, t->p.numel * sizeof *t->grad);
-  ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, (float)t->o.dropout, t->o.seed, (uint64_t)t->step};
+  ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, (float)t->o.dropout, t->o.seed, (uint64_t)t->step, 0};
   int64_t from = share(B, t->rank, t->ranks), to = share(B, t->rank + 1, t->ranks);
   int rc = stopped(t) ? FF_EINTR
                       : pass(t, t->step_idx + from, to - from, from, S, T, &so, t->grad, &loss, &tokens, err);
@@ -295,7 +298,7 @@ static int decode_exact(ff_trainer *t, ff_rt_state *s, float *logits, int64_t i,
 int ff_trainer_evaluate(ff_trainer *t, double *loss, double *exact, ff_error *err) {
   *loss = NAN, *exact = -1.0;
   if (!t->n_held) return ff_fail(err, FF_EINVAL, "no held-out samples to evaluate (holdout 0)");
-  ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, 0.0f, t->o.seed, (uint64_t)t->step};
+  ff_train_step_opts so = {(float)t->o.label_smoothing, IGNORE, 0.0f, t->o.seed, (uint64_t)t->step, 0};
   /* over ranks each its share of the held-out samples and of the pairs decoded, the counts summed */
   int64_t from = share(t->n_held, t->rank, t->ranks), to = share(t->n_held, t->rank + 1, t->ranks);
   double v[3] = {0.0, 0.0, 0.0}; /* loss sum, tokens, pairs right */
