@@ -3,9 +3,11 @@
  * compiled by libtcc or the system compiler (cached), with its state and a pool of threads.
  * Its loss function keeps ff_rt_loss_and_grad's contract and messages: the runtime's checks
  * first, then the generated NAME_loss_and_grad on the batch, in parts of the code's batch. */
+#define _DEFAULT_SOURCE /* madvise */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "codegen.h"
 #include "ff_rt_train.h"
@@ -27,6 +29,22 @@ typedef struct {
   ff_config cfg;
   ff_train_shape shape;
 } gen_engine;
+
+/* The state, 2 MiB aligned and, where the system gives them on request
+ * (Linux's transparent huge pages, "madvise" mode), in 2 MiB pages: a dW
+ * product reads dY down its columns, a row of a wide layer (the FFN's, the
+ * logits') a 4 KiB page apart, where each read of 4 KiB pages waits on a
+ * TLB miss (one thread: dates 11.68 -> 11.39 ms a step, GPT shape 94.0 ->
+ * 93.0).  A hint: without huge pages nothing changes. */
+static void *state_alloc(size_t bytes) {
+  const size_t huge = (size_t)2 << 20;
+  void *p = NULL;
+  if (posix_memalign(&p, bytes >= huge ? huge : 64, bytes ? bytes : 64)) return NULL;
+#ifdef MADV_HUGEPAGE
+  if (bytes >= huge) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  return p;
+}
 
 static void gen_release(void *ctx) {
   gen_engine *e = ctx;
@@ -120,8 +138,8 @@ int ff_train_engine_generated_on(ff_model *m, enum ff_engine engine, const ff_tr
   if (!e->loss || !init || !set_threads)
     rc = ff_fail(err, FF_EINVAL, "generated training code lacks %s_loss_and_grad, _train_init_state or "
                  "_train_set_threads", c->name);
-  else if (posix_memalign(&e->state, 64, bytes ? bytes : 64))
-    e->state = NULL, rc = ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of training state", bytes);
+  else if (!(e->state = state_alloc(bytes)))
+    rc = ff_fail(err, FF_ENOMEM, "out of memory for %zu bytes of training state", bytes);
   else if (init(e->state))
     rc = ff_fail(err, FF_EINVAL, "generated %s_train_init_state failed", c->name);
   else if (threads > 1 && !(e->pool = pool) && !(e->own_pool = 1, e->pool = ff_pool_new(threads)))
