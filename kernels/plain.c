@@ -68,8 +68,52 @@ static inline float ff_rsqrt(float v) {
 }
 
 /* @part layernorm: plain norm_sums */
+#ifdef FF_PLAIN_AVX
+/* ff_layernorm_var (the generic build's) of the n <= FF_PLAIN_ROWS rows x, x + D, ... (m, e and
+ * the var + eps into m[r], e[r], v[r]): each row's 8 lanes as one vector, each lane's adds,
+ * subtractions and products as ff_layernorm_var makes them (no FMA), so the same sums;
+ * FF_PLAIN_ROWS rows side by side.  Rows past n repeat the last, their results unused. */
+static inline void ff_layernorm_vars(const float *x, int n, int D, float eps, float *m, float *e, float *v) {
+  const int D8 = D - D % 8;
+  const float *row[FF_PLAIN_ROWS];
+  float mr[FF_PLAIN_ROWS];
+  __m256 s[FF_PLAIN_ROWS], mv[FF_PLAIN_ROWS], ds[FF_PLAIN_ROWS], dc[FF_PLAIN_ROWS], qs[FF_PLAIN_ROWS],
+      qc[FF_PLAIN_ROWS];
+  for (int r = 0; r < FF_PLAIN_ROWS; r++) row[r] = x + (size_t)(r < n ? r : n - 1) * D, s[r] = _mm256_setzero_ps();
+  for (int i = 0; i < D8; i += 8)
+    for (int r = 0; r < FF_PLAIN_ROWS; r++) s[r] = _mm256_add_ps(s[r], _mm256_loadu_ps(row[r] + i));
+  for (int r = 0; r < FF_PLAIN_ROWS; r++) {
+    float l[8];
+    _mm256_storeu_ps(l, s[r]);
+    for (int i = D8; i < D; i++) l[i - D8] += row[r][i];
+    mr[r] = ff_sum8(l) / (float)D, mv[r] = _mm256_set1_ps(mr[r]);
+    ds[r] = dc[r] = qs[r] = qc[r] = _mm256_setzero_ps();
+  }
+  for (int i = 0; i < D8; i += 8)
+    for (int r = 0; r < FF_PLAIN_ROWS; r++) {
+      const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(row[r] + i), mv[r]);
+      __m256 y = _mm256_sub_ps(d, dc[r]), t = _mm256_add_ps(ds[r], y);
+      dc[r] = _mm256_sub_ps(_mm256_sub_ps(t, ds[r]), y), ds[r] = t;
+      y = _mm256_sub_ps(_mm256_mul_ps(d, d), qc[r]), t = _mm256_add_ps(qs[r], y);
+      qc[r] = _mm256_sub_ps(_mm256_sub_ps(t, qs[r]), y), qs[r] = t;
+    }
+  for (int r = 0; r < n; r++) {
+    ff_kahan8 sd, sq;
+    _mm256_storeu_ps(sd.sum, ds[r]), _mm256_storeu_ps(sd.comp, dc[r]);
+    _mm256_storeu_ps(sq.sum, qs[r]), _mm256_storeu_ps(sq.comp, qc[r]);
+    for (int i = D8; i < D; i++) {
+      const float d = row[r][i] - mr[r];
+      ff_kahan8_add(&sd, i % 8, d);
+      ff_kahan8_add(&sq, i % 8, d * d);
+    }
+    m[r] = mr[r], e[r] = ff_kahan8_total(&sd) / (float)D;
+    v[r] = ff_kahan8_total(&sq) / (float)D - e[r] * e[r] + eps;
+  }
+}
+#else
 /* The mean (m + *e) and var + eps of a row of D, as layernorm normalises it:
- * ((x - m) - e) / sqrt(var + eps) is x's xhat. */
+ * ((x - m) - e) / sqrt(var + eps) is x's xhat.  Each lane l takes the
+ * elements i + l, i % 8, in order; the lanes' Kahan sums, compensated. */
 static inline float ff_layernorm_var(const float *xt, int D, float eps, float *m_out, float *e_out) {
   const int D8 = D - D % 8;
   float s[8] = {0};
@@ -78,25 +122,7 @@ static inline float ff_layernorm_var(const float *xt, int D, float eps, float *m
   for (int i = D8; i < D; i++) s[i - D8] += xt[i];
   const float m = ff_sum8(s) / (float)D;
   ff_kahan8 sd = {{0}, {0}}, sq = {{0}, {0}};
-#ifdef FF_PLAIN_AVX
-  /* the 8 lanes as one vector, lane l taking x[i + l]: each lane's adds,
-   * subtractions and products as the loop below makes them (no FMA), so the
-   * same sums; gcc keeps that loop's lanes scalar */
-  __m256 ds = _mm256_setzero_ps(), dc = ds, qs = ds, qc = ds;
-  const __m256 mv = _mm256_set1_ps(m);
-  for (int i = 0; i < D8; i += 8) {
-    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xt + i), mv);
-    __m256 y = _mm256_sub_ps(d, dc), t = _mm256_add_ps(ds, y);
-    dc = _mm256_sub_ps(_mm256_sub_ps(t, ds), y), ds = t;
-    y = _mm256_sub_ps(_mm256_mul_ps(d, d), qc), t = _mm256_add_ps(qs, y);
-    qc = _mm256_sub_ps(_mm256_sub_ps(t, qs), y), qs = t;
-  }
-  _mm256_storeu_ps(sd.sum, ds), _mm256_storeu_ps(sd.comp, dc);
-  _mm256_storeu_ps(sq.sum, qs), _mm256_storeu_ps(sq.comp, qc);
-  for (int i = D8; i < D; i++) {
-#else
   for (int i = 0; i < D; i++) {
-#endif
     const float d = xt[i] - m;
     ff_kahan8_add(&sd, i % 8, d);
     ff_kahan8_add(&sq, i % 8, d * d);
@@ -105,6 +131,7 @@ static inline float ff_layernorm_var(const float *xt, int D, float eps, float *m
   *m_out = m, *e_out = e;
   return ff_kahan8_total(&sq) / (float)D - e * e + eps;
 }
+#endif
 
 /* Rows t0 .. t0 + n - 1 of x [T, D], n = min(8, T - t0) (returned): each
  * row's mean m + e and 1/sqrt(var + eps) r, the eight rows' sums first,
@@ -112,7 +139,13 @@ static inline float ff_layernorm_var(const float *xt, int D, float eps, float *m
 static inline int ff_layernorm_rows8(const float *x, int t0, int T, int D, float eps, float m[8], float e[8],
                                      float r[8]) {
   const int n = T - t0 < 8 ? T - t0 : 8;
+#ifdef FF_PLAIN_AVX
+  for (int i = 0; i < n; i += FF_PLAIN_ROWS)
+    ff_layernorm_vars(x + (size_t)(t0 + i) * D, n - i < FF_PLAIN_ROWS ? n - i : FF_PLAIN_ROWS, D, eps, m + i, e + i,
+                      r + i);
+#else
   for (int i = 0; i < n; i++) r[i] = ff_layernorm_var(x + (size_t)(t0 + i) * D, D, eps, m + i, e + i);
+#endif
   for (int i = 0; i < n; i++) r[i] = ff_rsqrt(r[i]);
   return n;
 }
@@ -132,22 +165,10 @@ FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *ga
 }
 
 /* @part rmsnorm: plain norm_sums */
-/* 1/sqrt(mean(x^2) + eps) of a row of D, as rmsnorm normalises it */
-static inline float ff_rmsnorm_rstd(const float *xt, int D, float eps) {
-  ff_kahan8 sq = {{0}, {0}};
-#ifdef FF_PLAIN_AVX
-  const int D8 = D - D % 8;
-  __m256 qs = _mm256_setzero_ps(), qc = qs; /* the 8 lanes as one vector, as in ff_layernorm_var */
-  for (int i = 0; i < D8; i += 8) {
-    const __m256 x = _mm256_loadu_ps(xt + i), y = _mm256_sub_ps(_mm256_mul_ps(x, x), qc), t = _mm256_add_ps(qs, y);
-    qc = _mm256_sub_ps(_mm256_sub_ps(t, qs), y), qs = t;
-  }
-  _mm256_storeu_ps(sq.sum, qs), _mm256_storeu_ps(sq.comp, qc);
-  for (int i = D8; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
-#else
-  for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
-#endif
-  float ss = ff_kahan8_total(&sq);
+/* 1/sqrt(mean(x^2) + eps) of a row of D from its 8 lanes' compensated sums of squares (sq), as
+ * rmsnorm normalises it */
+static inline float ff_rmsnorm_finish(const float *xt, int D, float eps, const ff_kahan8 *sq) {
+  float ss = ff_kahan8_total(sq);
   if (ss != ss) { /* NaN: a NaN in the row, or an inf the compensation turned into one (inf - inf) */
     ss = 0.0f;
     for (int i = 0; i < D; i++) ss += xt[i] * xt[i]; /* NaN, or inf: y = x 0 */
@@ -155,13 +176,53 @@ static inline float ff_rmsnorm_rstd(const float *xt, int D, float eps) {
   return ff_rsqrt(ss / (float)D + eps);
 }
 
-/* y = x / sqrt(mean(x^2) + eps) * gamma */
+/* r[k] = 1/sqrt(mean(x^2) + eps) of rows x, x + D, ... (n of them, n <= 8): lane l of a row
+ * sums x[i]^2, i % 8 = l, in order */
+static inline void ff_rmsnorm_rstds(const float *x, int n, int D, float eps, float *r) {
+#ifdef FF_PLAIN_AVX
+  /* a row's 8 lanes as one vector (each lane's products, subtractions and adds as the loop
+   * below makes them, no FMA: the same sums), FF_PLAIN_ROWS rows side by side; rows past n
+   * repeat the last, their results unused */
+  const int D8 = D - D % 8;
+  for (int k0 = 0; k0 < n; k0 += FF_PLAIN_ROWS) {
+    const float *row[FF_PLAIN_ROWS];
+    __m256 qs[FF_PLAIN_ROWS], qc[FF_PLAIN_ROWS];
+    for (int k = 0; k < FF_PLAIN_ROWS; k++)
+      row[k] = x + (size_t)(k0 + k < n ? k0 + k : n - 1) * D, qs[k] = qc[k] = _mm256_setzero_ps();
+    for (int i = 0; i < D8; i += 8)
+      for (int k = 0; k < FF_PLAIN_ROWS; k++) {
+        const __m256 v = _mm256_loadu_ps(row[k] + i), y = _mm256_sub_ps(_mm256_mul_ps(v, v), qc[k]);
+        const __m256 t = _mm256_add_ps(qs[k], y);
+        qc[k] = _mm256_sub_ps(_mm256_sub_ps(t, qs[k]), y), qs[k] = t;
+      }
+    for (int k = 0; k < FF_PLAIN_ROWS && k0 + k < n; k++) {
+      ff_kahan8 sq;
+      _mm256_storeu_ps(sq.sum, qs[k]), _mm256_storeu_ps(sq.comp, qc[k]);
+      for (int i = D8; i < D; i++) ff_kahan8_add(&sq, i % 8, row[k][i] * row[k][i]);
+      r[k0 + k] = ff_rmsnorm_finish(row[k], D, eps, &sq);
+    }
+  }
+#else
+  for (int k = 0; k < n; k++) {
+    const float *xt = x + (size_t)k * D;
+    ff_kahan8 sq = {{0}, {0}};
+    for (int i = 0; i < D; i++) ff_kahan8_add(&sq, i % 8, xt[i] * xt[i]);
+    r[k] = ff_rmsnorm_finish(xt, D, eps, &sq);
+  }
+#endif
+}
+
+/* y = x / sqrt(mean(x^2) + eps) * gamma, 8 rows' norms first */
 FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamma, float eps, float *y) {
-  for (int t = 0; t < T; t++) {
-    const float *xt = x + (size_t)t * D;
-    float *yt = y + (size_t)t * D;
-    const float rstd = ff_rmsnorm_rstd(xt, D, eps);
-    for (int i = 0; i < D; i++) yt[i] = xt[i] * rstd * gamma[i];
+  for (int t0 = 0; t0 < T; t0 += 8) {
+    const int n = T - t0 < 8 ? T - t0 : 8;
+    float r[8];
+    ff_rmsnorm_rstds(x + (size_t)t0 * D, n, D, eps, r);
+    for (int k = 0; k < n; k++) {
+      const float *xt = x + (size_t)(t0 + k) * D, rstd = r[k];
+      float *yt = y + (size_t)(t0 + k) * D;
+      for (int i = 0; i < D; i++) yt[i] = xt[i] * rstd * gamma[i];
+    }
   }
 }
 
@@ -258,6 +319,61 @@ static inline float ff_exp_neg(float x) {
 /* ---- the backward passes of the norms and activations (generated training code) ---- */
 
 /* @part layernorm_backward: layernorm */
+#ifdef FF_PLAIN_AVX
+/* ff_layernorm_backward's rows x, dy, dx (n <= FF_PLAIN_ROWS of them, rows of D), their
+ * statistics m, e, r: the same operations element by element (no FMA; each row's 8 lanes of
+ * sums; d gamma and d beta in row order), the rows side by side.  Rows past n repeat the last,
+ * their results unused. */
+static inline void ff_layernorm_backward_rows(const float *x, int n, int D, const float *gamma, const float *dy,
+                                              float *dx, int acc, float *restrict dgamma, float *restrict dbeta,
+                                              const float *m, const float *e, const float *r) {
+  const int D8 = D - D % 8;
+  const float *xr[FF_PLAIN_ROWS], *dyr[FF_PLAIN_ROWS];
+  __m256 mv[FF_PLAIN_ROWS], ev[FF_PLAIN_ROWS], rv[FF_PLAIN_ROWS], sg[FF_PLAIN_ROWS], sgx[FF_PLAIN_ROWS];
+  for (int k = 0; k < FF_PLAIN_ROWS; k++) {
+    const int q = k < n ? k : n - 1;
+    xr[k] = x + (size_t)q * D, dyr[k] = dy + (size_t)q * D;
+    mv[k] = _mm256_set1_ps(m[q]), ev[k] = _mm256_set1_ps(e[q]), rv[k] = _mm256_set1_ps(r[q]);
+    sg[k] = sgx[k] = _mm256_setzero_ps();
+  }
+  for (int i = 0; i < D8; i += 8) { /* sum g, sum g xhat; dgamma += dy xhat, dbeta += dy, row by row */
+    const __m256 gm = _mm256_loadu_ps(gamma + i);
+    __m256 dg = _mm256_loadu_ps(dgamma + i), db = _mm256_loadu_ps(dbeta + i);
+    for (int k = 0; k < FF_PLAIN_ROWS; k++) {
+      const __m256 d = _mm256_loadu_ps(dyr[k] + i);
+      const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(xr[k] + i), mv[k]), ev[k]), rv[k]);
+      const __m256 g = _mm256_mul_ps(d, gm);
+      sg[k] = _mm256_add_ps(sg[k], g), sgx[k] = _mm256_add_ps(sgx[k], _mm256_mul_ps(g, xhat));
+      if (k < n) dg = _mm256_add_ps(dg, _mm256_mul_ps(d, xhat)), db = _mm256_add_ps(db, d);
+    }
+    _mm256_storeu_ps(dgamma + i, dg), _mm256_storeu_ps(dbeta + i, db);
+  }
+  for (int k = 0; k < n; k++) {
+    const float *xt = xr[k], *dyt = dyr[k], mk = m[k], ek = e[k], rstd = r[k];
+    float *dxt = dx + (size_t)k * D, g8[8], gx8[8];
+    _mm256_storeu_ps(g8, sg[k]), _mm256_storeu_ps(gx8, sgx[k]);
+    for (int i = D8; i < D; i++) {
+      const float xhat = ((xt[i] - mk) - ek) * rstd, g = dyt[i] * gamma[i];
+      g8[i - D8] += g, gx8[i - D8] += g * xhat;
+      dgamma[i] += dyt[i] * xhat, dbeta[i] += dyt[i];
+    }
+    const float mg = ff_sum8(g8) / (float)D, mgx = ff_sum8(gx8) / (float)D;
+    const __m256 mgv = _mm256_set1_ps(mg), mgxv = _mm256_set1_ps(mgx);
+    for (int i = 0; i < D8; i += 8) { /* dx (+)= rstd (dy gamma - mean(g) - xhat mean(g xhat)) */
+      const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(xt + i), mv[k]), ev[k]), rv[k]);
+      const __m256 t = _mm256_sub_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(dyt + i), _mm256_loadu_ps(gamma + i)),
+                                                   mgv), _mm256_mul_ps(xhat, mgxv));
+      const __m256 v = _mm256_mul_ps(rv[k], t);
+      _mm256_storeu_ps(dxt + i, acc ? _mm256_add_ps(_mm256_loadu_ps(dxt + i), v) : v);
+    }
+    for (int i = D8; i < D; i++) {
+      const float xhat = ((xt[i] - mk) - ek) * rstd, v = rstd * (dyt[i] * gamma[i] - mg - xhat * mgx);
+      dxt[i] = acc ? dxt[i] + v : v;
+    }
+  }
+}
+#endif
+
 /* Back through layernorm over rows of x [T, D], from dy:
  *   dx (+)= rstd (g - mean(g) - xhat mean(g xhat)),  g = dy gamma,
  *   dgamma += sum over rows of dy xhat,  dbeta += sum over rows of dy
@@ -270,6 +386,12 @@ FF_KERNEL void FF_PLAIN(layernorm_backward)(const float *x, int T, int D, const 
   for (int t0 = 0; t0 < T; t0 += 8) { /* 8 rows' statistics first, as the forward takes them */
     float m[8], e[8], r[8];
     const int n = ff_layernorm_rows8(x, t0, T, D, eps, m, e, r);
+#ifdef FF_PLAIN_AVX
+    for (int k = 0; k < n; k += FF_PLAIN_ROWS)
+      ff_layernorm_backward_rows(x + (size_t)(t0 + k) * D, n - k < FF_PLAIN_ROWS ? n - k : FF_PLAIN_ROWS, D, gamma,
+                                 dy + (size_t)(t0 + k) * D, dx + (size_t)(t0 + k) * D, acc, dgamma, dbeta, m + k, e + k,
+                                 r + k);
+#else
     for (int k = 0; k < n; k++) {
       const float *xt = x + (size_t)(t0 + k) * D, *dyt = dy + (size_t)(t0 + k) * D, mk = m[k], ek = e[k], rstd = r[k];
       float *dxt = dx + (size_t)(t0 + k) * D, sg[8] = {0}, sgx[8] = {0};
@@ -291,6 +413,7 @@ FF_KERNEL void FF_PLAIN(layernorm_backward)(const float *x, int T, int D, const 
         dxt[i] = acc ? dxt[i] + v : v;
       }
     }
+#endif
   }
 }
 
@@ -299,19 +422,30 @@ FF_KERNEL void FF_PLAIN(layernorm_backward)(const float *x, int T, int D, const 
  * xhat = x rstd; dgamma += sum over rows of dy xhat. */
 FF_KERNEL void FF_PLAIN(rmsnorm_backward)(const float *x, int T, int D, const float *gamma, float eps,
                                           const float *dy, float *dx, int acc, float *restrict dgamma) {
-  for (int t = 0; t < T; t++) {
-    const float *xt = x + (size_t)t * D, *dyt = dy + (size_t)t * D;
-    float *dxt = dx + (size_t)t * D, sgx[8] = {0};
-    const float rstd = ff_rmsnorm_rstd(xt, D, eps);
-    for (int i = 0; i < D; i++) {
-      const float xhat = xt[i] * rstd;
-      sgx[i % 8] += dyt[i] * gamma[i] * xhat;
-      dgamma[i] += dyt[i] * xhat;
-    }
-    const float mgx = ff_sum8(sgx) / (float)D;
-    for (int i = 0; i < D; i++) {
-      const float v = rstd * (dyt[i] * gamma[i] - xt[i] * rstd * mgx);
-      dxt[i] = acc ? dxt[i] + v : v;
+  for (int t0 = 0; t0 < T; t0 += 8) { /* 8 rows' norms first, as the forward takes them */
+    const int n = T - t0 < 8 ? T - t0 : 8;
+    float r[8];
+    ff_rmsnorm_rstds(x + (size_t)t0 * D, n, D, eps, r);
+    for (int k = 0; k < n; k++) {
+      const float *xt = x + (size_t)(t0 + k) * D, *dyt = dy + (size_t)(t0 + k) * D, rstd = r[k];
+      float *dxt = dx + (size_t)(t0 + k) * D, sgx[8] = {0};
+      const int D8 = D - D % 8;
+      for (int i = 0; i < D8; i += 8) /* lane l takes i + l, i % 8 (in this form the lanes vectorize) */
+        for (int l = 0; l < 8; l++) {
+          const float xhat = xt[i + l] * rstd;
+          sgx[l] += dyt[i + l] * gamma[i + l] * xhat;
+          dgamma[i + l] += dyt[i + l] * xhat;
+        }
+      for (int i = D8; i < D; i++) {
+        const float xhat = xt[i] * rstd;
+        sgx[i - D8] += dyt[i] * gamma[i] * xhat;
+        dgamma[i] += dyt[i] * xhat;
+      }
+      const float mgx = ff_sum8(sgx) / (float)D;
+      for (int i = 0; i < D; i++) {
+        const float v = rstd * (dyt[i] * gamma[i] - xt[i] * rstd * mgx);
+        dxt[i] = acc ? dxt[i] + v : v;
+      }
     }
   }
 }
