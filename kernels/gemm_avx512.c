@@ -569,4 +569,5 @@ static inline void ff_axpy_avx512(float *y, float p, const float *x, int n) {
 #define FF_TRAIN(name) ff_##name##_avx512
 #define FF_TRAIN_NR FF_AVX512_NR
 #define FF_TRAIN_AVX 1 /* train.c may transpose 8 x 8 floats in __m256 registers */
+#define FF_TRAIN_AVX512 1 /* and compute dropout's masks 8 elements a vector (AVX512DQ's 64-bit products) */
 #include "train.c"

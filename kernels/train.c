@@ -99,6 +99,38 @@ FF_KERNEL void FF_TRAIN(transpose)(const float *src, int rows, int cols, int ld,
 }
 
 /* @part dropout: train_isa */
+/* y[i] = x[i] scale, or 0 where ff_dropout_bits(key, index0 + i) < threshold, for i < n (y may
+ * be x): runtime/ff_dropout.h's mask of a tensor whose key is key */
+static inline void FF_TRAIN(drop)(const float *x, float *y, size_t n, uint64_t key, uint64_t index0,
+                                  uint32_t threshold, float scale) {
+  size_t i = 0;
+#ifdef FF_TRAIN_AVX512
+  /* 16 elements a step: two vectors of 8 of splitmix64's counters key + (index + 1) G, 16 G on
+   * each step, its finalizer on them (AVX512DQ's 64-bit products), kept where the top 24 bits
+   * reach threshold: ff_dropout_bits's values, so the same mask; the last step masked */
+  const __m512i c1 = _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ull);
+  const __m512i c2 = _mm512_set1_epi64((long long)0x94D049BB133111EBull);
+  const __m512i step = _mm512_set1_epi64((long long)(16u * FF_DROPOUT_GOLDEN)), t = _mm512_set1_epi64(threshold);
+  const __m512 s = _mm512_set1_ps(scale);
+  uint64_t z[16];
+  for (int l = 0; l < 16; l++) z[l] = key + (index0 + (uint64_t)l + 1u) * FF_DROPOUT_GOLDEN;
+  __m512i z0 = _mm512_loadu_si512((const void *)z), z1 = _mm512_loadu_si512((const void *)(z + 8));
+  for (; i < n; i += 16) {
+    __m512i h0 = _mm512_mullo_epi64(_mm512_xor_si512(z0, _mm512_srli_epi64(z0, 30)), c1);
+    __m512i h1 = _mm512_mullo_epi64(_mm512_xor_si512(z1, _mm512_srli_epi64(z1, 30)), c1);
+    h0 = _mm512_mullo_epi64(_mm512_xor_si512(h0, _mm512_srli_epi64(h0, 27)), c2);
+    h1 = _mm512_mullo_epi64(_mm512_xor_si512(h1, _mm512_srli_epi64(h1, 27)), c2);
+    h0 = _mm512_srli_epi64(_mm512_xor_si512(h0, _mm512_srli_epi64(h0, 31)), 40);
+    h1 = _mm512_srli_epi64(_mm512_xor_si512(h1, _mm512_srli_epi64(h1, 31)), 40);
+    const __mmask16 keep = (__mmask16)(_mm512_cmpge_epu64_mask(h0, t) | (unsigned)_mm512_cmpge_epu64_mask(h1, t) << 8);
+    const __mmask16 in = (__mmask16)(n - i >= 16 ? 0xFFFFu : (1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(y + i, in, _mm512_maskz_mul_ps(keep, _mm512_maskz_loadu_ps(in, x + i), s));
+    z0 = _mm512_add_epi64(z0, step), z1 = _mm512_add_epi64(z1, step);
+  }
+#endif
+  for (; i < n; i++) y[i] = ff_dropout_bits(key, index0 + i) >= threshold ? x[i] * scale : 0.0f;
+}
+
 /* y = x with runtime/ff_dropout.h's mask of site in (seed, step), elements
  * index0 .. index0 + n-1 of the site's tensor: kept ones scaled by 1/(1-p);
  * p <= 0 copies (y may be x). */
@@ -108,10 +140,7 @@ FF_KERNEL void FF_TRAIN(dropout)(const float *x, float *y, size_t n, uint64_t se
     for (size_t i = 0; y != x && i < n; i++) y[i] = x[i];
     return;
   }
-  const uint64_t key = ff_dropout_key(seed, step, site);
-  const uint32_t threshold = ff_dropout_threshold(p);
-  const float scale = 1.0f / (1.0f - p);
-  for (size_t i = 0; i < n; i++) y[i] = ff_dropout_bits(key, index0 + i) >= threshold ? x[i] * scale : 0.0f;
+  FF_TRAIN(drop)(x, y, n, ff_dropout_key(seed, step, site), index0, ff_dropout_threshold(p), 1.0f / (1.0f - p));
 }
 
 /* @part cross_entropy: train_isa exp */
@@ -175,8 +204,14 @@ static inline void FF_TRAIN(drop_rows)(const float *x, size_t ldx, float *y, siz
     FF_TRAIN(dropout)(x, y, (size_t)rows * n, seed, step, site, index0, p);
     return;
   }
+  if (!(p > 0.0f)) {
+    for (int t = 0; t < rows; t++) FF_TRAIN(dropout)(x + (size_t)t * ldx, y + (size_t)t * ldy, n, 0, 0, 0, 0, p);
+    return;
+  }
+  const uint64_t key = ff_dropout_key(seed, step, site); /* once for the rows */
   for (int t = 0; t < rows; t++)
-    FF_TRAIN(dropout)(x + (size_t)t * ldx, y + (size_t)t * ldy, n, seed, step, site, index0 + (size_t)t * ldi, p);
+    FF_TRAIN(drop)(x + (size_t)t * ldx, y + (size_t)t * ldy, n, key, index0 + (size_t)t * ldi,
+                   ff_dropout_threshold(p), 1.0f / (1.0f - p));
 }
 
 /* The softmax weights of heads of K/V groups g0 .. g1-1 of one sequence,
