@@ -169,8 +169,16 @@ FF_KERNEL void FF_TRAIN(cross_entropy)(float *logits, int n, int V, int ld, cons
     float mx[FF_CE_LANES], s[FF_CE_LANES], a[FF_CE_LANES];
     const int whole = V / FF_CE_LANES * FF_CE_LANES;
     for (int t = 0; t < FF_CE_LANES; t++) mx[t] = l[0], s[t] = 0.0f, a[t] = 0.0f;
+#ifdef FF_TRAIN_AVX512
+    { /* max(a, b) is a > b ? a : b lane by lane (b when either is NaN or both are 0): the loop below */
+      __m512 m = _mm512_loadu_ps(mx);
+      for (int j = 0; j < whole; j += FF_CE_LANES) m = _mm512_max_ps(_mm512_loadu_ps(l + j), m);
+      _mm512_storeu_ps(mx, m);
+    }
+#else
     for (int j = 0; j < whole; j += FF_CE_LANES)
       for (int t = 0; t < FF_CE_LANES; t++) mx[t] = l[j + t] > mx[t] ? l[j + t] : mx[t];
+#endif
     float max = mx[0];
     for (int t = 1; t < FF_CE_LANES; t++) max = mx[t] > max ? mx[t] : max;
     for (int j = whole; j < V; j++) max = l[j] > max ? l[j] : max;
