@@ -53,8 +53,10 @@ FF_KERNEL void FF_TRAIN(pack)(const float *src, int ld, int K, int N, int trans,
 #ifdef FF_TRAIN_AVX
       if (w == FF_TRAIN_NR) {
         k8 = K & ~7;
-        for (int k = 0; k < k8; k += 8) /* every column's next 8 k: each of S's rows is read front to back */
-          for (int c = 0; c < FF_TRAIN_NR; c += 8)
+        /* 8 columns at a time, each of S's 8 rows read front to back: when they are 2^n floats
+         * apart (W [256, 1024]) they share an L1 set, which holds 8 rows' lines but not 32 */
+        for (int c = 0; c < FF_TRAIN_NR; c += 8)
+          for (int k = 0; k < k8; k += 8)
             FF_TRAIN(t8x8)(src + (size_t)(j + c) * ld + k, (size_t)ld, panel + (size_t)k * FF_TRAIN_NR + c,
                            FF_TRAIN_NR);
       }
