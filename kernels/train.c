@@ -151,8 +151,8 @@ FF_KERNEL void FF_TRAIN(dropout)(const float *x, float *y, size_t n, uint64_t se
  *   loss = (1 - s)(lse - l_y) + s mean_k (lse - l_k),  lse = log sum_k e^(l_k),
  * summed (in double) into *loss over the rows whose label is not ignore,
  * counted in *count; with grad, logits are replaced by d loss / d logits =
- * softmax - (1 - s) onehot - s / V (0 on ignored rows).  Labels are checked
- * by the caller. */
+ * softmax - (1 - s) onehot - s / V (0 on ignored rows), softmax = e^(l -
+ * max) / sum (one exponential a logit).  Labels are checked by the caller. */
 #define FF_CE_LANES 16
 FF_KERNEL void FF_TRAIN(cross_entropy)(float *logits, int n, int V, int ld, const int32_t *labels, int ignore,
                                        float smoothing, int grad, double *loss, int64_t *count) {
@@ -184,17 +184,29 @@ FF_KERNEL void FF_TRAIN(cross_entropy)(float *logits, int n, int V, int ld, cons
     float max = mx[0];
     for (int t = 1; t < FF_CE_LANES; t++) max = mx[t] > max ? mx[t] : max;
     for (int j = whole; j < V; j++) max = l[j] > max ? l[j] : max;
-    for (int j = 0; j < whole; j += FF_CE_LANES)
-      for (int t = 0; t < FF_CE_LANES; t++) s[t] += ff_exp_neg(l[j + t] - max), a[t] += l[j + t];
-    for (int j = whole; j < V; j++) s[j - whole] += ff_exp_neg(l[j] - max), a[j - whole] += l[j];
+    const float ly = l[y];
+    if (grad) /* e^(l - max) kept in place of l (the row is in L1): the gradient's softmax without a second exp */
+      for (int j = 0; j < whole; j += FF_CE_LANES)
+        for (int t = 0; t < FF_CE_LANES; t++) {
+          const float e = ff_exp_neg(l[j + t] - max);
+          s[t] += e, a[t] += l[j + t], l[j + t] = e;
+        }
+    else
+      for (int j = 0; j < whole; j += FF_CE_LANES)
+        for (int t = 0; t < FF_CE_LANES; t++) s[t] += ff_exp_neg(l[j + t] - max), a[t] += l[j + t];
+    for (int j = whole; j < V; j++) {
+      const float e = ff_exp_neg(l[j] - max);
+      s[j - whole] += e, a[j - whole] += l[j];
+      if (grad) l[j] = e;
+    }
     for (int w = FF_CE_LANES / 2; w > 0; w /= 2)
       for (int t = 0; t < w; t++) s[t] += s[t + w], a[t] += a[t + w];
     const float sum = s[0], all = a[0], lse = max + logf(sum);
-    total += (1.0 - smoothing) * (double)(lse - l[y]) + smoothing * ((double)lse - (double)all / V);
+    total += (1.0 - smoothing) * (double)(lse - ly) + smoothing * ((double)lse - (double)all / V);
     k++;
     if (!grad) continue;
-    const float off = smoothing / (float)V, hit = 1.0f - smoothing;
-    for (int j = 0; j < V; j++) l[j] = ff_exp_neg(l[j] - lse) - off;
+    const float inv = 1.0f / sum, off = smoothing / (float)V, hit = 1.0f - smoothing;
+    for (int j = 0; j < V; j++) l[j] = l[j] * inv - off; /* softmax = e^(l - max) / sum */
     l[y] -= hit;
   }
   *loss = total;
