@@ -43,19 +43,16 @@ static int runtime_loss(void *ctx, const float *params, const ff_train_batch *b,
     e->bound = params;
   }
   int k = e->threads < b->batch ? e->threads : b->batch, encdec = c->arch == FF_ARCH_ENCODER_DECODER;
-  if (k <= 1) return ff_rt_loss_and_grad(&e->m, b, o, grad, loss_sum, tokens, err);
+  if (k <= 1 || !o) return ff_rt_loss_and_grad(&e->m, b, o, grad, loss_sum, tokens, err); /* (!o: its error) */
   part parts[FF_MAX_THREADS];
   pthread_t ids[FF_MAX_THREADS];
   int started[FF_MAX_THREADS] = {0}, rc = 0;
+  ff_train_step_opts own = *o; /* the other threads' gradients: their own buffers, written (zeroed once, there) */
+  own.set_grad = 1;
   for (int i = 0; i < k; i++) { /* contiguous shares, the first ones a sequence longer */
     int from = (int)((int64_t)b->batch * i / k), to = (int)((int64_t)b->batch * (i + 1) / k);
-    parts[i] = (part){e, ff_train_batch_part(b, from, to - from, encdec), o, NULL, 0.0, 0, 0, {0, ""}};
-    if (grad && i > 0) {
-      parts[i].grad = e->grads + (size_t)(i - 1) * e->numel;
-      memset(parts[i].grad, 0, e->numel * sizeof(float));
-    } else {
-      parts[i].grad = grad;
-    }
+    parts[i] = (part){e, ff_train_batch_part(b, from, to - from, encdec), i ? &own : o, NULL, 0.0, 0, 0, {0, ""}};
+    parts[i].grad = grad && i > 0 ? e->grads + (size_t)(i - 1) * e->numel : grad;
     if (i > 0) started[i] = !pthread_create(&ids[i], NULL, run_part, &parts[i]);
     if (i > 0 && !started[i]) run_part(&parts[i]); /* no thread: here */
   }
