@@ -28,7 +28,7 @@
  * polynomials into FMAs, so that -inf (1 + erf) is NaN as in PyTorch (gelu,
  * silu of -inf) and large negative inputs give 0; NaN passes through (the
  * comparisons are false for it). */
-/* @part norm_sums */
+/* @part norm_sums: plain */
 /* 8 interleaved Kahan sums: sum[l] + the lost low part -comp[l] */
 typedef struct {
   float sum[8], comp[8];
@@ -47,6 +47,14 @@ static inline float ff_sum8(const float s[8]) {
 
 /* the lanes' compensated total */
 static inline float ff_kahan8_total(const ff_kahan8 *k) { return ff_sum8(k->sum) - ff_sum8(k->comp); }
+#ifdef FF_PLAIN_AVX
+
+/* ff_kahan8_add of v's 8 lanes into sum, comp (the same subtractions and adds, lane by lane) */
+static inline void ff_kahan8_vadd(__m256 *sum, __m256 *comp, __m256 v) {
+  const __m256 y = _mm256_sub_ps(v, *comp), t = _mm256_add_ps(*sum, y);
+  *comp = _mm256_sub_ps(_mm256_sub_ps(t, *sum), y), *sum = t;
+}
+#endif
 
 /* 1 / sqrt(v) for v > 0, +inf (0) or NaN (NaN): a first guess from the
  * exponent bits, then Newton's y (3 - v y^2) / 2, which doubles the correct
@@ -92,10 +100,8 @@ static inline void ff_layernorm_vars(const float *x, int n, int D, float eps, fl
   for (int i = 0; i < D8; i += 8)
     for (int r = 0; r < FF_PLAIN_ROWS; r++) {
       const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(row[r] + i), mv[r]);
-      __m256 y = _mm256_sub_ps(d, dc[r]), t = _mm256_add_ps(ds[r], y);
-      dc[r] = _mm256_sub_ps(_mm256_sub_ps(t, ds[r]), y), ds[r] = t;
-      y = _mm256_sub_ps(_mm256_mul_ps(d, d), qc[r]), t = _mm256_add_ps(qs[r], y);
-      qc[r] = _mm256_sub_ps(_mm256_sub_ps(t, qs[r]), y), qs[r] = t;
+      ff_kahan8_vadd(&ds[r], &dc[r], d);
+      ff_kahan8_vadd(&qs[r], &qc[r], _mm256_mul_ps(d, d));
     }
   for (int r = 0; r < n; r++) {
     ff_kahan8 sd, sq;
@@ -191,9 +197,8 @@ static inline void ff_rmsnorm_rstds(const float *x, int n, int D, float eps, flo
       row[k] = x + (size_t)(k0 + k < n ? k0 + k : n - 1) * D, qs[k] = qc[k] = _mm256_setzero_ps();
     for (int i = 0; i < D8; i += 8)
       for (int k = 0; k < FF_PLAIN_ROWS; k++) {
-        const __m256 v = _mm256_loadu_ps(row[k] + i), y = _mm256_sub_ps(_mm256_mul_ps(v, v), qc[k]);
-        const __m256 t = _mm256_add_ps(qs[k], y);
-        qc[k] = _mm256_sub_ps(_mm256_sub_ps(t, qs[k]), y), qs[k] = t;
+        const __m256 v = _mm256_loadu_ps(row[k] + i);
+        ff_kahan8_vadd(&qs[k], &qc[k], _mm256_mul_ps(v, v));
       }
     for (int k = 0; k < FF_PLAIN_ROWS && k0 + k < n; k++) {
       ff_kahan8 sq;
