@@ -242,8 +242,9 @@ int ff_tokenizer_encode(const ff_tokenizer *t, const char *text, int32_t *ids, i
 int ff_tokenizer_encode_template(const ff_tokenizer *t, const char *text, int prefix, int bos, int suffix, int32_t *ids,
                                  int cap, int *n, ff_error *err);
 /* ids -> text (NUL-terminated, truncated to whole pieces within cap - 1
- * bytes); special ids and ids outside the vocabulary are left out.  Returns
- * the length it needed. */
+ * bytes); special ids and ids outside the vocabulary are left out, and so
+ * is a byte token of 0 (<0x00>, byte-level BPE's U+0100): the text holds no
+ * NUL before its end.  Returns the length it needed. */
 size_t ff_tokenizer_decode(const ff_tokenizer *t, const int32_t *ids, int n, char *text, size_t cap);
 
 /* ---- files ---------------------------------------------------------------- */

@@ -1645,9 +1645,9 @@ static void tok_sp_piece(const ff_tok_tables *t, const char *s, size_t n, tok_si
   int b = t->byte_fallback || t->kind == FF_TOK_KIND_LLAMA2C ? tok_byte_token(s, n) : -1;
   size_t m = n, i;
   char *at;
-  if (b >= 0) {
+  if (b >= 0) { /* <0x00>: no byte (the text is a C string; llama2.c's run.c prints none either) */
     char c = (char)b;
-    tok_sink_put(k, &c, 1);
+    if (b) tok_sink_put(k, &c, 1);
     return;
   }
   for (i = 0; i + 3 <= n; i++)
@@ -1670,14 +1670,17 @@ static void tok_bytes_piece(const ff_tok_tables *t, const char *s, size_t n, tok
   int eow = ls && n >= ls && !memcmp(s + n - ls, t->suffix, ls), space = k->tail_space;
   char *out;
   if (eow) n -= ls;
-  for (at = 0; at < n; at += c) m += tok_cp_byte(ff_uc_next(s + at, n - at, &c)) >= 0 ? 1 : c;
+  for (at = 0; at < n; at += c) { /* byte 0 (U+0100): none, the text is a C string */
+    const int b = tok_cp_byte(ff_uc_next(s + at, n - at, &c));
+    m += b > 0 ? 1 : b == 0 ? 0 : c;
+  }
   k->tail_space = eow;
   if (!(out = tok_room(k, m + (size_t)space))) return;
   if (space) *out++ = ' ';
   for (at = 0; at < n; at += c) {
-    int b = tok_cp_byte(ff_uc_next(s + at, n - at, &c));
-    if (b >= 0) *out++ = (char)b;
-    else memcpy(out, s + at, c), out += c;
+    const int b = tok_cp_byte(ff_uc_next(s + at, n - at, &c));
+    if (b > 0) *out++ = (char)b;
+    else if (b < 0) memcpy(out, s + at, c), out += c;
   }
 }
 #endif

@@ -3,7 +3,8 @@
  * model, a Hugging Face tokenizer.json or fixformer's vocabulary, by
  * content), with and without an
  * expected size; what it accepts then encodes a multilingual text and long
- * words and decodes the ids.  A tokenizer or a clean error, never a crash,
+ * words and decodes the ids, and decodes each id alone (a C string: no
+ * NUL before its end).  A tokenizer or a clean error, never a crash,
  * a leak, undefined behaviour (built with ASan + UBSan) or a time-out. */
 #include <string.h>
 
@@ -32,6 +33,11 @@ static void use(const ff_tokenizer *t) {
       if (out[i] < 0 || out[i] >= in->size) __builtin_trap();
     char text[512];
     size_t need = ff_tokenizer_decode(t, out, n, text, sizeof text);
+    if (need < sizeof text && strlen(text) != need) __builtin_trap();
+  }
+  for (int32_t id = 0; id < in->size; id++) { /* each id alone (<0x00>, byte-level's U+0100): still a C string */
+    char text[512];
+    size_t need = ff_tokenizer_decode(t, &id, 1, text, sizeof text);
     if (need < sizeof text && strlen(text) != need) __builtin_trap();
   }
 }
