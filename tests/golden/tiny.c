@@ -283,28 +283,30 @@ static void linear_task(void *arg, int i) { /* the i-th of n ranges of panels */
   linear_columns(j, p0 * 16, p1 * 16 < j->OUT ? p1 * 16 : j->OUT);
 }
 
-/* y [T, OUT] (+)= x [T, IN] W + b, on the state's threads from split_t
+/* y [T, OUT] (+)= x [T, IN] W + b (x's rows every ldx floats, y's every ldy; x as linear_job's
+ * compute says), on the state's threads from split_t
  * rows on (each op's own, which the plan chose: gen/ops.lua's split_rows),
  * else on this one: 4 tasks per thread, a range of W's column panels each,
  * which the threads take in turn (a thread held up takes fewer). */
-static void linear_run(const float *state, linear_job *job, int split_t) {
+static void linear_run(const float *state, const float *x, int ldx, int T, int IN, const float *W, const float *b,
+    int OUT, float *y, int ldy, int flags, int compute, int split_t) {
   const parallel_t p = parallel_of(state);
-  const int panels = (job->OUT + 16 - 1) / 16;
-  job->n = 4 * p.threads < panels ? 4 * p.threads : panels;
-  if (p.threads < 2 || job->n < 2 || job->T < split_t)
-    linear_columns(job, 0, job->OUT);
+  const int panels = (OUT + 16 - 1) / 16;
+  linear_job job;
+  job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
+  job.ldx = ldx, job.ldy = ldy, job.compute = compute;
+  job.n = 4 * p.threads < panels ? 4 * p.threads : panels;
+  if (p.threads < 2 || job.n < 2 || T < split_t)
+    linear_columns(&job, 0, OUT);
   else
-    p.fn(p.pool, job->n, linear_task, job);
+    p.fn(p.pool, job.n, linear_task, &job);
 }
 
 static void linear(const float *state, const float *x, int T, int IN, const float *W, const float *b, int OUT,
     float *y, int flags, int split_t) {
-  linear_job job;
-  job.x = x, job.W = W, job.b = b, job.y = y, job.T = T, job.IN = IN, job.OUT = OUT, job.flags = flags;
-  job.ldx = IN, job.ldy = OUT, job.compute = 0;
-  linear_run(state, &job, split_t);
+  linear_run(state, x, IN, T, IN, W, b, OUT, y, OUT, flags, 0, split_t);
 }
-#line 271 "templates/model.c.in"
+#line 264 "templates/model.c.in"
 
 #line 16 "templates/mha.c.in"
 /* ---- attention on the state's threads ---- */
