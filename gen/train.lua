@@ -176,19 +176,28 @@ end
 
 -- W^T of matrix m in panels for the forward product op name, right before it
 -- (and again before a recomputed one): the panels live from the pack to the
--- product, so one matrix's take the arena at a time
+-- product, so one matrix's take the arena at a time.  A recomputed product's
+-- panels are a value of their own: in the forward's, they would live from
+-- the forward to the backward, every layer's at once.  Returns the panels.
 function TB:pack_forward(name, m)
+  local wt = m.fwd
+  if self.recomputing then
+    m.fwd_re = m.fwd_re or self:value("wt_" .. m.name .. "_re", m.IN, m.fwd.cols, false,
+      "W^T in panels (the recomputed forward's), packed before its use")
+    wt = m.fwd_re
+  end
   self:flop_op(0, "pack", "pack_" .. name, { K = m.IN, N = m.OUT, TRANS = true, ISA = self.isa, NR = self.nr },
-    string.format("%s [%d,%d] -> panels of W^T", m.param.name, m.OUT, m.IN), { "state", m.W, m.fwd })
+    string.format("%s [%d,%d] -> panels of W^T", m.param.name, m.OUT, m.IN), { "state", m.W, wt })
+  return wt
 end
 
 -- y [rows, OUT] = x W^T + b
 function TB:linear(name, m, x, y, st)
-  self:pack_forward(name, m)
+  local wt = self:pack_forward(name, m)
   self:flop_op(2 * st.max_rows * m.IN * m.OUT, "linear_train", name, { IN = m.IN, OUT = m.OUT, LDY = m.OUT,
     BIAS = m.b ~= nil, ISA = self.isa, NR = self.nr },
     string.format("[%s,%d] -> [%s,%d]", st.rows, m.IN, st.rows, m.OUT),
-    { "state", x, st.rows, m.fwd, m.b or "NULL", y })
+    { "state", x, st.rows, wt, m.b or "NULL", y })
 end
 
 -- dx (set | add | none) = dy W, dW += dy^T x, db += sum dy.  W in panels is
@@ -477,7 +486,9 @@ function TB:sublayer(L, st, layer, kind, norm_role, x)
     return y
   end
   self:push(function(dy)
+    self.recomputing = true
     local _, again = self:sublayer_ops(L .. "_re", st, layer, kind, norm_role, x)
+    self.recomputing = false
     return again(dy)
   end)
   return y

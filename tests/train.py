@@ -637,9 +637,8 @@ def check_errors(env):
 
 
 def check_memory(env):
-    def info(*flags):
-        p = subprocess.run([env.ff, "info", os.path.join(HERE, "..", "models", "dates.lua"), "--train"] + list(flags),
-                           capture_output=True, text=True, check=True)
+    def info(*flags, desc=os.path.join(HERE, "..", "models", "dates.lua")):
+        p = subprocess.run([env.ff, "info", desc, "--train"] + list(flags), capture_output=True, text=True, check=True)
         rows = {}
         for line in p.stdout.splitlines():
             parts = line.split()
@@ -667,8 +666,21 @@ def check_memory(env):
         if extra:
             assert g["activations"] < kept["activations"], (g, kept)
         kept = g
+    # --recompute keeps each sub-layer's input, so a layer more adds two [rows, d] values: not the
+    # layer's panels (a recomputed product's W^T once lived from the forward to the backward)
+    grown = []
+    for layers in (2, 4):
+        desc = env.path("deep%d.lua" % layers)
+        with open(desc, "w") as f:
+            f.write('return { name = "deep", arch = "decoder-only", d_model = 64, heads = 4, d_ff = 256, layers = %d, '
+                    'vocab = 512, max_seq = 32, norm = "pre", positional = "learned" }\n' % layers)
+        grown.append(info("--batch", "4", "--engine", "cc", "--recompute", desc=desc)["activations"])
+    kept_inputs = 2 * 2 * (4 * 32) * 64 * 4  # 2 more layers x 2 sub-layers x [rows, d] floats
+    assert 0 < grown[1] - grown[0] <= 1.25 * kept_inputs, ("--recompute: 2 layers more take %d bytes more "
+                                                           "activations, 2 x 2 sub-layer inputs are %d" % (grown[1] - grown[0], kept_inputs))
     print("  memory: info --train's bytes follow the parameters; activations one sequence per thread; --engine cc: "
-          "the emitted state, smaller with --recompute")
+          "the emitted state, smaller with --recompute, and %d bytes more for 2 layers more (their inputs: %d)"
+          % (grown[1] - grown[0], kept_inputs))
 
 
 def check_init(env):
