@@ -61,11 +61,13 @@ end
 -- The rows from which a product with IN x OUT weights runs on the state's
 -- threads (templates/model.c.in's linear_run; fewer rows: the calling thread
 -- alone): where its work outweighs starting the tasks, about a microsecond.
--- A million multiply-adds; or, at any row count, 64K weights or more, whose
--- reading from memory is the work when a row is decoded (T = 1). Folded into
--- each op's call, so the emitted code says where its split starts.
-function M.split_rows(IN, OUT)
-  if IN * OUT >= 65536 then return 1 end
+-- A million multiply-adds; or, at any row count, 256 KB of weights or more
+-- (64K floats; bytes a weight: dtype's), whose reading from memory is the
+-- work when a row is decoded (T = 1). Folded into each op's call, so the
+-- emitted code says where its split starts.
+M.WEIGHT_BYTES = { f32 = 4, bf16 = 2, b16 = 2, int8 = 1.125, i8 = 1 }
+function M.split_rows(IN, OUT, dtype)
+  if IN * OUT * M.WEIGHT_BYTES[dtype or "f32"] >= 262144 then return 1 end
   return (1000000 + IN * OUT - 1) // (IN * OUT)
 end
 
@@ -186,7 +188,7 @@ M.kinds = {
       if p.ACC then flags[#flags + 1] = "FF_ACC" end
       if p.RELU then flags[#flags + 1] = "FF_RELU" end
       return { PANELS = (p.OUT + p.NR - 1) // p.NR, FLAGS = #flags > 0 and table.concat(flags, " | ") or "0",
-        SPLIT_T = M.split_rows(p.IN, p.OUT), KERNEL = "ff_linear" .. M.KERNEL_SUFFIX[p.DTYPE] .. "_" .. p.ISA,
+        SPLIT_T = M.split_rows(p.IN, p.OUT, p.DTYPE), KERNEL = "ff_linear" .. M.KERNEL_SUFFIX[p.DTYPE] .. "_" .. p.ISA,
         STORED = ({ f32 = "", bf16 = " as bfloat16", int8 = " as int8 (a scale per 32 inputs)",
           i8 = " as int8 (a scale per column)", b16 = " as bfloat16 pairs of k" })[p.DTYPE],
         OPDOC_SHAPE = M.kinds.linear.doc(p):gsub("^y ", "") .. ", x [T, " .. p.IN .. "]" }
