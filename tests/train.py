@@ -676,8 +676,9 @@ def check_memory(env):
                     'vocab = 512, max_seq = 32, norm = "pre", positional = "learned" }\n' % layers)
         grown.append(info("--batch", "4", "--engine", "cc", "--recompute", desc=desc)["activations"])
     kept_inputs = 2 * 2 * (4 * 32) * 64 * 4  # 2 more layers x 2 sub-layers x [rows, d] floats
-    assert 0 < grown[1] - grown[0] <= 1.25 * kept_inputs, ("--recompute: 2 layers more take %d bytes more "
-                                                           "activations, 2 x 2 sub-layer inputs are %d" % (grown[1] - grown[0], kept_inputs))
+    assert 0 < grown[1] - grown[0] <= 1.25 * kept_inputs, (
+        "--recompute: 2 layers more take %d bytes more activations, 2 x 2 sub-layer inputs are %d"
+        % (grown[1] - grown[0], kept_inputs))
     print("  memory: info --train's bytes follow the parameters; activations one sequence per thread; --engine cc: "
           "the emitted state, smaller with --recompute, and %d bytes more for 2 layers more (their inputs: %d)"
           % (grown[1] - grown[0], kept_inputs))
