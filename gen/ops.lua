@@ -62,13 +62,26 @@ end
 -- threads (templates/model.c.in's linear_run; fewer rows: the calling thread
 -- alone): where its work outweighs starting the tasks, about a microsecond.
 -- A million multiply-adds; or, at any row count, 256 KB of weights or more
--- (64K floats; bytes a weight: dtype's), whose reading from memory is the
--- work when a row is decoded (T = 1). Folded into each op's call, so the
--- emitted code says where its split starts.
-M.WEIGHT_BYTES = { f32 = 4, bf16 = 2, b16 = 2, int8 = 1.125, i8 = 1 }
+-- (64K floats; the bytes of dtype's layout, M.weight_words), whose reading
+-- from memory is the work when a row is decoded (T = 1). Folded into each
+-- op's call, so the emitted code says where its split starts.
 function M.split_rows(IN, OUT, dtype)
-  if IN * OUT * M.WEIGHT_BYTES[dtype or "f32"] >= 262144 then return 1 end
+  if 4 * M.weight_words(dtype or "f32", OUT, IN) >= 262144 then return 1 end
   return (1000000 + IN * OUT - 1) // (IN * OUT)
+end
+
+-- The 4-byte words of `rows` rows of `cols` weights stored in type t: f32
+-- one each; bf16 two per word, a row padded to whole words (a panel row of
+-- NR is whole); int8 per group of Q8 inputs a float scale and Q8 bytes; i8
+-- (compute int8's panels, kernels/int8.c) per row a scale, a sum and the
+-- bytes of cols padded to a multiple of 4; b16 (compute bf16's, kernels/bf16.c)
+-- as bf16, in pairs of k.
+local Q8 = 32 -- FF_Q8_GROUP (include/ff_config.h)
+function M.weight_words(t, rows, cols)
+  if t == "bf16" or t == "b16" then return rows * ((cols + 1) // 2) end
+  if t == "int8" then return rows * ((cols + Q8 - 1) // Q8) * (4 + Q8) // 4 end
+  if t == "i8" then return rows * (2 + (cols + 3) // 4) end
+  return rows * cols
 end
 
 local function compute_linear(name, calls)

@@ -102,19 +102,8 @@ end
 
 -- ---- weight layout ----------------------------------------------------------
 
--- The 4-byte words of `rows` rows of `cols` weights stored in type t: f32
--- one each; bf16 two per word, a row padded to whole words (a panel row of
--- NR is whole); int8 per group of Q8 inputs a float scale and Q8 bytes; i8
--- (compute int8's panels, kernels/int8.c) per row a scale, a sum and the
--- bytes of cols padded to a multiple of 4; b16 (compute bf16's, kernels/bf16.c)
--- as bf16, in pairs of k.
-local Q8 = 32 -- FF_Q8_GROUP (include/ff_config.h)
-function M.weight_words(t, rows, cols)
-  if t == "bf16" or t == "b16" then return rows * ((cols + 1) // 2) end
-  if t == "int8" then return rows * ((cols + Q8 - 1) // Q8) * (4 + Q8) // 4 end
-  if t == "i8" then return rows * (2 + (cols + 3) // 4) end
-  return rows * cols
-end
+-- The 4-byte words of `rows` rows of `cols` weights stored in type t (ops.lua)
+M.weight_words = ops.weight_words
 local weight_words = M.weight_words
 
 -- The compute types other than f32: the weight type of the blocks' matrices,

@@ -582,7 +582,7 @@ void ff_position_table(const ff_layout_entry *e, float *dst) {
   }
 }
 
-/* The 4-byte words rows rows of cols weights of type t take (gen/plan.lua's
+/* The 4-byte words rows rows of cols weights of type t take (gen/ops.lua's
  * weight_words): bf16 rows padded to whole words, int8 a scale per group. */
 static size_t weight_words(int t, size_t rows, size_t cols) {
   if (t == FF_WEIGHT_BF16 || t == FF_PACK_B16) return rows * ((cols + 1) / 2);
