@@ -230,10 +230,12 @@ static inline void FF_TRAIN(drop_rows)(const float *x, size_t ldx, float *y, siz
     for (int t = 0; t < rows; t++) FF_TRAIN(dropout)(x + (size_t)t * ldx, y + (size_t)t * ldy, n, 0, 0, 0, 0, p);
     return;
   }
-  const uint64_t key = ff_dropout_key(seed, step, site); /* once for the rows */
+  /* the key, the threshold and the scale once for the rows */
+  const uint64_t key = ff_dropout_key(seed, step, site);
+  const uint32_t threshold = ff_dropout_threshold(p);
+  const float scale = 1.0f / (1.0f - p);
   for (int t = 0; t < rows; t++)
-    FF_TRAIN(drop)(x + (size_t)t * ldx, y + (size_t)t * ldy, n, key, index0 + (size_t)t * ldi,
-                   ff_dropout_threshold(p), 1.0f / (1.0f - p));
+    FF_TRAIN(drop)(x + (size_t)t * ldx, y + (size_t)t * ldy, n, key, index0 + (size_t)t * ldi, threshold, scale);
 }
 
 /* The softmax weights of heads of K/V groups g0 .. g1-1 of one sequence,
