@@ -670,10 +670,9 @@ def check_memory(env):
     # layer's panels (a recomputed product's W^T once lived from the forward to the backward)
     grown = []
     for layers in (2, 4):
-        desc = env.path("deep%d.lua" % layers)
-        with open(desc, "w") as f:
-            f.write('return { name = "deep", arch = "decoder-only", d_model = 64, heads = 4, d_ff = 256, layers = %d, '
-                    'vocab = 512, max_seq = 32, norm = "pre", positional = "learned" }\n' % layers)
+        desc = write_description(dict(name="deep", arch="decoder-only", d_model=64, heads=4, d_ff=256, layers=layers,
+                                      vocab=512, max_seq=32, norm="pre", positional="learned"),
+                                 env.root, "deep%d.lua" % layers)
         grown.append(info("--batch", "4", "--engine", "cc", "--recompute", desc=desc)["activations"])
     kept_inputs = 2 * 2 * (4 * 32) * 64 * 4  # 2 more layers x 2 sub-layers x [rows, d] floats
     assert 0 < grown[1] - grown[0] <= 1.25 * kept_inputs, (
