@@ -519,6 +519,68 @@ static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
   for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 
+/* the eight rows' values a[0..7] (16 lanes each) combined into their eight
+ * results, returned in a[0]'s lanes 4r (row r < 4) and 4(r - 4) + 2: op (add or
+ * max) pairs lanes 8, 4, 2 and then 1 apart, _mm512_reduce_*_ps's order */
+#define FF_AVX512_REDUCE8(op, a)                                                                                      \
+  do {                                                                                                                 \
+    for (int l_ = 0; l_ < 8; l_ += 2)                                                                                  \
+      a[l_ / 2] = op(_mm512_shuffle_f32x4(a[l_], a[l_ + 1], 0x44), _mm512_shuffle_f32x4(a[l_], a[l_ + 1], 0xee));       \
+    for (int l_ = 0; l_ < 4; l_ += 2)                                                                                  \
+      a[l_ / 2] = op(_mm512_shuffle_f32x4(a[l_], a[l_ + 1], 0x88), _mm512_shuffle_f32x4(a[l_], a[l_ + 1], 0xdd));       \
+    a[0] = op(_mm512_shuffle_ps(a[0], a[1], 0x44), _mm512_shuffle_ps(a[0], a[1], 0xee));                               \
+    a[0] = op(a[0], _mm512_permute_ps(a[0], 0xb1));                                                                    \
+  } while (0)
+#define FF_AVX512_ROW_LANE(r) ((r) < 4 ? 4 * (r) : 4 * (r)-14) /* row r's lane in FF_AVX512_REDUCE8's result */
+
+/* softmax of rows r = 0 .. m-1 (m <= 8) of s, rows every ld floats, row r
+ * over its first min(v0 + r dv, n) floats (the rest set to 0): row by row,
+ * but the rows' maxima and sums reduced together (one chain of shuffles for
+ * eight), each row's values the same as ff_softmax_row_avx512's (the same
+ * lanes, in the same order) */
+static inline void ff_softmax_rows_avx512(float *s, int ld, int m, int v0, int dv, int n) {
+  __m512 acc[8];
+  for (int r = 0; r < 8; r++) { /* (rows past m: no lanes, their results unused) */
+    const int vis = r < m ? (v0 + r * dv < n ? v0 + r * dv : n) : 0, full = vis & ~15;
+    const float *row = s + (size_t)r * ld;
+    const __mmask16 tail = (__mmask16)((1u << (vis - full)) - 1u);
+    __m512 vmax = _mm512_set1_ps(-3.402823466e+38f);
+    for (int j = 0; j < full; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(row + j));
+    acc[r] = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, row + full));
+  }
+  FF_AVX512_REDUCE8(_mm512_max_ps, acc);
+  const __m512 max = acc[0];
+  for (int r = 0; r < 8; r++) {
+    const int vis = r < m ? (v0 + r * dv < n ? v0 + r * dv : n) : 0, full = vis & ~15;
+    float *row = s + (size_t)r * ld;
+    const __mmask16 tail = (__mmask16)((1u << (vis - full)) - 1u);
+    const __m512 vm = _mm512_permutexvar_ps(_mm512_set1_epi32(FF_AVX512_ROW_LANE(r)), max);
+    __m512 vsum = _mm512_setzero_ps();
+    for (int j = 0; j < full; j += 16) {
+      const __m512 e = ff_exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), vm));
+      _mm512_storeu_ps(row + j, e);
+      vsum = _mm512_add_ps(vsum, e);
+    }
+    if (tail) {
+      const __m512 e = _mm512_maskz_mov_ps(tail, ff_exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + full), vm)));
+      _mm512_mask_storeu_ps(row + full, tail, e);
+      vsum = _mm512_add_ps(vsum, e);
+    }
+    acc[r] = vsum;
+  }
+  FF_AVX512_REDUCE8(_mm512_add_ps, acc);
+  const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), acc[0]);
+  for (int r = 0; r < m; r++) {
+    const int vis = v0 + r * dv < n ? v0 + r * dv : n, full = vis & ~15;
+    float *row = s + (size_t)r * ld;
+    const __mmask16 tail = (__mmask16)((1u << (vis - full)) - 1u);
+    const __m512 vi = _mm512_permutexvar_ps(_mm512_set1_epi32(FF_AVX512_ROW_LANE(r)), inv);
+    for (int j = 0; j < full; j += 16) _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), vi));
+    if (tail) _mm512_mask_storeu_ps(row + full, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + full), vi));
+    for (int j = vis; j < n; j++) row[j] = 0.0f;
+  }
+}
+
 /* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_avx512
@@ -555,6 +617,55 @@ static inline void ff_axpy_avx512(float *y, float p, const float *x, int n) {
   }
 }
 
+/* 16 x 16 floats, the rows r[0..15], transposed in place: r[i] becomes
+ * column (i & 12) | (i & 1) << 1 | (i & 2) >> 1.  Pairs of rows unpacked,
+ * then pairs of pairs, then the 128-bit quarters twice, in 8 pairs a stage
+ * written out (constant indices keep r in registers; a loop at -O2 would
+ * keep it on the stack) */
+#define FF_AVX512_PAIR(lo, hi, a, b)                                                                                  \
+  do {                                                                                                                 \
+    const __m512 l_ = lo(a, b);                                                                                        \
+    b = hi(a, b), a = l_;                                                                                              \
+  } while (0)
+/* pair n of a stage: (i, i + d), i = n with a 0 put in at bit d */
+#define FF_AVX512_PAIR_I(d, n) (((n) & ((d)-1)) | ((n) & ~((d)-1)) << 1)
+#define FF_AVX512_PAIR_N(lo, hi, d, r, n) FF_AVX512_PAIR(lo, hi, r[FF_AVX512_PAIR_I(d, n)], r[FF_AVX512_PAIR_I(d, n) + (d)])
+#define FF_AVX512_PAIRS8(lo, hi, d, r)                                                                                 \
+  do {                                                                                                                 \
+    FF_AVX512_PAIR_N(lo, hi, d, r, 0); FF_AVX512_PAIR_N(lo, hi, d, r, 1);                                              \
+    FF_AVX512_PAIR_N(lo, hi, d, r, 2); FF_AVX512_PAIR_N(lo, hi, d, r, 3);                                              \
+    FF_AVX512_PAIR_N(lo, hi, d, r, 4); FF_AVX512_PAIR_N(lo, hi, d, r, 5);                                              \
+    FF_AVX512_PAIR_N(lo, hi, d, r, 6); FF_AVX512_PAIR_N(lo, hi, d, r, 7);                                              \
+  } while (0)
+#define FF_AVX512_UNPACKLO_PD(a, b) _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)))
+#define FF_AVX512_UNPACKHI_PD(a, b) _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)))
+#define FF_AVX512_QUARTERS_EVEN(a, b) _mm512_shuffle_f32x4(a, b, 0x88)
+#define FF_AVX512_QUARTERS_ODD(a, b) _mm512_shuffle_f32x4(a, b, 0xdd)
+
+/* K^T [dk, key_len] (rows every ld floats, ld >= key_len rounded up to 16)
+ * of K [key_len, dk] (rows every ldk) in 16 x 16 blocks transposed in
+ * registers; a block past key_len writes zeros into kt's padding */
+static void ff_sdpa_gather_avx512(const float *k, int ldk, int key_len, int dk, float *kt, int ld) {
+  __m512 r[16];
+  for (int j0 = 0; j0 < key_len; j0 += 16)
+    for (int i0 = 0; i0 < dk; i0 += 16) {
+      const int nc = dk - i0 < 16 ? dk - i0 : 16;
+      const __mmask16 cm = (__mmask16)(nc == 16 ? 0xFFFFu : (1u << nc) - 1u);
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; l++)
+        r[l] = j0 + l < key_len ? _mm512_maskz_loadu_ps(cm, k + (size_t)(j0 + l) * ldk + i0) : _mm512_setzero_ps();
+      FF_AVX512_PAIRS8(_mm512_unpacklo_ps, _mm512_unpackhi_ps, 1, r);
+      FF_AVX512_PAIRS8(FF_AVX512_UNPACKLO_PD, FF_AVX512_UNPACKHI_PD, 2, r);
+      FF_AVX512_PAIRS8(FF_AVX512_QUARTERS_EVEN, FF_AVX512_QUARTERS_ODD, 4, r);
+      FF_AVX512_PAIRS8(FF_AVX512_QUARTERS_EVEN, FF_AVX512_QUARTERS_ODD, 8, r);
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; l++) {
+        const int c = (l & 12) | (l & 1) << 1 | (l & 2) >> 1;
+        if (c < nc) _mm512_storeu_ps(kt + (size_t)(i0 + c) * ld + j0, r[l]);
+      }
+    }
+}
+
 /* scaled dot-product attention on these kernels (sdpa.c) */
 #define FF_SDPA_DOT ff_dot_avx512
 #define FF_SDPA_AXPY ff_axpy_avx512
@@ -562,6 +673,8 @@ static inline void ff_axpy_avx512(float *y, float p, const float *x, int n) {
 #define FF_SDPA_MR FF_AVX512_MR
 #define FF_SDPA_MATMUL ff_matmul_avx512
 #define FF_SDPA_SOFTMAX_ROW ff_softmax_row_avx512
+#define FF_SDPA_SOFTMAX_ROWS ff_softmax_rows_avx512
+#define FF_SDPA_GATHER ff_sdpa_gather_avx512
 #include "sdpa.c"
 
 /* @part train_isa */

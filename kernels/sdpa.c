@@ -7,6 +7,12 @@
  *   FF_SDPA_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
  *                       place, the row max subtracted; row[visible .. n) = 0
  *                       (if not defined: the scalar one below, with expf)
+ *   FF_SDPA_SOFTMAX_ROWS  softmax(s, ld, m, v0, dv, n): rows r < m <= 8 of s
+ *                       (rows every ld floats), row r as FF_SDPA_SOFTMAX_ROW's
+ *                       with visible = min(v0 + r dv, n) (optional: row by row)
+ *   FF_SDPA_GATHER      gather(k, ldk, key_len, dk, kt, ld): kt [dk, key_len]
+ *                       (rows every ld floats) = K^T, K [key_len, dk] with rows
+ *                       every ldk (optional: element by element)
  *   FF_SDPA_DOT, FF_SDPA_AXPY  q . k and y += p x over n floats (optional:
  *                       plain C below)
  *
@@ -37,6 +43,19 @@ static void ff_softmax_row_scalar(float *row, int visible, int n) {
   for (int j = visible; j < n; j++) row[j] = 0.0f;
 }
 #define FF_SDPA_SOFTMAX_ROW ff_softmax_row_scalar
+#endif
+#ifndef FF_SDPA_SOFTMAX_ROWS
+static void ff_softmax_rows_plain(float *s, int ld, int m, int v0, int dv, int n) {
+  for (int r = 0; r < m; r++) FF_SDPA_SOFTMAX_ROW(s + (size_t)r * ld, v0 + r * dv < n ? v0 + r * dv : n, n);
+}
+#define FF_SDPA_SOFTMAX_ROWS ff_softmax_rows_plain
+#endif
+#ifndef FF_SDPA_GATHER
+static void ff_sdpa_gather_plain(const float *k, int ldk, int key_len, int dk, float *kt, int ld) {
+  for (int j = 0; j < key_len; j++)
+    for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + i];
+}
+#define FF_SDPA_GATHER ff_sdpa_gather_plain
 #endif
 #ifndef FF_SDPA_DOT
 /* q . k over n floats, in 8 interleaved partial sums (vectorised at -O3) */
@@ -92,7 +111,8 @@ static void ff_sdpa_row(const float *q, const float *k, int ldk, int key_len, in
       for (int h = hb, kh = hb / group, g = hb % group; h < he; h++, g = g + 1 < group ? g + 1 : (kh++, 0))
         s[(size_t)(h - hb) * ld + j] = scale * FF_SDPA_DOT(q + h * dk, kj + kh * dk, dk);
     }
-    for (int h = hb; h < he; h++) FF_SDPA_SOFTMAX_ROW(s + (size_t)(h - hb) * ld, nv, nv);
+    for (int h = hb; h < he; h += 8) /* eight heads' rows at a time */
+      FF_SDPA_SOFTMAX_ROWS(s + (size_t)(h - hb) * ld, ld, he - h < 8 ? he - h : 8, nv, 0, nv);
     for (int j = 0; j < nv; j++) { /* O [heads, dk] += P_j V_j */
       const float *vj = k + (size_t)j * ldk + kv_heads * dk;
       if (j + FF_SDPA_AHEAD < nv) FF_SDPA_PREFETCH(vj + FF_SDPA_AHEAD * (size_t)ldk + k0, kn);
@@ -115,8 +135,7 @@ FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq,
     const int kh = h / group;             /* the K/V head this query head reads */
     const float *v = k + (kv_heads + kh) * dk;
     if (h == h0 || (h - 1) / group != kh) /* K^T [dk, key_len] of the K/V head, once per group */
-      for (int j = 0; j < key_len; j++)
-        for (int i = 0; i < dk; i++) kt[(size_t)i * ld + j] = k[(size_t)j * ldk + kh * dk + i];
+      FF_SDPA_GATHER(k + kh * dk, ldk, key_len, dk, kt, ld);
     for (int t0 = 0; t0 < Tq; t0 += FF_SDPA_MR) {
       const int mb = Tq - t0 < FF_SDPA_MR ? Tq - t0 : FF_SDPA_MR;
       int nv = key_len; /* keys any row of the block sees */
@@ -127,8 +146,8 @@ FF_KERNEL void FF_SDPA(const float *q, int ldq, const float *k, int ldk, int Tq,
         continue;
       }
       FF_SDPA_MATMUL(mb, nv, dk, q + (size_t)t0 * ldq + h * dk, ldq, kt, ld, s, ld, NULL, scale, 0);
-      for (int r = 0; r < mb; r++) /* each row sees keys up to its own position */
-        FF_SDPA_SOFTMAX_ROW(s + (size_t)r * ld, causal && q_pos0 + t0 + r + 1 < nv ? q_pos0 + t0 + r + 1 : nv, nv);
+      /* each row sees keys up to its own position */
+      FF_SDPA_SOFTMAX_ROWS(s, ld, mb, causal ? q_pos0 + t0 + 1 : nv, causal, nv);
       /* O = P V over the keys every row of the block sees, then each row's
        * further keys (causal: fewer than FF_SDPA_MR) one by one, in key order:
        * a key masked for a row is not read for it, so that a NaN or inf in a
