@@ -139,6 +139,11 @@ end
 -- The training kinds' common parts: dropout's mask is a kernel of kernels/train.c.
 local function with_dropout(calls) calls[#calls + 1] = "dropout" return calls end
 
+-- the floats of an activation's input row: N, or gate | up (2N) for SwiGLU
+function M.activation_width(p)
+  return p.ACT == "swiglu" and 2 * p.N or p.N
+end
+
 M.kinds = {
   embed = {
     file = "embed.c", params = { "D", "VOCAB", "SCALE", "PANEL", "DTYPE" },
@@ -387,11 +392,19 @@ M.kinds = {
     flops = function(p, T) return 8 * T * p.N end,
     calls = function(p) return with_dropout(p.ACT == "relu" and {} or { p.ACT }) end,
   },
+  -- LD: dh's row stride (gen/train.lua pads 2^n-ish rows; PADDED: the op goes row by row)
   activation_backward = {
-    file = "ffn.c", section = function(p) return p.ACT .. "_backward" end, params = { "N", "ACT", "ISA" },
-    fn = function(p) return string.format("%s_backward_%d", p.ACT, p.N) end,
-    doc = function(p) return "dh = " .. p.ACT .. "'(h) drop(da)" end,
-    vars = function(p) return { N2 = 2 * p.N } end,
+    file = "ffn.c", section = function(p) return p.ACT .. "_backward" end, params = { "N", "ACT", "LD", "ISA" },
+    fn = function(p)
+      return string.format("%s_backward_%d", p.ACT, p.N) .. (p.LD ~= M.activation_width(p) and "_ld" .. p.LD or "")
+    end,
+    doc = function(p) return "dh = " .. p.ACT .. "'(h) drop(da)" .. (p.LD ~= M.activation_width(p) and
+      string.format(", dh's rows %d floats apart", p.LD) or "") end,
+    vars = function(p)
+      local padded = p.LD ~= M.activation_width(p)
+      return { N2 = 2 * p.N, PADDED = padded, PAD_DOC = padded and string.format(", dh's rows %d floats apart", p.LD)
+        or "" }
+    end,
     flops = function(p, T) return 12 * T * p.N end,
     calls = function(p) return with_dropout(p.ACT == "relu" and {} or { p.ACT .. "_backward" }) end,
   },
