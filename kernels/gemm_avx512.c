@@ -642,12 +642,13 @@ static inline void ff_axpy_avx512(float *y, float p, const float *x, int n) {
 #define FF_AVX512_QUARTERS_EVEN(a, b) _mm512_shuffle_f32x4(a, b, 0x88)
 #define FF_AVX512_QUARTERS_ODD(a, b) _mm512_shuffle_f32x4(a, b, 0xdd)
 
-/* K^T [dk, key_len] (rows every ld floats, ld >= key_len rounded up to 16)
- * of K [key_len, dk] (rows every ldk) in 16 x 16 blocks transposed in
- * registers; a block past key_len writes zeros into kt's padding */
+/* K^T [dk, key_len] (rows every ld >= key_len floats) of K [key_len, dk]
+ * (rows every ldk) in 16 x 16 blocks transposed in registers (the last
+ * block's rows of kt stored masked to key_len) */
 static void ff_sdpa_gather_avx512(const float *k, int ldk, int key_len, int dk, float *kt, int ld) {
   __m512 r[16];
-  for (int j0 = 0; j0 < key_len; j0 += 16)
+  for (int j0 = 0; j0 < key_len; j0 += 16) {
+    const __mmask16 km = (__mmask16)(key_len - j0 >= 16 ? 0xFFFFu : (1u << (key_len - j0)) - 1u);
     for (int i0 = 0; i0 < dk; i0 += 16) {
       const int nc = dk - i0 < 16 ? dk - i0 : 16;
       const __mmask16 cm = (__mmask16)(nc == 16 ? 0xFFFFu : (1u << nc) - 1u);
@@ -661,9 +662,10 @@ static void ff_sdpa_gather_avx512(const float *k, int ldk, int key_len, int dk, 
 #pragma GCC unroll 16
       for (int l = 0; l < 16; l++) {
         const int c = (l & 12) | (l & 1) << 1 | (l & 2) >> 1;
-        if (c < nc) _mm512_storeu_ps(kt + (size_t)(i0 + c) * ld + j0, r[l]);
+        if (c < nc) _mm512_mask_storeu_ps(kt + (size_t)(i0 + c) * ld + j0, km, r[l]);
       }
     }
+  }
 }
 
 /* scaled dot-product attention on these kernels (sdpa.c) */

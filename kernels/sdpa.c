@@ -11,8 +11,8 @@
  *                       (rows every ld floats), row r as FF_SDPA_SOFTMAX_ROW's
  *                       with visible = min(v0 + r dv, n) (optional: row by row)
  *   FF_SDPA_GATHER      gather(k, ldk, key_len, dk, kt, ld): kt [dk, key_len]
- *                       (rows every ld floats) = K^T, K [key_len, dk] with rows
- *                       every ldk (optional: element by element)
+ *                       (rows every ld >= key_len floats) = K^T, K [key_len, dk]
+ *                       with rows every ldk (optional: element by element)
  *   FF_SDPA_DOT, FF_SDPA_AXPY  q . k and y += p x over n floats (optional:
  *                       plain C below)
  *

@@ -259,13 +259,12 @@ FF_KERNEL void FF_TRAIN(attention_train)(const float *q, int ldq, const float *k
   float *kt = scratch, *pd = scratch + (size_t)dk * Tk;
   for (int g = g0; g < g1; g++) {
     const float *kg = k + g * dk, *vg = k + (kv_heads + g) * dk;
-    for (int j = 0; j < K; j++) /* K^T [dk, key_len] of the group */
-      for (int i = 0; i < dk; i++) kt[(size_t)i * K + j] = kg[(size_t)j * ldk + i];
+    FF_SDPA_GATHER(kg, ldk, K, dk, kt, K); /* K^T [dk, key_len] of the group */
     for (int h = g * group; h < (g + 1) * group; h++) {
       float *P = probs + (size_t)h * hw;
       FF_SDPA_MATMUL(q_len, K, dk, q + h * dk, ldq, kt, K, P, Tk, NULL, scale, 0);
-      for (int t = 0; t < q_len; t++)
-        FF_SDPA_SOFTMAX_ROW(P + (size_t)t * Tk, causal && t + 1 < K ? t + 1 : K, K);
+      for (int t = 0; t < q_len; t += 8) /* 8 rows at a time, row t over keys 0 .. t (causal) */
+        FF_SDPA_SOFTMAX_ROWS(P + (size_t)t * Tk, Tk, q_len - t < 8 ? q_len - t : 8, causal ? t + 1 : K, causal, K);
       const float *use = P;
       if (p > 0.0f) {
         FF_TRAIN(drop_rows)(P, Tk, pd, Tk, q_len, K, seed, step, site, index0 + (size_t)h * hw, Tk, p);
@@ -297,8 +296,7 @@ FF_KERNEL void FF_TRAIN(attention_backward)(const float *q, int ldq, const float
   for (int g = g0; g < g1; g++) {
     const float *kg = k + g * dk, *vg = k + (kv_heads + g) * dk;
     float *dkg = dkv + g * dk, *dvg = dkv + (kv_heads + g) * dk;
-    for (int j = 0; j < K; j++) /* V^T [dk, key_len] of the group */
-      for (int i = 0; i < dk; i++) vt[(size_t)i * K + j] = vg[(size_t)j * ldk + i];
+    FF_SDPA_GATHER(vg, ldk, K, dk, vt, K); /* V^T [dk, key_len] of the group */
     for (int h = g * group; h < (g + 1) * group; h++) {
       const float *P = probs + (size_t)h * hw, *dO = dout + h * dk;
       const uint64_t at = index0 + (size_t)h * hw;
@@ -313,10 +311,10 @@ FF_KERNEL void FF_TRAIN(attention_backward)(const float *q, int ldq, const float
       FF_SDPA_MATMUL(K, dk, Q, tr, Q, dO, d, dvg, ldk, NULL, 1.0f, flags);
       FF_SDPA_MATMUL(Q, K, dk, dO, d, vt, K, dp, K, NULL, 1.0f, 0); /* dP [q_len, key_len], rows every key_len */
       if (p > 0.0f) FF_TRAIN(drop_rows)(dp, K, dp, K, Q, K, seed, step, site, at, Tk, p);
-      for (int t = 0; t < Q; t++) {
+      for (int t = 0; t < Q; t++) { /* rowsum(P dP): FF_SDPA_DOT's partial sums, not one chain */
         const float *pt = P + (size_t)t * Tk;
-        float *dt = dp + (size_t)t * K, dot = 0.0f;
-        for (int j = 0; j < K; j++) dot += pt[j] * dt[j];
+        float *dt = dp + (size_t)t * K;
+        const float dot = FF_SDPA_DOT(pt, dt, K);
         for (int j = 0; j < K; j++) dt[j] = pt[j] * (dt[j] - dot) * scale;
       }
       FF_SDPA_MATMUL(Q, dk, K, dp, K, kg, ldk, dq + h * dk, ldq, NULL, 1.0f, 0);
