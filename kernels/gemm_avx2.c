@@ -94,14 +94,23 @@ static inline __attribute__((always_inline)) void ff_tile_avx2(const int M, int 
                                                               const float *bias, float alpha, int flags,
                                                               uintptr_t pf, int pfs, const int TA) {
   FF_AVX2_ROWS(FF_AVX2_ZERO)
-  if (n == 16) { /* two steps of k per line fetched from pf (drivers.c) */
+  if (n == 16) { /* a line fetched from pf at every second step of k (drivers.c) */
     int p = 0;
-    for (; p + 2 <= k; p += 2) {
-      _mm_prefetch((const char *)(pf + (uintptr_t)pfs * p), _MM_HINT_T0);
-      FF_AVX2_KSTEP(p)
-      FF_AVX2_KSTEP(p + 1)
+    if (M > 3) {
+      /* one step a turn of the loop: unrolled by two, GCC (12, any -mtune but znver)
+       * kept an accumulator of the 6-row tile on the stack, 62 GFLOP/s against 126 */
+      for (; p < k; p++) {
+        if (!(p & 1)) _mm_prefetch((const char *)(pf + (uintptr_t)pfs * p), _MM_HINT_T0);
+        FF_AVX2_KSTEP(p)
+      }
+    } else { /* a row or a few (decoding): two steps a turn, the loop's own work shared */
+      for (; p + 2 <= k; p += 2) {
+        _mm_prefetch((const char *)(pf + (uintptr_t)pfs * p), _MM_HINT_T0);
+        FF_AVX2_KSTEP(p)
+        FF_AVX2_KSTEP(p + 1)
+      }
+      if (p < k) FF_AVX2_KSTEP(p)
     }
-    if (p < k) FF_AVX2_KSTEP(p)
   } else {
     const __m256i m0 = ff_mask_avx2(n), m1 = ff_mask_avx2(n - 8);
     for (int q = 0; q < k; q++) {
@@ -273,6 +282,74 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
   for (j = 0; j + 8 <= visible; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
   if (j < visible) _mm256_maskstore_ps(row + j, tail, _mm256_mul_ps(_mm256_maskload_ps(row + j, tail), inv));
   for (j = visible; j < n; j++) row[j] = 0.0f;
+}
+
+/* the eight rows' values a[0..7] (8 lanes each) combined into their results:
+ * rows 0..3 in a[0]'s lanes 0, 4, 2, 6 and rows 4..7 in a[4]'s; op (add or
+ * max) pairs lanes 4, 2 and then 1 apart, ff_hsum_avx2's order */
+#define FF_AVX2_REDUCE8(op, a)                                                                                        \
+  do {                                                                                                                 \
+    for (int l_ = 0; l_ < 8; l_ += 2)                                                                                  \
+      a[l_] = op(_mm256_permute2f128_ps(a[l_], a[l_ + 1], 0x20), _mm256_permute2f128_ps(a[l_], a[l_ + 1], 0x31));     \
+    for (int l_ = 0; l_ < 8; l_ += 4) {                                                                                \
+      a[l_] = op(_mm256_shuffle_ps(a[l_], a[l_ + 2], 0x44), _mm256_shuffle_ps(a[l_], a[l_ + 2], 0xee));               \
+      a[l_] = op(a[l_], _mm256_permute_ps(a[l_], 0xb1));                                                               \
+    }                                                                                                                  \
+  } while (0)
+#define FF_AVX2_ROW_LANE(r) ((((r)&1) << 2) | ((r)&2)) /* row r's lane in FF_AVX2_REDUCE8's a[r & 4] */
+
+/* softmax of rows r = 0 .. m-1 (m <= 8) of s, rows every ld floats, row r
+ * over its first min(v0 + r dv, n) floats (the rest set to 0): row by row,
+ * but the rows' maxima and sums reduced together, each row's values the same
+ * as ff_softmax_row_avx2's (the same lanes, in the same order) */
+static inline void ff_softmax_rows_avx2(float *s, int ld, int m, int v0, int dv, int n) {
+  __m256 acc[8];
+  const __m256 lowest = _mm256_set1_ps(-3.402823466e+38f);
+  for (int r = 0; r < 8; r++) { /* (rows past m: no lanes, their results unused) */
+    const int vis = r < m ? (v0 + r * dv < n ? v0 + r * dv : n) : 0, full = vis & ~7;
+    const float *row = s + (size_t)r * ld;
+    __m256 vmax = lowest;
+    for (int j = 0; j < full; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
+    if (full < vis) { /* the tail's lanes, the others the lowest float */
+      const __m256i tail = ff_mask_avx2(vis - full);
+      vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(lowest, _mm256_maskload_ps(row + full, tail), _mm256_castsi256_ps(tail)));
+    }
+    acc[r] = vmax;
+  }
+  FF_AVX2_REDUCE8(_mm256_max_ps, acc);
+  const __m256 max0 = acc[0], max4 = acc[4];
+  for (int r = 0; r < 8; r++) {
+    const int vis = r < m ? (v0 + r * dv < n ? v0 + r * dv : n) : 0, full = vis & ~7;
+    float *row = s + (size_t)r * ld;
+    const __m256 vm = _mm256_permutevar8x32_ps(r < 4 ? max0 : max4, _mm256_set1_epi32(FF_AVX2_ROW_LANE(r)));
+    __m256 vsum = _mm256_setzero_ps();
+    for (int j = 0; j < full; j += 8) {
+      const __m256 e = ff_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+      _mm256_storeu_ps(row + j, e);
+      vsum = _mm256_add_ps(vsum, e);
+    }
+    if (full < vis) {
+      const __m256i tail = ff_mask_avx2(vis - full);
+      const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(tail),
+                                     ff_exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(row + full, tail), vm)));
+      _mm256_maskstore_ps(row + full, tail, e);
+      vsum = _mm256_add_ps(vsum, e);
+    }
+    acc[r] = vsum;
+  }
+  FF_AVX2_REDUCE8(_mm256_add_ps, acc);
+  const __m256 one = _mm256_set1_ps(1.0f), inv0 = _mm256_div_ps(one, acc[0]), inv4 = _mm256_div_ps(one, acc[4]);
+  for (int r = 0; r < m; r++) {
+    const int vis = v0 + r * dv < n ? v0 + r * dv : n, full = vis & ~7;
+    float *row = s + (size_t)r * ld;
+    const __m256 vi = _mm256_permutevar8x32_ps(r < 4 ? inv0 : inv4, _mm256_set1_epi32(FF_AVX2_ROW_LANE(r)));
+    for (int j = 0; j < full; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), vi));
+    if (full < vis) {
+      const __m256i tail = ff_mask_avx2(vis - full);
+      _mm256_maskstore_ps(row + full, tail, _mm256_mul_ps(_mm256_maskload_ps(row + full, tail), vi));
+    }
+    for (int j = vis; j < n; j++) row[j] = 0.0f;
+  }
 }
 
 /* @part int8: tile */
@@ -538,6 +615,7 @@ static inline void ff_axpy_avx2(float *y, float p, const float *x, int n) {
 #define FF_SDPA_MR FF_AVX2_MR
 #define FF_SDPA_MATMUL ff_matmul_avx2
 #define FF_SDPA_SOFTMAX_ROW ff_softmax_row_avx2
+#define FF_SDPA_SOFTMAX_ROWS ff_softmax_rows_avx2
 #include "sdpa.c"
 
 /* @part train_isa */
