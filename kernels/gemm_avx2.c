@@ -243,45 +243,11 @@ static inline __m256 ff_exp_avx2(__m256 x) {
   return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, two_n));
 }
 
-static inline float ff_hmax_avx2(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
 static inline float ff_hsum_avx2(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
-}
-
-/* softmax over row[0 .. visible), in place; row[visible .. n) = 0 (masked keys) */
-static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
-  __m256 vmax = _mm256_set1_ps(-3.402823466e+38f);
-  int j = 0;
-  for (; j + 8 <= visible; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
-  float max = ff_hmax_avx2(vmax);
-  for (int t = j; t < visible; t++) max = row[t] > max ? row[t] : max;
-  const __m256 vm = _mm256_set1_ps(max);
-  __m256 vsum = _mm256_setzero_ps();
-  for (j = 0; j + 8 <= visible; j += 8) {
-    const __m256 e = ff_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
-    _mm256_storeu_ps(row + j, e);
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  const __m256i tail = ff_mask_avx2(visible - j);
-  if (j < visible) { /* (none when visible is a multiple of 8: skip the exp) */
-    const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(tail),
-                                   ff_exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(row + j, tail), vm)));
-    _mm256_maskstore_ps(row + j, tail, e);
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  const __m256 inv = _mm256_set1_ps(1.0f / ff_hsum_avx2(vsum));
-  for (j = 0; j + 8 <= visible; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inv));
-  if (j < visible) _mm256_maskstore_ps(row + j, tail, _mm256_mul_ps(_mm256_maskload_ps(row + j, tail), inv));
-  for (j = visible; j < n; j++) row[j] = 0.0f;
 }
 
 /* the eight rows' values a[0..7] (8 lanes each) combined into their results:
@@ -300,8 +266,9 @@ static inline void ff_softmax_row_avx2(float *row, int visible, int n) {
 
 /* softmax of rows r = 0 .. m-1 (m <= 8) of s, rows every ld floats, row r
  * over its first min(v0 + r dv, n) floats (the rest set to 0): row by row,
- * but the rows' maxima and sums reduced together, each row's values the same
- * as ff_softmax_row_avx2's (the same lanes, in the same order) */
+ * but the rows' maxima and sums reduced together.  Each row's values as one
+ * row alone would have them: its max, e^(x - max) summed lane by lane and
+ * the lanes in ff_hsum_avx2's order, times 1 / sum */
 static inline void ff_softmax_rows_avx2(float *s, int ld, int m, int v0, int dv, int n) {
   __m256 acc[8];
   const __m256 lowest = _mm256_set1_ps(-3.402823466e+38f);
@@ -614,7 +581,6 @@ static inline void ff_axpy_avx2(float *y, float p, const float *x, int n) {
 #define FF_SDPA ff_sdpa_avx2
 #define FF_SDPA_MR FF_AVX2_MR
 #define FF_SDPA_MATMUL ff_matmul_avx2
-#define FF_SDPA_SOFTMAX_ROW ff_softmax_row_avx2
 #define FF_SDPA_SOFTMAX_ROWS ff_softmax_rows_avx2
 #include "sdpa.c"
 

@@ -494,31 +494,6 @@ static inline __m512 ff_exp_avx512(__m512 x) {
   return _mm512_maskz_scalef_ps((__mmask16)~tiny, p, n);
 }
 
-/* softmax over row[0 .. visible), in place; row[visible .. n) = 0 (masked keys) */
-static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
-  __m512 vmax = _mm512_set1_ps(-3.402823466e+38f);
-  int j = 0;
-  for (; j + 16 <= visible; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(row + j));
-  const __mmask16 tail = (__mmask16)((1u << (visible - j)) - 1u);
-  vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_maskz_loadu_ps(tail, row + j));
-  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
-  __m512 vsum = _mm512_setzero_ps();
-  for (j = 0; j + 16 <= visible; j += 16) {
-    const __m512 e = ff_exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(row + j), max));
-    _mm512_storeu_ps(row + j, e);
-    vsum = _mm512_add_ps(vsum, e);
-  }
-  if (tail) { /* (none when visible is a multiple of 16: skip the exp) */
-    const __m512 e = _mm512_maskz_mov_ps(tail, ff_exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, row + j), max)));
-    _mm512_mask_storeu_ps(row + j, tail, e);
-    vsum = _mm512_add_ps(vsum, e);
-  }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
-  for (j = 0; j + 16 <= visible; j += 16) _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
-  if (tail) _mm512_mask_storeu_ps(row + j, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + j), inv));
-  for (j = visible; j < n; j++) row[j] = 0.0f;
-}
-
 /* the eight rows' values a[0..7] (16 lanes each) combined into their eight
  * results, returned in a[0]'s lanes 4r (row r < 4) and 4(r - 4) + 2: op (add or
  * max) pairs lanes 8, 4, 2 and then 1 apart, _mm512_reduce_*_ps's order */
@@ -536,8 +511,9 @@ static inline void ff_softmax_row_avx512(float *row, int visible, int n) {
 /* softmax of rows r = 0 .. m-1 (m <= 8) of s, rows every ld floats, row r
  * over its first min(v0 + r dv, n) floats (the rest set to 0): row by row,
  * but the rows' maxima and sums reduced together (one chain of shuffles for
- * eight), each row's values the same as ff_softmax_row_avx512's (the same
- * lanes, in the same order) */
+ * eight).  Each row's values as one row alone would have them: its max,
+ * e^(x - max) summed lane by lane and the lanes in _mm512_reduce_add_ps's
+ * order, times 1 / sum */
 static inline void ff_softmax_rows_avx512(float *s, int ld, int m, int v0, int dv, int n) {
   __m512 acc[8];
   for (int r = 0; r < 8; r++) { /* (rows past m: no lanes, their results unused) */
@@ -674,7 +650,6 @@ static void ff_sdpa_gather_avx512(const float *k, int ldk, int key_len, int dk, 
 #define FF_SDPA ff_sdpa_avx512
 #define FF_SDPA_MR FF_AVX512_MR
 #define FF_SDPA_MATMUL ff_matmul_avx512
-#define FF_SDPA_SOFTMAX_ROW ff_softmax_row_avx512
 #define FF_SDPA_SOFTMAX_ROWS ff_softmax_rows_avx512
 #define FF_SDPA_GATHER ff_sdpa_gather_avx512
 #include "sdpa.c"

@@ -4,12 +4,12 @@
  *   FF_SDPA              the function's name, ff_sdpa_ISA
  *   FF_SDPA_MR           query rows per block (the tile's rows, at most 8)
  *   FF_SDPA_MATMUL       the ISA's ff_matmul_ISA
- *   FF_SDPA_SOFTMAX_ROW  softmax(row, visible, n): over row[0 .. visible), in
- *                       place, the row max subtracted; row[visible .. n) = 0
- *                       (if not defined: the scalar one below, with expf)
  *   FF_SDPA_SOFTMAX_ROWS  softmax(s, ld, m, v0, dv, n): rows r < m <= 8 of s
- *                       (rows every ld floats), row r as FF_SDPA_SOFTMAX_ROW's
- *                       with visible = min(v0 + r dv, n) (optional: row by row)
+ *                       (rows every ld floats), row r over row[0 .. visible),
+ *                       visible = min(v0 + r dv, n), in place, the row max
+ *                       subtracted; row[visible .. n) = 0 (if not defined:
+ *                       FF_SDPA_SOFTMAX_ROW(row, visible, n) on each row, else
+ *                       the scalar one below, with expf)
  *   FF_SDPA_GATHER      gather(k, ldk, key_len, dk, kt, ld): kt [dk, key_len]
  *                       (rows every ld >= key_len floats) = K^T, K [key_len, dk]
  *                       with rows every ldk (optional: element by element)
@@ -34,7 +34,8 @@
  * (gen/plan.lua) sizes it (dk + 8) x pad16(key_len), so a block may have at
  * most 8 rows.  A wider tile fails to compile here (C99: no _Static_assert). */
 typedef char ff_sdpa_scratch_holds_the_block[(FF_SDPA_MR) <= 8 ? 1 : -1];
-#ifndef FF_SDPA_SOFTMAX_ROW
+#ifndef FF_SDPA_SOFTMAX_ROWS
+#ifndef FF_SDPA_SOFTMAX_ROW /* (the rows one at a time) */
 static void ff_softmax_row_scalar(float *row, int visible, int n) {
   float max = -3.402823466e+38f, sum = 0.0f;
   for (int j = 0; j < visible; j++) max = row[j] > max ? row[j] : max;
@@ -44,7 +45,6 @@ static void ff_softmax_row_scalar(float *row, int visible, int n) {
 }
 #define FF_SDPA_SOFTMAX_ROW ff_softmax_row_scalar
 #endif
-#ifndef FF_SDPA_SOFTMAX_ROWS
 static void ff_softmax_rows_plain(float *s, int ld, int m, int v0, int dv, int n) {
   for (int r = 0; r < m; r++) FF_SDPA_SOFTMAX_ROW(s + (size_t)r * ld, v0 + r * dv < n ? v0 + r * dv : n, n);
 }

@@ -3,8 +3,9 @@
  * text in place of the #include):
  *   FF_TRAIN(name)   the functions' names, ff_##name##_ISA
  *   FF_TRAIN_NR      the panel width of its matrix kernels (ff_linear_ISA)
- * and, from its sdpa part, FF_SDPA_MATMUL (ff_matmul_ISA) and
- * FF_SDPA_SOFTMAX_ROW.  The libtcc engine gets the host's build of them.
+ * and, from its sdpa part, FF_SDPA_MATMUL (ff_matmul_ISA), FF_SDPA_GATHER,
+ * FF_SDPA_SOFTMAX_ROWS and FF_SDPA_DOT.  The libtcc engine gets the host's
+ * build of them.
  *
  * A training step's matrix products are all ff_linear_ISA on panels that
  * ff_pack_ISA writes each step (the weights change every step):
