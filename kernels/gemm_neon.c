@@ -150,9 +150,12 @@ static inline __attribute__((always_inline)) void ff_gemv_bf16_p_neon(const int 
       a[p][3] = vfmaq_n_f32(a[p][3], vreinterpretq_f32_u32(vandq_u32(h1, high)), xk);
     }
   }
-  for (int p = 0; p < P; p++) {
-    vst2q_f32(acc + 16 * p, (float32x4x2_t){{a[p][0], a[p][1]}}); /* interleaved: columns 0 .. 7 */
-    vst2q_f32(acc + 16 * p + 8, (float32x4x2_t){{a[p][2], a[p][3]}});
+  for (int p = 0; p < P; p++) { /* interleaved: columns 0 .. 7, then 8 .. 15 (a named pair: clang's
+                                  * vst2q_f32 is a macro, which a compound literal's comma would split) */
+    float32x4x2_t lo, hi;
+    lo.val[0] = a[p][0], lo.val[1] = a[p][1], hi.val[0] = a[p][2], hi.val[1] = a[p][3];
+    vst2q_f32(acc + 16 * p, lo);
+    vst2q_f32(acc + 16 * p + 8, hi);
   }
 }
 

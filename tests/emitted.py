@@ -98,15 +98,16 @@ def check_warnings(ff, tmp, n):
             for cc in ccs:
                 run(cc + STRICT + ["-O1", "-c", f, "-o", f + ".o"])
         if cfg["arch"] == "shipped":  # the compute types' own tiles (kernels/int8.c, bf16.c; AVX-512's run in parity)
-            for compute in ("int8", "bf16"):
-                for isa, ccs in [("generic", [["tcc"]])] + [(i, c) for i, c in simd if i in ("avx2", "neon")]:
-                    dc = os.path.join(d, "%s-%s" % (isa, compute))
-                    emit(ff, cfg["model"], dc, "--isa", isa, "--compute", compute)
-                    f = os.path.join(dc, cfg["name"] + ".c")
-                    for cc in ccs:
-                        run(cc + (STRICT if cc[0] != "tcc" else []) + ["-O1", "-c", f, "-o", f + ".o"])
-            print("%s: the compute types int8 and bf16 compile cleanly (generic with tcc, avx2, neon)" % cfg["name"],
-                  flush=True)
+            for what in ("--compute", "--dtype"):  # and the weight types' GEMVs (quant.c's users)
+                for t in ("int8", "bf16"):
+                    for isa, ccs in [("generic", [["tcc"]])] + [(i, c) for i, c in simd if i in ("avx2", "neon")]:
+                        dc = os.path.join(d, "%s-%s-%s" % (isa, what[2:], t))
+                        emit(ff, cfg["model"], dc, "--isa", isa, what, t)
+                        f = os.path.join(dc, cfg["name"] + ".c")
+                        for cc in ccs:
+                            run(cc + (STRICT if cc[0] != "tcc" else []) + ["-O1", "-c", f, "-o", f + ".o"])
+            print("%s: the compute types and the weight types int8 and bf16 compile cleanly (generic with tcc, "
+                  "avx2, neon)" % cfg["name"], flush=True)
         print("%s (%s): gcc, clang -Werror -pedantic and tcc compile cleanly (generic; %s)"
               % (cfg["name"], cfg["arch"], "; ".join("%s with %s" % (isa, ", ".join(c[0] for c in ccs))
                                                        for isa, ccs in simd)), flush=True)

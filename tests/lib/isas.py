@@ -40,9 +40,11 @@ DEBIAN_ARCH = {"aarch64": "arm64", "x86_64": "amd64", "i686": "i386"}
 
 def compilers(row):
     """The compilers of the ISA's emitted kernels here, [(argv with its flags, Debian packages)]: gcc and
-    clang where it runs on this architecture, else the cross gcc of its first target."""
+    clang where it runs on this architecture, else the cross gcc of its first target and clang for
+    that target (its C library the cross gcc's)."""
     if runs_on_host(row):
         return [(["gcc"] + row.flags, "gcc"), (["clang"] + row.flags, "clang")]
     arch = row.targets[0]
-    return [(["%s-linux-gnu-gcc" % arch] + row.flags,
-             "gcc-%s-linux-gnu libc6-dev-%s-cross" % (arch, DEBIAN_ARCH.get(arch, arch)))]
+    pkg = "gcc-%s-linux-gnu libc6-dev-%s-cross" % (arch, DEBIAN_ARCH.get(arch, arch))
+    return [(["%s-linux-gnu-gcc" % arch] + row.flags, pkg),
+            (["clang", "--target=%s-linux-gnu" % arch] + row.flags, "clang " + pkg)]
