@@ -144,6 +144,19 @@ function M.activation_width(p)
   return p.ACT == "swiglu" and 2 * p.N or p.N
 end
 
+-- The activations applied element by element with a kernel of their own (ff_ACT_ISA and
+-- ff_ACT_backward_ISA): what their training ops' sections (templates/ffn.c.in's pointwise_*)
+-- say they compute.  ReLU (inline) and SwiGLU (by rows) have sections of their own.
+local POINTWISE = { gelu = "h/2 (1 + erf(h/sqrt 2))", gelu_tanh = "gelu_tanh(h)", silu = "h sigmoid(h)" }
+local function activation_section(p, suffix)
+  return (POINTWISE[p.ACT] and "pointwise" or p.ACT) .. suffix
+end
+
+-- ", dh's rows LD floats apart" when the backward's dh rows are padded (gen/train.lua), else ""
+local function dh_padding(p)
+  return p.LD ~= M.activation_width(p) and string.format(", dh's rows %d floats apart", p.LD) or ""
+end
+
 M.kinds = {
   embed = {
     file = "embed.c", params = { "D", "VOCAB", "SCALE", "PANEL", "DTYPE" },
@@ -385,25 +398,24 @@ M.kinds = {
     flops = function(p, T) return M.kinds.rope.flops(p, T) end,
   },
   activation_train = {
-    file = "ffn.c", section = function(p) return p.ACT .. "_train" end, params = { "N", "ACT", "ISA" },
+    file = "ffn.c", section = function(p) return activation_section(p, "_train") end, params = { "N", "ACT", "ISA" },
     fn = function(p) return string.format("%s_train_%d", p.ACT, p.N) end,
     doc = function(p) return "a = drop(" .. (p.ACT == "swiglu" and "silu(gate) * up" or p.ACT .. "(h)") .. "), h kept" end,
-    vars = function(p) return { N2 = 2 * p.N } end,
+    vars = function(p) return { N2 = 2 * p.N, KERNEL = "ff_" .. p.ACT .. "_" .. p.ISA, FORMULA = POINTWISE[p.ACT] } end,
     flops = function(p, T) return 8 * T * p.N end,
     calls = function(p) return with_dropout(p.ACT == "relu" and {} or { p.ACT }) end,
   },
   -- LD: dh's row stride (gen/train.lua pads 2^n-ish rows; PADDED: the op goes row by row)
   activation_backward = {
-    file = "ffn.c", section = function(p) return p.ACT .. "_backward" end, params = { "N", "ACT", "LD", "ISA" },
+    file = "ffn.c", section = function(p) return activation_section(p, "_backward") end,
+    params = { "N", "ACT", "LD", "ISA" },
     fn = function(p)
       return string.format("%s_backward_%d", p.ACT, p.N) .. (p.LD ~= M.activation_width(p) and "_ld" .. p.LD or "")
     end,
-    doc = function(p) return "dh = " .. p.ACT .. "'(h) drop(da)" .. (p.LD ~= M.activation_width(p) and
-      string.format(", dh's rows %d floats apart", p.LD) or "") end,
+    doc = function(p) return "dh = " .. p.ACT .. "'(h) drop(da)" .. dh_padding(p) end,
     vars = function(p)
-      local padded = p.LD ~= M.activation_width(p)
-      return { N2 = 2 * p.N, PADDED = padded, PAD_DOC = padded and string.format(", dh's rows %d floats apart", p.LD)
-        or "" }
+      return { N2 = 2 * p.N, PADDED = p.LD ~= M.activation_width(p), PAD_DOC = dh_padding(p),
+        KERNEL = "ff_" .. p.ACT .. "_backward_" .. p.ISA }
     end,
     flops = function(p, T) return 12 * T * p.N end,
     calls = function(p) return with_dropout(p.ACT == "relu" and {} or { p.ACT .. "_backward" }) end,
