@@ -219,6 +219,17 @@ function TB:linear_backward(name, m, x, dy, dx, how, st, ldy)
       m.gb or "NULL", self.scratch })
 end
 
+-- A value of rows x cols floats whose rows are padded by 16 floats when they would be a
+-- multiple of 1 KB: a product's tile reading 8 or 192 rows 2^n floats apart finds them in the
+-- same cache sets (the GPT shape's head, vocabulary 8192: 65 % of the FMA peak, 87 % padded;
+-- linear1's dW = dh^T x, rows of 1024 floats: 227 GFLOP/s, 253 on 1040).  Returns the value
+-- and its row stride.
+function TB:padded_value(name, rows, cols, doc)
+  local ld = cols % 256 == 0 and cols + 16 or cols
+  return self:value(name, rows, ld, false, doc ..
+    (ld ~= cols and string.format(" (rows of %d floats, %d used)", ld, cols) or "")), ld
+end
+
 -- the elements a row of stack st's values of cols columns when its rows are packed, else 0
 -- (drop_range's packed_row)
 local function packed_row(st, cols)
@@ -423,11 +434,7 @@ function TB:feed_forward(L, st, layer, input, f)
   return function(df, dinput, how)
     local da = self:grad(L .. "_ffn_dact", st, N)
     self:linear_backward(L .. "_ffn_down", m2, a, df, da, "set", st)
-    -- dh's rows padded by 16 floats when they would be a multiple of 1 KB, as the logits' (the
-    -- GPT shape's linear1 dW = dh^T x: 227 GFLOP/s on rows of 1024 floats, 253 on 1040)
-    local ld = up % 256 == 0 and up + 16 or up
-    local dh = self:value(L .. "_ffn_dhidden", st.max_rows, ld, false, "gradient" ..
-      (ld ~= up and string.format(" (rows of %d floats, %d used)", ld, up) or ""))
+    local dh, ld = self:padded_value(L .. "_ffn_dhidden", st.max_rows, up, "gradient")
     self:flop_op(12 * st.max_rows * N, "activation_backward", L .. "_ffn_" .. c.activation .. "_backward",
       { N = N, ACT = c.activation, LD = ld, ISA = self.isa },
       string.format("[%s,%d] -> [%s,%d]", st.rows, N, st.rows, up),
@@ -592,12 +599,7 @@ function M.plan(c, specs, isa, shape)
   -- the head and the loss
   local E = c.tie_embeddings and "embed" or "lm_head"
   local m_head = b:matrix("none", -1, E, c.head_bias and "lm_head_bias" or nil, 0, c.vocab)
-  -- the logits' rows padded by 16 floats when they would be a multiple of 1 KB: a tile's rows
-  -- 2^n floats apart share the caches' sets (the GPT shape's head, vocabulary 8192: 65 % of the
-  -- FMA peak, 87 % padded)
-  local ld = c.vocab % 256 == 0 and c.vocab + 16 or c.vocab
-  local logits = b:value("logits", st.max_rows, ld, false, "logits, then d loss / d logits" ..
-    (ld ~= c.vocab and string.format(" (rows of %d floats, %d used)", ld, c.vocab) or ""))
+  local logits, ld = b:padded_value("logits", st.max_rows, c.vocab, "logits, then d loss / d logits")
   b:pack_forward("logits", m_head)
   b:flop_op(2 * st.max_rows * m_head.IN * m_head.OUT, "linear_train", "logits", { IN = m_head.IN, OUT = m_head.OUT,
     LDY = ld, BIAS = m_head.b ~= nil, ISA = isa, NR = P.nr },
