@@ -270,10 +270,12 @@ static inline float ff_hsum_avx2(__m256 v) {
  * row alone would have them: its max, e^(x - max) summed lane by lane and
  * the lanes in ff_hsum_avx2's order, times 1 / sum */
 static inline void ff_softmax_rows_avx2(float *s, int ld, int m, int v0, int dv, int n) {
+  int visible[8]; /* row r's keys (rows past m: none, their results unused) */
+  for (int r = 0; r < 8; r++) visible[r] = r < m ? (v0 + r * dv < n ? v0 + r * dv : n) : 0;
   __m256 acc[8];
   const __m256 lowest = _mm256_set1_ps(-3.402823466e+38f);
-  for (int r = 0; r < 8; r++) { /* (rows past m: no lanes, their results unused) */
-    const int vis = r < m ? (v0 + r * dv < n ? v0 + r * dv : n) : 0, full = vis & ~7;
+  for (int r = 0; r < 8; r++) {
+    const int vis = visible[r], full = vis & ~7;
     const float *row = s + (size_t)r * ld;
     __m256 vmax = lowest;
     for (int j = 0; j < full; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
@@ -286,7 +288,7 @@ static inline void ff_softmax_rows_avx2(float *s, int ld, int m, int v0, int dv,
   FF_AVX2_REDUCE8(_mm256_max_ps, acc);
   const __m256 max0 = acc[0], max4 = acc[4];
   for (int r = 0; r < 8; r++) {
-    const int vis = r < m ? (v0 + r * dv < n ? v0 + r * dv : n) : 0, full = vis & ~7;
+    const int vis = visible[r], full = vis & ~7;
     float *row = s + (size_t)r * ld;
     const __m256 vm = _mm256_permutevar8x32_ps(r < 4 ? max0 : max4, _mm256_set1_epi32(FF_AVX2_ROW_LANE(r)));
     __m256 vsum = _mm256_setzero_ps();
@@ -307,7 +309,7 @@ static inline void ff_softmax_rows_avx2(float *s, int ld, int m, int v0, int dv,
   FF_AVX2_REDUCE8(_mm256_add_ps, acc);
   const __m256 one = _mm256_set1_ps(1.0f), inv0 = _mm256_div_ps(one, acc[0]), inv4 = _mm256_div_ps(one, acc[4]);
   for (int r = 0; r < m; r++) {
-    const int vis = v0 + r * dv < n ? v0 + r * dv : n, full = vis & ~7;
+    const int vis = visible[r], full = vis & ~7;
     float *row = s + (size_t)r * ld;
     const __m256 vi = _mm256_permutevar8x32_ps(r < 4 ? inv0 : inv4, _mm256_set1_epi32(FF_AVX2_ROW_LANE(r)));
     for (int j = 0; j < full; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), vi));

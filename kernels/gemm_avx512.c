@@ -515,9 +515,11 @@ static inline __m512 ff_exp_avx512(__m512 x) {
  * e^(x - max) summed lane by lane and the lanes in _mm512_reduce_add_ps's
  * order, times 1 / sum */
 static inline void ff_softmax_rows_avx512(float *s, int ld, int m, int v0, int dv, int n) {
+  int visible[8]; /* row r's keys (rows past m: none, their results unused) */
+  for (int r = 0; r < 8; r++) visible[r] = r < m ? (v0 + r * dv < n ? v0 + r * dv : n) : 0;
   __m512 acc[8];
-  for (int r = 0; r < 8; r++) { /* (rows past m: no lanes, their results unused) */
-    const int vis = r < m ? (v0 + r * dv < n ? v0 + r * dv : n) : 0, full = vis & ~15;
+  for (int r = 0; r < 8; r++) {
+    const int vis = visible[r], full = vis & ~15;
     const float *row = s + (size_t)r * ld;
     const __mmask16 tail = (__mmask16)((1u << (vis - full)) - 1u);
     __m512 vmax = _mm512_set1_ps(-3.402823466e+38f);
@@ -527,7 +529,7 @@ static inline void ff_softmax_rows_avx512(float *s, int ld, int m, int v0, int d
   FF_AVX512_REDUCE8(_mm512_max_ps, acc);
   const __m512 max = acc[0];
   for (int r = 0; r < 8; r++) {
-    const int vis = r < m ? (v0 + r * dv < n ? v0 + r * dv : n) : 0, full = vis & ~15;
+    const int vis = visible[r], full = vis & ~15;
     float *row = s + (size_t)r * ld;
     const __mmask16 tail = (__mmask16)((1u << (vis - full)) - 1u);
     const __m512 vm = _mm512_permutexvar_ps(_mm512_set1_epi32(FF_AVX512_ROW_LANE(r)), max);
@@ -547,7 +549,7 @@ static inline void ff_softmax_rows_avx512(float *s, int ld, int m, int v0, int d
   FF_AVX512_REDUCE8(_mm512_add_ps, acc);
   const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), acc[0]);
   for (int r = 0; r < m; r++) {
-    const int vis = v0 + r * dv < n ? v0 + r * dv : n, full = vis & ~15;
+    const int vis = visible[r], full = vis & ~15;
     float *row = s + (size_t)r * ld;
     const __mmask16 tail = (__mmask16)((1u << (vis - full)) - 1u);
     const __m512 vi = _mm512_permutexvar_ps(_mm512_set1_epi32(FF_AVX512_ROW_LANE(r)), inv);
