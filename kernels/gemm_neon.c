@@ -35,6 +35,10 @@
 #error "kernels/isas.h: the neon row's MR, NR are not this register tile"
 #endif
 #define FF_NEON_KC 256 /* k per pass over a panel: 16 KB of B stays in L1 */
+/* Before the loops over a tile's rows and vectors: their accumulators are
+ * registers only once the loops are unrolled, which GCC does by itself at
+ * -O3 but not at -O2 (there the int8 and bf16 tiles kept them on the stack) */
+#define FF_NEON_UNROLL _Pragma("GCC unroll 8")
 
 /* @part tile */
 /* The tile: M (a constant after inlining) <= 6 rows by 16 columns of B rows
@@ -223,10 +227,12 @@ static inline __attribute__((always_inline)) void ff_i8_tile_m_neon(const int M,
   int32x4_t c[FF_NEON_I8_MR][4];
   const signed char *q = (const signed char *)(panel + 8 * FF_NEON_NR);
   const float *sw = (const float *)(const void *)panel;
+  FF_NEON_UNROLL
   for (int i = 0; i < M; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = vdupq_n_s32(0);
   for (int k = 0; k < quads; k++) {
     const signed char *w = q + (size_t)k * 64;
     const int8x16_t w0 = vld1q_s8(w), w1 = vld1q_s8(w + 16), w2 = vld1q_s8(w + 32), w3 = vld1q_s8(w + 48);
+    FF_NEON_UNROLL
     for (int i = 0; i < M; i++) {
       uint32_t u;
       memcpy(&u, A + (size_t)i * lda + 4 * (size_t)k, 4);
@@ -237,6 +243,7 @@ static inline __attribute__((always_inline)) void ff_i8_tile_m_neon(const int M,
       c[i][3] = ff_i8_dot_neon(c[i][3], x, w3);
     }
   }
+  FF_NEON_UNROLL
   for (int i = 0; i < M; i++) {
     int32_t row[FF_NEON_NR];
     float *yr = y + (size_t)i * ldy;
@@ -275,22 +282,27 @@ static inline __attribute__((always_inline)) void ff_b16_tile_m_neon(const int M
                                                                     float *y, size_t ldy, int flags) {
   float32x4_t c[FF_NEON_B16_MR][4];
   const uint32x4_t high = vdupq_n_u32(0xFFFF0000u);
+  FF_NEON_UNROLL
   for (int i = 0; i < M; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = vdupq_n_f32(0.0f);
   for (int k = 0; k < pairs; k++) {
     float32x4_t odd[4], even[4];
+    FF_NEON_UNROLL
     for (int v = 0; v < 4; v++) {
       const uint32x4_t w = vld1q_u32(panel + (size_t)k * FF_NEON_NR + 4 * v);
       odd[v] = vreinterpretq_f32_u32(vandq_u32(w, high));
       even[v] = vreinterpretq_f32_u32(vshlq_n_u32(w, 16));
     }
+    FF_NEON_UNROLL
     for (int i = 0; i < M; i++) {
       const uint32_t a = A[(size_t)i * lda + (size_t)k], a1 = a & 0xFFFF0000u, a0 = a << 16;
       float x1, x0;
       memcpy(&x1, &a1, 4);
       memcpy(&x0, &a0, 4);
+      FF_NEON_UNROLL
       for (int v = 0; v < 4; v++) c[i][v] = vfmaq_n_f32(vfmaq_n_f32(c[i][v], odd[v], x1), even[v], x0);
     }
   }
+  FF_NEON_UNROLL
   for (int i = 0; i < M; i++) {
     float row[FF_NEON_NR], *yr = y + (size_t)i * ldy;
     for (int v = 0; v < 4; v++) vst1q_f32(row + 4 * v, c[i][v]);

@@ -29,6 +29,11 @@
  * silu of -inf) and large negative inputs give 0; NaN passes through (the
  * comparisons are false for it). */
 /* @part norm_sums: plain */
+#ifdef FF_PLAIN_AVX
+/* Before each loop over the rows side by side: their vectors stay in registers
+ * only once it is unrolled, which GCC does by itself at -O3, not at -O2 */
+#define FF_PLAIN_ROWS_UNROLL _Pragma("GCC unroll 8")
+#endif
 /* 8 interleaved Kahan sums: sum[l] + the lost low part -comp[l] */
 typedef struct {
   float sum[8], comp[8];
@@ -87,9 +92,12 @@ static inline void ff_layernorm_vars(const float *x, int n, int D, float eps, fl
   float mr[FF_PLAIN_ROWS];
   __m256 s[FF_PLAIN_ROWS], mv[FF_PLAIN_ROWS], ds[FF_PLAIN_ROWS], dc[FF_PLAIN_ROWS], qs[FF_PLAIN_ROWS],
       qc[FF_PLAIN_ROWS];
+  FF_PLAIN_ROWS_UNROLL
   for (int r = 0; r < FF_PLAIN_ROWS; r++) row[r] = x + (size_t)(r < n ? r : n - 1) * D, s[r] = _mm256_setzero_ps();
   for (int i = 0; i < D8; i += 8)
+    FF_PLAIN_ROWS_UNROLL
     for (int r = 0; r < FF_PLAIN_ROWS; r++) s[r] = _mm256_add_ps(s[r], _mm256_loadu_ps(row[r] + i));
+  FF_PLAIN_ROWS_UNROLL
   for (int r = 0; r < FF_PLAIN_ROWS; r++) {
     float l[8];
     _mm256_storeu_ps(l, s[r]);
@@ -98,6 +106,7 @@ static inline void ff_layernorm_vars(const float *x, int n, int D, float eps, fl
     ds[r] = dc[r] = qs[r] = qc[r] = _mm256_setzero_ps();
   }
   for (int i = 0; i < D8; i += 8)
+    FF_PLAIN_ROWS_UNROLL
     for (int r = 0; r < FF_PLAIN_ROWS; r++) {
       const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(row[r] + i), mv[r]);
       ff_kahan8_vadd(&ds[r], &dc[r], d);
@@ -193,9 +202,11 @@ static inline void ff_rmsnorm_rstds(const float *x, int n, int D, float eps, flo
   for (int k0 = 0; k0 < n; k0 += FF_PLAIN_ROWS) {
     const float *row[FF_PLAIN_ROWS];
     __m256 qs[FF_PLAIN_ROWS], qc[FF_PLAIN_ROWS];
+    FF_PLAIN_ROWS_UNROLL
     for (int k = 0; k < FF_PLAIN_ROWS; k++)
       row[k] = x + (size_t)(k0 + k < n ? k0 + k : n - 1) * D, qs[k] = qc[k] = _mm256_setzero_ps();
     for (int i = 0; i < D8; i += 8)
+      FF_PLAIN_ROWS_UNROLL
       for (int k = 0; k < FF_PLAIN_ROWS; k++) {
         const __m256 v = _mm256_loadu_ps(row[k] + i);
         ff_kahan8_vadd(&qs[k], &qc[k], _mm256_mul_ps(v, v));
@@ -231,7 +242,30 @@ FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamm
   }
 }
 
-/* @part gelu: plain */
+/* @part elementwise: plain */
+/* out[i] = F for i < n, F an expression of i: FF_PLAIN_BLOCK elements a turn
+ * through a local block, then the rest one by one.  GCC vectorises the plain
+ * loop at -O3 only; at -O2 its cost model takes no loop that needs a remainder
+ * or a check that out does not overlap what F reads, and a loop of a constant
+ * count into a local array needs neither.  The same operations element by
+ * element (out may be an operand of F: each block is read before it is
+ * written). */
+#define FF_PLAIN_BLOCK 16
+#define FF_ELEMENTWISE(n, out, F)                                                                                     \
+  do {                                                                                                                \
+    const size_t n_ = (n), blocks_ = n_ - n_ % FF_PLAIN_BLOCK;                                                        \
+    for (size_t b0_ = 0; b0_ < blocks_; b0_ += FF_PLAIN_BLOCK) {                                                      \
+      float r_[FF_PLAIN_BLOCK];                                                                                       \
+      for (int l_ = 0; l_ < FF_PLAIN_BLOCK; l_++) {                                                                   \
+        const size_t i = b0_ + (size_t)l_;                                                                            \
+        r_[l_] = (F);                                                                                                 \
+      }                                                                                                               \
+      for (int l_ = 0; l_ < FF_PLAIN_BLOCK; l_++) (out)[b0_ + (size_t)l_] = r_[l_];                                   \
+    }                                                                                                                 \
+    for (size_t i = blocks_; i < n_; i++) (out)[i] = (F);                                                             \
+  } while (0)
+
+/* @part gelu: plain elementwise */
 /* erf(x): x P(x^2) / Q(x^2) on [-4, 4], where float erf is +-1 beyond */
 static inline float ff_erf(float x) {
   const float xc = x > 4.0f ? 4.0f : x < -4.0f ? -4.0f : x, x2 = xc * xc;
@@ -267,31 +301,27 @@ static inline float ff_tanh(float x) {
 /* @part gelu */
 /* h = h/2 (1 + erf(h / sqrt 2)) over n floats (nn.GELU) */
 FF_KERNEL void FF_PLAIN(gelu)(float *h, size_t n) {
-  for (size_t i = 0; i < n; i++) h[i] = 0.5f * h[i] * (1.0f + ff_erf(h[i] * 0.70710678118654752f));
+  FF_ELEMENTWISE(n, h, 0.5f * h[i] * (1.0f + ff_erf(h[i] * 0.70710678118654752f)));
 }
 
-/* @part gelu_tanh: plain tanh */
+/* @part gelu_tanh: plain elementwise tanh */
 /* h = h/2 (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3))) over n floats (approximate='tanh') */
-FF_KERNEL void FF_PLAIN(gelu_tanh)(float *h, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    const float x = h[i];
-    h[i] = 0.5f * x * (1.0f + ff_tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-  }
+static inline float ff_gelu_tanh1(float x) {
+  return 0.5f * x * (1.0f + ff_tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 }
+FF_KERNEL void FF_PLAIN(gelu_tanh)(float *h, size_t n) { FF_ELEMENTWISE(n, h, ff_gelu_tanh1(h[i])); }
 
-/* @part silu: plain tanh */
+/* @part silu: plain elementwise tanh */
 /* h = h sigmoid(h) = h/2 (1 + tanh(h/2)) over n floats (nn.SiLU, Marian's swish) */
-FF_KERNEL void FF_PLAIN(silu)(float *h, size_t n) {
-  for (size_t i = 0; i < n; i++) h[i] = 0.5f * h[i] * (1.0f + ff_tanh(0.5f * h[i]));
-}
+FF_KERNEL void FF_PLAIN(silu)(float *h, size_t n) { FF_ELEMENTWISE(n, h, 0.5f * h[i] * (1.0f + ff_tanh(0.5f * h[i]))); }
 
-/* @part swiglu: plain tanh */
+/* @part swiglu: plain elementwise tanh */
 /* y [T, N] = silu(gate) * up for h [T, 2N] = gate | up */
 FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *restrict y) {
   for (int t = 0; t < T; t++) {
     const float *gate = h + (size_t)t * 2 * N, *up = gate + N;
     float *yt = y + (size_t)t * N;
-    for (int i = 0; i < N; i++) yt[i] = 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i];
+    FF_ELEMENTWISE((size_t)N, yt, 0.5f * gate[i] * (1.0f + ff_tanh(0.5f * gate[i])) * up[i]);
   }
 }
 
@@ -335,6 +365,7 @@ static inline void ff_layernorm_backward_rows(const float *x, int n, int D, cons
   const int D8 = D - D % 8;
   const float *xr[FF_PLAIN_ROWS], *dyr[FF_PLAIN_ROWS];
   __m256 mv[FF_PLAIN_ROWS], ev[FF_PLAIN_ROWS], rv[FF_PLAIN_ROWS], sg[FF_PLAIN_ROWS], sgx[FF_PLAIN_ROWS];
+  FF_PLAIN_ROWS_UNROLL
   for (int k = 0; k < FF_PLAIN_ROWS; k++) {
     const int q = k < n ? k : n - 1;
     xr[k] = x + (size_t)q * D, dyr[k] = dy + (size_t)q * D;
@@ -344,6 +375,7 @@ static inline void ff_layernorm_backward_rows(const float *x, int n, int D, cons
   for (int i = 0; i < D8; i += 8) { /* sum g, sum g xhat; dgamma += dy xhat, dbeta += dy, row by row */
     const __m256 gm = _mm256_loadu_ps(gamma + i);
     __m256 dg = _mm256_loadu_ps(dgamma + i), db = _mm256_loadu_ps(dbeta + i);
+    FF_PLAIN_ROWS_UNROLL
     for (int k = 0; k < FF_PLAIN_ROWS; k++) {
       const __m256 d = _mm256_loadu_ps(dyr[k] + i);
       const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(xr[k] + i), mv[k]), ev[k]), rv[k]);
@@ -455,48 +487,54 @@ FF_KERNEL void FF_PLAIN(rmsnorm_backward)(const float *x, int T, int D, const fl
   }
 }
 
-/* @part gelu_backward: plain gelu exp */
+/* @part gelu_backward: plain elementwise gelu exp */
 /* dh = dy gelu'(h), gelu'(h) = Phi(h) + h phi(h) over n floats */
+static inline float ff_gelu_grad1(float v) {
+  return 0.5f * (1.0f + ff_erf(v * 0.70710678118654752f)) + v * 0.39894228040143268f * ff_exp_neg(-0.5f * v * v);
+}
 FF_KERNEL void FF_PLAIN(gelu_backward)(const float *h, const float *dy, float *dh, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    const float v = h[i];
-    dh[i] = dy[i] * (0.5f * (1.0f + ff_erf(v * 0.70710678118654752f)) +
-                     v * 0.39894228040143268f * ff_exp_neg(-0.5f * v * v));
-  }
+  FF_ELEMENTWISE(n, dh, dy[i] * ff_gelu_grad1(h[i]));
 }
 
-/* @part gelu_tanh_backward: plain tanh */
+/* @part gelu_tanh_backward: plain elementwise tanh */
 /* dh = dy gelu_tanh'(h) = dy ((1 + t)/2 + h/2 (1 - t^2) k (1 + 3 c h^2)),
  * t = tanh(k (h + c h^3)), k = sqrt(2/pi), c = 0.044715 */
+static inline float ff_gelu_tanh_grad1(float v) {
+  const float k = 0.79788456080286536f, c = 0.044715f, t = ff_tanh(k * (v + c * v * v * v));
+  return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v);
+}
 FF_KERNEL void FF_PLAIN(gelu_tanh_backward)(const float *h, const float *dy, float *dh, size_t n) {
-  const float k = 0.79788456080286536f, c = 0.044715f;
-  for (size_t i = 0; i < n; i++) {
-    const float v = h[i], t = ff_tanh(k * (v + c * v * v * v));
-    dh[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v));
-  }
+  FF_ELEMENTWISE(n, dh, dy[i] * ff_gelu_tanh_grad1(h[i]));
 }
 
-/* @part silu_backward: plain tanh */
+/* @part silu_backward: plain elementwise tanh */
 /* dh = dy silu'(h) = dy s (1 + h (1 - s)), s = sigmoid(h) = (1 + tanh(h/2)) / 2 */
+static inline float ff_silu_grad1(float dy, float h) {
+  const float s = 0.5f * (1.0f + ff_tanh(0.5f * h));
+  return dy * s * (1.0f + h * (1.0f - s));
+}
 FF_KERNEL void FF_PLAIN(silu_backward)(const float *h, const float *dy, float *dh, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    const float s = 0.5f * (1.0f + ff_tanh(0.5f * h[i]));
-    dh[i] = dy[i] * s * (1.0f + h[i] * (1.0f - s));
-  }
+  FF_ELEMENTWISE(n, dh, ff_silu_grad1(dy[i], h[i]));
 }
 
-/* @part swiglu_backward: plain tanh */
+/* @part swiglu_backward: plain elementwise tanh */
 /* Back through y = silu(gate) up, h [T, 2N] = gate | up, s = sigmoid(gate)
  * = (1 + tanh(gate/2)) / 2:  dup = dy gate s,  dgate = dy up s (1 + gate (1 - s))
  * into dh [T, 2N] (set) */
+static inline void ff_swiglu_grad1(float dy, float gate, float up, float *dup, float *dgate) {
+  const float s = 0.5f * (1.0f + ff_tanh(0.5f * gate));
+  *dup = dy * gate * s, *dgate = dy * up * s * (1.0f + gate * (1.0f - s));
+}
 FF_KERNEL void FF_PLAIN(swiglu_backward)(const float *h, int T, int N, const float *dy, float *dh) {
   for (int t = 0; t < T; t++) {
     const float *gate = h + (size_t)t * 2 * N, *up = gate + N, *dyt = dy + (size_t)t * N;
     float *dgate = dh + (size_t)t * 2 * N, *dup = dgate + N;
-    for (int i = 0; i < N; i++) {
-      const float s = 0.5f * (1.0f + ff_tanh(0.5f * gate[i]));
-      dup[i] = dyt[i] * gate[i] * s;
-      dgate[i] = dyt[i] * up[i] * s * (1.0f + gate[i] * (1.0f - s));
+    const int blocks = N - N % FF_PLAIN_BLOCK;
+    for (int i0 = 0; i0 < blocks; i0 += FF_PLAIN_BLOCK) { /* FF_ELEMENTWISE's blocks, two outputs */
+      float du[FF_PLAIN_BLOCK], dg[FF_PLAIN_BLOCK];
+      for (int l = 0; l < FF_PLAIN_BLOCK; l++) ff_swiglu_grad1(dyt[i0 + l], gate[i0 + l], up[i0 + l], &du[l], &dg[l]);
+      for (int l = 0; l < FF_PLAIN_BLOCK; l++) dup[i0 + l] = du[l], dgate[i0 + l] = dg[l];
     }
+    for (int i = blocks; i < N; i++) ff_swiglu_grad1(dyt[i], gate[i], up[i], &dup[i], &dgate[i]);
   }
 }

@@ -18,21 +18,28 @@
  * ff_matmul_ISA.  Dropout is runtime/ff_dropout.h's mask, computed again
  * where it is needed (never stored). */
 #include <math.h>
+#include <string.h>
 
 #include "../runtime/ff_dropout.h"
 
 /* @part pack: train_isa */
 #ifdef FF_TRAIN_AVX
 /* d [8, 8] (rows every dl floats) = s [8, 8]^T (rows every sl): the eight
- * rows in registers, interleaved in pairs, then fours, then halves */
+ * rows in registers, interleaved in pairs, then fours, then halves (the
+ * loops unrolled: GCC keeps r, t and u in registers then, and does not
+ * unroll them by itself at -O2) */
 static inline void FF_TRAIN(t8x8)(const float *s, size_t sl, float *d, size_t dl) {
   __m256 r[8], t[8], u[8];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s + i * sl);
+#pragma GCC unroll 4
   for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+#pragma GCC unroll 2
   for (int i = 0; i < 8; i += 4) {
     u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
     u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
   }
+#pragma GCC unroll 4
   for (int i = 0; i < 4; i++) {
     _mm256_storeu_ps(d + i * dl, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
     _mm256_storeu_ps(d + (i + 4) * dl, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
@@ -73,8 +80,8 @@ FF_KERNEL void FF_TRAIN(pack)(const float *src, int ld, int K, int N, int trans,
       for (int k = 0; k < K; k++) {
         const float *s = src + (size_t)k * ld + j;
         float *row = panel + (size_t)k * FF_TRAIN_NR;
-        for (int c = 0; c < w; c++) row[c] = s[c];
-        for (int c = w; c < FF_TRAIN_NR; c++) row[c] = 0.0f;
+        memcpy(row, s, sizeof(float) * (size_t)w);
+        if (w < FF_TRAIN_NR) memset(row + w, 0, sizeof(float) * (size_t)(FF_TRAIN_NR - w));
       }
     }
   }

@@ -187,10 +187,12 @@ def read(path):
 
 
 # The parts of kernels/ (their /* @part */ markers) a model takes: the matrix products on the
-# ISA's tile (f32: linear; bf16, int8: quant), attention, and its norm and activation.
+# ISA's tile (f32: linear; bf16, int8: quant), attention, and its norm and activation (the
+# activations' loops: elementwise).
 def expected_parts(dtype, norm_kind, activation):
     parts = {"tile", "matmul", "sdpa", "plain", "norm_sums", norm_kind, "linear" if dtype == "f32" else "quant"}
-    parts |= {"gelu": {"gelu"}, "gelu_tanh": {"gelu_tanh", "tanh"}, "swiglu": {"swiglu", "tanh"}}.get(activation, set())
+    parts |= {"gelu": {"gelu", "elementwise"}, "gelu_tanh": {"gelu_tanh", "tanh", "elementwise"},
+              "swiglu": {"swiglu", "tanh", "elementwise"}}.get(activation, set())
     return parts
 
 
@@ -274,6 +276,28 @@ def check_files(ff, tmp):
          "from w.safetensors" in texts["tiny_weights.c"] and
          read(os.path.join(rel, "tiny.c")).split("\n")[1] == texts["tiny.c"].split("\n")[1],
          "machine folders in %s" % leaks if leaks else "")
+
+    # the SIMD register tiles keep their accumulators in registers at -O2, the level the docs build
+    # emitted code at: a tile's stack frame under 256 bytes, room for saved registers and a row of
+    # output, where its accumulators take 1 KB on AVX-512 and 256 bytes in NEON's 4-row compute
+    # tiles (GCC unrolls the loops over a tile's rows by itself at -O3 only; rolled, the
+    # accumulators lived on the stack, 2.5x slower).  The compute types' tiles too; not the plain
+    # C tiles for CPUs without VNNI or BF16, which hold theirs in arrays by design.
+    for row in isa_table(ff)[1:]:
+        compiler, frames = compilers(row)[0][0], {}
+        for what in ([], ["--compute", "bf16"], ["--dtype", "int8", "--compute", "int8"]):
+            d = os.path.join(tmp, "frames_%s_%s" % (row.name, what[-1] if what else "f32"))
+            emit(ff, os.path.join(ROOT, "models", "tiny.lua"), d, "--isa", row.name, *what)
+            run(compiler + STRICT + ["-O2", "-fstack-usage", "-c", "tiny.c", "-o", "m.o"], cwd=d)
+            for line in read(os.path.join(d, "m.su")).splitlines():
+                name, size = line.split("\t")[0].rsplit(":", 1)[1].split(".")[0], int(line.split("\t")[1])
+                if re.match(r"ff_(i8_|b16_)?tile_\w*%s$" % row.name, name) and "_plain_" not in name \
+                        and name != "ff_tile_rows_neon":  # (its narrow tiles' padded block of B)
+                    frames[name] = max(size, frames.get(name, 0))
+        over = sorted(n for n, b in frames.items() if b >= 256)
+        case("tiles_in_registers_%s" % row.name, len(frames) >= 2 and not over,
+             "frames %s" % ", ".join("%s %d" % (n, b) for n, b in sorted(frames.items()))
+             + ("; 256 bytes or more: %s" % over if over else ""))
 
     # --no-line: no #line anywhere, the files otherwise as before (but for the command and the banner's
     # line about them), and they build and run as before
