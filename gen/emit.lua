@@ -310,6 +310,7 @@ function M.emit_train(P, opts)
   local train = require("train")
   local uname = c.name:upper()
   local calls = ops.calls(P.kernels)
+  for _, k in ipairs({ "sum_squares", "adamw" }) do calls[#calls + 1] = k end -- (the step's clipping and AdamW)
   local encdec = P.two_stacks
   local stage_flops = function(name) return P.stage_by[name] and P.stage_by[name].flops or 0 end
   local scratch = 0

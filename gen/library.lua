@@ -17,7 +17,8 @@ local host = require("ff_host")
 local M = {}
 
 local PART = { linear_ld = "linear", linear_bf16 = "quant", linear_q8 = "quant", linear_i8 = "int8", quantize_rows = "int8",
-  linear_dpbf16 = "bf16c", bf16_rows = "bf16c", transpose = "pack", attention_backward = "attention_train" }
+  linear_dpbf16 = "bf16c", bf16_rows = "bf16c", transpose = "pack", attention_backward = "attention_train",
+  adamw = "optimizer", sum_squares = "optimizer" }
 
 local function lines_of(text)
   return (text:gsub("\n+$", "") .. "\n"):gmatch("([^\n]*)\n")
@@ -107,7 +108,7 @@ function M.declarations(isa, calls)
   assert(text, "kernels/prototypes.h: no declarations")
   local decls, pending = {}, {}
   for line in lines_of(text) do
-    local kind = line:match("^void FF_ISA%(([%w_]+)%)")
+    local kind = line:match("^%w+ FF_ISA%(([%w_]+)%)") -- (void, or double: ff_sum_squares_ISA)
     if kind then
       pending[#pending + 1] = line
       decls[#decls + 1] = { kind = kind, lines = pending }

@@ -80,6 +80,9 @@ int ff_host_isa_check(ff_error *err);
  * engine: add(ctx, "ff_KIND_ISA", fn) for each kernel of each ISA in
  * ff_host_isas(). */
 void ff_native_kernels(void (*add)(void *ctx, const char *name, void *fn), void *ctx);
+/* The host's build of kernel ff_KIND_ISA for ff_host_isa() (cast it to its prototype,
+ * kernels/prototypes.h), or NULL for a kind it does not have. */
+void (*ff_native_kernel(const char *kind))(void);
 
 /* Plans and emits the loaded description (its config table is in the
  * state's registry) for config c. */

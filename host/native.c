@@ -20,7 +20,7 @@
   KERNEL_ENTRY(attention_train, isa)                                                                                   \
   KERNEL_ENTRY(attention_backward, isa) KERNEL_ENTRY(layernorm_backward, isa) KERNEL_ENTRY(rmsnorm_backward, isa)     \
   KERNEL_ENTRY(gelu_backward, isa) KERNEL_ENTRY(gelu_tanh_backward, isa) KERNEL_ENTRY(silu_backward, isa)            \
-  KERNEL_ENTRY(swiglu_backward, isa)
+  KERNEL_ENTRY(swiglu_backward, isa) KERNEL_ENTRY(adamw, isa) KERNEL_ENTRY(sum_squares, isa)
 
 /* every kernel the host carries: its ISA, C name and address */
 static const struct {
@@ -32,6 +32,14 @@ void ff_native_kernels(void (*add)(void *ctx, const char *name, void *fn), void 
   for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++)
     for (const char *const *isa = ff_host_isas(); *isa; isa++)
       if (!strcmp(kernels[i].isa, *isa)) add(ctx, kernels[i].name, (void *)kernels[i].fn);
+}
+
+void (*ff_native_kernel(const char *kind))(void) {
+  char name[64];
+  snprintf(name, sizeof name, "ff_%s_%s", kind, ff_host_isa());
+  for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++)
+    if (!strcmp(kernels[i].name, name)) return kernels[i].fn;
+  return NULL;
 }
 
 #define ISA_NAME(isa, runs) #isa,

@@ -64,6 +64,9 @@ void FF_ISA(gelu_backward)(const float *h, const float *dy, float *dh, size_t n)
 void FF_ISA(gelu_tanh_backward)(const float *h, const float *dy, float *dh, size_t n);
 void FF_ISA(silu_backward)(const float *h, const float *dy, float *dh, size_t n);
 void FF_ISA(swiglu_backward)(const float *h, int T, int N, const float *dy, float *dh);
+void FF_ISA(adamw)(float *p, const float *g, float *m, float *v, size_t n, int64_t step, double lr, double beta1,
+    double beta2, double eps, double weight_decay, float gscale, float gcoef);
+double FF_ISA(sum_squares)(const float *g, size_t n, float scale);
 #undef FF_ISA
 #undef FF_ISA_PASTE
 #undef FF_ISA_PASTE_

@@ -331,3 +331,83 @@ FF_KERNEL void FF_TRAIN(attention_backward)(const float *q, int ldq, const float
     }
   }
 }
+
+/* @part optimizer: train_isa */
+/* One torch.optim.AdamW step (its single-tensor code, in float32) on n elements of a tensor,
+ * step counting from 1: the scalars as torch derives them (Python floats: in double, then
+ * rounded), then element by element
+ *   p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ *   p -= lr / (1 - b1^step) m / (sqrt(v) / sqrt(1 - b2^step) + eps),
+ * the gradient read as (g gscale) gcoef (a trainer's mean and clipping applied as it reads;
+ * 1 and 1: g itself, exactly).  With AVX 8 elements a turn (the last few through a block
+ * padded with zeros): the same float operations in the same order, each correctly rounded
+ * (no FMA), so the same bits as the plain loop, which compilers leave scalar (sqrtf may set
+ * errno) at a fraction of the memory's speed. */
+FF_KERNEL void FF_TRAIN(adamw)(float *p, const float *g, float *m, float *v, size_t n, int64_t step, double lr,
+                               double beta1, double beta2, double eps, double weight_decay, float gscale,
+                               float gcoef) {
+  const double bc1 = 1.0 - pow(beta1, (double)step), bc2 = 1.0 - pow(beta2, (double)step);
+  const float decay = (float)(1.0 - lr * weight_decay), b1 = (float)beta1, b2 = (float)beta2;
+  const float a1 = (float)(1.0 - beta1), a2 = (float)(1.0 - beta2), neg_step = (float)-(lr / bc1);
+  const float bc2_sqrt = (float)sqrt(bc2), e = (float)eps;
+  size_t i = 0;
+#ifdef FF_TRAIN_AVX
+  const __m256 vdecay = _mm256_set1_ps(decay), vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
+  const __m256 va1 = _mm256_set1_ps(a1), va2 = _mm256_set1_ps(a2), vneg = _mm256_set1_ps(neg_step);
+  const __m256 vbc2 = _mm256_set1_ps(bc2_sqrt), veps = _mm256_set1_ps(e);
+  const __m256 vscale = _mm256_set1_ps(gscale), vcoef = _mm256_set1_ps(gcoef);
+#define FF_ADAMW8(P, G, M, V)                                                                                         \
+  do {                                                                                                                \
+    const __m256 gv = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(G), vscale), vcoef);                                \
+    const __m256 mv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(M), vb1), _mm256_mul_ps(va1, gv));                  \
+    const __m256 vv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(V), vb2), _mm256_mul_ps(_mm256_mul_ps(va2, gv), gv)); \
+    const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), vbc2), veps);                                \
+    const __m256 pv = _mm256_mul_ps(_mm256_loadu_ps(P), vdecay);                                                      \
+    _mm256_storeu_ps(M, mv), _mm256_storeu_ps(V, vv);                                                                 \
+    _mm256_storeu_ps(P, _mm256_add_ps(pv, _mm256_div_ps(_mm256_mul_ps(vneg, mv), denom)));                            \
+  } while (0)
+  for (; i < n - n % 8; i += 8) FF_ADAMW8(p + i, g + i, m + i, v + i);
+  if (i < n) { /* the last n - i elements, in a block padded with zeros */
+    float pb[8] = {0}, gb[8] = {0}, mb[8] = {0}, vb[8] = {0};
+    for (size_t l = 0; l < n - i; l++) pb[l] = p[i + l], gb[l] = g[i + l], mb[l] = m[i + l], vb[l] = v[i + l];
+    FF_ADAMW8(pb, gb, mb, vb);
+    for (size_t l = 0; l < n - i; l++) p[i + l] = pb[l], m[i + l] = mb[l], v[i + l] = vb[l];
+    i = n;
+  }
+#undef FF_ADAMW8
+#endif
+  for (; i < n; i++) {
+    const float gi = g[i] * gscale * gcoef; /* grad.mul_(scale), then clip_grad_norm_'s grad.mul_(coef) */
+    p[i] *= decay;                          /* param.mul_(1 - lr * weight_decay) */
+    m[i] = m[i] * b1 + a1 * gi;             /* exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1) */
+    v[i] = v[i] * b2 + a2 * gi * gi;        /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2) */
+    const float denom = sqrtf(v[i]) / bc2_sqrt + e; /* (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps) */
+    p[i] += neg_step * m[i] / denom;        /* param.addcdiv_(exp_avg, denom, value=-step_size) */
+  }
+}
+
+/* The sum of the squares of g [n] scale (each rounded to float, as grad.mul_(scale) stores
+ * it) in double, for clip_grad_norm_: element i into lane i mod 8, the lanes added pairwise
+ * at the end (a fixed order: every ISA gives the same bits; eight chains, not one). */
+FF_KERNEL double FF_TRAIN(sum_squares)(const float *g, size_t n, float scale) {
+  double lane[8] = {0};
+  size_t i = 0;
+#ifdef FF_TRAIN_AVX
+  const __m256 sv = _mm256_set1_ps(scale);
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  for (; i < n - n % 8; i += 8) {
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(g + i), sv);
+    const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    lo = _mm256_add_pd(lo, _mm256_mul_pd(xl, xl));
+    hi = _mm256_add_pd(hi, _mm256_mul_pd(xh, xh));
+  }
+  _mm256_storeu_pd(lane, lo);
+  _mm256_storeu_pd(lane + 4, hi);
+#endif
+  for (; i < n; i++) {
+    const float x = g[i] * scale;
+    const double sq = (double)x * x; /* (apart: no FMA contracted from the add) */
+    lane[i % 8] += sq;
+  }
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}

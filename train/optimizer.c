@@ -5,122 +5,42 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "codegen.h"
 #include "fixformer_train.h"
 #include "train_internal.h"
 
-/* One element of the step: the scalars as torch derives them (Python floats,
- * so double), the element-wise arithmetic in float32; the gradient as
- * (g gscale) gcoef, the trainer's mean and clipping applied as it is read
- * (1 and 1: g itself, exactly) */
-typedef struct {
-  float decay, b1, b2, a1, a2, neg_step, bc2_sqrt, eps, gscale, gcoef;
-} adamw_scalars;
-
-static adamw_scalars adamw_scalars_of(int64_t step, const ff_adamw *h) {
-  const double bc1 = 1.0 - pow(h->beta1, (double)step), bc2 = 1.0 - pow(h->beta2, (double)step);
-  adamw_scalars s = {(float)(1.0 - h->lr * h->weight_decay), (float)h->beta1, (float)h->beta2,
-                     (float)(1.0 - h->beta1), (float)(1.0 - h->beta2), (float)-(h->lr / bc1), (float)sqrt(bc2),
-                     (float)h->eps, 1.0f, 1.0f};
-  return s;
+/* AdamW's step and the clipping's sum of squares are the kernel library's (kernels/train.c:
+ * generated training code calls the same), the host's build for ff_host_isa(): with AVX 8
+ * elements a turn, the bits of the plain loop that FIXFORMER_ISA=generic takes (the tests
+ * compare the two); looked up once, whichever of the optimizer's threads asks first */
+typedef void (*adamw_fn)(float *p, const float *g, float *m, float *v, size_t n, int64_t step, double lr,
+                         double beta1, double beta2, double eps, double weight_decay, float gscale, float gcoef);
+typedef double (*sum_squares_fn)(const float *g, size_t n, float scale);
+static adamw_fn adamw_kernel;
+static sum_squares_fn sum_squares_kernel;
+static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
+static void kernels_find(void) {
+  adamw_kernel = (adamw_fn)ff_native_kernel("adamw");
+  sum_squares_kernel = (sum_squares_fn)ff_native_kernel("sum_squares");
 }
 
-static void adamw_plain(float *p, const float *g, float *m, float *v, size_t n, const adamw_scalars *s) {
-  for (size_t i = 0; i < n; i++) {
-    const float gi = g[i] * s->gscale * s->gcoef; /* grad.mul_(scale), then clip_grad_norm_'s grad.mul_(coef) */
-    p[i] *= s->decay;                             /* param.mul_(1 - lr * weight_decay) */
-    m[i] = m[i] * s->b1 + s->a1 * gi;             /* exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1) */
-    v[i] = v[i] * s->b2 + s->a2 * gi * gi;        /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2) */
-    float denom = sqrtf(v[i]) / s->bc2_sqrt + s->eps; /* (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps) */
-    p[i] += s->neg_step * m[i] / denom;           /* param.addcdiv_(exp_avg, denom, value=-step_size) */
-  }
+static void adamw_run(float *p, const float *g, float *m, float *v, size_t n, int64_t step, const ff_adamw *h,
+                      float gscale, float gcoef) {
+  pthread_once(&kernels_once, kernels_find);
+  adamw_kernel(p, g, m, v, n, step, h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, gscale, gcoef);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define ADAMW_AVX 1
-/* adamw_plain's loop eight elements at a time: the same float operations in
- * the same order, each correctly rounded (a multiply and an add stay two
- * roundings: no FMA), so the same bits; a step is memory-bound (seven floats
- * an element), which the scalar loop's square root and division were not */
-__attribute__((target("avx"))) static size_t adamw_avx(float *p, const float *g, float *m, float *v, size_t n,
-                                                       const adamw_scalars *s) {
-  const __m256 decay = _mm256_set1_ps(s->decay), b1 = _mm256_set1_ps(s->b1), b2 = _mm256_set1_ps(s->b2);
-  const __m256 a1 = _mm256_set1_ps(s->a1), a2 = _mm256_set1_ps(s->a2), neg_step = _mm256_set1_ps(s->neg_step);
-  const __m256 bc2_sqrt = _mm256_set1_ps(s->bc2_sqrt), eps = _mm256_set1_ps(s->eps);
-  const __m256 gscale = _mm256_set1_ps(s->gscale), gcoef = _mm256_set1_ps(s->gcoef);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 gi = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(g + i), gscale), gcoef);
-    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(a1, gi));
-    const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2), _mm256_mul_ps(_mm256_mul_ps(a2, gi), gi));
-    const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2_sqrt), eps);
-    const __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), decay);
-    _mm256_storeu_ps(m + i, mi);
-    _mm256_storeu_ps(v + i, vi);
-    _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(neg_step, mi), denom)));
-  }
-  return i;
-}
-
-/* the vector loop unless FIXFORMER_ISA=generic (the tests compare the two) or the CPU lacks AVX;
- * decided once, whichever of the optimizer's threads asks first */
-static int adamw_use_avx;
-static pthread_once_t adamw_once = PTHREAD_ONCE_INIT;
-static void adamw_decide(void) { adamw_use_avx = strcmp(ff_host_isa(), "generic") && __builtin_cpu_supports("avx"); }
-static int adamw_vector(void) {
-  pthread_once(&adamw_once, adamw_decide);
-  return adamw_use_avx;
-}
-
-/* scaled_squares's loop, four lanes of each of its two vectors of doubles: the same roundings */
-__attribute__((target("avx"))) static size_t scaled_squares_avx(const float *g, size_t n, float scale, double lane[8]) {
-  const __m256 sv = _mm256_set1_ps(scale);
-  __m256d lo = _mm256_loadu_pd(lane), hi = _mm256_loadu_pd(lane + 4);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(g + i), sv);
-    const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-    lo = _mm256_add_pd(lo, _mm256_mul_pd(xl, xl));
-    hi = _mm256_add_pd(hi, _mm256_mul_pd(xh, xh));
-  }
-  _mm256_storeu_pd(lane, lo);
-  _mm256_storeu_pd(lane + 4, hi);
-  return i;
-}
-#endif
-
-/* The sum of the squares of g [n] scale (each rounded to float, as
- * grad.mul_(scale) stores it) in double: element i into lane i mod 8, the
- * lanes added pairwise at the end (a fixed order, so every path and thread
- * count gives the same bits; eight chains, not one).  g is only read: AdamW
- * scales it again as it reads it (the same floats), one pass less over it. */
+/* The sum of the squares of g [n] scale (each rounded to float, as grad.mul_(scale) stores it)
+ * in double, in the kernel's fixed order (lane i mod 8); g is only read: AdamW scales it again
+ * as it reads it (the same floats), one pass less over it. */
 static double scaled_squares(const float *g, size_t n, float scale) {
-  double lane[8] = {0};
-  size_t i = 0;
-#ifdef ADAMW_AVX
-  if (adamw_vector()) i = scaled_squares_avx(g, n, scale, lane);
-#endif
-  for (; i < n; i++) {
-    const float x = g[i] * scale;
-    lane[i % 8] += (double)x * x;
-  }
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-}
-
-static void adamw_run(float *p, const float *g, float *m, float *v, size_t n, const adamw_scalars *s) {
-  size_t done = 0;
-#ifdef ADAMW_AVX
-  if (adamw_vector()) done = adamw_avx(p, g, m, v, n, s);
-#endif
-  adamw_plain(p + done, g + done, m + done, v + done, n - done, s);
+  pthread_once(&kernels_once, kernels_find);
+  return sum_squares_kernel(g, n, scale);
 }
 
 void ff_adamw_update(float *p, const float *g, float *m, float *v, size_t n, int64_t step, const ff_adamw *h) {
-  const adamw_scalars s = adamw_scalars_of(step, h);
-  adamw_run(p, g, m, v, n, &s);
+  adamw_run(p, g, m, v, n, step, h, 1.0f, 1.0f);
 }
 
 /* clip_grad_norm_'s factor for a gradient of L2 norm norm: max_norm / (norm + 1e-6),
@@ -167,9 +87,7 @@ static void opt_chunk(const opt_job *j, size_t c) {
     const size_t a = q->offset > e0 ? q->offset : e0, b = q->offset + q->numel < e1 ? q->offset + q->numel : e1;
     if (a >= b) continue;
     const ff_adamw h = {j->lr, t->o.beta1, t->o.beta2, t->o.eps, t->decay[k] ? t->o.weight_decay : 0.0};
-    adamw_scalars s = adamw_scalars_of(t->step + 1, &h);
-    s.gscale = j->scale, s.gcoef = j->coef; /* a factor of 1 multiplies exactly */
-    adamw_run(t->p.data + a, g + a, t->exp_avg + a, t->exp_avg_sq + a, b - a, &s);
+    adamw_run(t->p.data + a, g + a, t->exp_avg + a, t->exp_avg_sq + a, b - a, t->step + 1, &h, j->scale, j->coef);
   }
 }
 
