@@ -28,6 +28,29 @@
  * polynomials into FMAs, so that -inf (1 + erf) is NaN as in PyTorch (gelu,
  * silu of -inf) and large negative inputs give 0; NaN passes through (the
  * comparisons are false for it). */
+/* @part elementwise: plain */
+/* out[i] = F for i < n, F an expression of i: FF_PLAIN_BLOCK elements a turn
+ * through a local block, then the rest one by one.  GCC vectorises the plain
+ * loop at -O3 only; at -O2 its cost model takes no loop that needs a remainder
+ * or a check that out does not overlap what F reads, and a loop of a constant
+ * count into a local array needs neither.  The same operations element by
+ * element (out may be an operand of F: each block is read before it is
+ * written). */
+#define FF_PLAIN_BLOCK 16
+#define FF_ELEMENTWISE(n, out, F)                                                                                     \
+  do {                                                                                                                \
+    const size_t n_ = (n), blocks_ = n_ - n_ % FF_PLAIN_BLOCK;                                                        \
+    for (size_t b0_ = 0; b0_ < blocks_; b0_ += FF_PLAIN_BLOCK) {                                                      \
+      float r_[FF_PLAIN_BLOCK];                                                                                       \
+      for (int l_ = 0; l_ < FF_PLAIN_BLOCK; l_++) {                                                                   \
+        const size_t i = b0_ + (size_t)l_;                                                                            \
+        r_[l_] = (F);                                                                                                 \
+      }                                                                                                               \
+      for (int l_ = 0; l_ < FF_PLAIN_BLOCK; l_++) (out)[b0_ + (size_t)l_] = r_[l_];                                   \
+    }                                                                                                                 \
+    for (size_t i = blocks_; i < n_; i++) (out)[i] = (F);                                                             \
+  } while (0)
+
 /* @part norm_sums: plain */
 #ifdef FF_PLAIN_AVX
 /* Before each loop over the rows side by side: their vectors stay in registers
@@ -80,7 +103,7 @@ static inline float ff_rsqrt(float v) {
   return y * scale;
 }
 
-/* @part layernorm: plain norm_sums */
+/* @part layernorm: plain norm_sums elementwise */
 #ifdef FF_PLAIN_AVX
 /* ff_layernorm_var (the generic build's) of the n <= FF_PLAIN_ROWS rows x, x + D, ... (m, e and
  * the var + eps into m[r], e[r], v[r]): each row's 8 lanes as one vector, each lane's adds,
@@ -171,15 +194,15 @@ FF_KERNEL void FF_PLAIN(layernorm)(const float *x, int T, int D, const float *ga
   for (int t0 = 0; t0 < T; t0 += 8) {
     float m[8], e[8], r[8];
     const int n = ff_layernorm_rows8(x, t0, T, D, eps, m, e, r);
-    for (int i = 0; i < n; i++) {
-      const float *xt = x + (size_t)(t0 + i) * D;
-      float *yt = y + (size_t)(t0 + i) * D;
-      for (int j = 0; j < D; j++) yt[j] = ((xt[j] - m[i]) - e[i]) * r[i] * gamma[j] + beta[j];
+    for (int k = 0; k < n; k++) {
+      const float *xt = x + (size_t)(t0 + k) * D, mk = m[k], ek = e[k], rk = r[k];
+      float *yt = y + (size_t)(t0 + k) * D;
+      FF_ELEMENTWISE((size_t)D, yt, ((xt[i] - mk) - ek) * rk * gamma[i] + beta[i]);
     }
   }
 }
 
-/* @part rmsnorm: plain norm_sums */
+/* @part rmsnorm: plain norm_sums elementwise */
 /* 1/sqrt(mean(x^2) + eps) of a row of D from its 8 lanes' compensated sums of squares (sq), as
  * rmsnorm normalises it */
 static inline float ff_rmsnorm_finish(const float *xt, int D, float eps, const ff_kahan8 *sq) {
@@ -237,33 +260,10 @@ FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamm
     for (int k = 0; k < n; k++) {
       const float *xt = x + (size_t)(t0 + k) * D, rstd = r[k];
       float *yt = y + (size_t)(t0 + k) * D;
-      for (int i = 0; i < D; i++) yt[i] = xt[i] * rstd * gamma[i];
+      FF_ELEMENTWISE((size_t)D, yt, xt[i] * rstd * gamma[i]);
     }
   }
 }
-
-/* @part elementwise: plain */
-/* out[i] = F for i < n, F an expression of i: FF_PLAIN_BLOCK elements a turn
- * through a local block, then the rest one by one.  GCC vectorises the plain
- * loop at -O3 only; at -O2 its cost model takes no loop that needs a remainder
- * or a check that out does not overlap what F reads, and a loop of a constant
- * count into a local array needs neither.  The same operations element by
- * element (out may be an operand of F: each block is read before it is
- * written). */
-#define FF_PLAIN_BLOCK 16
-#define FF_ELEMENTWISE(n, out, F)                                                                                     \
-  do {                                                                                                                \
-    const size_t n_ = (n), blocks_ = n_ - n_ % FF_PLAIN_BLOCK;                                                        \
-    for (size_t b0_ = 0; b0_ < blocks_; b0_ += FF_PLAIN_BLOCK) {                                                      \
-      float r_[FF_PLAIN_BLOCK];                                                                                       \
-      for (int l_ = 0; l_ < FF_PLAIN_BLOCK; l_++) {                                                                   \
-        const size_t i = b0_ + (size_t)l_;                                                                            \
-        r_[l_] = (F);                                                                                                 \
-      }                                                                                                               \
-      for (int l_ = 0; l_ < FF_PLAIN_BLOCK; l_++) (out)[b0_ + (size_t)l_] = r_[l_];                                   \
-    }                                                                                                                 \
-    for (size_t i = blocks_; i < n_; i++) (out)[i] = (F);                                                             \
-  } while (0)
 
 /* @part gelu: plain elementwise */
 /* erf(x): x P(x^2) / Q(x^2) on [-4, 4], where float erf is +-1 beyond */

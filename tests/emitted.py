@@ -187,12 +187,12 @@ def read(path):
 
 
 # The parts of kernels/ (their /* @part */ markers) a model takes: the matrix products on the
-# ISA's tile (f32: linear; bf16, int8: quant), attention, and its norm and activation (the
-# activations' loops: elementwise).
+# ISA's tile (f32: linear; bf16, int8: quant), attention, and its norm and activation (the norms'
+# and activations' loops: elementwise).
 def expected_parts(dtype, norm_kind, activation):
-    parts = {"tile", "matmul", "sdpa", "plain", "norm_sums", norm_kind, "linear" if dtype == "f32" else "quant"}
-    parts |= {"gelu": {"gelu", "elementwise"}, "gelu_tanh": {"gelu_tanh", "tanh", "elementwise"},
-              "swiglu": {"swiglu", "tanh", "elementwise"}}.get(activation, set())
+    parts = {"tile", "matmul", "sdpa", "plain", "norm_sums", "elementwise", norm_kind,
+             "linear" if dtype == "f32" else "quant"}
+    parts |= {"gelu": {"gelu"}, "gelu_tanh": {"gelu_tanh", "tanh"}, "swiglu": {"swiglu", "tanh"}}.get(activation, set())
     return parts
 
 
