@@ -551,6 +551,7 @@ static void ff_b16_tile_avx2(int m, int n, int pairs, const uint32_t *A, size_t 
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_avx2
 #define FF_PLAIN_AVX 1 /* plain.c may take 8 floats as an __m256 (immintrin.h above) */
+#define FF_PLAIN_SELECT 1 /* and its selects as bit masks, which the compiler vectorises */
 #define FF_PLAIN_ROWS 2 /* the norms' rows side by side (six vectors a row, of 16 registers) */
 #include "plain.c"
 

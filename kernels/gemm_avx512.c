@@ -578,6 +578,7 @@ static inline void ff_softmax_rows_avx512(float *s, int ld, int m, int v0, int d
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_avx512
 #define FF_PLAIN_AVX 1 /* plain.c may take 8 floats as an __m256 (immintrin.h above) */
+#define FF_PLAIN_SELECT 1 /* and its selects as bit masks, which the compiler vectorises */
 #define FF_PLAIN_ROWS 4 /* the norms' rows side by side (six vectors a row, of 32 registers) */
 #include "plain.c"
 

@@ -323,6 +323,7 @@ static void ff_b16_tile_neon(int m, int n, int pairs, const uint32_t *A, size_t 
 /* @part plain */
 /* norms and activations (plain.c) */
 #define FF_PLAIN(name) ff_##name##_neon
+#define FF_PLAIN_SELECT 1 /* its selects as bit masks, which the compiler vectorises */
 #include "plain.c"
 
 /* @part sdpa: matmul */

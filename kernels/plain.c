@@ -51,6 +51,26 @@
     for (size_t i = blocks_; i < n_; i++) (out)[i] = (F);                                                             \
   } while (0)
 
+/* c ? a : b, for the activations' clamps and limits.  An ISA whose flags vectorise
+ * plain.c's loops defines FF_PLAIN_SELECT and takes it as a select of bits: from ?: GCC
+ * makes a branch, and it vectorises no loop whose branches hold float operations that may
+ * trap unless the ISA can mask them (AVX-512 can; AVX2 and NEON cannot: their GELU, SiLU
+ * and SwiGLU stayed scalar at every level).  The generic kernels keep ?: (where a branch
+ * on a compare is cheaper than moving floats through integer registers). */
+static inline float ff_pick(int c, float a, float b) {
+#ifdef FF_PLAIN_SELECT
+  const uint32_t m = 0u - (uint32_t)c;
+  uint32_t ua, ub, u;
+  float r;
+  memcpy(&ua, &a, sizeof ua), memcpy(&ub, &b, sizeof ub);
+  u = (ua & m) | (ub & ~m);
+  memcpy(&r, &u, sizeof r);
+  return r;
+#else
+  return c ? a : b;
+#endif
+}
+
 /* @part norm_sums: plain */
 #ifdef FF_PLAIN_AVX
 /* Before each loop over the rows side by side: their vectors stay in registers
@@ -268,7 +288,7 @@ FF_KERNEL void FF_PLAIN(rmsnorm)(const float *x, int T, int D, const float *gamm
 /* @part gelu: plain elementwise */
 /* erf(x): x P(x^2) / Q(x^2) on [-4, 4], where float erf is +-1 beyond */
 static inline float ff_erf(float x) {
-  const float xc = x > 4.0f ? 4.0f : x < -4.0f ? -4.0f : x, x2 = xc * xc;
+  const float xc = ff_pick(x > 4.0f, 4.0f, ff_pick(x < -4.0f, -4.0f, x)), x2 = xc * xc;
   float p = x2 * -2.72614225801306e-10f + 2.77068142495902e-08f, q;
   p = x2 * p - 2.10102402082508e-06f;
   p = x2 * p - 5.69250639462346e-05f;
@@ -279,13 +299,13 @@ static inline float ff_erf(float x) {
   q = x2 * q - 1.68282697438203e-03f;
   q = x2 * q - 7.37332916720468e-03f;
   q = x2 * q - 1.42647390514189e-02f;
-  return x >= 4.0f ? 1.0f : x <= -4.0f ? -1.0f : xc * p / q; /* exactly +-1 beyond (below) */
+  return ff_pick(x >= 4.0f, 1.0f, ff_pick(x <= -4.0f, -1.0f, xc * p / q)); /* exactly +-1 beyond (below) */
 }
 
-/* @part tanh */
+/* @part tanh: elementwise */
 /* tanh(x): x P(x^2) / Q(x^2) on [-7.9053, 7.9053], where float tanh is +-1 beyond */
 static inline float ff_tanh(float x) {
-  const float c = 7.90531110763549805f, xc = x > c ? c : x < -c ? -c : x, x2 = xc * xc;
+  const float c = 7.90531110763549805f, xc = ff_pick(x > c, c, ff_pick(x < -c, -c, x)), x2 = xc * xc;
   float p = x2 * -2.76076847742355e-16f + 2.00018790482477e-13f, q;
   p = x2 * p - 8.60467152213735e-11f;
   p = x2 * p + 5.12229709037114e-08f;
@@ -295,7 +315,7 @@ static inline float ff_tanh(float x) {
   q = x2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
   q = x2 * q + 2.26843463243900e-03f;
   q = x2 * q + 4.89352518554385e-03f;
-  return x >= c ? 1.0f : x <= -c ? -1.0f : xc * p / q; /* exactly +-1 beyond (below) */
+  return ff_pick(x >= c, 1.0f, ff_pick(x <= -c, -1.0f, xc * p / q)); /* exactly +-1 beyond (below) */
 }
 
 /* @part gelu */
@@ -325,14 +345,14 @@ FF_KERNEL void FF_PLAIN(swiglu)(const float *restrict h, int T, int N, float *re
   }
 }
 
-/* @part exp */
+/* @part exp: elementwise */
 /* e^x for x <= 0: x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' degree-6
  * polynomial, 2^n from the exponent bits (about 1 ulp); below -87.3: 0.
  * Float arithmetic with no branch or libm call, so that a loop of it
  * vectorises; n is rounded by adding and taking away 1.5 * 2^23 (C99 rounds
  * each float assignment). */
 static inline float ff_exp_neg(float x) {
-  const float xc = x < -87.33654f ? -87.33654f : x;
+  const float xc = ff_pick(x < -87.33654f, -87.33654f, x);
   const float big = 12582912.0f, t = xc * 1.44269504088896341f + big, n = t - big;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
@@ -348,7 +368,7 @@ static inline float ff_exp_neg(float x) {
     float f;
   } two_n;
   two_n.u = (uint32_t)((int32_t)n + 127) << 23;
-  return x < -87.33654f ? 0.0f : p * two_n.f;
+  return ff_pick(x < -87.33654f, 0.0f, p * two_n.f);
 }
 
 /* ---- the backward passes of the norms and activations (generated training code) ---- */
