@@ -130,8 +130,9 @@ typedef struct ff_adamw {
  *   p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
  *   p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps). */
 void ff_adamw_update(float *p, const float *g, float *m, float *v, size_t n, int64_t step, const ff_adamw *h);
-/* torch.nn.utils.clip_grad_norm_(max_norm): the L2 norm of g [n] (returned);
- * when max_norm > 0, g is scaled by min(1, max_norm / (norm + 1e-6)). */
+/* torch.nn.utils.clip_grad_norm_(max_norm): the L2 norm of g [n] (returned;
+ * its squares summed in double, 16384 elements a chunk, as fixformer train's
+ * step sums them); when max_norm > 0, g is scaled by min(1, max_norm / (norm + 1e-6)). */
 double ff_clip_grad_norm(float *g, size_t n, double max_norm);
 
 /* A learning-rate schedule, stepped like a torch scheduler: lr is the value

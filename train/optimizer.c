@@ -50,21 +50,27 @@ static float clip_coef(double norm, double max_norm) {
   return max_norm > 0.0 && coef < 1.0 ? (float)coef : 1.0f;
 }
 
-double ff_clip_grad_norm(float *g, size_t n, double max_norm) {
+/* Elements a unit of the step's work: fixed, so that the chunks, their sums
+ * of squares (added in chunk order) and the calls of adamw_run are the
+ * same whatever the thread count: the same bits on 1 thread as on 8. */
+#define OPT_CHUNK 16384
+
+/* The L2 norm of g [n] scale, its squares summed chunk by chunk as the trainer's step sums them */
+static double chunked_norm(const float *g, size_t n, float scale) {
   double sum = 0.0;
-  for (size_t i = 0; i < n; i++) sum += (double)g[i] * g[i];
-  const double norm = sqrt(sum);
+  for (size_t e0 = 0; e0 < n; e0 += OPT_CHUNK)
+    sum += scaled_squares(g + e0, n - e0 < OPT_CHUNK ? n - e0 : OPT_CHUNK, scale);
+  return sqrt(sum);
+}
+
+double ff_clip_grad_norm(float *g, size_t n, double max_norm) {
+  const double norm = chunked_norm(g, n, 1.0f);
   const float coef = clip_coef(norm, max_norm);
   for (size_t i = 0; coef < 1.0f && i < n; i++) g[i] *= coef;
   return norm;
 }
 
 /* ---- the trainer's optimizer step, in chunks on its threads ---------------------------------- */
-
-/* Elements a unit of the step's work: fixed, so that the chunks, their sums
- * of squares (added in chunk order) and the calls of adamw_run are the
- * same whatever the thread count: the same bits on 1 thread as on 8. */
-#define OPT_CHUNK 16384
 
 typedef struct {
   ff_trainer *t;
