@@ -29,6 +29,15 @@ static int layout_one(void *ctx, const ff_weight_spec *s) {
   return 0;
 }
 
+void *ff_rt_calloc64(size_t count, size_t size) {
+  void *p = NULL;
+  if (size && count > ((size_t)-1 - 64) / size) return NULL;
+  const size_t bytes = count * size;
+  if (posix_memalign(&p, 64, bytes > 0 ? bytes : 64)) return NULL;
+  memset(p, 0, bytes);
+  return p;
+}
+
 int ff_rt_params_layout(ff_rt_params *p, const ff_config *c, ff_error *err) {
   size_t tensors, params;
   memset(p, 0, sizeof *p);
@@ -37,7 +46,7 @@ int ff_rt_params_layout(ff_rt_params *p, const ff_config *c, ff_error *err) {
   if (ff_rt_count_weights(c, &tensors, &params)) return ff_fail(err, FF_EINVAL, "cannot list the model's weights");
   p->cfg = *c;
   p->tensors = calloc(tensors + 1, sizeof *p->tensors);
-  p->data = calloc(params + 1, sizeof *p->data);
+  p->data = ff_rt_calloc64(params + 1, sizeof *p->data);
   if (!p->tensors || !p->data) {
     ff_rt_params_free(p);
     return ff_fail(err, FF_ENOMEM, "out of memory for %zu parameters", params);

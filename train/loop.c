@@ -130,9 +130,9 @@ ff_trainer *ff_trainer_new(ff_model *m, const char *data_path, const ff_train_op
   if (!rc) rc = ff_train_history_reserve(t, o->steps, err);
   if (!rc) {
     size_t n = t->p.numel + 1;
-    t->grad = calloc(n, sizeof *t->grad);
-    t->exp_avg = calloc(n, sizeof *t->exp_avg);
-    t->exp_avg_sq = calloc(n, sizeof *t->exp_avg_sq);
+    t->grad = ff_rt_calloc64(n, sizeof *t->grad);
+    t->exp_avg = ff_rt_calloc64(n, sizeof *t->exp_avg);
+    t->exp_avg_sq = ff_rt_calloc64(n, sizeof *t->exp_avg_sq);
     t->decay = calloc((size_t)t->p.count + 1, 1);
     t->step_idx = malloc((size_t)B * sizeof *t->step_idx);
     if (!t->grad || !t->exp_avg || !t->exp_avg_sq || !t->decay || !t->step_idx)
