@@ -57,7 +57,7 @@ int ff_rt_params_layout(ff_rt_params *p, const ff_config *c, ff_error *err);
 /* count x size bytes, zeroed, 64-byte aligned (NULL: out of memory), freed by free(): a training
  * step's parameters, gradient and AdamW moments.  malloc gives a large buffer 16 bytes past a
  * page, which puts every AVX-512 load and store across two cache lines: a GPT-shape step
- * (docs/training.md) ran 3 % slower on such buffers. */
+ * (docs/training.md) ran 3-4 % slower on such buffers. */
 void *ff_rt_calloc64(size_t count, size_t size);
 /* How parameters start (ff_rt_params_init): */
 enum ff_rt_init_scheme {
