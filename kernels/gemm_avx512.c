@@ -37,7 +37,7 @@
 #if defined(FF_TABLE_MR) && (FF_TABLE_MR != FF_AVX512_MR || FF_TABLE_NR != FF_AVX512_NR) /* the host build */
 #error "kernels/isas.h: the avx512 row's MR, NR are not this register tile"
 #endif
-#define FF_AVX512_KC 192 /* k per pass over a panel: 24 KB of B stays in L1 */
+#define FF_AVX512_KC 256 /* k per pass over a panel: 32 KB of B in L1 (docs/performance.md, the k block) */
 /* Before each loop over a tile's rows: their accumulators are registers only
  * once the loop is unrolled, which GCC does by itself at -O3 but not at -O2
  * (there the tile kept them on the stack: 2.5x slower in f32 and bf16) */

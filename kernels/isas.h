@@ -24,7 +24,7 @@
   X(generic, 4, 16, "", "", "", 2560, 4608, 1616, 3328,                                                              \
     "Cortex-M0+, M4F, M7, M33, M55, rv32imafc, armhf, i686; x86-64 gcc and clang")                                   \
   X(avx2, 6, 16, "-mavx2 -mfma", "avx2 fma", "x86_64 i686", 2048, 20480, 1560, 18072, "x86-64")                      \
-  X(avx512, 8, 32, "-mavx512f -mavx512dq -mfma", "avx512f avx512dq fma", "x86_64 i686", 3072, 30720, 1880, 27056,   \
+  X(avx512, 8, 32, "-mavx512f -mavx512dq -mfma", "avx512f avx512dq fma", "x86_64 i686", 3072, 40960, 1880, 35200,   \
     "x86-64")                                                                                                        \
   X(neon, 6, 16, "", "", "aarch64", 20480, 38912, 18624, 35184, "aarch64")
 #endif
