@@ -31,9 +31,8 @@ static int layout_one(void *ctx, const ff_weight_spec *s) {
 
 void *ff_rt_calloc64(size_t count, size_t size) {
   void *p = NULL;
-  if (size && count > ((size_t)-1 - 64) / size) return NULL;
-  const size_t bytes = count * size;
-  if (posix_memalign(&p, 64, bytes > 0 ? bytes : 64)) return NULL;
+  size_t bytes;
+  if (ff_size_mul(count, size, &bytes) || posix_memalign(&p, 64, bytes > 0 ? bytes : 64)) return NULL;
   memset(p, 0, bytes);
   return p;
 }
